@@ -1,0 +1,231 @@
+//! `cargo xtask tidy`: the layering allow-list of ARCHITECTURE.md, crate READMEs and module
+//! docs. It also runs as a test, so `cargo test` catches drift.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+use serde_json::Value;
+
+use crate::cargo;
+
+const LAYERING_START: &str = "<!-- tidy:layering:start -->";
+const LAYERING_END: &str = "<!-- tidy:layering:end -->";
+
+/// The internal crates each crate may depend on, by package name.
+type AllowList = BTreeMap<String, BTreeSet<String>>;
+
+pub(crate) fn run(root: &Path) -> Result<()> {
+    let problems = check(root)?;
+    if problems.is_empty() {
+        eprintln!("xtask tidy: layering, READMEs and module docs are in order");
+        return Ok(());
+    }
+    for problem in &problems {
+        eprintln!("tidy: {problem}");
+    }
+    bail!("tidy found {} problem(s)", problems.len())
+}
+
+/// Every tidy problem of the workspace at `root`, as sentences.
+fn check(root: &Path) -> Result<Vec<String>> {
+    let architecture = fs::read_to_string(root.join("ARCHITECTURE.md"))
+        .context("reading ARCHITECTURE.md")?;
+    let allow_list = parse_allow_list(&architecture)?;
+    let metadata = cargo_metadata(root)?;
+    let mut problems = layering_problems(&metadata, &allow_list)?;
+    problems.extend(documentation_problems(root, &metadata)?);
+    Ok(problems)
+}
+
+fn cargo_metadata(root: &Path) -> Result<Value> {
+    let output = Command::new(cargo())
+        .args(["metadata", "--format-version", "1", "--no-deps", "--offline"])
+        .current_dir(root)
+        .output()
+        .context("running cargo metadata")?;
+    if !output.status.success() {
+        bail!("cargo metadata failed: {}", String::from_utf8_lossy(&output.stderr));
+    }
+    serde_json::from_slice(&output.stdout).context("parsing cargo metadata")
+}
+
+/// Reads the block between the layering markers: lines `crate -> dep, dep`.
+fn parse_allow_list(architecture: &str) -> Result<AllowList> {
+    let start = architecture
+        .find(LAYERING_START)
+        .context("ARCHITECTURE.md has no layering block")?;
+    let end = architecture[start..]
+        .find(LAYERING_END)
+        .context("ARCHITECTURE.md's layering block is not closed")?;
+    let mut allow_list = AllowList::new();
+    for line in architecture[start + LAYERING_START.len()..start + end].lines() {
+        let line = line.trim();
+        let Some((name, dependencies)) = line.split_once("->") else {
+            continue;
+        };
+        let dependencies = dependencies
+            .split(',')
+            .map(str::trim)
+            .filter(|dependency| !dependency.is_empty())
+            .map(str::to_owned)
+            .collect();
+        allow_list.insert(name.trim().to_owned(), dependencies);
+    }
+    if allow_list.is_empty() {
+        bail!("ARCHITECTURE.md's layering block lists no crate");
+    }
+    Ok(allow_list)
+}
+
+fn packages(metadata: &Value) -> Result<&Vec<Value>> {
+    metadata["packages"]
+        .as_array()
+        .context("cargo metadata has no packages")
+}
+
+fn layering_problems(metadata: &Value, allow_list: &AllowList) -> Result<Vec<String>> {
+    let members: BTreeSet<&str> = packages(metadata)?
+        .iter()
+        .filter_map(|package| package["name"].as_str())
+        .collect();
+    let mut problems = Vec::new();
+    for package in packages(metadata)? {
+        let name = package["name"].as_str().unwrap_or_default();
+        let Some(allowed) = allow_list.get(name) else {
+            problems.push(format!("{name} is not in ARCHITECTURE.md's layering block"));
+            continue;
+        };
+        let dependencies = package["dependencies"].as_array().map_or(&[][..], Vec::as_slice);
+        for dependency in dependencies {
+            let dependency_name = dependency["name"].as_str().unwrap_or_default();
+            if members.contains(dependency_name) && !allowed.contains(dependency_name) {
+                problems.push(format!(
+                    "{name} depends on {dependency_name}, which ARCHITECTURE.md does not allow"
+                ));
+            }
+        }
+    }
+    Ok(problems)
+}
+
+fn documentation_problems(root: &Path, metadata: &Value) -> Result<Vec<String>> {
+    let mut problems = Vec::new();
+    for package in packages(metadata)? {
+        let manifest = PathBuf::from(package["manifest_path"].as_str().unwrap_or_default());
+        let Some(package_dir) = manifest.parent() else {
+            continue;
+        };
+        let name = package["name"].as_str().unwrap_or_default();
+        if package_dir.starts_with(root.join("crates")) && !package_dir.join("README.md").is_file()
+        {
+            problems.push(format!("{name} has no README.md"));
+        }
+        let mut sources = Vec::new();
+        collect_rust_files(&package_dir.join("src"), &mut sources)?;
+        for source in sources {
+            let text = fs::read_to_string(&source)
+                .with_context(|| format!("reading {}", source.display()))?;
+            if !has_module_doc(&text) {
+                let relative = source.strip_prefix(root).unwrap_or(&source);
+                problems.push(format!("{} has no `//!` module doc", relative.display()));
+            }
+        }
+    }
+    Ok(problems)
+}
+
+fn collect_rust_files(dir: &Path, files: &mut Vec<PathBuf>) -> Result<()> {
+    if !dir.is_dir() {
+        return Ok(());
+    }
+    for entry in fs::read_dir(dir).with_context(|| format!("listing {}", dir.display()))? {
+        let path = entry?.path();
+        if path.is_dir() {
+            collect_rust_files(&path, files)?;
+        } else if path.extension().is_some_and(|extension| extension == "rs") {
+            files.push(path);
+        }
+    }
+    files.sort();
+    Ok(())
+}
+
+/// A module is documented when its first non-blank line is an inner doc comment or attribute.
+fn has_module_doc(text: &str) -> bool {
+    text.lines()
+        .map(str::trim_start)
+        .find(|line| !line.is_empty())
+        .is_some_and(|line| line.starts_with("//!") || line.starts_with("#![doc"))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn allow_list() -> AllowList {
+        parse_allow_list(&format!(
+            "# Layers\n{LAYERING_START}\n```text\nstreetlevel-model ->\n\
+             streetlevel-server -> streetlevel-model\n```\n{LAYERING_END}\n"
+        ))
+        .unwrap()
+    }
+
+    fn metadata(model_dependencies: &[&str]) -> Value {
+        let dependencies: Vec<Value> =
+            model_dependencies.iter().map(|name| json!({"name": name})).collect();
+        json!({"packages": [
+            {"name": "streetlevel-model", "dependencies": dependencies},
+            {"name": "streetlevel-server", "dependencies": [{"name": "streetlevel-model"}]},
+        ]})
+    }
+
+    #[test]
+    fn the_workspace_is_tidy() {
+        let problems = check(&crate::project_root()).unwrap();
+        assert_eq!(problems, Vec::<String>::new());
+    }
+
+    #[test]
+    fn an_upward_dependency_is_a_problem() {
+        let problems = layering_problems(&metadata(&["streetlevel-server"]), &allow_list()).unwrap();
+        assert_eq!(
+            problems,
+            ["streetlevel-model depends on streetlevel-server, which ARCHITECTURE.md does not allow"]
+        );
+    }
+
+    #[test]
+    fn external_and_allowed_dependencies_are_fine() {
+        let problems = layering_problems(&metadata(&["serde"]), &allow_list()).unwrap();
+        assert!(problems.is_empty(), "{problems:?}");
+    }
+
+    #[test]
+    fn a_crate_missing_from_the_block_is_a_problem() {
+        let mut metadata = metadata(&[]);
+        metadata["packages"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"name": "streetlevel-new", "dependencies": []}));
+        let problems = layering_problems(&metadata, &allow_list()).unwrap();
+        assert_eq!(problems, ["streetlevel-new is not in ARCHITECTURE.md's layering block"]);
+    }
+
+    #[test]
+    fn module_docs_are_recognised() {
+        assert!(has_module_doc("\n//! Tiles.\nfn f() {}"));
+        assert!(has_module_doc("#![doc = include_str!(\"../README.md\")]"));
+        assert!(!has_module_doc("/// Not a module doc.\nfn f() {}"));
+        assert!(!has_module_doc("use std::fs;\n//! late"));
+    }
+
+    #[test]
+    fn a_missing_block_is_an_error() {
+        assert!(parse_allow_list("# No layering here").is_err());
+    }
+}
