@@ -3,6 +3,7 @@
 //! `xtask` keeps few dependencies and shells out to cargo, Python and npm; everything a
 //! command needs beyond the Rust toolchain it installs itself (into `target/`).
 
+mod python;
 mod test;
 mod tidy;
 

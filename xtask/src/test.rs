@@ -14,7 +14,15 @@ pub(crate) fn run(root: &Path) -> Result<()> {
     run_command(
         root,
         &cargo,
-        &["clippy", "--workspace", "--all-targets", "--locked", "--", "-D", "warnings"],
+        &[
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--locked",
+            "--",
+            "-D",
+            "warnings",
+        ],
     )?;
     run_command(root, &cargo, &["test", "--workspace", "--locked"])?;
     eprintln!("xtask test: all checks passed");

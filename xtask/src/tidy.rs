@@ -31,8 +31,8 @@ pub(crate) fn run(root: &Path) -> Result<()> {
 
 /// Every tidy problem of the workspace at `root`, as sentences.
 fn check(root: &Path) -> Result<Vec<String>> {
-    let architecture = fs::read_to_string(root.join("ARCHITECTURE.md"))
-        .context("reading ARCHITECTURE.md")?;
+    let architecture =
+        fs::read_to_string(root.join("ARCHITECTURE.md")).context("reading ARCHITECTURE.md")?;
     let allow_list = parse_allow_list(&architecture)?;
     let metadata = cargo_metadata(root)?;
     let mut problems = layering_problems(&metadata, &allow_list)?;
@@ -42,12 +42,21 @@ fn check(root: &Path) -> Result<Vec<String>> {
 
 fn cargo_metadata(root: &Path) -> Result<Value> {
     let output = Command::new(cargo())
-        .args(["metadata", "--format-version", "1", "--no-deps", "--offline"])
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
         .current_dir(root)
         .output()
         .context("running cargo metadata")?;
     if !output.status.success() {
-        bail!("cargo metadata failed: {}", String::from_utf8_lossy(&output.stderr));
+        bail!(
+            "cargo metadata failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
     }
     serde_json::from_slice(&output.stdout).context("parsing cargo metadata")
 }
@@ -98,7 +107,9 @@ fn layering_problems(metadata: &Value, allow_list: &AllowList) -> Result<Vec<Str
             problems.push(format!("{name} is not in ARCHITECTURE.md's layering block"));
             continue;
         };
-        let dependencies = package["dependencies"].as_array().map_or(&[][..], Vec::as_slice);
+        let dependencies = package["dependencies"]
+            .as_array()
+            .map_or(&[][..], Vec::as_slice);
         for dependency in dependencies {
             let dependency_name = dependency["name"].as_str().unwrap_or_default();
             if members.contains(dependency_name) && !allowed.contains(dependency_name) {
@@ -176,8 +187,10 @@ mod tests {
     }
 
     fn metadata(model_dependencies: &[&str]) -> Value {
-        let dependencies: Vec<Value> =
-            model_dependencies.iter().map(|name| json!({"name": name})).collect();
+        let dependencies: Vec<Value> = model_dependencies
+            .iter()
+            .map(|name| json!({"name": name}))
+            .collect();
         json!({"packages": [
             {"name": "streetlevel-model", "dependencies": dependencies},
             {"name": "streetlevel-server", "dependencies": [{"name": "streetlevel-model"}]},
@@ -192,10 +205,13 @@ mod tests {
 
     #[test]
     fn an_upward_dependency_is_a_problem() {
-        let problems = layering_problems(&metadata(&["streetlevel-server"]), &allow_list()).unwrap();
+        let problems =
+            layering_problems(&metadata(&["streetlevel-server"]), &allow_list()).unwrap();
         assert_eq!(
             problems,
-            ["streetlevel-model depends on streetlevel-server, which ARCHITECTURE.md does not allow"]
+            [
+                "streetlevel-model depends on streetlevel-server, which ARCHITECTURE.md does not allow"
+            ]
         );
     }
 
@@ -213,7 +229,10 @@ mod tests {
             .unwrap()
             .push(json!({"name": "streetlevel-new", "dependencies": []}));
         let problems = layering_problems(&metadata, &allow_list()).unwrap();
-        assert_eq!(problems, ["streetlevel-new is not in ARCHITECTURE.md's layering block"]);
+        assert_eq!(
+            problems,
+            ["streetlevel-new is not in ARCHITECTURE.md's layering block"]
+        );
     }
 
     #[test]

@@ -130,10 +130,26 @@ mod tests {
 
     #[test]
     fn ids_parse_only_plain_decimal() {
-        assert_eq!("1000000000000001".parse(), Ok(ImageId(1_000_000_000_000_001)));
+        assert_eq!(
+            "1000000000000001".parse(),
+            Ok(ImageId(1_000_000_000_000_001))
+        );
         assert_eq!("18446744073709551615".parse(), Ok(EntityId(u64::MAX)));
-        for bad in ["", "+1", "-1", "1.0", "0x10", " 1", "18446744073709551616", "1a"] {
-            assert_eq!(bad.parse::<ImageId>(), Err(ParseIdError(bad.to_owned())), "{bad:?}");
+        for bad in [
+            "",
+            "+1",
+            "-1",
+            "1.0",
+            "0x10",
+            " 1",
+            "18446744073709551616",
+            "1a",
+        ] {
+            assert_eq!(
+                bad.parse::<ImageId>(),
+                Err(ParseIdError(bad.to_owned())),
+                "{bad:?}"
+            );
         }
     }
 

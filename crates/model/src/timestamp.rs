@@ -34,14 +34,20 @@ impl Timestamp {
                 return Ok(Timestamp(date_time.timestamp_millis()));
             }
         }
-        for format in ["%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M:%S%.f"] {
+        for format in [
+            "%Y-%m-%dT%H:%M:%S%.f",
+            "%Y-%m-%dT%H:%M",
+            "%Y-%m-%d %H:%M:%S%.f",
+        ] {
             if let Ok(naive) = NaiveDateTime::parse_from_str(trimmed, format) {
                 return Ok(Timestamp(Utc.from_utc_datetime(&naive).timestamp_millis()));
             }
         }
         if let Ok(date) = NaiveDate::parse_from_str(trimmed, "%Y-%m-%d") {
             let midnight = date.and_hms_opt(0, 0, 0).ok_or_else(error)?;
-            return Ok(Timestamp(Utc.from_utc_datetime(&midnight).timestamp_millis()));
+            return Ok(Timestamp(
+                Utc.from_utc_datetime(&midnight).timestamp_millis(),
+            ));
         }
         Err(error())
     }
@@ -66,7 +72,11 @@ mod tests {
     use super::*;
 
     fn check(text: &str, expected_millis: i64) {
-        assert_eq!(Timestamp::parse_iso8601(text), Ok(Timestamp(expected_millis)), "{text}");
+        assert_eq!(
+            Timestamp::parse_iso8601(text),
+            Ok(Timestamp(expected_millis)),
+            "{text}"
+        );
     }
 
     #[test]
@@ -81,13 +91,22 @@ mod tests {
 
     #[test]
     fn rejects_what_is_not_a_date() {
-        for bad in ["", "yesterday", "2021-13-01", "2021-05-01T25:00:00Z", "1619863200000"] {
+        for bad in [
+            "",
+            "yesterday",
+            "2021-13-01",
+            "2021-05-01T25:00:00Z",
+            "1619863200000",
+        ] {
             assert!(Timestamp::parse_iso8601(bad).is_err(), "{bad:?}");
         }
     }
 
     #[test]
     fn formats_with_plus_0000() {
-        assert_eq!(Timestamp(1_619_863_200_250).to_iso8601(), "2021-05-01T10:00:00+0000");
+        assert_eq!(
+            Timestamp(1_619_863_200_250).to_iso8601(),
+            "2021-05-01T10:00:00+0000"
+        );
     }
 }
