@@ -3,7 +3,9 @@
 //! `xtask` keeps few dependencies and shells out to cargo, Python and npm; everything a
 //! command needs beyond the Rust toolchain it installs itself (into `target/`).
 
+mod bench;
 mod python;
+mod release;
 mod test;
 mod tidy;
 
@@ -27,6 +29,16 @@ enum Task {
     Test,
     /// Check the layering and documentation rules of ARCHITECTURE.md.
     Tidy,
+    /// Run the divan benchmarks (all crates, or one with --package).
+    Bench {
+        /// Only this package's benchmarks.
+        #[arg(long, short)]
+        package: Option<String>,
+        /// Only benchmarks whose name contains this.
+        filter: Option<String>,
+    },
+    /// Build an optimised binary and pack it into target/dist.
+    Release,
 }
 
 fn main() -> Result<()> {
@@ -35,6 +47,8 @@ fn main() -> Result<()> {
     match cli.command {
         Task::Test => test::run(&root),
         Task::Tidy => tidy::run(&root),
+        Task::Bench { package, filter } => bench::run(&root, package.as_deref(), filter.as_deref()),
+        Task::Release => release::run(&root),
     }
 }
 
