@@ -1,0 +1,69 @@
+//! Line simplification per zoom, with geo's Ramer–Douglas–Peucker.
+//!
+//! The tolerance is in tile-local units, so one tolerance serves every zoom: a unit covers
+//! half the ground at each zoom level down, and lines keep the detail a tile can show.
+
+use geo::{LineString, MultiLineString, MultiPolygon, Polygon, Simplify};
+
+/// The tolerance tile servers commonly use: one unit at extent 4096.
+pub const DEFAULT_TOLERANCE: f64 = 1.0;
+
+/// The tolerance in tile units for a zoom: none at or above `max_zoom` (where the data is
+/// shown at full detail and may be over-zoomed), `tolerance` below it.
+pub fn tolerance_for_zoom(z: u8, max_zoom: u8, tolerance: f64) -> f64 {
+    if z >= max_zoom { 0.0 } else { tolerance }
+}
+
+/// A simplified line; a tolerance of zero or less returns it unchanged.
+pub fn simplify_line_string(line: &LineString<f64>, tolerance: f64) -> LineString<f64> {
+    if tolerance <= 0.0 {
+        return line.clone();
+    }
+    line.simplify(tolerance)
+}
+
+/// Simplified lines.
+pub fn simplify_multi_line_string(
+    lines: &MultiLineString<f64>,
+    tolerance: f64,
+) -> MultiLineString<f64> {
+    if tolerance <= 0.0 {
+        return lines.clone();
+    }
+    lines.simplify(tolerance)
+}
+
+/// A simplified polygon (each ring on its own).
+pub fn simplify_polygon(polygon: &Polygon<f64>, tolerance: f64) -> Polygon<f64> {
+    if tolerance <= 0.0 {
+        return polygon.clone();
+    }
+    polygon.simplify(tolerance)
+}
+
+/// Simplified polygons.
+pub fn simplify_multi_polygon(polygons: &MultiPolygon<f64>, tolerance: f64) -> MultiPolygon<f64> {
+    if tolerance <= 0.0 {
+        return polygons.clone();
+    }
+    polygons.simplify(tolerance)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use geo::line_string;
+
+    #[test]
+    fn nearly_straight_line_loses_its_middle_point() {
+        let line = line_string![(x: 0.0, y: 0.0), (x: 50.0, y: 0.4), (x: 100.0, y: 0.0)];
+        assert_eq!(simplify_line_string(&line, 1.0).0.len(), 2);
+        assert_eq!(simplify_line_string(&line, 0.0).0.len(), 3);
+    }
+
+    #[test]
+    fn no_simplification_at_max_zoom() {
+        assert!(tolerance_for_zoom(14, 14, 1.0).abs() < f64::EPSILON);
+        assert!((tolerance_for_zoom(10, 14, 1.0) - 1.0).abs() < f64::EPSILON);
+    }
+}
