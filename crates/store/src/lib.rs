@@ -1,1 +1,18 @@
 #![doc = include_str!("../README.md")]
+
+mod error;
+pub mod filter;
+mod image_record;
+pub mod s2;
+mod search;
+mod sqlite;
+mod store;
+
+pub use error::StoreError;
+pub use filter::{
+    BoundingBox, Cursor, DetectionFilter, ImageFilter, MapFeatureFilter, Page, TimeRange,
+    wildcard_match,
+};
+pub use s2::S2CellId;
+pub use sqlite::SCHEMA_VERSION;
+pub use store::{DATABASE_FILE, MEDIA_DIR, Store};

@@ -1,0 +1,506 @@
+//! SQLite persistence: the schema and its migrations, loading at start-up and the
+//! write-through inserts. Tables are prefixed `store_` because other crates (auth) keep their
+//! own tables in the same file.
+//!
+//! Unsigned 64-bit IDs are stored as their two's-complement `i64`; float lists as
+//! little-endian `f64` blobs so that values read back bit for bit.
+
+use std::path::Path;
+use std::time::Duration;
+
+use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
+use streetlevel_model::{
+    CameraType, Creator, CreatorId, Detection, DetectionId, Image, ImageId, MapFeature,
+    MapFeatureId, MediaId, ObjectType, Organization, OrganizationId, Point, Sequence, SequenceId,
+    Timestamp,
+};
+
+use crate::{Store, StoreError};
+
+/// The newest schema version this build writes.
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// Migration `n` (1-based) brings the schema from version `n - 1` to `n`.
+const MIGRATIONS: [&str; 1] = ["
+CREATE TABLE store_creators (
+    id INTEGER PRIMARY KEY,
+    username TEXT NOT NULL UNIQUE
+);
+CREATE TABLE store_organizations (
+    id INTEGER PRIMARY KEY,
+    slug TEXT NOT NULL,
+    name TEXT NOT NULL,
+    description TEXT
+);
+CREATE TABLE store_sequences (
+    id TEXT PRIMARY KEY,
+    creator INTEGER NOT NULL,
+    organization INTEGER
+);
+CREATE TABLE store_images (
+    id INTEGER PRIMARY KEY,
+    captured_at INTEGER NOT NULL,
+    lon REAL NOT NULL,
+    lat REAL NOT NULL,
+    computed_lon REAL,
+    computed_lat REAL,
+    altitude REAL,
+    atomic_scale REAL,
+    camera_parameters BLOB,
+    camera_type TEXT,
+    compass_angle REAL,
+    computed_altitude REAL,
+    computed_compass_angle REAL,
+    computed_rotation BLOB,
+    creator INTEGER NOT NULL,
+    exif_orientation INTEGER,
+    height INTEGER NOT NULL,
+    width INTEGER NOT NULL,
+    is_pano INTEGER NOT NULL,
+    make TEXT,
+    model TEXT,
+    merge_cc INTEGER,
+    mesh INTEGER,
+    sequence TEXT NOT NULL,
+    sfm_cluster INTEGER,
+    quality_score REAL,
+    organization INTEGER
+);
+CREATE TABLE store_map_features (
+    id INTEGER PRIMARY KEY,
+    aligned_direction REAL,
+    first_seen_at INTEGER NOT NULL,
+    last_seen_at INTEGER NOT NULL,
+    object_value TEXT NOT NULL,
+    object_type TEXT NOT NULL,
+    lon REAL NOT NULL,
+    lat REAL NOT NULL,
+    images BLOB NOT NULL
+);
+CREATE TABLE store_detections (
+    id INTEGER PRIMARY KEY,
+    created_at INTEGER NOT NULL,
+    geometry TEXT NOT NULL,
+    image INTEGER NOT NULL,
+    value TEXT NOT NULL,
+    map_feature INTEGER
+);
+"];
+
+/// Opens the database file with WAL and a busy timeout, and migrates it.
+pub(crate) fn open(path: &Path) -> Result<Connection, StoreError> {
+    let mut connection = Connection::open(path)?;
+    connection.busy_timeout(Duration::from_secs(5))?;
+    connection.pragma_update(None, "journal_mode", "WAL")?;
+    connection.pragma_update(None, "synchronous", "NORMAL")?;
+    migrate(&mut connection)?;
+    Ok(connection)
+}
+
+/// Brings the schema to [`SCHEMA_VERSION`], one transaction for all steps.
+pub(crate) fn migrate(connection: &mut Connection) -> Result<(), StoreError> {
+    let transaction = connection.transaction()?;
+    transaction.execute_batch(
+        "CREATE TABLE IF NOT EXISTS store_schema_version (version INTEGER NOT NULL)",
+    )?;
+    let found: i64 = transaction
+        .query_row("SELECT version FROM store_schema_version", [], |row| {
+            row.get(0)
+        })
+        .optional()?
+        .unwrap_or(0);
+    if found > SCHEMA_VERSION {
+        return Err(StoreError::SchemaTooNew {
+            found,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    for migration in &MIGRATIONS[found as usize..] {
+        transaction.execute_batch(migration)?;
+    }
+    transaction.execute("DELETE FROM store_schema_version", [])?;
+    transaction.execute(
+        "INSERT INTO store_schema_version (version) VALUES (?1)",
+        [SCHEMA_VERSION],
+    )?;
+    transaction.commit()?;
+    Ok(())
+}
+
+fn to_sql_id(id: u64) -> i64 {
+    id as i64
+}
+
+fn from_sql_id(id: i64) -> u64 {
+    id as u64
+}
+
+fn floats_to_blob(values: &[f64]) -> Vec<u8> {
+    values
+        .iter()
+        .flat_map(|value| value.to_le_bytes())
+        .collect()
+}
+
+fn blob_to_floats(table: &'static str, blob: &[u8]) -> Result<Vec<f64>, StoreError> {
+    if blob.len() % 8 != 0 {
+        return Err(StoreError::CorruptRow {
+            table,
+            reason: format!("float blob of {} bytes", blob.len()),
+        });
+    }
+    Ok(blob
+        .chunks_exact(8)
+        .map(|chunk| {
+            let mut bytes = [0; 8];
+            bytes.copy_from_slice(chunk);
+            f64::from_le_bytes(bytes)
+        })
+        .collect())
+}
+
+fn ids_to_blob(ids: &[ImageId]) -> Vec<u8> {
+    ids.iter().flat_map(|id| id.0.to_le_bytes()).collect()
+}
+
+fn blob_to_ids(table: &'static str, blob: &[u8]) -> Result<Vec<ImageId>, StoreError> {
+    if blob.len() % 8 != 0 {
+        return Err(StoreError::CorruptRow {
+            table,
+            reason: format!("id blob of {} bytes", blob.len()),
+        });
+    }
+    Ok(blob
+        .chunks_exact(8)
+        .map(|chunk| {
+            let mut bytes = [0; 8];
+            bytes.copy_from_slice(chunk);
+            ImageId(u64::from_le_bytes(bytes))
+        })
+        .collect())
+}
+
+/// NaN has no SQL form; it is stored as NULL (and reads back as `None`, as in memory).
+fn finite(value: Option<f64>) -> Option<f64> {
+    value.filter(|value| !value.is_nan())
+}
+
+pub(crate) fn insert_creators(
+    transaction: &Transaction<'_>,
+    creators: &[Creator],
+) -> Result<(), StoreError> {
+    let mut statement =
+        transaction.prepare_cached("INSERT INTO store_creators (id, username) VALUES (?1, ?2)")?;
+    for creator in creators {
+        statement.execute(params![to_sql_id(creator.id.0), creator.username])?;
+    }
+    Ok(())
+}
+
+pub(crate) fn insert_organizations(
+    transaction: &Transaction<'_>,
+    organizations: &[Organization],
+) -> Result<(), StoreError> {
+    let mut statement = transaction.prepare_cached(
+        "INSERT INTO store_organizations (id, slug, name, description) VALUES (?1, ?2, ?3, ?4)",
+    )?;
+    for organization in organizations {
+        statement.execute(params![
+            to_sql_id(organization.id.0),
+            organization.slug,
+            organization.name,
+            organization.description
+        ])?;
+    }
+    Ok(())
+}
+
+pub(crate) fn insert_sequences(
+    transaction: &Transaction<'_>,
+    sequences: &[Sequence],
+) -> Result<(), StoreError> {
+    let mut statement = transaction.prepare_cached(
+        "INSERT INTO store_sequences (id, creator, organization) VALUES (?1, ?2, ?3)",
+    )?;
+    for sequence in sequences {
+        statement.execute(params![
+            sequence.id.as_str(),
+            to_sql_id(sequence.creator.0),
+            sequence.organization.map(|id| to_sql_id(id.0))
+        ])?;
+    }
+    Ok(())
+}
+
+pub(crate) fn insert_images(
+    transaction: &Transaction<'_>,
+    images: &[Image],
+) -> Result<(), StoreError> {
+    let mut statement = transaction.prepare_cached(
+        "INSERT INTO store_images (id, captured_at, lon, lat, computed_lon, computed_lat,
+            altitude, atomic_scale, camera_parameters, camera_type, compass_angle,
+            computed_altitude, computed_compass_angle, computed_rotation, creator,
+            exif_orientation, height, width, is_pano, make, model, merge_cc, mesh, sequence,
+            sfm_cluster, quality_score, organization)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
+            ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27)",
+    )?;
+    for image in images {
+        let rotation = image
+            .computed_rotation
+            .filter(|rotation| !rotation[0].is_nan());
+        statement.execute(params![
+            to_sql_id(image.id.0),
+            image.captured_at.0,
+            image.geometry.lon,
+            image.geometry.lat,
+            image.computed_geometry.map(|point| point.lon),
+            image.computed_geometry.map(|point| point.lat),
+            finite(image.altitude),
+            finite(image.atomic_scale),
+            image.camera_parameters.as_deref().map(floats_to_blob),
+            image.camera_type.map(CameraType::as_str),
+            finite(image.compass_angle),
+            finite(image.computed_altitude),
+            finite(image.computed_compass_angle),
+            rotation.as_ref().map(|rotation| floats_to_blob(rotation)),
+            to_sql_id(image.creator.0),
+            image.exif_orientation,
+            image.height,
+            image.width,
+            image.is_pano,
+            image.make,
+            image.model,
+            image.merge_cc.map(to_sql_id),
+            image.mesh.map(|mesh| to_sql_id(mesh.0)),
+            image.sequence.as_str(),
+            image.sfm_cluster.map(|cluster| to_sql_id(cluster.0)),
+            finite(image.quality_score),
+            image.organization.map(|id| to_sql_id(id.0)),
+        ])?;
+    }
+    Ok(())
+}
+
+pub(crate) fn insert_map_features(
+    transaction: &Transaction<'_>,
+    features: &[MapFeature],
+) -> Result<(), StoreError> {
+    let mut statement = transaction.prepare_cached(
+        "INSERT INTO store_map_features (id, aligned_direction, first_seen_at, last_seen_at,
+            object_value, object_type, lon, lat, images)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+    )?;
+    for feature in features {
+        statement.execute(params![
+            to_sql_id(feature.id.0),
+            finite(feature.aligned_direction),
+            feature.first_seen_at.0,
+            feature.last_seen_at.0,
+            feature.object_value,
+            feature.object_type.as_str(),
+            feature.geometry.lon,
+            feature.geometry.lat,
+            ids_to_blob(&feature.images),
+        ])?;
+    }
+    Ok(())
+}
+
+pub(crate) fn insert_detections(
+    transaction: &Transaction<'_>,
+    detections: &[Detection],
+) -> Result<(), StoreError> {
+    let mut statement = transaction.prepare_cached(
+        "INSERT INTO store_detections (id, created_at, geometry, image, value, map_feature)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )?;
+    for detection in detections {
+        statement.execute(params![
+            to_sql_id(detection.id.0),
+            detection.created_at.0,
+            detection.geometry,
+            to_sql_id(detection.image.0),
+            detection.value,
+            detection.map_feature.map(|id| to_sql_id(id.0)),
+        ])?;
+    }
+    Ok(())
+}
+
+/// Reads every entity into `store` (which must be empty), in one read transaction.
+pub(crate) fn load(connection: &Connection, store: &mut Store) -> Result<(), StoreError> {
+    connection.execute_batch("BEGIN")?;
+    let result = load_all(connection, store);
+    connection.execute_batch("COMMIT")?;
+    result
+}
+
+fn load_all(connection: &Connection, store: &mut Store) -> Result<(), StoreError> {
+    let mut statement = connection.prepare("SELECT id, username FROM store_creators")?;
+    let mut rows = statement.query([])?;
+    while let Some(row) = rows.next()? {
+        store.push_creator(&Creator {
+            id: CreatorId(from_sql_id(row.get(0)?)),
+            username: row.get(1)?,
+        });
+    }
+
+    let mut statement =
+        connection.prepare("SELECT id, slug, name, description FROM store_organizations")?;
+    let mut rows = statement.query([])?;
+    while let Some(row) = rows.next()? {
+        store.push_organization(&Organization {
+            id: OrganizationId(from_sql_id(row.get(0)?)),
+            slug: row.get(1)?,
+            name: row.get(2)?,
+            description: row.get(3)?,
+        });
+    }
+
+    let mut statement =
+        connection.prepare("SELECT id, creator, organization FROM store_sequences")?;
+    let mut rows = statement.query([])?;
+    while let Some(row) = rows.next()? {
+        store.push_sequence(&Sequence {
+            id: SequenceId(row.get(0)?),
+            creator: CreatorId(from_sql_id(row.get(1)?)),
+            organization: row
+                .get::<_, Option<i64>>(2)?
+                .map(|id| OrganizationId(from_sql_id(id))),
+            image_ids: Vec::new(),
+        });
+    }
+
+    let mut statement = connection.prepare(
+        "SELECT id, captured_at, lon, lat, computed_lon, computed_lat, altitude, atomic_scale,
+            camera_parameters, camera_type, compass_angle, computed_altitude,
+            computed_compass_angle, computed_rotation, creator, exif_orientation, height, width,
+            is_pano, make, model, merge_cc, mesh, sequence, sfm_cluster, quality_score,
+            organization
+         FROM store_images",
+    )?;
+    let mut rows = statement.query([])?;
+    while let Some(row) = rows.next()? {
+        store.push_image(&image_from_row(row)?);
+    }
+    store.index_new_images(0);
+
+    let mut statement = connection.prepare(
+        "SELECT id, aligned_direction, first_seen_at, last_seen_at, object_value, object_type,
+            lon, lat, images
+         FROM store_map_features",
+    )?;
+    let mut rows = statement.query([])?;
+    while let Some(row) = rows.next()? {
+        let object_type = match row.get_ref(5)?.as_str()? {
+            "traffic_sign" => ObjectType::TrafficSign,
+            "point" => ObjectType::Point,
+            other => {
+                return Err(StoreError::CorruptRow {
+                    table: "store_map_features",
+                    reason: format!("object type {other:?}"),
+                });
+            }
+        };
+        store.push_map_feature(&MapFeature {
+            id: MapFeatureId(from_sql_id(row.get(0)?)),
+            aligned_direction: row.get(1)?,
+            first_seen_at: Timestamp(row.get(2)?),
+            last_seen_at: Timestamp(row.get(3)?),
+            object_value: row.get(4)?,
+            object_type,
+            geometry: Point::new(row.get(6)?, row.get(7)?),
+            images: blob_to_ids("store_map_features", row.get_ref(8)?.as_blob()?)?,
+        });
+    }
+    store.index_new_map_features(0);
+
+    let mut statement = connection.prepare(
+        "SELECT id, created_at, geometry, image, value, map_feature FROM store_detections",
+    )?;
+    let mut rows = statement.query([])?;
+    while let Some(row) = rows.next()? {
+        store.push_detection(&Detection {
+            id: DetectionId(from_sql_id(row.get(0)?)),
+            created_at: Timestamp(row.get(1)?),
+            geometry: row.get(2)?,
+            image: ImageId(from_sql_id(row.get(3)?)),
+            value: row.get(4)?,
+            map_feature: row
+                .get::<_, Option<i64>>(5)?
+                .map(|id| MapFeatureId(from_sql_id(id))),
+        });
+    }
+    store.index_new_detections(0);
+    Ok(())
+}
+
+fn image_from_row(row: &Row<'_>) -> Result<Image, StoreError> {
+    const TABLE: &str = "store_images";
+    let computed_lon: Option<f64> = row.get(4)?;
+    let computed_lat: Option<f64> = row.get(5)?;
+    let camera_parameters = match row.get_ref(8)?.as_blob_or_null()? {
+        Some(blob) => Some(blob_to_floats(TABLE, blob)?),
+        None => None,
+    };
+    let camera_type = match row.get_ref(9)?.as_str_or_null()? {
+        Some(name) => Some(
+            name.parse::<CameraType>()
+                .map_err(|error| StoreError::CorruptRow {
+                    table: TABLE,
+                    reason: error.to_string(),
+                })?,
+        ),
+        None => None,
+    };
+    let computed_rotation = match row.get_ref(13)?.as_blob_or_null()? {
+        Some(blob) => {
+            let values = blob_to_floats(TABLE, blob)?;
+            let rotation: [f64; 3] =
+                values
+                    .try_into()
+                    .map_err(|values: Vec<f64>| StoreError::CorruptRow {
+                        table: TABLE,
+                        reason: format!("rotation of {} values", values.len()),
+                    })?;
+            Some(rotation)
+        }
+        None => None,
+    };
+    Ok(Image {
+        id: ImageId(from_sql_id(row.get(0)?)),
+        captured_at: Timestamp(row.get(1)?),
+        geometry: Point::new(row.get(2)?, row.get(3)?),
+        computed_geometry: computed_lon
+            .zip(computed_lat)
+            .map(|(lon, lat)| Point::new(lon, lat)),
+        altitude: row.get(6)?,
+        atomic_scale: row.get(7)?,
+        camera_parameters,
+        camera_type,
+        compass_angle: row.get(10)?,
+        computed_altitude: row.get(11)?,
+        computed_compass_angle: row.get(12)?,
+        computed_rotation,
+        creator: CreatorId(from_sql_id(row.get(14)?)),
+        exif_orientation: row.get(15)?,
+        height: row.get(16)?,
+        width: row.get(17)?,
+        is_pano: row.get(18)?,
+        make: row.get(19)?,
+        model: row.get(20)?,
+        merge_cc: row.get::<_, Option<i64>>(21)?.map(from_sql_id),
+        mesh: row
+            .get::<_, Option<i64>>(22)?
+            .map(|id| MediaId(from_sql_id(id))),
+        sequence: SequenceId(row.get(23)?),
+        sfm_cluster: row
+            .get::<_, Option<i64>>(24)?
+            .map(|id| MediaId(from_sql_id(id))),
+        quality_score: row.get(25)?,
+        organization: row
+            .get::<_, Option<i64>>(26)?
+            .map(|id| OrganizationId(from_sql_id(id))),
+    })
+}

@@ -1,0 +1,857 @@
+//! The store: entities in compact in-memory tables with their indices, written through to
+//! SQLite when opened on a data directory.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use rstar::primitives::GeomWithData;
+use rstar::{AABB, RTree, RTreeObject};
+use streetlevel_model::{
+    Creator, CreatorId, Detection, DetectionId, EntityId, EntityKind, Image, ImageId, MapFeature,
+    MapFeatureId, Organization, OrganizationId, Sequence, SequenceId,
+};
+
+use crate::image_record::{ImageRecord, Interner, NONE, ParameterPool, RecordLinks, RecordNames};
+use crate::s2::S2CellId;
+use crate::{StoreError, sqlite};
+
+/// The file name of the database inside the data directory.
+pub const DATABASE_FILE: &str = "streetlevel.sqlite";
+/// The name of the media folder inside the data directory.
+pub const MEDIA_DIR: &str = "media";
+
+/// An image in the R-tree: the box around its original and computed locations (in `f32`,
+/// widened outwards so it always contains both) and its index in the image table. One tree
+/// serves both geometry variants; queries check the exact `f64` location afterwards.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct ImageEntry {
+    min: [f32; 2],
+    max: [f32; 2],
+    pub(crate) index: u32,
+}
+
+impl RTreeObject for ImageEntry {
+    type Envelope = AABB<[f32; 2]>;
+
+    fn envelope(&self) -> Self::Envelope {
+        AABB::from_corners(self.min, self.max)
+    }
+}
+
+impl ImageEntry {
+    fn new(record: &ImageRecord, index: u32) -> Self {
+        let mut min = [f32::INFINITY; 2];
+        let mut max = [f32::NEG_INFINITY; 2];
+        let mut add = |point: [f64; 2]| {
+            for axis in 0..2 {
+                min[axis] = min[axis].min(lower_f32(point[axis]));
+                max[axis] = max[axis].max(upper_f32(point[axis]));
+            }
+        };
+        add(record.geometry);
+        if !record.computed_geometry[0].is_nan() {
+            add(record.computed_geometry);
+        }
+        ImageEntry { min, max, index }
+    }
+}
+
+/// The largest `f32` not above `value`.
+pub(crate) fn lower_f32(value: f64) -> f32 {
+    let rounded = value as f32;
+    if f64::from(rounded) > value {
+        rounded.next_down()
+    } else {
+        rounded
+    }
+}
+
+/// The smallest `f32` not below `value`.
+pub(crate) fn upper_f32(value: f64) -> f32 {
+    let rounded = value as f32;
+    if f64::from(rounded) < value {
+        rounded.next_up()
+    } else {
+        rounded
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct SequenceRecord {
+    pub(crate) id: SequenceId,
+    /// Set when the sequence itself was inserted (not only images naming it).
+    pub(crate) explicit: Option<(CreatorId, Option<OrganizationId>)>,
+    /// Image indices in capture order (ties by ID).
+    pub(crate) members: Vec<u32>,
+}
+
+#[derive(Debug)]
+pub(crate) struct CreatorRecord {
+    pub(crate) id: CreatorId,
+    /// `None` while the creator is known only from its images.
+    pub(crate) creator: Option<Creator>,
+    /// Image indices in ID order.
+    pub(crate) images: Vec<u32>,
+}
+
+#[derive(Debug)]
+pub(crate) struct OrganizationRecord {
+    pub(crate) id: OrganizationId,
+    pub(crate) organization: Option<Organization>,
+    /// Image indices in ID order.
+    pub(crate) images: Vec<u32>,
+}
+
+/// The in-memory store of images, sequences, map features, detections, organizations and
+/// creators, optionally backed by SQLite.
+///
+/// Concurrency: every query takes `&self` and every write `&mut self`; the store is `Send` and
+/// `Sync`, so a server shares it as `Arc<RwLock<Store>>`. Writes go to SQLite first (one
+/// transaction per call) and then to memory, and bump [`Store::generation`].
+#[derive(Debug)]
+pub struct Store {
+    pub(crate) database: Option<Mutex<rusqlite::Connection>>,
+    pub(crate) generation: u64,
+    pub(crate) images: Vec<ImageRecord>,
+    pub(crate) image_ids: BTreeMap<u64, u32>,
+    pub(crate) image_tree: RTree<ImageEntry>,
+    /// Leaf S2 cells of the original locations, sorted, with the image index at the same
+    /// position of `s2_images`.
+    pub(crate) s2_leaves: Vec<u64>,
+    pub(crate) s2_images: Vec<u32>,
+    pub(crate) strings: Interner,
+    pub(crate) camera_parameters: ParameterPool,
+    pub(crate) sequences: Vec<SequenceRecord>,
+    pub(crate) sequence_index: HashMap<SequenceId, u32>,
+    pub(crate) creators: Vec<CreatorRecord>,
+    pub(crate) creator_index: HashMap<u64, u32>,
+    pub(crate) username_index: HashMap<String, u32>,
+    pub(crate) organizations: Vec<OrganizationRecord>,
+    pub(crate) organization_index: HashMap<u64, u32>,
+    pub(crate) map_features: Vec<MapFeature>,
+    pub(crate) map_feature_ids: BTreeMap<u64, u32>,
+    pub(crate) map_feature_tree: RTree<GeomWithData<[f64; 2], u32>>,
+    pub(crate) detections: Vec<Detection>,
+    pub(crate) detection_ids: BTreeMap<u64, u32>,
+    pub(crate) detections_by_image: HashMap<u64, Vec<u32>>,
+    pub(crate) detections_by_map_feature: HashMap<u64, Vec<u32>>,
+}
+
+impl Store {
+    /// An empty store without persistence, for tests and tools.
+    pub fn in_memory() -> Self {
+        Store {
+            database: None,
+            generation: 0,
+            images: Vec::new(),
+            image_ids: BTreeMap::new(),
+            image_tree: RTree::new(),
+            s2_leaves: Vec::new(),
+            s2_images: Vec::new(),
+            strings: Interner::default(),
+            camera_parameters: ParameterPool::default(),
+            sequences: Vec::new(),
+            sequence_index: HashMap::new(),
+            creators: Vec::new(),
+            creator_index: HashMap::new(),
+            username_index: HashMap::new(),
+            organizations: Vec::new(),
+            organization_index: HashMap::new(),
+            map_features: Vec::new(),
+            map_feature_ids: BTreeMap::new(),
+            map_feature_tree: RTree::new(),
+            detections: Vec::new(),
+            detection_ids: BTreeMap::new(),
+            detections_by_image: HashMap::new(),
+            detections_by_map_feature: HashMap::new(),
+        }
+    }
+
+    /// Opens (creating if needed) the data directory `data_dir` with `streetlevel.sqlite` and
+    /// `media/`, migrates the schema and loads every entity into memory.
+    pub fn open(data_dir: &Path) -> Result<Self, StoreError> {
+        for directory in [data_dir.to_path_buf(), Self::media_dir(data_dir)] {
+            std::fs::create_dir_all(&directory).map_err(|source| StoreError::DataDirectory {
+                path: directory.clone(),
+                source,
+            })?;
+        }
+        let connection = sqlite::open(&Self::database_path(data_dir))?;
+        let mut store = Store::in_memory();
+        sqlite::load(&connection, &mut store)?;
+        store.database = Some(Mutex::new(connection));
+        Ok(store)
+    }
+
+    /// `data_dir/streetlevel.sqlite`.
+    pub fn database_path(data_dir: &Path) -> PathBuf {
+        data_dir.join(DATABASE_FILE)
+    }
+
+    /// `data_dir/media`.
+    pub fn media_dir(data_dir: &Path) -> PathBuf {
+        data_dir.join(MEDIA_DIR)
+    }
+
+    /// A counter that changes on every successful write (caches key on it).
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// The number of images.
+    pub fn image_count(&self) -> usize {
+        self.images.len()
+    }
+
+    /// The number of map features.
+    pub fn map_feature_count(&self) -> usize {
+        self.map_features.len()
+    }
+
+    /// The number of detections.
+    pub fn detection_count(&self) -> usize {
+        self.detections.len()
+    }
+
+    /// The number of sequences (also those known only from their images).
+    pub fn sequence_count(&self) -> usize {
+        self.sequences.len()
+    }
+
+    // ---- lookups -------------------------------------------------------------------------
+
+    /// Which kind of entity holds `id` in the global ID space, if any.
+    pub fn kind_of(&self, id: EntityId) -> Option<EntityKind> {
+        if self.image_ids.contains_key(&id.0) {
+            Some(EntityKind::Image)
+        } else if self.map_feature_ids.contains_key(&id.0) {
+            Some(EntityKind::MapFeature)
+        } else if self.detection_ids.contains_key(&id.0) {
+            Some(EntityKind::Detection)
+        } else if self
+            .organization_index
+            .get(&id.0)
+            .is_some_and(|&index| self.organizations[index as usize].organization.is_some())
+        {
+            Some(EntityKind::Organization)
+        } else {
+            None
+        }
+    }
+
+    /// The image with this ID, rebuilt from its compact record.
+    pub fn image(&self, id: ImageId) -> Option<Image> {
+        let index = *self.image_ids.get(&id.0)?;
+        Some(self.image_at(index))
+    }
+
+    /// The images with these IDs that exist, in the order asked.
+    pub fn images(&self, ids: &[ImageId]) -> Vec<Image> {
+        ids.iter().filter_map(|&id| self.image(id)).collect()
+    }
+
+    /// The map feature with this ID.
+    pub fn map_feature(&self, id: MapFeatureId) -> Option<&MapFeature> {
+        let index = *self.map_feature_ids.get(&id.0)?;
+        self.map_features.get(index as usize)
+    }
+
+    /// The detection with this ID.
+    pub fn detection(&self, id: DetectionId) -> Option<&Detection> {
+        let index = *self.detection_ids.get(&id.0)?;
+        self.detections.get(index as usize)
+    }
+
+    /// The organization with this ID (only inserted organizations, not ones merely named by
+    /// images).
+    pub fn organization(&self, id: OrganizationId) -> Option<&Organization> {
+        let index = *self.organization_index.get(&id.0)?;
+        self.organizations[index as usize].organization.as_ref()
+    }
+
+    /// The creator with this ID.
+    pub fn creator(&self, id: CreatorId) -> Option<&Creator> {
+        let index = *self.creator_index.get(&id.0)?;
+        self.creators[index as usize].creator.as_ref()
+    }
+
+    /// The creator with this username (exact).
+    pub fn creator_by_username(&self, username: &str) -> Option<&Creator> {
+        let index = *self.username_index.get(username)?;
+        self.creators[index as usize].creator.as_ref()
+    }
+
+    /// The sequence with this key, its `image_ids` in capture order (ties by ID). A sequence
+    /// that was never inserted but is named by images takes creator and organization from its
+    /// first image.
+    pub fn sequence(&self, id: &SequenceId) -> Option<Sequence> {
+        let record = &self.sequences[*self.sequence_index.get(id)? as usize];
+        let first = record
+            .members
+            .first()
+            .map(|&index| &self.images[index as usize]);
+        let (creator, organization) = match (record.explicit, first) {
+            (Some(explicit), _) => explicit,
+            (None, Some(first)) => (
+                self.creators[first.creator as usize].id,
+                self.organization_id_at(first.organization),
+            ),
+            (None, None) => return None,
+        };
+        Some(Sequence {
+            id: record.id.clone(),
+            creator,
+            organization,
+            image_ids: self.member_ids(record),
+        })
+    }
+
+    /// The image IDs of a sequence in capture order, or `None` for an unknown sequence.
+    pub fn sequence_image_ids(&self, id: &SequenceId) -> Option<Vec<ImageId>> {
+        let record = &self.sequences[*self.sequence_index.get(id)? as usize];
+        Some(self.member_ids(record))
+    }
+
+    /// The IDs of the images owned by a creator, in ID order.
+    pub fn images_of_creator(&self, id: CreatorId) -> Vec<ImageId> {
+        self.creator_index
+            .get(&id.0)
+            .map(|&index| self.ids_of(&self.creators[index as usize].images))
+            .unwrap_or_default()
+    }
+
+    /// The IDs of the images owned by the creator with this username, in ID order.
+    pub fn images_of_username(&self, username: &str) -> Vec<ImageId> {
+        self.username_index
+            .get(username)
+            .map(|&index| self.ids_of(&self.creators[index as usize].images))
+            .unwrap_or_default()
+    }
+
+    /// The IDs of the images contributed to an organization, in ID order.
+    pub fn images_of_organization(&self, id: OrganizationId) -> Vec<ImageId> {
+        self.organization_index
+            .get(&id.0)
+            .map(|&index| self.ids_of(&self.organizations[index as usize].images))
+            .unwrap_or_default()
+    }
+
+    /// The detections in an image, in ID order.
+    pub fn detections_of_image(&self, id: ImageId) -> Vec<&Detection> {
+        self.detections_at(self.detections_by_image.get(&id.0))
+    }
+
+    /// The detections contributing to a map feature, in ID order.
+    pub fn detections_of_map_feature(&self, id: MapFeatureId) -> Vec<&Detection> {
+        self.detections_at(self.detections_by_map_feature.get(&id.0))
+    }
+
+    /// The images whose original `geometry` lies in the S2 cell (any level), in ID order.
+    /// Every image lies in exactly one cell of each level.
+    pub fn images_in_s2_cell(&self, cell: S2CellId) -> Vec<Image> {
+        let start = self
+            .s2_leaves
+            .partition_point(|&leaf| leaf < cell.range_min());
+        let end = self
+            .s2_leaves
+            .partition_point(|&leaf| leaf <= cell.range_max());
+        let mut indices = self.s2_images[start..end].to_vec();
+        indices.sort_unstable_by_key(|&index| self.images[index as usize].id);
+        indices
+            .into_iter()
+            .map(|index| self.image_at(index))
+            .collect()
+    }
+
+    // ---- helpers shared with search and tiles ---------------------------------------------
+
+    pub(crate) fn image_at(&self, index: u32) -> Image {
+        let record = &self.images[index as usize];
+        record.to_image(&RecordNames {
+            sequence: &self.sequences[record.sequence as usize].id,
+            creator: self.creators[record.creator as usize].id,
+            organization: self.organization_id_at(record.organization),
+            make: self.strings.get(record.make),
+            model: self.strings.get(record.model),
+            camera_parameters: self.camera_parameters.get(record.camera_parameters),
+        })
+    }
+
+    pub(crate) fn organization_id_at(&self, index: u32) -> Option<OrganizationId> {
+        (index != NONE).then(|| self.organizations[index as usize].id)
+    }
+
+    fn member_ids(&self, record: &SequenceRecord) -> Vec<ImageId> {
+        self.ids_of(&record.members)
+    }
+
+    fn ids_of(&self, indices: &[u32]) -> Vec<ImageId> {
+        indices
+            .iter()
+            .map(|&index| ImageId(self.images[index as usize].id))
+            .collect()
+    }
+
+    fn detections_at(&self, indices: Option<&Vec<u32>>) -> Vec<&Detection> {
+        indices
+            .map(|indices| {
+                indices
+                    .iter()
+                    .map(|&index| &self.detections[index as usize])
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Approximate heap and inline bytes held by the image table and its indices, without the
+    /// text of strings (sequence keys, usernames, makes, models).
+    pub fn image_memory_bytes(&self) -> usize {
+        let record = std::mem::size_of::<ImageRecord>() * self.images.capacity();
+        // A B-tree leaf holds up to 11 keys and values plus a header; count it two-thirds full.
+        let id_index = self.image_ids.len() * (8 + 4) * 3 / 2;
+        let tree_entry = std::mem::size_of::<rstar::RTreeNode<ImageEntry>>();
+        // Leaves hold the entries; inner nodes add about a fifth at the default node size.
+        let tree = self.image_tree.size() * tree_entry * 6 / 5;
+        let s2 = self.s2_leaves.capacity() * 8 + self.s2_images.capacity() * 4;
+        let lists: usize = self
+            .creators
+            .iter()
+            .map(|creator| creator.images.capacity() * 4)
+            .chain(
+                self.organizations
+                    .iter()
+                    .map(|org| org.images.capacity() * 4),
+            )
+            .chain(self.sequences.iter().map(|seq| seq.members.capacity() * 4))
+            .sum();
+        record + id_index + tree + s2 + lists
+    }
+
+    // ---- writes --------------------------------------------------------------------------
+
+    /// Inserts images: checked, written to SQLite in one transaction, then to memory.
+    /// Images may name sequences, creators and organizations not inserted (yet).
+    pub fn insert_images(&mut self, images: &[Image]) -> Result<(), StoreError> {
+        let mut batch = HashSet::new();
+        for image in images {
+            self.check_new_id(image.id.0, &mut batch)?;
+            let invalid = |reason| StoreError::InvalidEntity {
+                what: "image",
+                id: image.id.to_string(),
+                reason,
+            };
+            if !image.geometry.is_valid() {
+                return Err(invalid("geometry out of range"));
+            }
+            if image
+                .computed_geometry
+                .is_some_and(|point| !point.is_valid())
+            {
+                return Err(invalid("computed_geometry out of range"));
+            }
+        }
+        self.check_capacity(self.images.len() + images.len(), "images")?;
+        self.write(|transaction| sqlite::insert_images(transaction, images))?;
+        let first_new = self.images.len();
+        for image in images {
+            self.push_image(image);
+        }
+        self.index_new_images(first_new);
+        self.generation += 1;
+        Ok(())
+    }
+
+    /// Inserts sequences (creator and organization; `image_ids` are ignored, since a
+    /// sequence's images are the images naming it).
+    pub fn insert_sequences(&mut self, sequences: &[Sequence]) -> Result<(), StoreError> {
+        let mut batch = HashSet::new();
+        for sequence in sequences {
+            let explicit = self
+                .sequence_index
+                .get(&sequence.id)
+                .is_some_and(|&index| self.sequences[index as usize].explicit.is_some());
+            if explicit || !batch.insert(&sequence.id) {
+                return Err(StoreError::DuplicateKey {
+                    what: "sequence",
+                    key: sequence.id.to_string(),
+                });
+            }
+        }
+        self.write(|transaction| sqlite::insert_sequences(transaction, sequences))?;
+        for sequence in sequences {
+            self.push_sequence(sequence);
+        }
+        self.generation += 1;
+        Ok(())
+    }
+
+    /// Inserts creators; IDs and usernames must be new.
+    pub fn insert_creators(&mut self, creators: &[Creator]) -> Result<(), StoreError> {
+        let mut ids = HashSet::new();
+        let mut usernames = HashSet::new();
+        for creator in creators {
+            if self.creator(creator.id).is_some() || !ids.insert(creator.id) {
+                return Err(StoreError::DuplicateKey {
+                    what: "creator",
+                    key: creator.id.to_string(),
+                });
+            }
+            if self.username_index.contains_key(&creator.username)
+                || !usernames.insert(creator.username.as_str())
+            {
+                return Err(StoreError::DuplicateKey {
+                    what: "username",
+                    key: creator.username.clone(),
+                });
+            }
+        }
+        self.write(|transaction| sqlite::insert_creators(transaction, creators))?;
+        for creator in creators {
+            self.push_creator(creator);
+        }
+        self.generation += 1;
+        Ok(())
+    }
+
+    /// Inserts organizations; their IDs join the global ID space.
+    pub fn insert_organizations(
+        &mut self,
+        organizations: &[Organization],
+    ) -> Result<(), StoreError> {
+        let mut batch = HashSet::new();
+        for organization in organizations {
+            self.check_new_id(organization.id.0, &mut batch)?;
+        }
+        self.write(|transaction| sqlite::insert_organizations(transaction, organizations))?;
+        for organization in organizations {
+            self.push_organization(organization);
+        }
+        self.generation += 1;
+        Ok(())
+    }
+
+    /// Inserts map features.
+    pub fn insert_map_features(&mut self, features: &[MapFeature]) -> Result<(), StoreError> {
+        let mut batch = HashSet::new();
+        for feature in features {
+            self.check_new_id(feature.id.0, &mut batch)?;
+            if !feature.geometry.is_valid() {
+                return Err(StoreError::InvalidEntity {
+                    what: "map feature",
+                    id: feature.id.to_string(),
+                    reason: "geometry out of range",
+                });
+            }
+        }
+        self.check_capacity(self.map_features.len() + features.len(), "map features")?;
+        self.write(|transaction| sqlite::insert_map_features(transaction, features))?;
+        let first_new = self.map_features.len();
+        for feature in features {
+            self.push_map_feature(feature);
+        }
+        self.index_new_map_features(first_new);
+        self.generation += 1;
+        Ok(())
+    }
+
+    /// Inserts detections. Their image and map feature may be inserted later.
+    pub fn insert_detections(&mut self, detections: &[Detection]) -> Result<(), StoreError> {
+        let mut batch = HashSet::new();
+        for detection in detections {
+            self.check_new_id(detection.id.0, &mut batch)?;
+        }
+        self.check_capacity(self.detections.len() + detections.len(), "detections")?;
+        self.write(|transaction| sqlite::insert_detections(transaction, detections))?;
+        let first_new = self.detections.len();
+        for detection in detections {
+            self.push_detection(detection);
+        }
+        self.index_new_detections(first_new);
+        self.generation += 1;
+        Ok(())
+    }
+
+    fn check_new_id(&self, id: u64, batch: &mut HashSet<u64>) -> Result<(), StoreError> {
+        if let Some(existing) = self.kind_of(EntityId(id)) {
+            return Err(StoreError::DuplicateId { id, existing });
+        }
+        if !batch.insert(id) {
+            return Err(StoreError::DuplicateKey {
+                what: "id in one batch",
+                key: id.to_string(),
+            });
+        }
+        Ok(())
+    }
+
+    fn check_capacity(&self, total: usize, what: &'static str) -> Result<(), StoreError> {
+        if total >= NONE as usize {
+            return Err(StoreError::Full(what));
+        }
+        Ok(())
+    }
+
+    fn write(
+        &self,
+        statements: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let Some(database) = &self.database else {
+            return Ok(());
+        };
+        // A poisoned lock only means another writer panicked mid-call; SQLite rolled back.
+        let mut connection = database
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let transaction = connection.transaction()?;
+        statements(&transaction)?;
+        transaction.commit()?;
+        Ok(())
+    }
+
+    // ---- in-memory application, shared with loading -----------------------------------------
+
+    fn creator_slot(&mut self, id: CreatorId) -> u32 {
+        if let Some(&index) = self.creator_index.get(&id.0) {
+            return index;
+        }
+        let index = self.creators.len() as u32;
+        self.creators.push(CreatorRecord {
+            id,
+            creator: None,
+            images: Vec::new(),
+        });
+        self.creator_index.insert(id.0, index);
+        index
+    }
+
+    fn organization_slot(&mut self, id: OrganizationId) -> u32 {
+        if let Some(&index) = self.organization_index.get(&id.0) {
+            return index;
+        }
+        let index = self.organizations.len() as u32;
+        self.organizations.push(OrganizationRecord {
+            id,
+            organization: None,
+            images: Vec::new(),
+        });
+        self.organization_index.insert(id.0, index);
+        index
+    }
+
+    fn sequence_slot(&mut self, id: &SequenceId) -> u32 {
+        if let Some(&index) = self.sequence_index.get(id) {
+            return index;
+        }
+        let index = self.sequences.len() as u32;
+        self.sequences.push(SequenceRecord {
+            id: id.clone(),
+            explicit: None,
+            members: Vec::new(),
+        });
+        self.sequence_index.insert(id.clone(), index);
+        index
+    }
+
+    pub(crate) fn push_creator(&mut self, creator: &Creator) {
+        let index = self.creator_slot(creator.id);
+        self.creators[index as usize].creator = Some(creator.clone());
+        self.username_index.insert(creator.username.clone(), index);
+    }
+
+    pub(crate) fn push_organization(&mut self, organization: &Organization) {
+        let index = self.organization_slot(organization.id);
+        self.organizations[index as usize].organization = Some(organization.clone());
+    }
+
+    pub(crate) fn push_sequence(&mut self, sequence: &Sequence) {
+        let index = self.sequence_slot(&sequence.id);
+        self.sequences[index as usize].explicit = Some((sequence.creator, sequence.organization));
+    }
+
+    /// Appends an image to the table and its lists; [`Store::index_new_images`] then sorts
+    /// the lists and fills the spatial indices.
+    pub(crate) fn push_image(&mut self, image: &Image) {
+        let index = self.images.len() as u32;
+        let creator = self.creator_slot(image.creator);
+        let organization = image
+            .organization
+            .map_or(NONE, |id| self.organization_slot(id));
+        let sequence = self.sequence_slot(&image.sequence);
+        let links = RecordLinks {
+            sequence,
+            creator,
+            organization,
+            make: image
+                .make
+                .as_deref()
+                .map_or(NONE, |make| self.strings.intern(make)),
+            model: image
+                .model
+                .as_deref()
+                .map_or(NONE, |model| self.strings.intern(model)),
+            camera_parameters: image
+                .camera_parameters
+                .as_deref()
+                .map_or(NONE, |parameters| self.camera_parameters.intern(parameters)),
+        };
+        self.images.push(ImageRecord::new(image, &links));
+        self.image_ids.insert(image.id.0, index);
+        self.creators[creator as usize].images.push(index);
+        if organization != NONE {
+            self.organizations[organization as usize].images.push(index);
+        }
+        self.sequences[sequence as usize].members.push(index);
+    }
+
+    /// Sorts the lists touched by images `first_new..` and adds those images to the R-tree
+    /// and the S2 index.
+    pub(crate) fn index_new_images(&mut self, first_new: usize) {
+        let new = &self.images[first_new..];
+        if new.is_empty() {
+            return;
+        }
+        let images = &self.images;
+        let by_id = |index: &u32| images[*index as usize].id;
+        let by_capture = |index: &u32| {
+            let record = &images[*index as usize];
+            (record.captured_at, record.id)
+        };
+        let creators: HashSet<u32> = new.iter().map(|record| record.creator).collect();
+        for creator in creators {
+            let list = &mut self.creators[creator as usize].images;
+            if !list.is_sorted_by_key(by_id) {
+                list.sort_unstable_by_key(by_id);
+            }
+        }
+        let organizations: HashSet<u32> = new
+            .iter()
+            .map(|record| record.organization)
+            .filter(|&organization| organization != NONE)
+            .collect();
+        for organization in organizations {
+            let list = &mut self.organizations[organization as usize].images;
+            if !list.is_sorted_by_key(by_id) {
+                list.sort_unstable_by_key(by_id);
+            }
+        }
+        let sequences: HashSet<u32> = new.iter().map(|record| record.sequence).collect();
+        for sequence in sequences {
+            let list = &mut self.sequences[sequence as usize].members;
+            if !list.is_sorted_by_key(by_capture) {
+                list.sort_unstable_by_key(by_capture);
+            }
+        }
+
+        let entries = new
+            .iter()
+            .enumerate()
+            .map(|(offset, record)| ImageEntry::new(record, (first_new + offset) as u32));
+        if new.len() >= self.image_tree.size() {
+            // Rebuilding is faster than inserting when the batch is at least as large.
+            let all: Vec<ImageEntry> = self.image_tree.iter().copied().chain(entries).collect();
+            self.image_tree = RTree::bulk_load(all);
+        } else {
+            for entry in entries {
+                self.image_tree.insert(entry);
+            }
+        }
+
+        let mut added: Vec<(u64, u32)> = new
+            .iter()
+            .enumerate()
+            .map(|(offset, record)| {
+                let leaf = S2CellId::from_lat_lng(record.geometry[1], record.geometry[0]);
+                (leaf.raw(), (first_new + offset) as u32)
+            })
+            .collect();
+        added.sort_unstable();
+        let old_leaves = std::mem::take(&mut self.s2_leaves);
+        let old_images = std::mem::take(&mut self.s2_images);
+        let total = old_leaves.len() + added.len();
+        let mut leaves = Vec::with_capacity(total);
+        let mut indices = Vec::with_capacity(total);
+        let mut old = old_leaves.into_iter().zip(old_images).peekable();
+        let mut fresh = added.into_iter().peekable();
+        loop {
+            let take_old = match (old.peek(), fresh.peek()) {
+                (Some(a), Some(b)) => a <= b,
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+                (None, None) => break,
+            };
+            let next = if take_old { old.next() } else { fresh.next() };
+            if let Some((leaf, index)) = next {
+                leaves.push(leaf);
+                indices.push(index);
+            }
+        }
+        self.s2_leaves = leaves;
+        self.s2_images = indices;
+    }
+
+    pub(crate) fn push_map_feature(&mut self, feature: &MapFeature) {
+        let index = self.map_features.len() as u32;
+        self.map_features.push(feature.clone());
+        self.map_feature_ids.insert(feature.id.0, index);
+    }
+
+    pub(crate) fn index_new_map_features(&mut self, first_new: usize) {
+        let entries = self.map_features[first_new..]
+            .iter()
+            .enumerate()
+            .map(|(offset, feature)| {
+                GeomWithData::new(
+                    [feature.geometry.lon, feature.geometry.lat],
+                    (first_new + offset) as u32,
+                )
+            });
+        if self.map_features.len() - first_new >= self.map_feature_tree.size() {
+            let all: Vec<_> = self
+                .map_feature_tree
+                .iter()
+                .copied()
+                .chain(entries)
+                .collect();
+            self.map_feature_tree = RTree::bulk_load(all);
+        } else {
+            for entry in entries.collect::<Vec<_>>() {
+                self.map_feature_tree.insert(entry);
+            }
+        }
+    }
+
+    pub(crate) fn push_detection(&mut self, detection: &Detection) {
+        let index = self.detections.len() as u32;
+        self.detections.push(detection.clone());
+        self.detection_ids.insert(detection.id.0, index);
+        self.detections_by_image
+            .entry(detection.image.0)
+            .or_default()
+            .push(index);
+        if let Some(feature) = detection.map_feature {
+            self.detections_by_map_feature
+                .entry(feature.0)
+                .or_default()
+                .push(index);
+        }
+    }
+
+    pub(crate) fn index_new_detections(&mut self, first_new: usize) {
+        let detections = &self.detections;
+        let by_id = |index: &u32| detections[*index as usize].id;
+        for detection in &detections[first_new..] {
+            if let Some(list) = self.detections_by_image.get_mut(&detection.image.0)
+                && !list.is_sorted_by_key(by_id)
+            {
+                list.sort_unstable_by_key(by_id);
+            }
+            if let Some(feature) = detection.map_feature
+                && let Some(list) = self.detections_by_map_feature.get_mut(&feature.0)
+                && !list.is_sorted_by_key(by_id)
+            {
+                list.sort_unstable_by_key(by_id);
+            }
+        }
+    }
+}

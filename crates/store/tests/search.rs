@@ -1,0 +1,487 @@
+//! Every search compared with a brute-force scan of the same random data, page by page.
+
+mod common;
+
+use common::{Dataset, Ids, MAKES, MODELS, PATTERNS, dataset, insert_all, random_image, rng};
+use proptest::prelude::*;
+use rand::Rng;
+use rand::rngs::StdRng;
+use streetlevel_model::{
+    Detection, Image, ImageId, MapFeature, OrganizationId, SequenceId, Timestamp,
+};
+use streetlevel_store::{
+    BoundingBox, Cursor, DetectionFilter, ImageFilter, MapFeatureFilter, Page, Store, TimeRange,
+    wildcard_match,
+};
+
+fn random_bbox(rng: &mut StdRng, data: &Dataset) -> BoundingBox {
+    // Corners on the data's own coordinates half the time, to exercise inclusive edges.
+    let coordinate = |rng: &mut StdRng| {
+        if !data.images.is_empty() && rng.random_bool(0.5) {
+            let image = &data.images[rng.random_range(0..data.images.len())];
+            (image.geometry.lon, image.geometry.lat)
+        } else {
+            let point = common::random_point(rng);
+            (point.lon, point.lat)
+        }
+    };
+    let (lon_a, lat_a) = coordinate(rng);
+    let (lon_b, lat_b) = coordinate(rng);
+    BoundingBox::new(
+        lon_a.min(lon_b),
+        lat_a.min(lat_b),
+        lon_a.max(lon_b),
+        lat_a.max(lat_b),
+    )
+    .unwrap()
+}
+
+fn random_range(rng: &mut StdRng) -> TimeRange {
+    TimeRange {
+        start: rng.random_bool(0.3).then(|| common::random_time(rng)),
+        end: rng.random_bool(0.3).then(|| common::random_time(rng)),
+    }
+}
+
+fn random_image_filter(rng: &mut StdRng, data: &Dataset) -> ImageFilter {
+    let some = |rng: &mut StdRng, p: f64| rng.random_bool(p);
+    ImageFilter {
+        bbox: some(rng, 0.5).then(|| random_bbox(rng, data)),
+        creator_username: some(rng, 0.2).then(|| format!("user{}", rng.random_range(0..5))),
+        is_pano: some(rng, 0.2).then(|| rng.random_bool(0.5)),
+        make: some(rng, 0.15)
+            .then(|| ["APPLE", "gopro", "Nikon", "Sony"][rng.random_range(0..4)].to_owned()),
+        model: some(rng, 0.1).then(|| MODELS[rng.random_range(0..MODELS.len())].to_lowercase()),
+        organization_id: some(rng, 0.2).then(|| {
+            if rng.random_bool(0.8) {
+                data.organizations[rng.random_range(0..data.organizations.len())].id
+            } else {
+                OrganizationId(7)
+            }
+        }),
+        sequence_ids: some(rng, 0.15).then(|| {
+            (0..rng.random_range(0..3))
+                .map(|_| SequenceId(format!("seq{}", rng.random_range(0..8))))
+                .collect()
+        }),
+        captured_at: random_range(rng),
+        image_ids: some(rng, 0.1).then(|| {
+            (0..rng.random_range(0..20))
+                .map(|_| {
+                    if !data.images.is_empty() && rng.random_bool(0.8) {
+                        data.images[rng.random_range(0..data.images.len())].id
+                    } else {
+                        ImageId(rng.random_range(1..100))
+                    }
+                })
+                .collect()
+        }),
+    }
+}
+
+fn brute_images(data: &Dataset, filter: &ImageFilter) -> Vec<Image> {
+    let creator = filter.creator_username.as_ref().map(|username| {
+        data.creators
+            .iter()
+            .find(|creator| &creator.username == username)
+            .map(|creator| creator.id)
+    });
+    let text_matches = |wanted: &Option<String>, have: &Option<String>| {
+        wanted.as_ref().is_none_or(|wanted| {
+            have.as_ref()
+                .is_some_and(|have| have.eq_ignore_ascii_case(wanted))
+        })
+    };
+    let mut found: Vec<Image> = data
+        .images
+        .iter()
+        .filter(|image| {
+            filter.bbox.is_none_or(|bbox| {
+                image.geometry.lon >= bbox.min_lon()
+                    && image.geometry.lon <= bbox.max_lon()
+                    && image.geometry.lat >= bbox.min_lat()
+                    && image.geometry.lat <= bbox.max_lat()
+            }) && creator.is_none_or(|creator| creator == Some(image.creator))
+                && filter.is_pano.is_none_or(|pano| image.is_pano == pano)
+                && text_matches(&filter.make, &image.make)
+                && text_matches(&filter.model, &image.model)
+                && filter
+                    .organization_id
+                    .is_none_or(|id| image.organization == Some(id))
+                && filter
+                    .sequence_ids
+                    .as_ref()
+                    .is_none_or(|ids| ids.contains(&image.sequence))
+                && filter
+                    .captured_at
+                    .start
+                    .is_none_or(|start| image.captured_at >= start)
+                && filter
+                    .captured_at
+                    .end
+                    .is_none_or(|end| image.captured_at <= end)
+                && filter
+                    .image_ids
+                    .as_ref()
+                    .is_none_or(|ids| ids.contains(&image.id))
+        })
+        .cloned()
+        .collect();
+    found.sort_by_key(|image| image.id);
+    found
+}
+
+fn in_range(range: &TimeRange, time: Timestamp) -> bool {
+    range.start.is_none_or(|start| time >= start) && range.end.is_none_or(|end| time <= end)
+}
+
+fn any_pattern(patterns: &Option<Vec<String>>, value: &str) -> bool {
+    patterns.as_ref().is_none_or(|patterns| {
+        patterns
+            .iter()
+            .any(|pattern| wildcard_match(pattern, value))
+    })
+}
+
+fn random_patterns(rng: &mut StdRng) -> Option<Vec<String>> {
+    rng.random_bool(0.5).then(|| {
+        (0..rng.random_range(1..3))
+            .map(|_| PATTERNS[rng.random_range(0..PATTERNS.len())].to_owned())
+            .collect()
+    })
+}
+
+fn brute_map_features(data: &Dataset, filter: &MapFeatureFilter) -> Vec<MapFeature> {
+    let mut found: Vec<MapFeature> = data
+        .map_features
+        .iter()
+        .filter(|feature| {
+            filter
+                .bbox
+                .is_none_or(|bbox| bbox.contains(feature.geometry))
+                && any_pattern(&filter.object_values, &feature.object_value)
+                && in_range(&filter.first_seen_at, feature.first_seen_at)
+                && in_range(&filter.last_seen_at, feature.last_seen_at)
+        })
+        .cloned()
+        .collect();
+    found.sort_by_key(|feature| feature.id);
+    found
+}
+
+fn brute_detections(data: &Dataset, filter: &DetectionFilter) -> Vec<Detection> {
+    let mut found: Vec<Detection> = data
+        .detections
+        .iter()
+        .filter(|detection| {
+            let image = data.images.iter().find(|image| image.id == detection.image);
+            let needs_image = filter.bbox.is_some() || filter.captured_at != TimeRange::default();
+            any_pattern(&filter.values, &detection.value)
+                && (!needs_image
+                    || image.is_some_and(|image| {
+                        filter.bbox.is_none_or(|bbox| bbox.contains(image.geometry))
+                            && in_range(&filter.captured_at, image.captured_at)
+                    }))
+        })
+        .cloned()
+        .collect();
+    found.sort_by_key(|detection| detection.id);
+    found
+}
+
+/// Pages through a search with `limit`, checking each page's shape, and returns everything.
+fn collect_pages<T: Clone>(
+    limit: usize,
+    mut search: impl FnMut(Option<Cursor>) -> Page<T>,
+    id_of: impl Fn(&T) -> u64,
+) -> Vec<T> {
+    let mut all = Vec::new();
+    let mut after = None;
+    loop {
+        let page = search(after);
+        assert!(page.items.len() <= limit);
+        assert!(page.items.is_sorted_by_key(&id_of));
+        if let Some(cursor) = after {
+            assert!(page.items.iter().all(|item| id_of(item) > cursor.last_id()));
+        }
+        all.extend(page.items.iter().cloned());
+        match page.next {
+            Some(cursor) => {
+                // A next page is announced only beside a full page, and never empty.
+                assert_eq!(page.items.len(), limit);
+                assert_eq!(Some(cursor.last_id()), page.items.last().map(&id_of));
+                let text = cursor.to_string();
+                after = Some(text.parse().unwrap());
+            }
+            None => return all,
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn image_search_pages_match_brute_force(seed in any::<u64>(), n in 0usize..150, limit in 1usize..40) {
+        let data = dataset(seed, n);
+        let mut store = Store::in_memory();
+        insert_all(&mut store, &data);
+        let mut rng = rng(seed ^ 0x5eed);
+        for _ in 0..8 {
+            let filter = random_image_filter(&mut rng, &data);
+            let expected = brute_images(&data, &filter);
+            let paged = collect_pages(limit, |after| store.search_images(&filter, limit, after), |image| image.id.0);
+            prop_assert_eq!(&paged, &expected, "{:?}", filter);
+            let single = store.search_images(&filter, 2000, None);
+            prop_assert_eq!(&single.items, &expected);
+            prop_assert!(single.next.is_none());
+        }
+    }
+
+    #[test]
+    fn paging_continues_while_images_are_added(seed in any::<u64>(), n in 1usize..120, limit in 1usize..20) {
+        let data = dataset(seed, n);
+        let mut store = Store::in_memory();
+        insert_all(&mut store, &data);
+        let mut rng = rng(seed ^ 0xadd);
+        let mut ids = Ids::new();
+        // New IDs must not collide with existing ones; `Ids` draws from the same space, so
+        // skip collisions.
+        let existing: std::collections::HashSet<u64> = data.images.iter().map(|image| image.id.0)
+            .chain(data.map_features.iter().map(|feature| feature.id.0))
+            .chain(data.detections.iter().map(|detection| detection.id.0))
+            .chain(data.organizations.iter().map(|organization| organization.id.0))
+            .collect();
+        let filter = random_image_filter(&mut rng, &data);
+        let mut after = None;
+        let mut seen: Vec<Image> = Vec::new();
+        let mut final_data = data.clone();
+        let mut added_after: Vec<(u64, Vec<Image>)> = Vec::new();
+        loop {
+            let page = store.search_images(&filter, limit, after);
+            seen.extend(page.items.iter().cloned());
+            let Some(cursor) = page.next else { break };
+            after = Some(cursor);
+            let added: Vec<Image> = (0..rng.random_range(0..6))
+                .map(|_| random_image(&mut rng, &mut ids, &data))
+                .filter(|image| !existing.contains(&image.id.0))
+                .collect();
+            store.insert_images(&added).unwrap();
+            final_data.images.extend(added.iter().cloned());
+            added_after.push((cursor.last_id(), added));
+        }
+        // Expected: the original matches, plus added matches above the cursor of their time.
+        let mut expected = brute_images(&data, &filter);
+        for (cursor, added) in &added_after {
+            let only_added = Dataset { images: added.clone(), ..final_data.clone() };
+            expected.extend(brute_images(&only_added, &filter).into_iter().filter(|image| image.id.0 > *cursor));
+        }
+        expected.sort_by_key(|image| image.id);
+        prop_assert_eq!(seen, expected);
+    }
+
+    #[test]
+    fn map_feature_search_pages_match_brute_force(seed in any::<u64>(), n in 0usize..150, limit in 1usize..40) {
+        let data = dataset(seed, n);
+        let mut store = Store::in_memory();
+        insert_all(&mut store, &data);
+        let mut rng = rng(seed ^ 0xfea7);
+        for _ in 0..8 {
+            let filter = MapFeatureFilter {
+                bbox: rng.random_bool(0.5).then(|| random_bbox(&mut rng, &data)),
+                object_values: random_patterns(&mut rng),
+                first_seen_at: random_range(&mut rng),
+                last_seen_at: random_range(&mut rng),
+            };
+            let expected = brute_map_features(&data, &filter);
+            let paged = collect_pages(limit, |after| store.search_map_features(&filter, limit, after), |feature| feature.id.0);
+            let paged: Vec<MapFeature> = paged.into_iter().cloned().collect();
+            prop_assert_eq!(paged, expected);
+        }
+    }
+
+    #[test]
+    fn detection_search_pages_match_brute_force(seed in any::<u64>(), n in 0usize..150, limit in 1usize..40) {
+        let data = dataset(seed, n);
+        let mut store = Store::in_memory();
+        insert_all(&mut store, &data);
+        let mut rng = rng(seed ^ 0xde7);
+        for _ in 0..8 {
+            let filter = DetectionFilter {
+                bbox: rng.random_bool(0.5).then(|| random_bbox(&mut rng, &data)),
+                captured_at: random_range(&mut rng),
+                values: random_patterns(&mut rng),
+            };
+            let expected = brute_detections(&data, &filter);
+            let paged = collect_pages(limit, |after| store.search_detections(&filter, limit, after), |detection| detection.id.0);
+            let paged: Vec<Detection> = paged.into_iter().cloned().collect();
+            prop_assert_eq!(paged, expected);
+        }
+    }
+
+    #[test]
+    fn lookups_match_the_inserted_entities(seed in any::<u64>(), n in 0usize..100) {
+        let data = dataset(seed, n);
+        let mut store = Store::in_memory();
+        insert_all(&mut store, &data);
+        check_lookups(&store, &data);
+    }
+}
+
+/// Every lookup of the store against the data it was given.
+pub fn check_lookups(store: &Store, data: &Dataset) {
+    use streetlevel_model::{EntityId, EntityKind};
+    for image in &data.images {
+        assert_eq!(store.kind_of(EntityId(image.id.0)), Some(EntityKind::Image));
+        assert_eq!(store.image(image.id).as_ref(), Some(image));
+    }
+    for feature in &data.map_features {
+        assert_eq!(
+            store.kind_of(EntityId(feature.id.0)),
+            Some(EntityKind::MapFeature)
+        );
+        assert_eq!(store.map_feature(feature.id), Some(feature));
+        let mut expected: Vec<&Detection> = data
+            .detections
+            .iter()
+            .filter(|detection| detection.map_feature == Some(feature.id))
+            .collect();
+        expected.sort_by_key(|detection| detection.id);
+        assert_eq!(store.detections_of_map_feature(feature.id), expected);
+    }
+    for detection in &data.detections {
+        assert_eq!(
+            store.kind_of(EntityId(detection.id.0)),
+            Some(EntityKind::Detection)
+        );
+        assert_eq!(store.detection(detection.id), Some(detection));
+    }
+    for organization in &data.organizations {
+        assert_eq!(
+            store.kind_of(EntityId(organization.id.0)),
+            Some(EntityKind::Organization)
+        );
+        assert_eq!(store.organization(organization.id), Some(organization));
+        let mut expected: Vec<ImageId> = data
+            .images
+            .iter()
+            .filter(|image| image.organization == Some(organization.id))
+            .map(|image| image.id)
+            .collect();
+        expected.sort();
+        assert_eq!(store.images_of_organization(organization.id), expected);
+    }
+    for creator in &data.creators {
+        assert_eq!(store.creator(creator.id), Some(creator));
+        assert_eq!(store.creator_by_username(&creator.username), Some(creator));
+        let mut expected: Vec<ImageId> = data
+            .images
+            .iter()
+            .filter(|image| image.creator == creator.id)
+            .map(|image| image.id)
+            .collect();
+        expected.sort();
+        assert_eq!(store.images_of_creator(creator.id), expected);
+        assert_eq!(store.images_of_username(&creator.username), expected);
+    }
+    for image in &data.images {
+        let mut expected: Vec<&Detection> = data
+            .detections
+            .iter()
+            .filter(|detection| detection.image == image.id)
+            .collect();
+        expected.sort_by_key(|detection| detection.id);
+        assert_eq!(store.detections_of_image(image.id), expected);
+    }
+    for number in 0..8 {
+        let key = SequenceId(format!("seq{number}"));
+        let mut members: Vec<&Image> = data
+            .images
+            .iter()
+            .filter(|image| image.sequence == key)
+            .collect();
+        members.sort_by_key(|image| (image.captured_at, image.id));
+        let expected: Vec<ImageId> = members.iter().map(|image| image.id).collect();
+        let declared = data.sequences.iter().find(|sequence| sequence.id == key);
+        match (declared, members.first()) {
+            (None, None) => {
+                assert_eq!(store.sequence_image_ids(&key), None);
+                assert_eq!(store.sequence(&key), None);
+            }
+            _ => {
+                assert_eq!(store.sequence_image_ids(&key), Some(expected.clone()));
+                let sequence = store.sequence(&key);
+                if declared.is_some() || !members.is_empty() {
+                    let sequence = sequence.unwrap();
+                    assert_eq!(sequence.image_ids, expected);
+                    let (creator, organization) = declared
+                        .map(|declared| (declared.creator, declared.organization))
+                        .unwrap_or_else(|| (members[0].creator, members[0].organization));
+                    assert_eq!(
+                        (sequence.creator, sequence.organization),
+                        (creator, organization)
+                    );
+                }
+            }
+        }
+    }
+    assert_eq!(store.kind_of(EntityId(0)), None);
+}
+
+#[test]
+fn duplicate_ids_are_rejected_across_kinds() {
+    let data = dataset(7, 10);
+    let mut store = Store::in_memory();
+    insert_all(&mut store, &data);
+    let generation = store.generation();
+    let mut clash = data.map_features[0].clone();
+    clash.id = streetlevel_model::MapFeatureId(data.images[0].id.0);
+    let error = store.insert_map_features(&[clash]).unwrap_err();
+    assert!(
+        matches!(error, streetlevel_store::StoreError::DuplicateId { .. }),
+        "{error}"
+    );
+    let error = store.insert_images(&data.images[..1]).unwrap_err();
+    assert!(
+        matches!(error, streetlevel_store::StoreError::DuplicateId { .. }),
+        "{error}"
+    );
+    assert_eq!(store.generation(), generation);
+    assert_eq!(store.image_count(), data.images.len());
+}
+
+#[test]
+fn invalid_geometry_is_rejected() {
+    let mut rng = rng(1);
+    let mut ids = Ids::new();
+    let base = common::base(&mut rng, &mut ids);
+    let mut image = random_image(&mut rng, &mut ids, &base);
+    image.geometry.lat = 91.0;
+    let mut store = Store::in_memory();
+    assert!(store.insert_images(&[image]).is_err());
+    assert_eq!(store.image_count(), 0);
+}
+
+#[test]
+fn makes_are_matched_ignoring_case() {
+    let data = dataset(3, 60);
+    let mut store = Store::in_memory();
+    insert_all(&mut store, &data);
+    let filter = ImageFilter {
+        make: Some(String::from("APPLE")),
+        ..ImageFilter::default()
+    };
+    let found = store.search_images(&filter, 2000, None).items;
+    let expected = data
+        .images
+        .iter()
+        .filter(|image| {
+            image
+                .make
+                .as_deref()
+                .is_some_and(|make| make.eq_ignore_ascii_case(MAKES[0]))
+        })
+        .count();
+    assert_eq!(found.len(), expected);
+    assert!(expected > 0);
+}
