@@ -1,1 +1,19 @@
 #![doc = include_str!("../README.md")]
+
+mod app;
+mod clock;
+mod config;
+mod error;
+pub mod media;
+pub mod query;
+pub mod reply;
+mod route;
+mod server;
+
+pub use app::{App, Services, WebSurface};
+pub use clock::{Clock, FixedClock, SystemClock};
+pub use config::{Config, PublicUrls};
+pub use error::Error;
+pub use media::{DirectoryMedia, MediaSource};
+pub use route::Route;
+pub use server::Server;

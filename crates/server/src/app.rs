@@ -1,0 +1,272 @@
+//! The application: one request in, one response out. Assigns the request ID (also the error
+//! trace member), answers preflights, routes, authenticates, charges the quota, runs the
+//! handler with panics caught, and maps errors to the Graph-style body.
+
+use std::panic::AssertUnwindSafe;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use bytes::Bytes;
+use http::header::{HeaderName, HeaderValue, RETRY_AFTER};
+use http::request::Parts;
+use http::{Method, Response, StatusCode};
+
+use crate::clock::Clock;
+use crate::media::{self, MediaObject, MediaSource, Signer};
+use crate::query::Query;
+use crate::reply::{self, Reply};
+use crate::route::Route;
+use crate::{Config, Error, PublicUrls};
+
+/// A handler for the paths no endpoint of this crate serves (the web pages of spec 4.10 live
+/// elsewhere and plug in here).
+pub trait WebSurface: Send + Sync {
+    /// The response for a request, or `None` to answer "unknown path".
+    fn handle(&self, parts: &Parts, body: &Bytes, request_id: &str) -> Option<Response<Bytes>>;
+}
+
+/// The collaborators of the server.
+pub struct Services {
+    /// Per-app quotas.
+    pub rate_limits: Arc<streetlevel_ratelimit::RateLimits>,
+    /// Where media bytes come from.
+    pub media: Arc<dyn MediaSource>,
+    /// Where resized thumbnails are cached.
+    pub media_cache_dir: PathBuf,
+    /// The wall clock (media URL expiry).
+    pub clock: Arc<dyn Clock>,
+    /// The web pages, if any.
+    pub web: Option<Arc<dyn WebSurface>>,
+}
+
+/// The request-answering core, shared by all connections.
+pub struct App {
+    config: Config,
+    urls: PublicUrls,
+    signer: Signer,
+    services: Services,
+    trace_member: String,
+    request_seed: u64,
+    request_counter: AtomicU64,
+}
+
+impl App {
+    /// The app for a server bound at `bound`.
+    pub fn new(
+        config: Config,
+        services: Services,
+        bound: std::net::SocketAddr,
+    ) -> Result<App, Error> {
+        let urls = config.public_urls(bound);
+        let signer = Signer::new(&config.media_key, config.media_url_lifetime.as_secs())?;
+        let trace_member = config.trace_member();
+        let request_seed = services
+            .clock
+            .now_unix_seconds()
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            ^ u64::from(std::process::id());
+        Ok(App {
+            config,
+            urls,
+            signer,
+            services,
+            trace_member,
+            request_seed,
+            request_counter: AtomicU64::new(0),
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The public URLs.
+    pub fn urls(&self) -> &PublicUrls {
+        &self.urls
+    }
+
+    fn next_request_id(&self) -> String {
+        let count = self.request_counter.fetch_add(1, Ordering::Relaxed);
+        // Unique per process and readable in logs; not a secret.
+        format!("A{:012x}{count:08x}", self.request_seed & 0xFFFF_FFFF_FFFF)
+    }
+
+    /// Answers one request whose body has been read (or failed to be).
+    pub async fn respond_async(
+        self: &Arc<Self>,
+        parts: Parts,
+        body: Result<Bytes, Error>,
+    ) -> Response<Bytes> {
+        let started = Instant::now();
+        let request_id = self.next_request_id();
+        if parts.method == Method::OPTIONS {
+            return reply::preflight(&parts.headers);
+        }
+        let is_head = parts.method == Method::HEAD;
+        let result = match body {
+            Ok(body) => self.dispatch(&parts, body, &request_id).await,
+            Err(error) => Err(error),
+        };
+        let response = match result {
+            Ok(Dispatched::Reply(reply)) => {
+                reply::finish(&parts.headers, is_head, reply, &request_id)
+            }
+            Ok(Dispatched::Response(mut response)) => {
+                reply::add_cors(response.headers_mut());
+                response
+            }
+            Err(error) => {
+                if error.status().is_server_error() {
+                    tracing::error!(request_id, %error, "request failed");
+                }
+                reply::finish(
+                    &parts.headers,
+                    is_head,
+                    self.error_reply(&error, &request_id),
+                    &request_id,
+                )
+            }
+        };
+        tracing::info!(
+            request_id,
+            method = %parts.method,
+            path = parts.uri.path(),
+            status = response.status().as_u16(),
+            micros = started.elapsed().as_micros() as u64,
+            "request"
+        );
+        response
+    }
+
+    /// The reply for an error: the one mapping from [`Error`] to status, body and headers.
+    fn error_reply(&self, error: &Error, request_id: &str) -> Reply {
+        let mut reply = Reply::json_with_status(
+            error.status(),
+            &error.to_body(&self.trace_member, request_id),
+        );
+        reply.cache_control = Some(String::from("no-store"));
+        if let Error::RateLimited(rejection) = error {
+            reply
+                .headers
+                .insert(RETRY_AFTER, HeaderValue::from(rejection.retry_after_secs()));
+            if let Ok(usage) = HeaderValue::from_str(&rejection.app_usage_header()) {
+                reply
+                    .headers
+                    .insert(HeaderName::from_static("x-app-usage"), usage);
+            }
+        }
+        reply
+    }
+
+    async fn dispatch(
+        self: &Arc<Self>,
+        parts: &Parts,
+        body: Bytes,
+        request_id: &str,
+    ) -> Result<Dispatched, Error> {
+        let route = Route::of(parts.uri.path());
+        if !route.allows(&parts.method) {
+            return Err(Error::MethodNotAllowed(parts.method.to_string()));
+        }
+        let query = Query::parse(parts.uri.query().unwrap_or(""))?;
+        match route {
+            Route::Media => {
+                let app = Arc::clone(self);
+                let path = parts.uri.path().to_owned();
+                run_blocking(move || app.media(&path, &query))
+                    .await
+                    .map(Dispatched::Reply)
+            }
+            Route::Other => {
+                if self.config.debug_panic_route && parts.uri.path() == "/__panic" {
+                    return catch(requested_panic).map(Dispatched::Reply);
+                }
+                if let Some(response) = self
+                    .services
+                    .web
+                    .as_ref()
+                    .and_then(|web| web.handle(parts, &body, request_id))
+                {
+                    return Ok(Dispatched::Response(response));
+                }
+                Err(Error::UnknownPath(parts.uri.path().to_owned()))
+            }
+            route => catch(|| self.handle(&route, parts, &query)).map(Dispatched::Reply),
+        }
+    }
+
+    fn handle(&self, route: &Route, _parts: &Parts, _query: &Query) -> Result<Reply, Error> {
+        Err(Error::UnknownPath(format!("{route:?}")))
+    }
+
+    fn media(&self, path: &str, query: &Query) -> Result<Reply, Error> {
+        let object =
+            MediaObject::from_path(path).ok_or_else(|| Error::UnknownPath(path.to_owned()))?;
+        self.signer
+            .verify(path, query, self.services.clock.now_unix_seconds())?;
+        let bytes = media::load(
+            self.services.media.as_ref(),
+            &self.services.media_cache_dir,
+            &object,
+        )?
+        .ok_or_else(|| Error::UnknownId(path.to_owned()))?;
+        let mut reply = Reply::bytes(object.content_type(), Bytes::from(bytes));
+        reply.compressible = false;
+        reply.cache_control = Some(String::from("public, max-age=86400, immutable"));
+        Ok(reply)
+    }
+
+    /// The signed URL of a media object.
+    pub fn media_url(&self, object: &MediaObject) -> String {
+        self.signer.url(
+            &self.urls.media,
+            object,
+            self.services.clock.now_unix_seconds(),
+        )
+    }
+}
+
+/// The handler of the debug route: it panics, on purpose.
+#[allow(clippy::panic)]
+fn requested_panic() -> Result<Reply, Error> {
+    panic!("requested panic")
+}
+
+enum Dispatched {
+    Reply(Reply),
+    Response(Response<Bytes>),
+}
+
+/// Runs a synchronous handler; a panic becomes [`Error::Internal`].
+fn catch<F: FnOnce() -> Result<Reply, Error>>(handler: F) -> Result<Reply, Error> {
+    match std::panic::catch_unwind(AssertUnwindSafe(handler)) {
+        Ok(result) => result,
+        Err(payload) => {
+            let message = payload
+                .downcast_ref::<&str>()
+                .map(|text| (*text).to_owned())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| String::from("handler panicked"));
+            Err(Error::Internal(format!("handler panicked: {message}")))
+        }
+    }
+}
+
+/// Runs slow work (image resizing, password hashing) off the async workers.
+async fn run_blocking<F>(work: F) -> Result<Reply, Error>
+where
+    F: FnOnce() -> Result<Reply, Error> + Send + 'static,
+{
+    match tokio::task::spawn_blocking(work).await {
+        Ok(result) => result,
+        Err(error) => Err(Error::Internal(format!("blocking task failed: {error}"))),
+    }
+}
+
+#[allow(dead_code)]
+fn status_only(status: StatusCode) -> Reply {
+    Reply::empty(status)
+}

@@ -1,0 +1,153 @@
+//! Server configuration: where to listen, the public URLs of each surface, the short name,
+//! limits and the media signing key.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// Everything the server needs to know that is not data.
+///
+/// One listener serves every surface; each surface has its own public URL so that a deployment
+/// behind a proxy can put them on different hosts. URLs have no trailing slash.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The address to bind (`127.0.0.1:0` picks a free port).
+    pub bind: SocketAddr,
+    /// Public root of the entity endpoints, `{base_url}`. `None`: `http://<bound address>`.
+    pub base_url: Option<String>,
+    /// Public root of the tile endpoints, `{tiles_url}`. `None`: the base URL.
+    pub tiles_url: Option<String>,
+    /// Public root of the web pages, `{web_url}`. `None`: the base URL.
+    pub web_url: Option<String>,
+    /// Public root of the signed media URLs. `None`: the base URL.
+    pub media_url: Option<String>,
+    /// The service's short name: tile sets `{short}1_public`, ..., trace member `{short}trace_id`.
+    pub short_name: String,
+    /// Key of the HMAC that signs media URLs.
+    pub media_key: Vec<u8>,
+    /// How long a signed media URL stays valid.
+    pub media_url_lifetime: Duration,
+    /// Time allowed to read a request's headers.
+    pub header_read_timeout: Duration,
+    /// Largest accepted request body in bytes.
+    pub max_body_bytes: usize,
+    /// Connections served at once; further connections wait to be accepted.
+    pub max_connections: usize,
+    /// Encoded tiles kept in memory.
+    pub tile_cache_entries: usize,
+    /// `Cache-Control: max-age` of tiles, seconds.
+    pub tile_max_age_seconds: u32,
+    /// Serve `GET /__panic`, which panics in its handler: lets black-box tests prove that a
+    /// panic becomes a 500 error body and the process lives on. Off in production.
+    pub debug_panic_route: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            bind: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            base_url: None,
+            tiles_url: None,
+            web_url: None,
+            media_url: None,
+            short_name: String::from("svc"),
+            media_key: Vec::new(),
+            media_url_lifetime: Duration::from_secs(30 * 24 * 3600),
+            header_read_timeout: Duration::from_secs(10),
+            max_body_bytes: 64 * 1024,
+            max_connections: 1024,
+            tile_cache_entries: 4096,
+            tile_max_age_seconds: 3600,
+            debug_panic_route: false,
+        }
+    }
+}
+
+/// The resolved public URLs of the four surfaces, without trailing slashes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PublicUrls {
+    /// `{base_url}`.
+    pub base: String,
+    /// `{tiles_url}`.
+    pub tiles: String,
+    /// `{web_url}`.
+    pub web: String,
+    /// Root of signed media URLs.
+    pub media: String,
+}
+
+impl Config {
+    /// The public URLs once the listener's address is known.
+    pub fn public_urls(&self, bound: SocketAddr) -> PublicUrls {
+        let trim = |url: &str| url.trim_end_matches('/').to_owned();
+        let base = self
+            .base_url
+            .as_deref()
+            .map_or_else(|| format!("http://{bound}"), trim);
+        let or_base = |url: Option<&str>| url.map_or_else(|| base.clone(), trim);
+        PublicUrls {
+            tiles: or_base(self.tiles_url.as_deref()),
+            web: or_base(self.web_url.as_deref()),
+            media: or_base(self.media_url.as_deref()),
+            base: base.clone(),
+        }
+    }
+
+    /// The coverage tile set name, `{short}1_public`.
+    pub fn coverage_tileset(&self) -> String {
+        format!("{}1_public", self.short_name)
+    }
+
+    /// The computed coverage tile set name, `{short}1_computed_public`.
+    pub fn computed_coverage_tileset(&self) -> String {
+        format!("{}1_computed_public", self.short_name)
+    }
+
+    /// The map feature points tile set name, `{short}_map_feature_point`.
+    pub fn point_tileset(&self) -> String {
+        format!("{}_map_feature_point", self.short_name)
+    }
+
+    /// The traffic sign tile set name, `{short}_map_feature_traffic_sign`.
+    pub fn traffic_sign_tileset(&self) -> String {
+        format!("{}_map_feature_traffic_sign", self.short_name)
+    }
+
+    /// The error body's trace member, `{short}trace_id`.
+    pub fn trace_member(&self) -> String {
+        format!("{}trace_id", self.short_name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn surfaces_default_to_the_bound_address() {
+        let config = Config::default();
+        let urls = config.public_urls(SocketAddr::from(([127, 0, 0, 1], 4321)));
+        assert_eq!(urls.base, "http://127.0.0.1:4321");
+        assert_eq!(urls.tiles, urls.base);
+        assert_eq!(urls.media, urls.base);
+    }
+
+    #[test]
+    fn each_surface_can_have_its_own_url() {
+        let config = Config {
+            base_url: Some(String::from("https://graph.example/")),
+            tiles_url: Some(String::from("https://tiles.example")),
+            short_name: String::from("mly"),
+            ..Config::default()
+        };
+        let urls = config.public_urls(SocketAddr::from(([127, 0, 0, 1], 1)));
+        assert_eq!(urls.base, "https://graph.example");
+        assert_eq!(urls.tiles, "https://tiles.example");
+        assert_eq!(urls.web, "https://graph.example");
+        assert_eq!(config.coverage_tileset(), "mly1_public");
+        assert_eq!(
+            config.traffic_sign_tileset(),
+            "mly_map_feature_traffic_sign"
+        );
+        assert_eq!(config.trace_member(), "mlytrace_id");
+    }
+}

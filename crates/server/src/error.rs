@@ -1,0 +1,255 @@
+//! The crate's error type and the one place where an error becomes an HTTP status and a
+//! Graph-style JSON body `{"error":{"message","type","code","error_subcode"?,"<short>trace_id"}}`.
+
+use http::StatusCode;
+use serde_json::{Map, Value, json};
+
+/// Everything that can go wrong, from binding the listener to answering a request.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The listener could not be bound or a socket failed.
+    #[error("i/o error: {0}")]
+    Io(#[from] std::io::Error),
+    /// A query parameter is malformed or not allowed in this combination.
+    #[error("invalid parameter ({name}): {reason}")]
+    BadParameter {
+        /// The parameter's name as it appears in the query string.
+        name: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A search named no selective filter.
+    #[error("{0}")]
+    MissingFilter(String),
+    /// A field in `fields=` does not exist on the entity kind.
+    #[error("tried accessing nonexisting field ({field}) on node type ({node_type})")]
+    UnknownField {
+        /// The field as requested.
+        field: String,
+        /// The entity kind's node type name.
+        node_type: String,
+    },
+    /// No entity has this ID (or it is of a kind that does not support the operation).
+    #[error(
+        "object with id '{0}' does not exist, cannot be loaded due to missing permissions, or does not support this operation"
+    )]
+    UnknownId(String),
+    /// A path that no endpoint serves.
+    #[error("unknown path components: {0}")]
+    UnknownPath(String),
+    /// The tile set name is not one of the four.
+    #[error("unknown tile set {0}")]
+    UnknownTileset(String),
+    /// The method is not supported on this path.
+    #[error("method {0} is not supported on this path")]
+    MethodNotAllowed(String),
+    /// The token is missing, malformed, unknown or expired.
+    #[error("invalid oauth access token: {0}")]
+    Unauthorized(String),
+    /// The token is valid but may not do this.
+    #[error("permission denied: {0}")]
+    Forbidden(String),
+    /// The app exceeded a quota; the rejection builds the body of spec section 7.
+    #[error("application request limit reached")]
+    RateLimited(streetlevel_ratelimit::Rejection),
+    /// The token exchange failed; `error` is the OAuth error code.
+    #[error("token exchange failed: {description}")]
+    TokenExchange {
+        /// The HTTP status.
+        status: StatusCode,
+        /// The OAuth error code (`invalid_grant`, ...).
+        error: String,
+        /// A human-readable description.
+        description: String,
+    },
+    /// The request body is larger than allowed.
+    #[error("request body larger than {0} bytes")]
+    PayloadTooLarge(usize),
+    /// The request body could not be read or parsed.
+    #[error("invalid request body: {0}")]
+    BadBody(String),
+    /// A bug or an unexpected failure; the details are logged, not sent.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl Error {
+    /// A [`Error::BadParameter`] for `name`.
+    pub fn bad_parameter(name: &str, reason: impl Into<String>) -> Self {
+        Error::BadParameter {
+            name: name.to_owned(),
+            reason: reason.into(),
+        }
+    }
+
+    /// The HTTP status this error is answered with.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Error::BadParameter { .. }
+            | Error::MissingFilter(_)
+            | Error::UnknownField { .. }
+            | Error::BadBody(_) => StatusCode::BAD_REQUEST,
+            Error::UnknownId(_) | Error::UnknownPath(_) | Error::UnknownTileset(_) => {
+                StatusCode::NOT_FOUND
+            }
+            Error::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
+            Error::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            Error::Forbidden(_) => StatusCode::FORBIDDEN,
+            Error::RateLimited(rejection) => rejection.status(),
+            Error::TokenExchange { status, .. } => *status,
+            Error::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Error::Io(_) | Error::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// The JSON body of the error response, with the trace member `trace_member` set to
+    /// `trace_id`. This is the only place the Graph-style error body is built.
+    pub fn to_body(&self, trace_member: &str, trace_id: &str) -> Value {
+        let mut error = match self {
+            Error::RateLimited(rejection) => {
+                // The rate limiter owns the exact wording of spec section 7.
+                let body = rejection.error_body(trace_id);
+                match body.get("error") {
+                    Some(Value::Object(error)) => error.clone(),
+                    _ => graph_error(
+                        "Application request limit reached",
+                        "OAuthException",
+                        4,
+                        None,
+                    ),
+                }
+            }
+            Error::TokenExchange {
+                error, description, ..
+            } => {
+                // Graph clients read the nested object; the OAuth 2.0 error code (RFC 6749 5.2)
+                // rides along in it.
+                let mut body = graph_error(description, "OAuthException", 100, None);
+                body.insert(String::from("oauth_error"), Value::from(error.clone()));
+                body
+            }
+            Error::BadParameter { name, reason } => graph_error(
+                &format!("(#100) Invalid parameter ({name}): {reason}"),
+                "OAuthException",
+                100,
+                None,
+            ),
+            Error::MissingFilter(message) => {
+                graph_error(&format!("(#100) {message}"), "OAuthException", 100, None)
+            }
+            Error::UnknownField { field, node_type } => graph_error(
+                &format!(
+                    "(#100) Tried accessing nonexisting field ({field}) on node type ({node_type})"
+                ),
+                "OAuthException",
+                100,
+                None,
+            ),
+            Error::UnknownId(id) => graph_error(
+                &format!(
+                    "Unsupported get request. Object with ID '{id}' does not exist, cannot be loaded due to missing permissions, or does not support this operation"
+                ),
+                "GraphMethodException",
+                100,
+                Some(33),
+            ),
+            Error::UnknownPath(path) => graph_error(
+                &format!("Unknown path components: {path}"),
+                "OAuthException",
+                2500,
+                None,
+            ),
+            Error::UnknownTileset(name) => graph_error(
+                &format!("Unknown tile set: {name}"),
+                "OAuthException",
+                100,
+                Some(33),
+            ),
+            Error::MethodNotAllowed(method) => graph_error(
+                &format!("Unsupported {method} request"),
+                "GraphMethodException",
+                100,
+                None,
+            ),
+            Error::Unauthorized(reason) => graph_error(
+                &format!("Invalid OAuth access token - {reason}"),
+                "OAuthException",
+                190,
+                None,
+            ),
+            Error::Forbidden(reason) => graph_error(
+                &format!("(#10) Permission denied: {reason}"),
+                "OAuthException",
+                10,
+                None,
+            ),
+            Error::PayloadTooLarge(limit) => graph_error(
+                &format!("Request body larger than {limit} bytes"),
+                "OAuthException",
+                100,
+                None,
+            ),
+            Error::BadBody(reason) => graph_error(
+                &format!("(#100) Invalid request body: {reason}"),
+                "OAuthException",
+                100,
+                None,
+            ),
+            Error::Io(_) | Error::Internal(_) => {
+                graph_error("An unknown error has occurred.", "OAuthException", 1, None)
+            }
+        };
+        error.insert(trace_member.to_owned(), Value::from(trace_id));
+        json!({ "error": Value::Object(error) })
+    }
+}
+
+fn graph_error(message: &str, kind: &str, code: u32, subcode: Option<u32>) -> Map<String, Value> {
+    let mut error = Map::new();
+    error.insert(String::from("message"), Value::from(message));
+    error.insert(String::from("type"), Value::from(kind));
+    error.insert(String::from("code"), Value::from(code));
+    if let Some(subcode) = subcode {
+        error.insert(String::from("error_subcode"), Value::from(subcode));
+    }
+    error
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(error: &Error, status: u16, expected: &Value) {
+        assert_eq!(error.status().as_u16(), status, "{error}");
+        assert_eq!(&error.to_body("svctrace_id", "T1"), expected, "{error}");
+    }
+
+    #[test]
+    fn errors_map_to_graph_bodies() {
+        check(
+            &Error::bad_parameter("bbox", "expected four numbers"),
+            400,
+            &json!({"error": {"message": "(#100) Invalid parameter (bbox): expected four numbers",
+                "type": "OAuthException", "code": 100, "svctrace_id": "T1"}}),
+        );
+        check(
+            &Error::UnknownField {
+                field: String::from("x"),
+                node_type: String::from("Image"),
+            },
+            400,
+            &json!({"error": {"message": "(#100) Tried accessing nonexisting field (x) on node type (Image)",
+                "type": "OAuthException", "code": 100, "svctrace_id": "T1"}}),
+        );
+        let unknown = Error::UnknownId(String::from("42")).to_body("svctrace_id", "T1");
+        assert_eq!(unknown["error"]["code"], 100);
+        assert_eq!(unknown["error"]["error_subcode"], 33);
+        let unauthorized =
+            Error::Unauthorized(String::from("no token")).to_body("mlytrace_id", "T2");
+        assert_eq!(unauthorized["error"]["code"], 190);
+        assert_eq!(unauthorized["error"]["type"], "OAuthException");
+        assert_eq!(unauthorized["error"]["mlytrace_id"], "T2");
+        assert_eq!(Error::Internal(String::from("boom")).status().as_u16(), 500);
+    }
+}

@@ -1,0 +1,436 @@
+//! Media: signed URLs for thumbnails, meshes and `SfM` clusters, and the files behind them.
+//!
+//! Clients fetch media WITHOUT an auth header (the web viewer cannot add one), so each URL
+//! carries its own authorization: an HMAC-SHA256 over the path and an expiry time, like a CDN's
+//! signed URL. Expiries are rounded up to a whole day so the same image has the same URLs all
+//! day long, which keeps entity responses cacheable.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+use streetlevel_model::{ImageId, MediaId};
+
+use crate::Error;
+use crate::query::Query;
+
+type HmacSha256 = Hmac<Sha256>;
+
+const DAY_SECONDS: u64 = 24 * 3600;
+
+/// The sizes of an image that can be fetched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ThumbSize {
+    /// 256 px wide.
+    W256,
+    /// 1024 px wide.
+    W1024,
+    /// 2048 px wide.
+    W2048,
+    /// The original width.
+    Original,
+}
+
+impl ThumbSize {
+    /// The path segment: `256`, `1024`, `2048` or `original`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ThumbSize::W256 => "256",
+            ThumbSize::W1024 => "1024",
+            ThumbSize::W2048 => "2048",
+            ThumbSize::Original => "original",
+        }
+    }
+
+    fn parse(text: &str) -> Option<Self> {
+        match text {
+            "256" => Some(ThumbSize::W256),
+            "1024" => Some(ThumbSize::W1024),
+            "2048" => Some(ThumbSize::W2048),
+            "original" => Some(ThumbSize::Original),
+            _ => None,
+        }
+    }
+
+    /// The target width in pixels, `None` for the original.
+    pub fn width(self) -> Option<u32> {
+        match self {
+            ThumbSize::W256 => Some(256),
+            ThumbSize::W1024 => Some(1024),
+            ThumbSize::W2048 => Some(2048),
+            ThumbSize::Original => None,
+        }
+    }
+}
+
+/// One fetchable media object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MediaObject {
+    /// An image at a size.
+    Thumb(ImageId, ThumbSize),
+    /// A tile of the image pyramid: level `z`, column `x`, row `y` (1024 px blocks).
+    ImageTile {
+        /// The image.
+        image: ImageId,
+        /// The pyramid level.
+        z: u32,
+        /// Column.
+        x: u32,
+        /// Row.
+        y: u32,
+    },
+    /// A mesh (protobuf).
+    Mesh(MediaId),
+    /// An `SfM` cluster (zlib JSON).
+    SfmCluster(MediaId),
+}
+
+impl MediaObject {
+    /// The URL path below the media root, starting with `/media/`.
+    pub fn path(&self) -> String {
+        match self {
+            MediaObject::Thumb(image, size) => format!("/media/thumb/{image}/{}", size.as_str()),
+            MediaObject::ImageTile { image, z, x, y } => {
+                format!("/media/tile/{image}/{z}/{x}/{y}")
+            }
+            MediaObject::Mesh(id) => format!("/media/mesh/{id}"),
+            MediaObject::SfmCluster(id) => format!("/media/sfm/{id}"),
+        }
+    }
+
+    /// Parses a path made by [`MediaObject::path`] (a trailing slash is accepted).
+    pub fn from_path(path: &str) -> Option<Self> {
+        let rest = path.strip_prefix("/media/")?.trim_end_matches('/');
+        let parts: Vec<&str> = rest.split('/').collect();
+        match parts.as_slice() {
+            ["thumb", image, size] => Some(MediaObject::Thumb(
+                image.parse().ok()?,
+                ThumbSize::parse(size)?,
+            )),
+            ["tile", image, z, x, y] => Some(MediaObject::ImageTile {
+                image: image.parse().ok()?,
+                z: z.parse().ok()?,
+                x: x.parse().ok()?,
+                y: y.parse().ok()?,
+            }),
+            ["mesh", id] => Some(MediaObject::Mesh(id.parse().ok()?)),
+            ["sfm", id] => Some(MediaObject::SfmCluster(id.parse().ok()?)),
+            _ => None,
+        }
+    }
+
+    /// The response's content type.
+    pub fn content_type(&self) -> &'static str {
+        match self {
+            MediaObject::Thumb(..) | MediaObject::ImageTile { .. } => "image/jpeg",
+            MediaObject::Mesh(_) => "application/x-protobuf",
+            MediaObject::SfmCluster(_) => "application/octet-stream",
+        }
+    }
+}
+
+/// Signs and checks media URLs.
+#[derive(Clone)]
+pub struct Signer {
+    keyed: HmacSha256,
+    lifetime_seconds: u64,
+}
+
+impl std::fmt::Debug for Signer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Signer")
+            .field("lifetime_seconds", &self.lifetime_seconds)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Signer {
+    /// A signer with `key` whose URLs live at least `lifetime_seconds`.
+    pub fn new(key: &[u8], lifetime_seconds: u64) -> Result<Self, Error> {
+        let keyed = HmacSha256::new_from_slice(key)
+            .map_err(|error| Error::Internal(format!("invalid media key: {error}")))?;
+        Ok(Signer {
+            keyed,
+            lifetime_seconds,
+        })
+    }
+
+    fn mac(&self, path: &str, expires: u64) -> HmacSha256 {
+        let mut mac = self.keyed.clone();
+        mac.update(path.as_bytes());
+        mac.update(b"\n");
+        mac.update(expires.to_string().as_bytes());
+        mac
+    }
+
+    /// The absolute signed URL of `object` under `media_root`, valid from `now_unix` for at least
+    /// the lifetime (the expiry is rounded up to a whole day).
+    pub fn url(&self, media_root: &str, object: &MediaObject, now_unix: u64) -> String {
+        let expires = (now_unix + self.lifetime_seconds).div_ceil(DAY_SECONDS) * DAY_SECONDS;
+        let path = object.path();
+        let signature = hex::encode(self.mac(&path, expires).finalize().into_bytes());
+        format!("{media_root}{path}?expires={expires}&signature={signature}")
+    }
+
+    /// Checks the `expires` and `signature` of a request for `path` at `now_unix`.
+    pub fn verify(&self, path: &str, query: &Query, now_unix: u64) -> Result<(), Error> {
+        let expires: u64 = query
+            .get("expires")
+            .and_then(|text| text.parse().ok())
+            .ok_or_else(|| Error::Forbidden(String::from("the media url has no valid expiry")))?;
+        let signature = query
+            .get("signature")
+            .and_then(|text| hex::decode(text).ok())
+            .ok_or_else(|| {
+                Error::Forbidden(String::from("the media url has no valid signature"))
+            })?;
+        self.mac(path.trim_end_matches('/'), expires)
+            .verify_slice(&signature)
+            .map_err(|_| {
+                Error::Forbidden(String::from("the media url signature does not match"))
+            })?;
+        if expires < now_unix {
+            return Err(Error::Forbidden(String::from("the media url has expired")));
+        }
+        Ok(())
+    }
+}
+
+/// Where media bytes come from. The default reads the data directory's `media/`; a deployment
+/// (or the fixture generator) can render missing originals on demand instead.
+pub trait MediaSource: Send + Sync {
+    /// The original JPEG of an image, `None` if there is none.
+    fn original(&self, image: ImageId) -> Result<Option<Vec<u8>>, Error>;
+    /// A mesh, `None` if unknown.
+    fn mesh(&self, id: MediaId) -> Result<Option<Vec<u8>>, Error>;
+    /// An `SfM` cluster, `None` if unknown.
+    fn sfm_cluster(&self, id: MediaId) -> Result<Option<Vec<u8>>, Error>;
+}
+
+/// Reads media from a directory: `images/<id>.jpg`, `meshes/<id>.pbf`, `sfm/<id>.json.zlib`
+/// (other common names are tried too, see [`DirectoryMedia::candidates`]).
+#[derive(Debug, Clone)]
+pub struct DirectoryMedia {
+    root: PathBuf,
+}
+
+impl DirectoryMedia {
+    /// Media under `root` (usually `<data dir>/media`).
+    pub fn new(root: &Path) -> Self {
+        DirectoryMedia {
+            root: root.to_path_buf(),
+        }
+    }
+
+    /// The file names tried for an object, in order.
+    pub fn candidates(&self, kind: &str, id: u64) -> Vec<PathBuf> {
+        let names: &[&str] = match kind {
+            "image" => &["images/{}.jpg", "originals/{}.jpg", "{}.jpg"],
+            "mesh" => &["meshes/{}.pbf", "meshes/{}", "mesh/{}.pbf", "mesh/{}"],
+            _ => &[
+                "sfm/{}.json.zlib",
+                "sfm/{}",
+                "sfm_clusters/{}.json.zlib",
+                "clusters/{}",
+            ],
+        };
+        names
+            .iter()
+            .map(|pattern| self.root.join(pattern.replace("{}", &id.to_string())))
+            .collect()
+    }
+
+    fn read_first(&self, kind: &str, id: u64) -> Result<Option<Vec<u8>>, Error> {
+        for path in self.candidates(kind, id) {
+            match std::fs::read(&path) {
+                Ok(bytes) => return Ok(Some(bytes)),
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+                Err(error) => return Err(Error::Io(error)),
+            }
+        }
+        Ok(None)
+    }
+}
+
+impl MediaSource for DirectoryMedia {
+    fn original(&self, image: ImageId) -> Result<Option<Vec<u8>>, Error> {
+        self.read_first("image", image.0)
+    }
+
+    fn mesh(&self, id: MediaId) -> Result<Option<Vec<u8>>, Error> {
+        self.read_first("mesh", id.0)
+    }
+
+    fn sfm_cluster(&self, id: MediaId) -> Result<Option<Vec<u8>>, Error> {
+        self.read_first("sfm", id.0)
+    }
+}
+
+/// Makes the bytes of `object`, resizing and caching thumbnails under `cache_dir`.
+/// `None` when the object does not exist.
+pub fn load(
+    source: &dyn MediaSource,
+    cache_dir: &Path,
+    object: &MediaObject,
+) -> Result<Option<Vec<u8>>, Error> {
+    match *object {
+        MediaObject::Mesh(id) => source.mesh(id),
+        MediaObject::SfmCluster(id) => source.sfm_cluster(id),
+        MediaObject::Thumb(image, ThumbSize::Original) => source.original(image),
+        MediaObject::Thumb(image, size) => {
+            let cached = cache_dir.join(format!("{image}_{}.jpg", size.as_str()));
+            if let Ok(bytes) = std::fs::read(&cached) {
+                return Ok(Some(bytes));
+            }
+            let Some(original) = source.original(image)? else {
+                return Ok(None);
+            };
+            let width = size.width().unwrap_or(u32::MAX);
+            let bytes = resize_jpeg(&original, width)?;
+            store_atomically(cache_dir, &cached, &bytes)?;
+            Ok(Some(bytes))
+        }
+        MediaObject::ImageTile { image, z, x, y } => {
+            let cached = cache_dir.join(format!("{image}_tile_{z}_{x}_{y}.jpg"));
+            if let Ok(bytes) = std::fs::read(&cached) {
+                return Ok(Some(bytes));
+            }
+            let Some(original) = source.original(image)? else {
+                return Ok(None);
+            };
+            let Some(bytes) = pyramid_tile(&original, z, x, y)? else {
+                return Ok(None);
+            };
+            store_atomically(cache_dir, &cached, &bytes)?;
+            Ok(Some(bytes))
+        }
+    }
+}
+
+fn store_atomically(dir: &Path, path: &Path, bytes: &[u8]) -> Result<(), Error> {
+    std::fs::create_dir_all(dir)?;
+    let temporary = path.with_extension(format!("tmp{}", std::process::id()));
+    let mut file = std::fs::File::create(&temporary)?;
+    file.write_all(bytes)?;
+    drop(file);
+    std::fs::rename(&temporary, path)?;
+    Ok(())
+}
+
+/// Scales a JPEG down to `width` pixels wide, keeping the aspect ratio; never upscales (an
+/// original narrower than `width` is returned unchanged).
+pub fn resize_jpeg(original: &[u8], width: u32) -> Result<Vec<u8>, Error> {
+    let decoded = image::load_from_memory_with_format(original, image::ImageFormat::Jpeg)
+        .map_err(|error| Error::Internal(format!("cannot decode original: {error}")))?;
+    if decoded.width() <= width {
+        return Ok(original.to_vec());
+    }
+    let height = (u64::from(decoded.height()) * u64::from(width))
+        .div_ceil(u64::from(decoded.width()))
+        .max(1) as u32;
+    let resized = decoded.resize_exact(width, height, image::imageops::FilterType::Triangle);
+    encode_jpeg(&resized)
+}
+
+fn encode_jpeg(picture: &image::DynamicImage) -> Result<Vec<u8>, Error> {
+    let mut out = Vec::new();
+    let encoder = image::codecs::jpeg::JpegEncoder::new_with_quality(&mut out, 85);
+    picture
+        .to_rgb8()
+        .write_with_encoder(encoder)
+        .map_err(|error| Error::Internal(format!("cannot encode jpeg: {error}")))?;
+    Ok(out)
+}
+
+/// The number of pyramid levels of an image: `ceil(log2(max(width, height)))`.
+pub fn pyramid_max_level(width: u32, height: u32) -> u32 {
+    let side = width.max(height).max(1);
+    u32::BITS - (side - 1).leading_zeros()
+}
+
+/// One 1024 px block of the image scaled by `2^(z - max)`; `None` outside the image.
+fn pyramid_tile(original: &[u8], z: u32, x: u32, y: u32) -> Result<Option<Vec<u8>>, Error> {
+    let decoded = image::load_from_memory_with_format(original, image::ImageFormat::Jpeg)
+        .map_err(|error| Error::Internal(format!("cannot decode original: {error}")))?;
+    let max_level = pyramid_max_level(decoded.width(), decoded.height());
+    if z > max_level {
+        return Ok(None);
+    }
+    let shift = max_level - z;
+    let scaled_width = (decoded.width() >> shift).max(1);
+    let scaled_height = (decoded.height() >> shift).max(1);
+    let (left, top) = (u64::from(x) * 1024, u64::from(y) * 1024);
+    if left >= u64::from(scaled_width) || top >= u64::from(scaled_height) {
+        return Ok(None);
+    }
+    let scaled = if shift == 0 {
+        decoded
+    } else {
+        decoded.resize_exact(
+            scaled_width,
+            scaled_height,
+            image::imageops::FilterType::Triangle,
+        )
+    };
+    let block_width = (u64::from(scaled_width) - left).min(1024) as u32;
+    let block_height = (u64::from(scaled_height) - top).min(1024) as u32;
+    let block = scaled.crop_imm(left as u32, top as u32, block_width, block_height);
+    encode_jpeg(&block).map(Some)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signed_urls_verify_and_tampering_fails() {
+        let signer = Signer::new(b"secret", 3600).unwrap();
+        let object = MediaObject::Thumb(ImageId(7), ThumbSize::W256);
+        let url = signer.url("http://h", &object, 1_000_000);
+        let (path, query) = url.trim_start_matches("http://h").split_once('?').unwrap();
+        assert_eq!(path, "/media/thumb/7/256");
+        let query = Query::parse(query).unwrap();
+        assert!(signer.verify(path, &query, 1_000_000).is_ok());
+        assert!(
+            signer
+                .verify("/media/thumb/8/256", &query, 1_000_000)
+                .is_err()
+        );
+        assert!(
+            Signer::new(b"other", 3600)
+                .unwrap()
+                .verify(path, &query, 1_000_000)
+                .is_err()
+        );
+        assert!(signer.verify(path, &query, 10_000_000).is_err());
+        assert_eq!(MediaObject::from_path(path), Some(object));
+    }
+
+    #[test]
+    fn urls_are_stable_within_a_day() {
+        let signer = Signer::new(b"k", 3600).unwrap();
+        let object = MediaObject::Mesh(MediaId(3));
+        assert_eq!(
+            signer.url("", &object, 86_400),
+            signer.url("", &object, 86_400 + 60)
+        );
+    }
+
+    #[test]
+    fn thumbnails_never_upscale() {
+        let picture = image::DynamicImage::new_rgb8(300, 200);
+        let original = encode_jpeg(&picture).unwrap();
+        let small = resize_jpeg(&original, 256).unwrap();
+        let decoded = image::load_from_memory(&small).unwrap();
+        assert_eq!((decoded.width(), decoded.height()), (256, 171));
+        assert_eq!(resize_jpeg(&original, 1024).unwrap(), original);
+    }
+
+    #[test]
+    fn pyramid_levels() {
+        assert_eq!(pyramid_max_level(4000, 3000), 12);
+        assert_eq!(pyramid_max_level(2048, 1024), 11);
+        assert_eq!(pyramid_max_level(1, 1), 0);
+    }
+}

@@ -1,0 +1,117 @@
+//! Routing: from a method and a path to the endpoint that answers it. Every path is accepted
+//! with and without a trailing slash.
+
+use http::Method;
+
+/// The endpoints.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    /// `GET /maps/vtp/<tileset>/2/<z>/<x>/<y>` (spec 4.1); the coordinates are still text.
+    Tile {
+        /// The tile set path segment.
+        tileset: String,
+        /// Zoom as sent.
+        z: String,
+        /// Column as sent.
+        x: String,
+        /// Row as sent.
+        y: String,
+    },
+    /// `GET /media/...`: signed media, no token.
+    Media,
+    /// `POST /token` (spec 4.11).
+    Token,
+    /// `GET /images` (spec 4.3).
+    SearchImages,
+    /// `GET /map_features` (spec 4.5).
+    SearchMapFeatures,
+    /// `GET /detections` (spec 4.7).
+    SearchDetections,
+    /// `GET /image_ids?sequence_id=` (spec 4.8).
+    ImageIds,
+    /// `GET /?ids=` (spec 4.9).
+    Multiple,
+    /// `GET /<id>` (spec 4.2, 4.4, 4.8 and detections by ID).
+    Entity(String),
+    /// `GET /<id>/detections` (spec 4.6).
+    DetectionsOf(String),
+    /// `GET /<id>/tiles` (the viewer's image pyramid).
+    ImageTiles(String),
+    /// Anything else (the web surface may answer it).
+    Other,
+}
+
+impl Route {
+    /// The route of `path` (without the query string).
+    pub fn of(path: &str) -> Route {
+        let trimmed = path.trim_end_matches('/');
+        if trimmed.starts_with("/media/") {
+            return Route::Media;
+        }
+        let segments: Vec<&str> = trimmed.split('/').skip(1).collect();
+        match segments.as_slice() {
+            [] | [""] => Route::Multiple,
+            ["maps", "vtp", tileset, "2", z, x, y] => Route::Tile {
+                tileset: (*tileset).to_owned(),
+                z: (*z).to_owned(),
+                x: (*x).to_owned(),
+                y: (*y).to_owned(),
+            },
+            ["token"] => Route::Token,
+            ["images"] => Route::SearchImages,
+            ["map_features"] => Route::SearchMapFeatures,
+            ["detections"] => Route::SearchDetections,
+            ["image_ids"] => Route::ImageIds,
+            [id] if looks_like_id(id) => Route::Entity((*id).to_owned()),
+            [id, "detections"] if looks_like_id(id) => Route::DetectionsOf((*id).to_owned()),
+            [id, "tiles"] if looks_like_id(id) => Route::ImageTiles((*id).to_owned()),
+            _ => Route::Other,
+        }
+    }
+
+    /// The methods the route answers (besides `OPTIONS`).
+    pub fn allows(&self, method: &Method) -> bool {
+        match self {
+            Route::Token => method == Method::POST,
+            Route::Other => true,
+            _ => method == Method::GET || method == Method::HEAD,
+        }
+    }
+}
+
+/// Entity IDs are decimal; anything else with digits only up front is still routed as an ID
+/// so that the answer is "unknown ID" rather than "unknown path".
+fn looks_like_id(segment: &str) -> bool {
+    segment
+        .bytes()
+        .next()
+        .is_some_and(|byte| byte.is_ascii_digit())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trailing_slashes_are_accepted() {
+        assert_eq!(Route::of("/123/"), Route::Entity(String::from("123")));
+        assert_eq!(Route::of("/123"), Route::Entity(String::from("123")));
+        assert_eq!(
+            Route::of("/123/detections/"),
+            Route::DetectionsOf(String::from("123"))
+        );
+        assert_eq!(Route::of("/images/"), Route::SearchImages);
+        assert_eq!(Route::of("/"), Route::Multiple);
+        assert_eq!(
+            Route::of("/maps/vtp/svc1_public/2/14/1/2/"),
+            Route::Tile {
+                tileset: String::from("svc1_public"),
+                z: String::from("14"),
+                x: String::from("1"),
+                y: String::from("2")
+            }
+        );
+        assert_eq!(Route::of("/connect"), Route::Other);
+        assert_eq!(Route::of("/media/thumb/1/256"), Route::Media);
+    }
+}
