@@ -69,6 +69,9 @@ pub enum StoreError {
     /// A bounding box that is not finite or has its minimum above its maximum.
     #[error("invalid bounding box: {0}")]
     InvalidBoundingBox(&'static str),
+    /// A tile query with an unusable tile or projection (an extent of zero, ...).
+    #[error("tile error: {0}")]
+    Tile(#[from] streetlevel_mvt::MvtError),
     /// The store has too many entities of one kind for its compact 32-bit indices.
     #[error("too many {0} for one store")]
     Full(&'static str),

@@ -7,6 +7,7 @@ pub mod s2;
 mod search;
 mod sqlite;
 mod store;
+mod tiles;
 
 pub use error::StoreError;
 pub use filter::{
@@ -16,3 +17,6 @@ pub use filter::{
 pub use s2::S2CellId;
 pub use sqlite::SCHEMA_VERSION;
 pub use store::{DATABASE_FILE, MEDIA_DIR, Store};
+pub use tiles::{
+    GeometryVariant, MAX_COVERAGE_ZOOM, OVERVIEW_GRID, TileImage, TileMapFeature, TileSequence,
+};

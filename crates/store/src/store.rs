@@ -14,6 +14,7 @@ use streetlevel_model::{
 
 use crate::image_record::{ImageRecord, Interner, NONE, ParameterPool, RecordLinks, RecordNames};
 use crate::s2::S2CellId;
+use crate::tiles::SequenceEntry;
 use crate::{StoreError, sqlite};
 
 /// The file name of the database inside the data directory.
@@ -84,6 +85,8 @@ pub(crate) struct SequenceRecord {
     pub(crate) explicit: Option<(CreatorId, Option<OrganizationId>)>,
     /// Image indices in capture order (ties by ID).
     pub(crate) members: Vec<u32>,
+    /// Its entry in the sequence R-tree, if it has images.
+    pub(crate) entry: Option<SequenceEntry>,
 }
 
 #[derive(Debug)]
@@ -120,6 +123,8 @@ pub struct Store {
     /// position of `s2_images`.
     pub(crate) s2_leaves: Vec<u64>,
     pub(crate) s2_images: Vec<u32>,
+    /// One box per sequence around all locations of its images.
+    pub(crate) sequence_tree: RTree<SequenceEntry>,
     pub(crate) strings: Interner,
     pub(crate) camera_parameters: ParameterPool,
     pub(crate) sequences: Vec<SequenceRecord>,
@@ -149,6 +154,7 @@ impl Store {
             image_tree: RTree::new(),
             s2_leaves: Vec::new(),
             s2_images: Vec::new(),
+            sequence_tree: RTree::new(),
             strings: Interner::default(),
             camera_parameters: ParameterPool::default(),
             sequences: Vec::new(),
@@ -648,6 +654,7 @@ impl Store {
             id: id.clone(),
             explicit: None,
             members: Vec::new(),
+            entry: None,
         });
         self.sequence_index.insert(id.clone(), index);
         index
@@ -736,11 +743,29 @@ impl Store {
             }
         }
         let sequences: HashSet<u32> = new.iter().map(|record| record.sequence).collect();
-        for sequence in sequences {
-            let list = &mut self.sequences[sequence as usize].members;
-            if !list.is_sorted_by_key(by_capture) {
-                list.sort_unstable_by_key(by_capture);
+        let rebuild_sequences = sequences.len() >= self.sequence_tree.size();
+        for &sequence in &sequences {
+            let record = &mut self.sequences[sequence as usize];
+            if !record.members.is_sorted_by_key(by_capture) {
+                record.members.sort_unstable_by_key(by_capture);
             }
+            let entry = SequenceEntry::around(
+                record.members.iter().map(|&index| images[index as usize]),
+                sequence,
+            );
+            let old = std::mem::replace(&mut record.entry, entry);
+            if !rebuild_sequences {
+                if let Some(old) = old {
+                    self.sequence_tree.remove(&old);
+                }
+                if let Some(entry) = entry {
+                    self.sequence_tree.insert(entry);
+                }
+            }
+        }
+        if rebuild_sequences {
+            self.sequence_tree =
+                RTree::bulk_load(self.sequences.iter().filter_map(|record| record.entry).collect());
         }
 
         let entries = new

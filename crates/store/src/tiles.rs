@@ -1,0 +1,336 @@
+//! Tile content: what the coverage tiles (original or computed geometry) and the map feature
+//! tiles hold, as domain data with tile-local geometries from `streetlevel-mvt`'s projector.
+//! The server adds the layer names and encodes.
+//!
+//! The queries work at any zoom; the spec uses `tile_images` and the map feature tiles at z14,
+//! `tile_sequences` at z6–14 and `tile_overview` at z0–5.
+
+use std::collections::{HashMap, HashSet};
+
+use rstar::{AABB, RTreeObject};
+use streetlevel_model::{
+    CreatorId, ImageId, MapFeature, ObjectType, OrganizationId, SequenceId, Timestamp,
+};
+use streetlevel_mvt::geo::{Coord, LineString, MultiLineString};
+use streetlevel_mvt::simplify::tolerance_for_zoom;
+use streetlevel_mvt::{Geometry, ProjectionConfig, TileId, TileProjector};
+
+use crate::image_record::ImageRecord;
+use crate::store::{lower_f32, upper_f32};
+use crate::{Store, StoreError};
+
+/// The highest zoom of the coverage tiles: lines are not simplified there.
+pub const MAX_COVERAGE_ZOOM: u8 = 14;
+
+/// Overview tiles keep at most one image per cell of a grid this many cells wide across the
+/// tile (plus the buffer), so a tile never holds much more than `OVERVIEW_GRID²` points.
+pub const OVERVIEW_GRID: u32 = 128;
+
+/// Which location of an image a coverage tile uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum GeometryVariant {
+    /// The original `geometry` (tile set `svc1_public`).
+    Original,
+    /// `computed_geometry`, falling back to `geometry` when absent (`svc1_computed_public`).
+    Computed,
+}
+
+impl GeometryVariant {
+    fn point(self, record: &ImageRecord) -> [f64; 2] {
+        match self {
+            GeometryVariant::Computed if !record.computed_geometry[0].is_nan() => {
+                record.computed_geometry
+            }
+            _ => record.geometry,
+        }
+    }
+
+    fn is_computed(self) -> bool {
+        self == GeometryVariant::Computed
+    }
+}
+
+/// An image in a tile (the `image` and `overview` layers).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TileImage<'a> {
+    /// The image ID (`id`).
+    pub id: ImageId,
+    /// Its point in tile-local coordinates.
+    pub geometry: Geometry,
+    /// Capture time (`captured_at`, ms).
+    pub captured_at: Timestamp,
+    /// The owner (`creator_id`).
+    pub creator_id: CreatorId,
+    /// The sequence (`sequence_id`).
+    pub sequence_id: &'a SequenceId,
+    /// The organization (`organization_id`), if any.
+    pub organization_id: Option<OrganizationId>,
+    /// Whether it is a panorama (`is_pano`).
+    pub is_pano: bool,
+    /// Compass angle of the variant (computed falls back to original), degrees.
+    pub compass_angle: Option<f64>,
+}
+
+/// A sequence crossing a tile (the `sequence` layer).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TileSequence<'a> {
+    /// The sequence key (`id`).
+    pub id: &'a SequenceId,
+    /// The first image in capture order (`image_id`).
+    pub image_id: ImageId,
+    /// Capture time of the first image (`captured_at`).
+    pub captured_at: Timestamp,
+    /// The owner of the first image (`creator_id`).
+    pub creator_id: CreatorId,
+    /// The organization of the first image (`organization_id`).
+    pub organization_id: Option<OrganizationId>,
+    /// Whether the first image is a panorama (`is_pano`).
+    pub is_pano: bool,
+    /// The polyline in capture order, clipped to the buffered tile and simplified for the
+    /// zoom: one or more lines in tile-local coordinates.
+    pub geometry: Geometry,
+}
+
+/// A map feature in a `point` or `traffic_sign` tile.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TileMapFeature<'a> {
+    /// The feature (`id`, `value`, `first_seen_at`, `last_seen_at`).
+    pub feature: &'a MapFeature,
+    /// Its point in tile-local coordinates.
+    pub geometry: Geometry,
+}
+
+/// A sequence in the sequence R-tree: the box around every location (both variants) of its
+/// images.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct SequenceEntry {
+    pub(crate) min: [f32; 2],
+    pub(crate) max: [f32; 2],
+    pub(crate) index: u32,
+}
+
+impl RTreeObject for SequenceEntry {
+    type Envelope = AABB<[f32; 2]>;
+
+    fn envelope(&self) -> Self::Envelope {
+        AABB::from_corners(self.min, self.max)
+    }
+}
+
+impl SequenceEntry {
+    pub(crate) fn around(records: impl Iterator<Item = ImageRecord>, index: u32) -> Option<Self> {
+        let mut min = [f32::INFINITY; 2];
+        let mut max = [f32::NEG_INFINITY; 2];
+        let mut any = false;
+        for record in records {
+            any = true;
+            for point in [record.geometry, record.computed_geometry] {
+                if point[0].is_nan() {
+                    continue;
+                }
+                for axis in 0..2 {
+                    min[axis] = min[axis].min(lower_f32(point[axis]));
+                    max[axis] = max[axis].max(upper_f32(point[axis]));
+                }
+            }
+        }
+        any.then_some(SequenceEntry { min, max, index })
+    }
+}
+
+/// The lon/lat box to ask the R-trees for a buffered tile: mvt's buffered bounds, widened a
+/// little against rounding, and to the poles at the map's top and bottom edge (Web Mercator
+/// puts everything beyond ±85.05° on the edge rows).
+fn query_envelope(tile: TileId, config: &ProjectionConfig) -> AABB<[f32; 2]> {
+    const SLACK: f64 = 1e-7;
+    let bounds = tile.buffered_bounds(config.extent, config.buffer);
+    let last_row = TileId::tiles_per_axis(tile.z()) - 1;
+    let min_lat = if tile.y() == last_row { -90.0 } else { bounds.min_lat - SLACK };
+    let max_lat = if tile.y() == 0 { 90.0 } else { bounds.max_lat + SLACK };
+    AABB::from_corners(
+        [lower_f32(bounds.min_lon - SLACK), lower_f32(min_lat)],
+        [upper_f32(bounds.max_lon + SLACK), upper_f32(max_lat)],
+    )
+}
+
+impl Store {
+    fn projector(tile: TileId, config: &ProjectionConfig) -> Result<TileProjector, StoreError> {
+        Ok(TileProjector::new(tile, *config)?)
+    }
+
+    fn tile_image(&self, index: u32, geometry: Geometry, variant: GeometryVariant) -> TileImage<'_> {
+        let record = &self.images[index as usize];
+        TileImage {
+            id: ImageId(record.id),
+            geometry,
+            captured_at: Timestamp(record.captured_at),
+            creator_id: self.creators[record.creator as usize].id,
+            sequence_id: &self.sequences[record.sequence as usize].id,
+            organization_id: self.organization_id_at(record.organization),
+            is_pano: record.is_pano(),
+            compass_angle: record.compass(variant.is_computed()),
+        }
+    }
+
+    /// Image indices whose `variant` point falls in the buffered tile, with their geometry.
+    fn images_in_tile(
+        &self,
+        tile: TileId,
+        config: &ProjectionConfig,
+        variant: GeometryVariant,
+    ) -> Result<Vec<(u32, Geometry)>, StoreError> {
+        let projector = Self::projector(tile, config)?;
+        let mut found: Vec<(u32, Geometry)> = self
+            .image_tree
+            .locate_in_envelope_intersecting(&query_envelope(tile, config))
+            .filter_map(|entry| {
+                let [lon, lat] = variant.point(&self.images[entry.index as usize]);
+                projector.point(lon, lat).map(|geometry| (entry.index, geometry))
+            })
+            .collect();
+        found.sort_unstable_by_key(|(index, _)| self.images[*index as usize].id);
+        Ok(found)
+    }
+
+    /// The images of a tile (the `image` layer, z14), in ID order: every image whose
+    /// `variant` location lies in the tile grown by `config.buffer` units.
+    pub fn tile_images(
+        &self,
+        tile: TileId,
+        config: &ProjectionConfig,
+        variant: GeometryVariant,
+    ) -> Result<Vec<TileImage<'_>>, StoreError> {
+        Ok(self
+            .images_in_tile(tile, config, variant)?
+            .into_iter()
+            .map(|(index, geometry)| self.tile_image(index, geometry, variant))
+            .collect())
+    }
+
+    /// The overview points of a tile (the `overview` layer, z0–5), in ID order: the images of
+    /// the buffered tile thinned to the one with the lowest ID per cell of a grid of
+    /// [`OVERVIEW_GRID`] cells across the tile. The same data gives the same answer.
+    pub fn tile_overview(
+        &self,
+        tile: TileId,
+        config: &ProjectionConfig,
+        variant: GeometryVariant,
+    ) -> Result<Vec<TileImage<'_>>, StoreError> {
+        let cell_size = f64::from(config.extent) / f64::from(OVERVIEW_GRID);
+        let mut kept: HashMap<(i64, i64), (u64, u32, Geometry)> = HashMap::new();
+        for (index, geometry) in self.images_in_tile(tile, config, variant)? {
+            let Some(cell) = overview_cell(&geometry, cell_size) else {
+                continue;
+            };
+            let id = self.images[index as usize].id;
+            // Candidates arrive in ID order, so the first one in a cell has its lowest ID.
+            kept.entry(cell).or_insert((id, index, geometry));
+        }
+        let mut chosen: Vec<(u64, u32, Geometry)> = kept.into_values().collect();
+        chosen.sort_unstable_by_key(|(id, _, _)| *id);
+        Ok(chosen
+            .into_iter()
+            .map(|(_, index, geometry)| self.tile_image(index, geometry, variant))
+            .collect())
+    }
+
+    /// The sequences crossing a tile (the `sequence` layer, z6–14), ordered by key: each
+    /// sequence's polyline of `variant` locations in capture order, clipped to the buffered
+    /// tile and simplified with `config.tolerance` below z14 (none at z14). A sequence that
+    /// leaves and re-enters the tile has several lines.
+    pub fn tile_sequences(
+        &self,
+        tile: TileId,
+        config: &ProjectionConfig,
+        variant: GeometryVariant,
+    ) -> Result<Vec<TileSequence<'_>>, StoreError> {
+        let config = ProjectionConfig {
+            tolerance: tolerance_for_zoom(tile.z(), MAX_COVERAGE_ZOOM, config.tolerance),
+            ..*config
+        };
+        let projector = Self::projector(tile, &config)?;
+        let candidates: HashSet<u32> = self
+            .sequence_tree
+            .locate_in_envelope_intersecting(&query_envelope(tile, &config))
+            .map(|entry| entry.index)
+            .collect();
+        let mut found: Vec<TileSequence<'_>> = candidates
+            .into_iter()
+            .filter_map(|sequence| self.tile_sequence(sequence, &projector, variant))
+            .collect();
+        found.sort_unstable_by(|a, b| a.id.cmp(b.id));
+        Ok(found)
+    }
+
+    fn tile_sequence(
+        &self,
+        sequence: u32,
+        projector: &TileProjector,
+        variant: GeometryVariant,
+    ) -> Option<TileSequence<'_>> {
+        let record = &self.sequences[sequence as usize];
+        let first = &self.images[*record.members.first()? as usize];
+        let line: LineString<f64> = record
+            .members
+            .iter()
+            .map(|&index| {
+                let [x, y] = variant.point(&self.images[index as usize]);
+                Coord { x, y }
+            })
+            .collect();
+        // A one-image sequence has no line to draw.
+        let geometry = projector.multi_line_string(&MultiLineString::new(vec![line]))?;
+        Some(TileSequence {
+            id: &record.id,
+            image_id: ImageId(first.id),
+            captured_at: Timestamp(first.captured_at),
+            creator_id: self.creators[first.creator as usize].id,
+            organization_id: self.organization_id_at(first.organization),
+            is_pano: first.is_pano(),
+            geometry,
+        })
+    }
+
+    /// The map features of one type in a tile (the `point` or `traffic_sign` layer, z14), in
+    /// ID order, with the buffer of `config`.
+    pub fn tile_map_features(
+        &self,
+        tile: TileId,
+        config: &ProjectionConfig,
+        object_type: ObjectType,
+    ) -> Result<Vec<TileMapFeature<'_>>, StoreError> {
+        let projector = Self::projector(tile, config)?;
+        let envelope = query_envelope(tile, config);
+        let lower = envelope.lower();
+        let upper = envelope.upper();
+        let envelope = AABB::from_corners(
+            [f64::from(lower[0]), f64::from(lower[1])],
+            [f64::from(upper[0]), f64::from(upper[1])],
+        );
+        let mut found: Vec<TileMapFeature<'_>> = self
+            .map_feature_tree
+            .locate_in_envelope(&envelope)
+            .map(|entry| &self.map_features[entry.data as usize])
+            .filter(|feature| feature.object_type == object_type)
+            .filter_map(|feature| {
+                projector
+                    .point(feature.geometry.lon, feature.geometry.lat)
+                    .map(|geometry| TileMapFeature { feature, geometry })
+            })
+            .collect();
+        found.sort_unstable_by_key(|item| item.feature.id);
+        Ok(found)
+    }
+}
+
+/// The overview grid cell of a one-point geometry.
+pub(crate) fn overview_cell(geometry: &Geometry, cell_size: f64) -> Option<(i64, i64)> {
+    let Geometry::Points(points) = geometry else {
+        return None;
+    };
+    let point = points.0.first()?;
+    Some((
+        (f64::from(point.x()) / cell_size).floor() as i64,
+        (f64::from(point.y()) / cell_size).floor() as i64,
+    ))
+}

@@ -1,0 +1,143 @@
+//! Write, drop, reopen from SQLite: the same answers.
+
+mod common;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use common::{dataset, insert_all};
+use streetlevel_model::{EntityId, ImageId};
+use streetlevel_store::{
+    DetectionFilter, ImageFilter, MapFeatureFilter, S2CellId, Store, StoreError,
+};
+
+/// A fresh directory under the system temp dir, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new() -> Self {
+        static COUNTER: AtomicU32 = AtomicU32::new(0);
+        let path = std::env::temp_dir().join(format!(
+            "streetlevel-store-test-{}-{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&path);
+        TempDir(path)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn answers(store: &Store) -> String {
+    let images = store.search_images(&ImageFilter::default(), 100_000, None);
+    let features = store.search_map_features(&MapFeatureFilter::default(), 100_000, None);
+    let detections = store.search_detections(&DetectionFilter::default(), 100_000, None);
+    let sequences: Vec<_> = (0..8)
+        .map(|number| store.sequence(&streetlevel_model::SequenceId(format!("seq{number}"))))
+        .collect();
+    let cells: Vec<_> = images
+        .items
+        .iter()
+        .take(20)
+        .map(|image| {
+            let cell = S2CellId::from_lat_lng(image.geometry.lat, image.geometry.lon).parent(17);
+            store
+                .images_in_s2_cell(cell)
+                .into_iter()
+                .map(|image| image.id)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    format!("{images:?}\n{features:?}\n{detections:?}\n{sequences:?}\n{cells:?}")
+}
+
+#[test]
+fn a_reopened_store_gives_the_same_answers() {
+    let directory = TempDir::new();
+    let data = dataset(42, 300);
+    let before;
+    {
+        let mut store = Store::open(&directory.0).unwrap();
+        assert_eq!(store.image_count(), 0);
+        insert_all(&mut store, &data);
+        // A second batch of images, written through separately.
+        let extra = dataset(43, 30);
+        let fresh: Vec<_> = extra
+            .images
+            .into_iter()
+            .filter(|image| store.kind_of(EntityId(image.id.0)).is_none())
+            .map(|mut image| {
+                image.creator = data.creators[0].id;
+                image
+            })
+            .collect();
+        store.insert_images(&fresh).unwrap();
+        before = answers(&store);
+    }
+    assert!(directory.0.join("streetlevel.sqlite").is_file());
+    assert!(directory.0.join("media").is_dir());
+    let store = Store::open(&directory.0).unwrap();
+    assert_eq!(answers(&store), before);
+    for image in &data.images {
+        assert_eq!(store.image(image.id).as_ref(), Some(image));
+    }
+    assert_eq!(store.image(ImageId(0)), None);
+}
+
+#[test]
+fn a_failed_insert_changes_nothing_on_disk() {
+    let directory = TempDir::new();
+    let data = dataset(5, 20);
+    {
+        let mut store = Store::open(&directory.0).unwrap();
+        insert_all(&mut store, &data);
+        let mut duplicate = data.images[0].clone();
+        duplicate.id = ImageId(data.images[1].id.0);
+        assert!(matches!(
+            store.insert_images(&[duplicate]),
+            Err(StoreError::DuplicateId { .. })
+        ));
+    }
+    let store = Store::open(&directory.0).unwrap();
+    assert_eq!(store.image_count(), data.images.len());
+}
+
+#[test]
+fn a_newer_schema_is_refused() {
+    let directory = TempDir::new();
+    drop(Store::open(&directory.0).unwrap());
+    let connection = rusqlite::Connection::open(Store::database_path(&directory.0)).unwrap();
+    connection
+        .execute("UPDATE store_schema_version SET version = 99", [])
+        .unwrap();
+    drop(connection);
+    let error = Store::open(&directory.0).unwrap_err();
+    assert!(
+        matches!(error, StoreError::SchemaTooNew { found: 99, .. }),
+        "{error}"
+    );
+}
+
+#[test]
+fn other_tables_in_the_same_file_are_left_alone() {
+    let directory = TempDir::new();
+    std::fs::create_dir_all(&directory.0).unwrap();
+    let connection = rusqlite::Connection::open(Store::database_path(&directory.0)).unwrap();
+    connection
+        .execute_batch("CREATE TABLE auth_users (id INTEGER PRIMARY KEY); INSERT INTO auth_users VALUES (7);")
+        .unwrap();
+    drop(connection);
+    let mut store = Store::open(&directory.0).unwrap();
+    insert_all(&mut store, &dataset(9, 5));
+    drop(store);
+    let connection = rusqlite::Connection::open(Store::database_path(&directory.0)).unwrap();
+    let count: i64 = connection
+        .query_row("SELECT count(*) FROM auth_users", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(count, 1);
+}

@@ -1,0 +1,76 @@
+//! S2 cell IDs against published values and the `s2` crate, and the cell lookup of the store.
+
+mod common;
+
+use proptest::prelude::*;
+use streetlevel_store::{S2CellId, Store};
+
+#[test]
+fn known_cell_ids() {
+    // A published leaf cell (token 88d9275d495ccc57).
+    let leaf = S2CellId::from_lat_lng(26.568629, -80.108965);
+    assert_eq!(leaf.raw(), 9_860_956_140_720_671_831);
+    assert_eq!(format!("{:x}", leaf.raw()), "88d9275d495ccc57");
+    // Face cells.
+    assert_eq!(
+        S2CellId::from_lat_lng(0.0, 0.0).parent(0).raw(),
+        0x1000_0000_0000_0000
+    );
+    assert_eq!(
+        S2CellId::from_lat_lng(0.0, 180.0).parent(0).raw(),
+        0x7000_0000_0000_0000
+    );
+    assert_eq!(
+        S2CellId::from_lat_lng(-90.0, 0.0).parent(0).raw(),
+        0xb000_0000_0000_0000
+    );
+}
+
+#[test]
+fn levels_and_ranges() {
+    let leaf = S2CellId::from_lat_lng(55.70, 13.19);
+    assert_eq!(leaf.level(), 30);
+    let cell = leaf.parent(17);
+    assert_eq!(cell.level(), 17);
+    assert!(cell.contains(leaf));
+    assert_eq!(S2CellId::new(cell.raw()).unwrap(), cell);
+    assert_eq!(cell.range_max() - cell.range_min() + 1, 2 * 4u64.pow(13) - 1);
+    assert_eq!(cell.parent(5), leaf.parent(5));
+}
+
+fn reference_leaf(lat: f64, lng: f64) -> u64 {
+    let lat_lng = s2::latlng::LatLng::from_degrees(lat, lng);
+    s2::cellid::CellID::from(&lat_lng).0
+}
+
+proptest! {
+    #[test]
+    fn leaves_match_the_s2_crate(lat in -90.0f64..=90.0, lng in -180.0f64..=180.0, level in 0u8..=30) {
+        let ours = S2CellId::from_lat_lng(lat, lng);
+        prop_assert_eq!(ours.raw(), reference_leaf(lat, lng));
+        let reference_parent = s2::cellid::CellID(reference_leaf(lat, lng)).parent(u64::from(level));
+        prop_assert_eq!(ours.parent(level).raw(), reference_parent.0);
+    }
+
+    #[test]
+    fn every_image_is_in_exactly_one_cell_per_level(seed in any::<u64>(), n in 0usize..200, level in 10u8..=20) {
+        let data = common::dataset(seed, n);
+        let mut store = Store::in_memory();
+        common::insert_all(&mut store, &data);
+        let mut cells: Vec<S2CellId> = data
+            .images
+            .iter()
+            .map(|image| S2CellId::from_lat_lng(image.geometry.lat, image.geometry.lon).parent(level))
+            .collect();
+        cells.sort();
+        cells.dedup();
+        let mut found: Vec<_> = cells
+            .iter()
+            .flat_map(|&cell| store.images_in_s2_cell(cell))
+            .collect();
+        found.sort_by_key(|image| image.id);
+        let mut expected = data.images.clone();
+        expected.sort_by_key(|image| image.id);
+        prop_assert_eq!(found, expected);
+    }
+}
