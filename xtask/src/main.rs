@@ -4,6 +4,7 @@
 //! command needs beyond the Rust toolchain it installs itself (into `target/`).
 
 mod bench;
+mod codegen;
 mod python;
 mod release;
 mod test;
@@ -39,6 +40,12 @@ enum Task {
     },
     /// Build an optimised binary and pack it into target/dist.
     Release,
+    /// Generate the vector tile protobuf types (`crates/mvt/src/vector_tile.rs`).
+    Codegen {
+        /// Fail if the committed file is stale instead of writing it.
+        #[arg(long)]
+        check: bool,
+    },
 }
 
 fn main() -> Result<()> {
@@ -49,6 +56,7 @@ fn main() -> Result<()> {
         Task::Tidy => tidy::run(&root),
         Task::Bench { package, filter } => bench::run(&root, package.as_deref(), filter.as_deref()),
         Task::Release => release::run(&root),
+        Task::Codegen { check } => codegen::run(&root, check),
     }
 }
 
