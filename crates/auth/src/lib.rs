@@ -1,1 +1,29 @@
 #![doc = include_str!("../README.md")]
+
+mod app;
+mod authorize;
+mod clock;
+mod config;
+mod error;
+mod form;
+mod ids;
+mod random;
+mod scope;
+mod secret;
+mod store;
+mod token;
+mod user;
+
+pub use app::{App, AppCredentials};
+pub use authorize::{Authorization, AuthorizationErrorCode, AuthorizationRequest};
+pub use clock::{Clock, FakeClock, SystemClock};
+pub use config::{Config, PasswordParams};
+pub use error::{AuthError, TokenError, TokenErrorCode};
+pub use form::redirect_url;
+pub use ids::{ClientId, UserId};
+pub use random::{OsRandom, RandomSource, SeededRandom};
+pub use scope::{Scope, Scopes};
+pub use secret::{csrf_token, verify_csrf};
+pub use store::{AuthStore, Purged};
+pub use token::{Principal, TokenKind, TokenResponse};
+pub use user::User;

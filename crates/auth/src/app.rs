@@ -1,0 +1,257 @@
+//! Developer apps: client ID, callback URL, scopes, client secret and client access token.
+
+use rusqlite::{OptionalExtension, params};
+use streetlevel_model::Timestamp;
+
+use crate::ids::{from_sql, to_sql};
+use crate::secret::{SecretKind, digest, generate};
+use crate::token::{NewToken, TokenKind};
+use crate::{AuthError, AuthStore, ClientId, Scopes};
+
+/// A registered app, without its secrets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct App {
+    /// The public client ID.
+    pub client_id: ClientId,
+    /// The name shown to users on the authorization page.
+    pub name: String,
+    /// The only URL the authorization flow redirects to.
+    pub callback_url: String,
+    /// The scopes users may grant the app.
+    pub scopes: Scopes,
+    /// When the app was registered.
+    pub created_at: Timestamp,
+}
+
+/// A new app's identifiers and secrets in clear: shown once, stored only as digests.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppCredentials {
+    /// The public client ID.
+    pub client_id: ClientId,
+    /// The client access token, for requests on the app's own behalf.
+    pub client_token: String,
+    /// The client secret, for the token exchange.
+    pub client_secret: String,
+}
+
+/// Client IDs are 16 decimal digits, like the original service's.
+const CLIENT_ID_MIN: u64 = 1_000_000_000_000_000;
+const CLIENT_ID_SPAN: u64 = 9_000_000_000_000_000;
+
+fn valid_callback_url(url: &str) -> bool {
+    let Some((scheme, rest)) = url.split_once(':') else {
+        return false;
+    };
+    let scheme_ok = scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+        && scheme.chars().all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c));
+    let web = scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https");
+    let host_ok = !web
+        || rest.strip_prefix("//").is_some_and(|rest| {
+            rest.split(['/', '?']).next().is_some_and(|host| !host.is_empty())
+        });
+    scheme_ok
+        && host_ok
+        && !rest.is_empty()
+        && !url.contains('#')
+        && !url.chars().any(|c| c.is_whitespace() || c.is_control())
+}
+
+impl AuthStore {
+    /// Registers an app. Returns its client ID, client access token and client secret in
+    /// clear, once; the store keeps only their digests.
+    pub fn create_app(
+        &self,
+        name: &str,
+        callback_url: &str,
+        scopes: Scopes,
+    ) -> Result<AppCredentials, AuthError> {
+        if name.trim().is_empty() {
+            return Err(AuthError::InvalidAppName);
+        }
+        if !valid_callback_url(callback_url) {
+            return Err(AuthError::InvalidCallbackUrl(callback_url.to_owned()));
+        }
+        let client_secret = generate(self.random.as_ref(), SecretKind::ClientSecret);
+        let client_token = generate(self.random.as_ref(), SecretKind::ClientToken);
+        let now = self.now();
+        let mut connection = self.connection();
+        let transaction = connection.transaction()?;
+        let client_id = loop {
+            let mut bytes = [0_u8; 8];
+            self.random.fill(&mut bytes);
+            let candidate = CLIENT_ID_MIN + u64::from_le_bytes(bytes) % CLIENT_ID_SPAN;
+            let taken: Option<i64> = transaction
+                .query_row(
+                    "SELECT client_id FROM auth_apps WHERE client_id = ?1",
+                    [to_sql(candidate)],
+                    |row| row.get(0),
+                )
+                .optional()?;
+            if taken.is_none() {
+                break ClientId(candidate);
+            }
+        };
+        transaction.execute(
+            "INSERT INTO auth_apps (client_id, name, callback_url, scopes, secret_digest, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![
+                to_sql(client_id.0),
+                name,
+                callback_url,
+                scopes.to_string(),
+                digest(&client_secret).as_slice(),
+                now.0
+            ],
+        )?;
+        NewToken {
+            token: &client_token,
+            kind: TokenKind::Client,
+            client_id,
+            user_id: None,
+            scopes: Scopes::READ,
+            grant_id: None,
+            issued_at: now,
+            expires_at: None,
+        }
+        .insert(&transaction)?;
+        transaction.commit()?;
+        Ok(AppCredentials { client_id, client_token, client_secret })
+    }
+
+    /// The app with this client ID, if any.
+    pub fn app(&self, client_id: ClientId) -> Result<Option<App>, AuthError> {
+        let connection = self.connection();
+        let app = connection
+            .query_row(
+                "SELECT client_id, name, callback_url, scopes, created_at FROM auth_apps
+                 WHERE client_id = ?1",
+                [to_sql(client_id.0)],
+                app_from_row,
+            )
+            .optional()?;
+        app.transpose()
+    }
+
+    /// Every app, by client ID.
+    pub fn apps(&self) -> Result<Vec<App>, AuthError> {
+        let connection = self.connection();
+        let mut statement = connection.prepare(
+            "SELECT client_id, name, callback_url, scopes, created_at FROM auth_apps
+             ORDER BY client_id",
+        )?;
+        let rows = statement.query_map([], app_from_row)?.collect::<Result<Vec<_>, _>>()?;
+        rows.into_iter().collect()
+    }
+
+    /// Replaces the app's client secret; the old one stops working at once.
+    pub fn rotate_client_secret(&self, client_id: ClientId) -> Result<String, AuthError> {
+        let client_secret = generate(self.random.as_ref(), SecretKind::ClientSecret);
+        let changed = self.connection().execute(
+            "UPDATE auth_apps SET secret_digest = ?2 WHERE client_id = ?1",
+            params![to_sql(client_id.0), digest(&client_secret).as_slice()],
+        )?;
+        if changed == 0 {
+            return Err(AuthError::UnknownApp(client_id));
+        }
+        Ok(client_secret)
+    }
+
+    /// Replaces the app's client access token; the old one stops working at once.
+    pub fn rotate_client_token(&self, client_id: ClientId) -> Result<String, AuthError> {
+        let client_token = generate(self.random.as_ref(), SecretKind::ClientToken);
+        let now = self.now();
+        let mut connection = self.connection();
+        let transaction = connection.transaction()?;
+        let exists: Option<i64> = transaction
+            .query_row(
+                "SELECT client_id FROM auth_apps WHERE client_id = ?1",
+                [to_sql(client_id.0)],
+                |row| row.get(0),
+            )
+            .optional()?;
+        if exists.is_none() {
+            return Err(AuthError::UnknownApp(client_id));
+        }
+        transaction.execute(
+            "UPDATE auth_tokens SET revoked_at = ?2, revoked_reason = 'rotated'
+             WHERE client_id = ?1 AND kind = 'client' AND revoked_at IS NULL",
+            params![to_sql(client_id.0), now.0],
+        )?;
+        NewToken {
+            token: &client_token,
+            kind: TokenKind::Client,
+            client_id,
+            user_id: None,
+            scopes: Scopes::READ,
+            grant_id: None,
+            issued_at: now,
+            expires_at: None,
+        }
+        .insert(&transaction)?;
+        transaction.commit()?;
+        Ok(client_token)
+    }
+
+    /// A new read-only token of the app for public pages (the embed page puts it in HTML, so
+    /// it can only read). It does not expire; revoke it with [`AuthStore::revoke_token`].
+    pub fn create_embed_token(&self, client_id: ClientId) -> Result<String, AuthError> {
+        let embed_token = generate(self.random.as_ref(), SecretKind::EmbedToken);
+        let now = self.now();
+        let connection = self.connection();
+        let exists: Option<i64> = connection
+            .query_row(
+                "SELECT client_id FROM auth_apps WHERE client_id = ?1",
+                [to_sql(client_id.0)],
+                |row| row.get(0),
+            )
+            .optional()?;
+        if exists.is_none() {
+            return Err(AuthError::UnknownApp(client_id));
+        }
+        NewToken {
+            token: &embed_token,
+            kind: TokenKind::Embed,
+            client_id,
+            user_id: None,
+            scopes: Scopes::READ,
+            grant_id: None,
+            issued_at: now,
+            expires_at: None,
+        }
+        .insert(&connection)?;
+        Ok(embed_token)
+    }
+
+    /// Whether `client_secret` is the app's current secret, compared in constant time.
+    pub(crate) fn check_client_secret(
+        &self,
+        client_id: ClientId,
+        client_secret: &str,
+    ) -> Result<Option<bool>, AuthError> {
+        let stored: Option<Vec<u8>> = self
+            .connection()
+            .query_row(
+                "SELECT secret_digest FROM auth_apps WHERE client_id = ?1",
+                [to_sql(client_id.0)],
+                |row| row.get(0),
+            )
+            .optional()?;
+        Ok(stored.map(|stored| crate::secret::constant_time_eq(&stored, &digest(client_secret))))
+    }
+}
+
+fn app_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Result<App, AuthError>> {
+    let scopes: String = row.get(3)?;
+    let app = Scopes::parse(&scopes).map(|scopes| App {
+        client_id: ClientId(0),
+        name: String::new(),
+        callback_url: String::new(),
+        scopes,
+        created_at: Timestamp(0),
+    });
+    let client_id = ClientId(from_sql(row.get(0)?));
+    let name: String = row.get(1)?;
+    let callback_url: String = row.get(2)?;
+    let created_at = Timestamp(row.get(4)?);
+    Ok(app.map(|app| App { client_id, name, callback_url, created_at, ..app }))
+}

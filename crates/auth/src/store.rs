@@ -1,0 +1,193 @@
+//! [`AuthStore`]: the `SQLite` tables of the auth crate, and their migrations.
+
+use std::path::Path;
+use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
+use std::time::Duration;
+
+use rusqlite::{Connection, OptionalExtension};
+use streetlevel_model::Timestamp;
+
+use crate::clock::duration_millis;
+use crate::{AuthError, Clock, Config, RandomSource};
+
+/// Schema migrations, applied in order; `auth_schema_version` holds how many ran.
+const MIGRATIONS: &[&str] = &[r"
+CREATE TABLE auth_users (
+    user_id INTEGER PRIMARY KEY,
+    username TEXT NOT NULL UNIQUE,
+    password_hash TEXT NOT NULL,
+    created_at INTEGER NOT NULL
+);
+CREATE TABLE auth_sessions (
+    digest BLOB PRIMARY KEY,
+    user_id INTEGER NOT NULL REFERENCES auth_users(user_id),
+    created_at INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE auth_apps (
+    client_id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL,
+    callback_url TEXT NOT NULL,
+    scopes TEXT NOT NULL,
+    secret_digest BLOB NOT NULL,
+    created_at INTEGER NOT NULL
+);
+CREATE TABLE auth_codes (
+    digest BLOB PRIMARY KEY,
+    client_id INTEGER NOT NULL REFERENCES auth_apps(client_id),
+    user_id INTEGER NOT NULL REFERENCES auth_users(user_id),
+    redirect_uri TEXT NOT NULL,
+    redirect_uri_given INTEGER NOT NULL,
+    scopes TEXT NOT NULL,
+    grant_id BLOB NOT NULL,
+    expires_at INTEGER NOT NULL,
+    used_at INTEGER
+) WITHOUT ROWID;
+CREATE TABLE auth_tokens (
+    digest BLOB PRIMARY KEY,
+    kind TEXT NOT NULL,
+    client_id INTEGER NOT NULL REFERENCES auth_apps(client_id),
+    user_id INTEGER REFERENCES auth_users(user_id),
+    scopes TEXT NOT NULL,
+    grant_id BLOB,
+    issued_at INTEGER NOT NULL,
+    expires_at INTEGER,
+    revoked_at INTEGER,
+    revoked_reason TEXT
+) WITHOUT ROWID;
+CREATE INDEX auth_tokens_by_grant ON auth_tokens(grant_id);
+CREATE INDEX auth_tokens_by_client ON auth_tokens(client_id, kind);
+"];
+
+/// Users, sessions, apps, codes and tokens, persisted in `SQLite` tables prefixed `auth_`.
+///
+/// Thread-safe: share one instance (in an `Arc`) between requests. Every operation takes a
+/// short lock on one `SQLite` connection.
+pub struct AuthStore {
+    connection: Mutex<Connection>,
+    pub(crate) config: Config,
+    pub(crate) clock: Box<dyn Clock>,
+    pub(crate) random: Box<dyn RandomSource>,
+    /// A password hash to verify against when the username is unknown, so a login takes as
+    /// long for an unknown user as for a wrong password.
+    pub(crate) dummy_hash: OnceLock<String>,
+}
+
+impl std::fmt::Debug for AuthStore {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.debug_struct("AuthStore").field("config", &self.config).finish_non_exhaustive()
+    }
+}
+
+/// How many expired rows [`AuthStore::purge_expired`] deleted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Purged {
+    /// Authorization codes past their expiry.
+    pub codes: usize,
+    /// Browser sessions past their expiry.
+    pub sessions: usize,
+    /// User tokens past expiry and the refresh grace, so useless even for refreshing.
+    pub tokens: usize,
+}
+
+impl AuthStore {
+    /// Opens (creating if needed) the auth tables in the `SQLite` file at `path`, usually the
+    /// data directory's `streetlevel.sqlite` shared with the store crate, migrates them, and
+    /// purges expired codes and sessions.
+    pub fn open(
+        path: &Path,
+        config: Config,
+        clock: impl Clock + 'static,
+        random: impl RandomSource + 'static,
+    ) -> Result<Self, AuthError> {
+        let connection = Connection::open(path)?;
+        connection.busy_timeout(Duration::from_secs(5))?;
+        let _mode: String =
+            connection.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))?;
+        Self::from_connection(connection, config, Box::new(clock), Box::new(random))
+    }
+
+    /// A store in memory, for tests.
+    pub fn open_in_memory(
+        config: Config,
+        clock: impl Clock + 'static,
+        random: impl RandomSource + 'static,
+    ) -> Result<Self, AuthError> {
+        let connection = Connection::open_in_memory()?;
+        Self::from_connection(connection, config, Box::new(clock), Box::new(random))
+    }
+
+    fn from_connection(
+        mut connection: Connection,
+        config: Config,
+        clock: Box<dyn Clock>,
+        random: Box<dyn RandomSource>,
+    ) -> Result<Self, AuthError> {
+        connection.pragma_update(None, "foreign_keys", true)?;
+        migrate(&mut connection)?;
+        let store = Self {
+            connection: Mutex::new(connection),
+            config,
+            clock,
+            random,
+            dummy_hash: OnceLock::new(),
+        };
+        store.purge_expired()?;
+        Ok(store)
+    }
+
+    /// The configuration the store was opened with.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    pub(crate) fn connection(&self) -> MutexGuard<'_, Connection> {
+        self.connection.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn now(&self) -> Timestamp {
+        self.clock.now()
+    }
+
+    /// Deletes expired authorization codes and sessions, and user tokens that can no longer
+    /// be used even as refresh tokens. Runs on open; the server may call it daily.
+    pub fn purge_expired(&self) -> Result<Purged, AuthError> {
+        let now = self.now().0;
+        let grace = duration_millis(self.config.refresh_grace);
+        let connection = self.connection();
+        let codes = connection.execute("DELETE FROM auth_codes WHERE expires_at <= ?1", [now])?;
+        let sessions =
+            connection.execute("DELETE FROM auth_sessions WHERE expires_at <= ?1", [now])?;
+        let tokens = connection.execute(
+            "DELETE FROM auth_tokens WHERE expires_at IS NOT NULL AND expires_at + ?2 <= ?1",
+            [now, grace],
+        )?;
+        Ok(Purged { codes, sessions, tokens })
+    }
+}
+
+fn migrate(connection: &mut Connection) -> Result<(), AuthError> {
+    let transaction =
+        connection.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    transaction
+        .execute_batch("CREATE TABLE IF NOT EXISTS auth_schema_version (version INTEGER NOT NULL)")?;
+    let found: Option<i64> = transaction
+        .query_row("SELECT version FROM auth_schema_version", [], |row| row.get(0))
+        .optional()?;
+    let supported = i64::try_from(MIGRATIONS.len()).unwrap_or(i64::MAX);
+    let found = if let Some(version) = found {
+        version
+    } else {
+        transaction.execute("INSERT INTO auth_schema_version (version) VALUES (0)", [])?;
+        0
+    };
+    if found > supported {
+        return Err(AuthError::SchemaTooNew { found, supported });
+    }
+    for migration in MIGRATIONS.iter().skip(usize::try_from(found).unwrap_or(0)) {
+        transaction.execute_batch(migration)?;
+    }
+    transaction.execute("UPDATE auth_schema_version SET version = ?1", [supported])?;
+    transaction.commit()?;
+    Ok(())
+}

@@ -1,0 +1,209 @@
+//! User accounts (argon2id passwords) and browser sessions.
+
+use argon2::password_hash::SaltString;
+use argon2::{Algorithm, Argon2, Params, PasswordHash, PasswordHasher, PasswordVerifier, Version};
+use rusqlite::{ErrorCode, OptionalExtension, params};
+
+use crate::clock::duration_millis;
+use crate::ids::{from_sql, to_sql};
+use crate::secret::{SecretKind, digest, generate};
+use crate::{AuthError, AuthStore, UserId};
+
+/// A user account.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct User {
+    /// The account's ID.
+    pub id: UserId,
+    /// The login and public name.
+    pub username: String,
+}
+
+/// Longest accepted password, in bytes: argon2 accepts more, but nobody types more.
+const MAX_PASSWORD_BYTES: usize = 1024;
+
+impl AuthStore {
+    fn argon2(&self) -> Result<Argon2<'static>, AuthError> {
+        let password = self.config.password;
+        let params =
+            Params::new(password.memory_kib, password.iterations, password.parallelism, None)
+                .map_err(|error| AuthError::PasswordHashing(error.to_string()))?;
+        Ok(Argon2::new(Algorithm::Argon2id, Version::V0x13, params))
+    }
+
+    fn hash_password(&self, password: &str) -> Result<String, AuthError> {
+        if password.is_empty() {
+            return Err(AuthError::InvalidPassword("the password is empty"));
+        }
+        if password.len() > MAX_PASSWORD_BYTES {
+            return Err(AuthError::InvalidPassword("the password is longer than 1024 bytes"));
+        }
+        let mut salt = [0_u8; 16];
+        self.random.fill(&mut salt);
+        let salt = SaltString::encode_b64(&salt)
+            .map_err(|error| AuthError::PasswordHashing(error.to_string()))?;
+        let hash = self
+            .argon2()?
+            .hash_password(password.as_bytes(), &salt)
+            .map_err(|error| AuthError::PasswordHashing(error.to_string()))?;
+        Ok(hash.to_string())
+    }
+
+    /// Creates a user with an argon2id hash of `password`.
+    pub fn create_user(&self, username: &str, password: &str) -> Result<User, AuthError> {
+        let valid = !username.is_empty()
+            && username.chars().count() <= 64
+            && !username.chars().any(|c| c.is_whitespace() || c.is_control());
+        if !valid {
+            return Err(AuthError::InvalidUsername(username.to_owned()));
+        }
+        let password_hash = self.hash_password(password)?;
+        let now = self.now().0;
+        let connection = self.connection();
+        let inserted = connection.execute(
+            "INSERT INTO auth_users (username, password_hash, created_at) VALUES (?1, ?2, ?3)",
+            params![username, password_hash, now],
+        );
+        match inserted {
+            Ok(_) => Ok(User {
+                id: UserId(from_sql(connection.last_insert_rowid())),
+                username: username.to_owned(),
+            }),
+            Err(rusqlite::Error::SqliteFailure(error, _))
+                if error.code == ErrorCode::ConstraintViolation =>
+            {
+                Err(AuthError::UsernameTaken(username.to_owned()))
+            }
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    /// Replaces a user's password.
+    pub fn set_password(&self, user_id: UserId, password: &str) -> Result<(), AuthError> {
+        let password_hash = self.hash_password(password)?;
+        let changed = self.connection().execute(
+            "UPDATE auth_users SET password_hash = ?2 WHERE user_id = ?1",
+            params![to_sql(user_id.0), password_hash],
+        )?;
+        if changed == 0 {
+            return Err(AuthError::UnknownUser(user_id.0));
+        }
+        Ok(())
+    }
+
+    /// The user with this ID, if any.
+    pub fn user(&self, user_id: UserId) -> Result<Option<User>, AuthError> {
+        let username: Option<String> = self
+            .connection()
+            .query_row(
+                "SELECT username FROM auth_users WHERE user_id = ?1",
+                [to_sql(user_id.0)],
+                |row| row.get(0),
+            )
+            .optional()?;
+        Ok(username.map(|username| User { id: user_id, username }))
+    }
+
+    /// Every user, by ID.
+    pub fn users(&self) -> Result<Vec<User>, AuthError> {
+        let connection = self.connection();
+        let mut statement =
+            connection.prepare("SELECT user_id, username FROM auth_users ORDER BY user_id")?;
+        let users = statement
+            .query_map([], |row| {
+                Ok(User { id: UserId(from_sql(row.get(0)?)), username: row.get(1)? })
+            })?
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(users)
+    }
+
+    /// Checks a username and password; [`AuthError::InvalidCredentials`] for an unknown user
+    /// or a wrong password alike, after the same argon2 work.
+    pub fn verify_password(&self, username: &str, password: &str) -> Result<User, AuthError> {
+        let row: Option<(i64, String)> = self
+            .connection()
+            .query_row(
+                "SELECT user_id, password_hash FROM auth_users WHERE username = ?1",
+                [username],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )
+            .optional()?;
+        let (user_id, stored) = match row {
+            Some((user_id, stored)) => (Some(user_id), stored),
+            None => (None, self.dummy_hash()?),
+        };
+        let parsed = PasswordHash::new(&stored)
+            .map_err(|error| AuthError::PasswordHashing(error.to_string()))?;
+        let matches = self.argon2()?.verify_password(password.as_bytes(), &parsed).is_ok();
+        match user_id {
+            Some(user_id) if matches => {
+                Ok(User { id: UserId(from_sql(user_id)), username: username.to_owned() })
+            }
+            _ => Err(AuthError::InvalidCredentials),
+        }
+    }
+
+    fn dummy_hash(&self) -> Result<String, AuthError> {
+        if let Some(hash) = self.dummy_hash.get() {
+            return Ok(hash.clone());
+        }
+        let hash = self.hash_password("not a password of anyone")?;
+        Ok(self.dummy_hash.get_or_init(|| hash).clone())
+    }
+
+    /// Starts a browser session for `user_id`; returns the session token for the cookie.
+    pub fn create_session(&self, user_id: UserId) -> Result<String, AuthError> {
+        let token = generate(self.random.as_ref(), SecretKind::Session);
+        let now = self.now().0;
+        let expires_at = now.saturating_add(duration_millis(self.config.session_lifetime));
+        self.connection().execute(
+            "INSERT INTO auth_sessions (digest, user_id, created_at, expires_at)
+             VALUES (?1, ?2, ?3, ?4)",
+            params![digest(&token).as_slice(), to_sql(user_id.0), now, expires_at],
+        )?;
+        Ok(token)
+    }
+
+    /// Checks the password and starts a session: the user and the session token.
+    pub fn login(&self, username: &str, password: &str) -> Result<(User, String), AuthError> {
+        let user = self.verify_password(username, password)?;
+        let session = self.create_session(user.id)?;
+        Ok((user, session))
+    }
+
+    /// The user of a live session.
+    pub fn session_user(&self, session_token: &str) -> Result<User, AuthError> {
+        let row: Option<(i64, String, i64)> = self
+            .connection()
+            .query_row(
+                "SELECT s.user_id, u.username, s.expires_at
+                 FROM auth_sessions s JOIN auth_users u ON u.user_id = s.user_id
+                 WHERE s.digest = ?1",
+                [digest(session_token).as_slice()],
+                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+            )
+            .optional()?;
+        let Some((user_id, username, expires_at)) = row else {
+            return Err(AuthError::InvalidSession);
+        };
+        if expires_at <= self.now().0 {
+            return Err(AuthError::SessionExpired);
+        }
+        Ok(User { id: UserId(from_sql(user_id)), username })
+    }
+
+    /// Ends a session (logout). Returns whether it existed.
+    pub fn revoke_session(&self, session_token: &str) -> Result<bool, AuthError> {
+        let deleted = self
+            .connection()
+            .execute("DELETE FROM auth_sessions WHERE digest = ?1", [digest(session_token).as_slice()])?;
+        Ok(deleted > 0)
+    }
+
+    /// Ends every session of a user (after a password change, say). Returns how many.
+    pub fn revoke_user_sessions(&self, user_id: UserId) -> Result<usize, AuthError> {
+        let deleted = self
+            .connection()
+            .execute("DELETE FROM auth_sessions WHERE user_id = ?1", [to_sql(user_id.0)])?;
+        Ok(deleted)
+    }
+}
