@@ -1,6 +1,6 @@
-//! GeoJSON points.
+//! `GeoJSON` points.
 
-/// A WGS 84 position, serialised as GeoJSON `{"type":"Point","coordinates":[lon,lat]}`.
+/// A WGS 84 position, serialised as `GeoJSON` `{"type":"Point","coordinates":[lon,lat]}`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Point {
     /// Longitude in degrees, -180 to 180.

@@ -97,7 +97,7 @@ numeric_id!(
     CreatorId
 );
 numeric_id!(
-    /// The ID of a media object: a mesh or an SfM cluster.
+    /// The ID of a media object: a mesh or a structure-from-motion cluster.
     MediaId
 );
 
