@@ -6,6 +6,10 @@ use anyhow::Result;
 
 use crate::{cargo, run_command};
 
+// The client suites live beside this file; only `test` runs them.
+#[path = "clients.rs"]
+mod clients;
+
 pub(crate) fn run(root: &Path) -> Result<()> {
     let cargo = cargo();
     run_command(root, &cargo, &["fmt", "--all", "--check"])?;
@@ -25,6 +29,7 @@ pub(crate) fn run(root: &Path) -> Result<()> {
         ],
     )?;
     run_command(root, &cargo, &["test", "--workspace", "--locked"])?;
+    clients::run(root)?;
     eprintln!("xtask test: all checks passed");
     Ok(())
 }

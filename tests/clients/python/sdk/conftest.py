@@ -1,0 +1,120 @@
+"""Session set-up: fixtures generated into a temporary directory, the real `streetlevel`
+binary serving them on 127.0.0.1 with the short name `mly`, the SDK pointed at it, and the
+truth loaded from the same SQLite file.
+
+Environment:
+- `STREETLEVEL_BIN`: the binary (default `<repo>/target/debug/streetlevel`).
+- `STREETLEVEL_SDK_IMAGES`, `STREETLEVEL_SDK_SEED`: size and seed of the data set.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+# The SDK's date filters use naive local time (datetime.fromisoformat(...).timestamp()), so the
+# expected values assume UTC. Set it before anything converts a date.
+os.environ["TZ"] = "UTC"
+time.tzset()
+
+import pytest  # noqa: E402
+
+from harness import HostRewrite, Server, generate_fixtures  # noqa: E402
+from truth import Truth, load  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[4]
+SHORT_NAME = "mly"
+TRACE_MEMBER = "fbtrace_id"
+
+
+@dataclass
+class Service:
+    base_url: str
+    data: Path
+    credentials: dict
+    rewrite: HostRewrite
+    server: Server
+
+    @property
+    def token(self) -> str:
+        return self.credentials["client_token"]
+
+    def url(self, path: str) -> str:
+        return f"{self.base_url}{path}"
+
+
+def _binary() -> Path:
+    configured = os.environ.get("STREETLEVEL_BIN")
+    binary = Path(configured) if configured else REPO / "target" / "debug" / "streetlevel"
+    if not binary.is_file():
+        raise pytest.UsageError(
+            f"{binary} does not exist: build it with `cargo build -p streetlevel` "
+            "or set STREETLEVEL_BIN"
+        )
+    return binary
+
+
+@pytest.fixture(scope="session")
+def service(tmp_path_factory: pytest.TempPathFactory):
+    binary = _binary()
+    data = tmp_path_factory.mktemp("data")
+    generate_fixtures(
+        binary,
+        data,
+        images=int(os.environ.get("STREETLEVEL_SDK_IMAGES", "400")),
+        seed=int(os.environ.get("STREETLEVEL_SDK_SEED", "7")),
+        timeout_s=600,
+    )
+    credentials = json.loads((data / "credentials.json").read_text())
+    server = Server(
+        binary,
+        data,
+        log=data.parent / "server.log",
+        extra_args=["--short-name", SHORT_NAME],
+        timeout_s=120,
+    )
+    rewrite = HostRewrite(server.netloc)
+    rewrite.install()
+    try:
+        yield Service(server.base_url, data, credentials, rewrite, server)
+    finally:
+        rewrite.uninstall()
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def truth(service: Service) -> Truth:
+    return load(service.data / "streetlevel.sqlite")
+
+
+@pytest.fixture(scope="session")
+def sdk(service: Service):
+    """The SDK module with the fixture app's client token set."""
+    import mapillary
+
+    assert mapillary.interface.set_access_token(service.token) == {"token": "SUCCESS"}
+    return mapillary.interface
+
+
+@pytest.fixture
+def raw(service: Service):
+    """A plain requests session that authorizes like the SDK's tile calls (query token)."""
+    import requests
+
+    session = requests.Session()
+    session.params = {"access_token": service.token}
+    return session
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """On a failure, show the end of the server's log next to the assertion."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed and "service" in item.fixturenames:
+        service = item.funcargs.get("service")
+        if service is not None:
+            report.sections.append(("server log", service.server.log_tail()))
