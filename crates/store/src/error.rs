@@ -6,7 +6,7 @@ use streetlevel_model::EntityKind;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum StoreError {
-    /// The SQLite database could not be opened, read or written.
+    /// The `SQLite` database could not be opened, read or written.
     #[error("database error: {0}")]
     Database(#[from] rusqlite::Error),
     /// The data directory could not be created.

@@ -134,7 +134,7 @@ impl ImageRecord {
         }
     }
 
-    pub(crate) fn to_image(&self, names: &RecordNames<'_>) -> Image {
+    pub(crate) fn to_image(self, names: &RecordNames<'_>) -> Image {
         let flag = |bit: u8| self.flags & bit != 0;
         Image {
             id: ImageId(self.id),

@@ -49,6 +49,7 @@ impl S2CellId {
 
     /// The cell at `level` that contains this one; `self` when `level` is this cell's level or
     /// deeper.
+    #[must_use]
     pub fn parent(self, level: u8) -> Self {
         if level >= self.level() {
             return self;
@@ -59,7 +60,7 @@ impl S2CellId {
 
     /// The level: 0 for a face, 30 for a leaf.
     pub fn level(self) -> u8 {
-        (MAX_LEVEL as u32 - self.0.trailing_zeros() / 2) as u8
+        (u32::from(MAX_LEVEL) - self.0.trailing_zeros() / 2) as u8
     }
 
     /// The face, 0 to 5.
@@ -114,6 +115,7 @@ fn lsb_for_level(level: u8) -> u64 {
     1u64 << (2 * u32::from(MAX_LEVEL - level.min(MAX_LEVEL)))
 }
 
+#[allow(clippy::many_single_char_names)] // The S2 paper's names.
 fn xyz_to_face_uv(point: [f64; 3]) -> (u8, f64, f64) {
     let [x, y, z] = point;
     let (abs_x, abs_y, abs_z) = (x.abs(), y.abs(), z.abs());

@@ -1,4 +1,4 @@
-//! SQLite persistence: the schema and its migrations, loading at start-up and the
+//! `SQLite` persistence: the schema and its migrations, loading at start-up and the
 //! write-through inserts. Tables are prefixed `store_` because other crates (auth) keep their
 //! own tables in the same file.
 //!
@@ -143,7 +143,7 @@ fn floats_to_blob(values: &[f64]) -> Vec<u8> {
 }
 
 fn blob_to_floats(table: &'static str, blob: &[u8]) -> Result<Vec<f64>, StoreError> {
-    if blob.len() % 8 != 0 {
+    if !blob.len().is_multiple_of(8) {
         return Err(StoreError::CorruptRow {
             table,
             reason: format!("float blob of {} bytes", blob.len()),
@@ -164,7 +164,7 @@ fn ids_to_blob(ids: &[ImageId]) -> Vec<u8> {
 }
 
 fn blob_to_ids(table: &'static str, blob: &[u8]) -> Result<Vec<ImageId>, StoreError> {
-    if blob.len() % 8 != 0 {
+    if !blob.len().is_multiple_of(8) {
         return Err(StoreError::CorruptRow {
             table,
             reason: format!("id blob of {} bytes", blob.len()),

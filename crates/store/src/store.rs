@@ -1,5 +1,5 @@
 //! The store: entities in compact in-memory tables with their indices, written through to
-//! SQLite when opened on a data directory.
+//! `SQLite` when opened on a data directory.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -107,10 +107,10 @@ pub(crate) struct OrganizationRecord {
 }
 
 /// The in-memory store of images, sequences, map features, detections, organizations and
-/// creators, optionally backed by SQLite.
+/// creators, optionally backed by `SQLite`.
 ///
 /// Concurrency: every query takes `&self` and every write `&mut self`; the store is `Send` and
-/// `Sync`, so a server shares it as `Arc<RwLock<Store>>`. Writes go to SQLite first (one
+/// `Sync`, so a server shares it as `Arc<RwLock<Store>>`. Writes go to `SQLite` first (one
 /// transaction per call) and then to memory, and bump [`Store::generation`].
 #[derive(Debug)]
 pub struct Store {
@@ -436,7 +436,7 @@ impl Store {
 
     // ---- writes --------------------------------------------------------------------------
 
-    /// Inserts images: checked, written to SQLite in one transaction, then to memory.
+    /// Inserts images: checked, written to `SQLite` in one transaction, then to memory.
     /// Images may name sequences, creators and organizations not inserted (yet).
     pub fn insert_images(&mut self, images: &[Image]) -> Result<(), StoreError> {
         let mut batch = HashSet::new();
@@ -457,7 +457,7 @@ impl Store {
                 return Err(invalid("computed_geometry out of range"));
             }
         }
-        self.check_capacity(self.images.len() + images.len(), "images")?;
+        Self::check_capacity(self.images.len() + images.len(), "images")?;
         self.write(|transaction| sqlite::insert_images(transaction, images))?;
         let first_new = self.images.len();
         for image in images {
@@ -550,7 +550,7 @@ impl Store {
                 });
             }
         }
-        self.check_capacity(self.map_features.len() + features.len(), "map features")?;
+        Self::check_capacity(self.map_features.len() + features.len(), "map features")?;
         self.write(|transaction| sqlite::insert_map_features(transaction, features))?;
         let first_new = self.map_features.len();
         for feature in features {
@@ -567,7 +567,7 @@ impl Store {
         for detection in detections {
             self.check_new_id(detection.id.0, &mut batch)?;
         }
-        self.check_capacity(self.detections.len() + detections.len(), "detections")?;
+        Self::check_capacity(self.detections.len() + detections.len(), "detections")?;
         self.write(|transaction| sqlite::insert_detections(transaction, detections))?;
         let first_new = self.detections.len();
         for detection in detections {
@@ -591,7 +591,7 @@ impl Store {
         Ok(())
     }
 
-    fn check_capacity(&self, total: usize, what: &'static str) -> Result<(), StoreError> {
+    fn check_capacity(total: usize, what: &'static str) -> Result<(), StoreError> {
         if total >= NONE as usize {
             return Err(StoreError::Full(what));
         }
@@ -764,8 +764,12 @@ impl Store {
             }
         }
         if rebuild_sequences {
-            self.sequence_tree =
-                RTree::bulk_load(self.sequences.iter().filter_map(|record| record.entry).collect());
+            self.sequence_tree = RTree::bulk_load(
+                self.sequences
+                    .iter()
+                    .filter_map(|record| record.entry)
+                    .collect(),
+            );
         }
 
         let entries = new

@@ -145,8 +145,16 @@ fn query_envelope(tile: TileId, config: &ProjectionConfig) -> AABB<[f32; 2]> {
     const SLACK: f64 = 1e-7;
     let bounds = tile.buffered_bounds(config.extent, config.buffer);
     let last_row = TileId::tiles_per_axis(tile.z()) - 1;
-    let min_lat = if tile.y() == last_row { -90.0 } else { bounds.min_lat - SLACK };
-    let max_lat = if tile.y() == 0 { 90.0 } else { bounds.max_lat + SLACK };
+    let min_lat = if tile.y() == last_row {
+        -90.0
+    } else {
+        bounds.min_lat - SLACK
+    };
+    let max_lat = if tile.y() == 0 {
+        90.0
+    } else {
+        bounds.max_lat + SLACK
+    };
     AABB::from_corners(
         [lower_f32(bounds.min_lon - SLACK), lower_f32(min_lat)],
         [upper_f32(bounds.max_lon + SLACK), upper_f32(max_lat)],
@@ -158,7 +166,12 @@ impl Store {
         Ok(TileProjector::new(tile, *config)?)
     }
 
-    fn tile_image(&self, index: u32, geometry: Geometry, variant: GeometryVariant) -> TileImage<'_> {
+    fn tile_image(
+        &self,
+        index: u32,
+        geometry: Geometry,
+        variant: GeometryVariant,
+    ) -> TileImage<'_> {
         let record = &self.images[index as usize];
         TileImage {
             id: ImageId(record.id),
@@ -185,7 +198,9 @@ impl Store {
             .locate_in_envelope_intersecting(&query_envelope(tile, config))
             .filter_map(|entry| {
                 let [lon, lat] = variant.point(&self.images[entry.index as usize]);
-                projector.point(lon, lat).map(|geometry| (entry.index, geometry))
+                projector
+                    .point(lon, lat)
+                    .map(|geometry| (entry.index, geometry))
             })
             .collect();
         found.sort_unstable_by_key(|(index, _)| self.images[*index as usize].id);

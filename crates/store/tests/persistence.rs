@@ -1,4 +1,7 @@
-//! Write, drop, reopen from SQLite: the same answers.
+//! Write, drop, reopen from `SQLite`: the same answers.
+
+// Helpers outside `#[test]` functions unwrap and panic too.
+#![allow(clippy::unwrap_used, clippy::panic)]
 
 mod common;
 
@@ -129,7 +132,9 @@ fn other_tables_in_the_same_file_are_left_alone() {
     std::fs::create_dir_all(&directory.0).unwrap();
     let connection = rusqlite::Connection::open(Store::database_path(&directory.0)).unwrap();
     connection
-        .execute_batch("CREATE TABLE auth_users (id INTEGER PRIMARY KEY); INSERT INTO auth_users VALUES (7);")
+        .execute_batch(
+            "CREATE TABLE auth_users (id INTEGER PRIMARY KEY); INSERT INTO auth_users VALUES (7);",
+        )
         .unwrap();
     drop(connection);
     let mut store = Store::open(&directory.0).unwrap();

@@ -1,5 +1,8 @@
 //! S2 cell IDs against published values and the `s2` crate, and the cell lookup of the store.
 
+// Helpers outside `#[test]` functions unwrap and panic too.
+#![allow(clippy::unwrap_used, clippy::panic)]
+
 mod common;
 
 use proptest::prelude::*;
@@ -8,7 +11,7 @@ use streetlevel_store::{S2CellId, Store};
 #[test]
 fn known_cell_ids() {
     // A published leaf cell (token 88d9275d495ccc57).
-    let leaf = S2CellId::from_lat_lng(26.568629, -80.108965);
+    let leaf = S2CellId::from_lat_lng(26.568_629, -80.108_965);
     assert_eq!(leaf.raw(), 9_860_956_140_720_671_831);
     assert_eq!(format!("{:x}", leaf.raw()), "88d9275d495ccc57");
     // Face cells.
@@ -34,7 +37,10 @@ fn levels_and_ranges() {
     assert_eq!(cell.level(), 17);
     assert!(cell.contains(leaf));
     assert_eq!(S2CellId::new(cell.raw()).unwrap(), cell);
-    assert_eq!(cell.range_max() - cell.range_min() + 1, 2 * 4u64.pow(13) - 1);
+    assert_eq!(
+        cell.range_max() - cell.range_min() + 1,
+        2 * 4u64.pow(13) - 1
+    );
     assert_eq!(cell.parent(5), leaf.parent(5));
 }
 

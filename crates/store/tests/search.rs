@@ -1,5 +1,8 @@
 //! Every search compared with a brute-force scan of the same random data, page by page.
 
+// Helpers outside `#[test]` functions unwrap and panic too.
+#![allow(clippy::unwrap_used, clippy::panic)]
+
 mod common;
 
 use common::{Dataset, Ids, MAKES, MODELS, PATTERNS, dataset, insert_all, random_image, rng};
@@ -135,8 +138,8 @@ fn in_range(range: &TimeRange, time: Timestamp) -> bool {
     range.start.is_none_or(|start| time >= start) && range.end.is_none_or(|end| time <= end)
 }
 
-fn any_pattern(patterns: &Option<Vec<String>>, value: &str) -> bool {
-    patterns.as_ref().is_none_or(|patterns| {
+fn any_pattern(patterns: Option<&Vec<String>>, value: &str) -> bool {
+    patterns.is_none_or(|patterns| {
         patterns
             .iter()
             .any(|pattern| wildcard_match(pattern, value))
@@ -159,7 +162,7 @@ fn brute_map_features(data: &Dataset, filter: &MapFeatureFilter) -> Vec<MapFeatu
             filter
                 .bbox
                 .is_none_or(|bbox| bbox.contains(feature.geometry))
-                && any_pattern(&filter.object_values, &feature.object_value)
+                && any_pattern(filter.object_values.as_ref(), &feature.object_value)
                 && in_range(&filter.first_seen_at, feature.first_seen_at)
                 && in_range(&filter.last_seen_at, feature.last_seen_at)
         })
@@ -176,7 +179,7 @@ fn brute_detections(data: &Dataset, filter: &DetectionFilter) -> Vec<Detection> 
         .filter(|detection| {
             let image = data.images.iter().find(|image| image.id == detection.image);
             let needs_image = filter.bbox.is_some() || filter.captured_at != TimeRange::default();
-            any_pattern(&filter.values, &detection.value)
+            any_pattern(filter.values.as_ref(), &detection.value)
                 && (!needs_image
                     || image.is_some_and(|image| {
                         filter.bbox.is_none_or(|bbox| bbox.contains(image.geometry))
@@ -403,27 +406,22 @@ pub fn check_lookups(store: &Store, data: &Dataset) {
         members.sort_by_key(|image| (image.captured_at, image.id));
         let expected: Vec<ImageId> = members.iter().map(|image| image.id).collect();
         let declared = data.sequences.iter().find(|sequence| sequence.id == key);
-        match (declared, members.first()) {
-            (None, None) => {
-                assert_eq!(store.sequence_image_ids(&key), None);
-                assert_eq!(store.sequence(&key), None);
-            }
-            _ => {
-                assert_eq!(store.sequence_image_ids(&key), Some(expected.clone()));
-                let sequence = store.sequence(&key);
-                if declared.is_some() || !members.is_empty() {
-                    let sequence = sequence.unwrap();
-                    assert_eq!(sequence.image_ids, expected);
-                    let (creator, organization) = declared
-                        .map(|declared| (declared.creator, declared.organization))
-                        .unwrap_or_else(|| (members[0].creator, members[0].organization));
-                    assert_eq!(
-                        (sequence.creator, sequence.organization),
-                        (creator, organization)
-                    );
-                }
-            }
+        if declared.is_none() && members.is_empty() {
+            assert_eq!(store.sequence_image_ids(&key), None);
+            assert_eq!(store.sequence(&key), None);
+            continue;
         }
+        assert_eq!(store.sequence_image_ids(&key), Some(expected.clone()));
+        let sequence = store.sequence(&key).unwrap();
+        assert_eq!(sequence.image_ids, expected);
+        let (creator, organization) = declared.map_or_else(
+            || (members[0].creator, members[0].organization),
+            |declared| (declared.creator, declared.organization),
+        );
+        assert_eq!(
+            (sequence.creator, sequence.organization),
+            (creator, organization)
+        );
     }
     assert_eq!(store.kind_of(EntityId(0)), None);
 }

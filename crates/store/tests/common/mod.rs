@@ -1,6 +1,6 @@
 //! Random data sets for the store's tests, built deterministically from a seed.
 
-#![allow(dead_code)]
+#![allow(dead_code, clippy::unwrap_used)]
 
 use std::collections::HashSet;
 

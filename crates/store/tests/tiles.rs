@@ -1,0 +1,280 @@
+//! Tile content queries compared with a brute-force projection of every entity.
+
+// Helpers outside `#[test]` functions unwrap and panic too.
+#![allow(clippy::unwrap_used, clippy::panic)]
+
+mod common;
+
+use std::collections::HashMap;
+
+use common::{dataset, insert_all, rng};
+use proptest::prelude::*;
+use rand::Rng;
+use streetlevel_model::{CreatorId, Image, ImageId, ObjectType, Point, SequenceId, Timestamp};
+use streetlevel_mvt::geo::{Coord, LineString, MultiLineString};
+use streetlevel_mvt::{Geometry, ProjectionConfig, TileId, TileProjector};
+use streetlevel_store::{GeometryVariant, OVERVIEW_GRID, Store};
+
+fn variant_point(image: &Image, variant: GeometryVariant) -> Point {
+    match variant {
+        GeometryVariant::Computed => image.computed_geometry.unwrap_or(image.geometry),
+        GeometryVariant::Original => image.geometry,
+    }
+}
+
+fn brute_tile_images(
+    images: &[Image],
+    projector: &TileProjector,
+    variant: GeometryVariant,
+) -> Vec<(ImageId, Geometry)> {
+    let mut found: Vec<(ImageId, Geometry)> = images
+        .iter()
+        .filter_map(|image| {
+            let point = variant_point(image, variant);
+            projector
+                .point(point.lon, point.lat)
+                .map(|geometry| (image.id, geometry))
+        })
+        .collect();
+    found.sort_by_key(|(id, _)| *id);
+    found
+}
+
+fn brute_overview(found: &[(ImageId, Geometry)], extent: u32) -> Vec<(ImageId, Geometry)> {
+    let cell_size = f64::from(extent) / f64::from(OVERVIEW_GRID);
+    let mut best: HashMap<(i64, i64), (ImageId, Geometry)> = HashMap::new();
+    for (id, geometry) in found {
+        let Geometry::Points(points) = geometry else {
+            panic!("not a point")
+        };
+        let point = points.0[0];
+        let cell = (
+            (f64::from(point.x()) / cell_size).floor() as i64,
+            (f64::from(point.y()) / cell_size).floor() as i64,
+        );
+        let slot = best.entry(cell).or_insert((*id, geometry.clone()));
+        if *id < slot.0 {
+            *slot = (*id, geometry.clone());
+        }
+    }
+    let mut kept: Vec<_> = best.into_values().collect();
+    kept.sort_by_key(|(id, _)| *id);
+    kept
+}
+
+fn brute_sequences(
+    images: &[Image],
+    projector: &TileProjector,
+    variant: GeometryVariant,
+) -> Vec<(SequenceId, ImageId, Geometry)> {
+    let mut by_sequence: HashMap<&SequenceId, Vec<&Image>> = HashMap::new();
+    for image in images {
+        by_sequence.entry(&image.sequence).or_default().push(image);
+    }
+    let mut found = Vec::new();
+    for (id, mut members) in by_sequence {
+        members.sort_by_key(|image| (image.captured_at, image.id));
+        let line: LineString<f64> = members
+            .iter()
+            .map(|image| {
+                let point = variant_point(image, variant);
+                Coord {
+                    x: point.lon,
+                    y: point.lat,
+                }
+            })
+            .collect();
+        if let Some(geometry) = projector.multi_line_string(&MultiLineString::new(vec![line])) {
+            found.push((id.clone(), members[0].id, geometry));
+        }
+    }
+    found.sort_by(|a, b| a.0.cmp(&b.0));
+    found
+}
+
+fn tile_around(point: Point, z: u8) -> TileId {
+    TileId::containing(point.lon, point.lat, z).unwrap()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    #[test]
+    fn tiles_match_brute_force(seed in any::<u64>(), n in 1usize..200, computed in any::<bool>()) {
+        let data = dataset(seed, n);
+        let mut store = Store::in_memory();
+        insert_all(&mut store, &data);
+        let variant = if computed { GeometryVariant::Computed } else { GeometryVariant::Original };
+        let config = ProjectionConfig::default();
+        let mut rng = rng(seed ^ 0x711e);
+        for _ in 0..4 {
+            let anchor = data.images[rng.random_range(0..data.images.len())].geometry;
+
+            let tile = tile_around(anchor, 14);
+            let projector = TileProjector::new(tile, config).unwrap();
+            let expected = brute_tile_images(&data.images, &projector, variant);
+            let got: Vec<(ImageId, Geometry)> = store
+                .tile_images(tile, &config, variant)
+                .unwrap()
+                .into_iter()
+                .map(|item| (item.id, item.geometry))
+                .collect();
+            prop_assert_eq!(&got, &expected);
+
+            for feature_type in [ObjectType::Point, ObjectType::TrafficSign] {
+                let mut expected: Vec<_> = data
+                    .map_features
+                    .iter()
+                    .filter(|feature| feature.object_type == feature_type)
+                    .filter_map(|feature| {
+                        projector
+                            .point(feature.geometry.lon, feature.geometry.lat)
+                            .map(|geometry| (feature.id, geometry))
+                    })
+                    .collect();
+                expected.sort_by_key(|(id, _)| *id);
+                let got: Vec<_> = store
+                    .tile_map_features(tile, &config, feature_type)
+                    .unwrap()
+                    .into_iter()
+                    .map(|item| (item.feature.id, item.geometry))
+                    .collect();
+                prop_assert_eq!(got, expected);
+            }
+
+            let z = rng.random_range(6..=14);
+            let tile = tile_around(anchor, z);
+            let sequence_config = ProjectionConfig {
+                tolerance: if z == 14 { 0.0 } else { config.tolerance },
+                ..config
+            };
+            let projector = TileProjector::new(tile, sequence_config).unwrap();
+            let expected = brute_sequences(&data.images, &projector, variant);
+            let got: Vec<_> = store
+                .tile_sequences(tile, &config, variant)
+                .unwrap()
+                .into_iter()
+                .map(|item| (item.id.clone(), item.image_id, item.geometry))
+                .collect();
+            prop_assert_eq!(got, expected);
+
+            let z = rng.random_range(0..=5);
+            let tile = tile_around(anchor, z);
+            let projector = TileProjector::new(tile, config).unwrap();
+            let expected = brute_overview(&brute_tile_images(&data.images, &projector, variant), config.extent);
+            let got: Vec<_> = store
+                .tile_overview(tile, &config, variant)
+                .unwrap()
+                .into_iter()
+                .map(|item| (item.id, item.geometry))
+                .collect();
+            prop_assert_eq!(got, expected);
+        }
+    }
+}
+
+fn image_at(id: u64, lon: f64, lat: f64, time: i64) -> Image {
+    Image {
+        id: ImageId(id),
+        altitude: None,
+        atomic_scale: None,
+        camera_parameters: None,
+        camera_type: None,
+        captured_at: Timestamp(time),
+        compass_angle: Some(90.0),
+        computed_altitude: None,
+        computed_compass_angle: None,
+        computed_geometry: None,
+        computed_rotation: None,
+        creator: CreatorId(1),
+        exif_orientation: None,
+        geometry: Point::new(lon, lat),
+        height: 3000,
+        width: 4000,
+        is_pano: false,
+        make: None,
+        model: None,
+        merge_cc: None,
+        mesh: None,
+        sequence: SequenceId::from("zigzag"),
+        sfm_cluster: None,
+        quality_score: None,
+        organization: None,
+    }
+}
+
+#[test]
+fn a_sequence_leaving_and_reentering_a_tile_has_several_lines() {
+    let tile = TileId::containing(13.19, 55.70, 14).unwrap();
+    let bounds = tile.bounds();
+    let middle_lat = f64::midpoint(bounds.min_lat, bounds.max_lat);
+    let width = bounds.max_lon - bounds.min_lon;
+    // In, far east out, back in, out again, in: captured in that order.
+    let xs = [0.5, 1.6, 0.4, 1.7, 0.3];
+    let images: Vec<Image> = xs
+        .iter()
+        .enumerate()
+        .map(|(step, fraction)| {
+            image_at(
+                100 + step as u64,
+                bounds.min_lon + fraction * width,
+                middle_lat + step as f64 * 1e-5,
+                step as i64,
+            )
+        })
+        .collect();
+    let mut store = Store::in_memory();
+    store.insert_images(&images).unwrap();
+    let sequences = store
+        .tile_sequences(
+            tile,
+            &ProjectionConfig::default(),
+            GeometryVariant::Original,
+        )
+        .unwrap();
+    assert_eq!(sequences.len(), 1);
+    let Geometry::LineStrings(lines) = &sequences[0].geometry else {
+        panic!("not lines")
+    };
+    assert_eq!(lines.0.len(), 3);
+    assert_eq!(sequences[0].image_id, ImageId(100));
+    // Only the three inside images in the image layer.
+    let inside = store
+        .tile_images(
+            tile,
+            &ProjectionConfig::default(),
+            GeometryVariant::Original,
+        )
+        .unwrap();
+    let ids: Vec<ImageId> = inside.iter().map(|item| item.id).collect();
+    assert_eq!(ids, vec![ImageId(100), ImageId(102), ImageId(104)]);
+    assert_eq!(inside[0].compass_angle, Some(90.0));
+}
+
+#[test]
+fn overview_tiles_stay_small_and_deterministic() {
+    // 60,000 images packed into one z5 tile.
+    let mut images = Vec::new();
+    for number in 0..60_000u64 {
+        let lon = 13.0 + (number % 300) as f64 * 0.002;
+        let lat = 55.5 + (number / 300) as f64 * 0.002;
+        let mut image = image_at(1000 + number, lon, lat, number as i64);
+        image.sequence = SequenceId(format!("s{}", number / 500));
+        images.push(image);
+    }
+    let mut store = Store::in_memory();
+    store.insert_images(&images).unwrap();
+    let tile = TileId::containing(13.3, 55.7, 5).unwrap();
+    let config = ProjectionConfig::default();
+    let first = store
+        .tile_overview(tile, &config, GeometryVariant::Original)
+        .unwrap();
+    let second = store
+        .tile_overview(tile, &config, GeometryVariant::Original)
+        .unwrap();
+    assert_eq!(first, second);
+    assert!(!first.is_empty());
+    assert!(first.len() < 60_000);
+    let cells = (OVERVIEW_GRID + 4) as usize;
+    assert!(first.len() <= cells * cells);
+}
