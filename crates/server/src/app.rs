@@ -4,16 +4,20 @@
 
 use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Instant;
 
 use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue, RETRY_AFTER};
 use http::request::Parts;
-use http::{Method, Response, StatusCode};
+use http::{Method, Response};
+
+use streetlevel_ratelimit::Class;
+use streetlevel_store::Store;
 
 use crate::clock::Clock;
+use crate::endpoints::{self, Links};
 use crate::media::{self, MediaObject, MediaSource, Signer};
 use crate::query::Query;
 use crate::reply::{self, Reply};
@@ -27,8 +31,31 @@ pub trait WebSurface: Send + Sync {
     fn handle(&self, parts: &Parts, body: &Bytes, request_id: &str) -> Option<Response<Bytes>>;
 }
 
+/// Who is calling: the app a token belongs to (and the user, for user tokens).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    /// The app's client ID; quotas are charged to it.
+    pub app_id: u64,
+    /// The user, for user access tokens.
+    pub user_id: Option<u64>,
+}
+
+/// Token checks and the token exchange (spec 5), implemented over the auth crate.
+pub trait Authenticator: Send + Sync {
+    /// The caller of a request to the entity or tile surfaces, from `?access_token=` or
+    /// `Authorization: OAuth|Bearer`; [`Error::Unauthorized`] when missing or invalid.
+    fn authenticate(&self, parts: &Parts) -> Result<Caller, Error>;
+
+    /// `POST /token` (spec 5.4): the JSON response body.
+    fn exchange_token(&self, parts: &Parts, body: &Bytes) -> Result<serde_json::Value, Error>;
+}
+
 /// The collaborators of the server.
 pub struct Services {
+    /// The entities, shared with writers.
+    pub store: Arc<RwLock<Store>>,
+    /// Token checks.
+    pub auth: Arc<dyn Authenticator>,
     /// Per-app quotas.
     pub rate_limits: Arc<streetlevel_ratelimit::RateLimits>,
     /// Where media bytes come from.
@@ -180,6 +207,18 @@ impl App {
                     .await
                     .map(Dispatched::Reply)
             }
+            Route::Token => {
+                let app = Arc::clone(self);
+                let parts = parts.clone();
+                run_blocking(move || {
+                    let value = app.services.auth.exchange_token(&parts, &body)?;
+                    let mut reply = Reply::json(&value);
+                    reply.cache_control = Some(String::from("no-store"));
+                    Ok(reply)
+                })
+                .await
+                .map(Dispatched::Reply)
+            }
             Route::Other => {
                 if self.config.debug_panic_route && parts.uri.path() == "/__panic" {
                     return catch(requested_panic).map(Dispatched::Reply);
@@ -198,8 +237,49 @@ impl App {
         }
     }
 
-    fn handle(&self, route: &Route, _parts: &Parts, _query: &Query) -> Result<Reply, Error> {
-        Err(Error::UnknownPath(format!("{route:?}")))
+    fn handle(&self, route: &Route, parts: &Parts, query: &Query) -> Result<Reply, Error> {
+        let caller = self.services.auth.authenticate(parts)?;
+        let class = match route {
+            Route::Tile { .. } => Class::Tiles,
+            Route::SearchImages | Route::SearchMapFeatures | Route::SearchDetections => {
+                Class::Search
+            }
+            _ => Class::Entity,
+        };
+        let usage = self
+            .services
+            .rate_limits
+            .check(caller.app_id, class)
+            .map_err(Error::RateLimited)?;
+        let store = self
+            .services
+            .store
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        let value = match route {
+            Route::Entity(id) => endpoints::entity(&store, self, id, query)?,
+            Route::DetectionsOf(id) => endpoints::detections_of(&store, self, id, query)?,
+            Route::ImageTiles(id) => endpoints::image_tiles(&store, self, id, query)?,
+            Route::Multiple => endpoints::multiple(&store, self, query)?,
+            Route::ImageIds => endpoints::image_ids(&store, query)?,
+            Route::SearchImages => endpoints::search_images(&store, self, query)?,
+            Route::SearchMapFeatures => endpoints::search_map_features(&store, self, query)?,
+            Route::SearchDetections => endpoints::search_detections(&store, self, query)?,
+            Route::Tile { tileset, z, x, y } => {
+                return Err(Error::UnknownTileset(format!("{tileset}/{z}/{x}/{y}")));
+            }
+            Route::Media | Route::Token | Route::Other => {
+                return Err(Error::UnknownPath(parts.uri.path().to_owned()));
+            }
+        };
+        drop(store);
+        let mut reply = Reply::json(&value);
+        if let Ok(header) = HeaderValue::from_str(&usage.app_usage_header()) {
+            reply
+                .headers
+                .insert(HeaderName::from_static("x-app-usage"), header);
+        }
+        Ok(reply)
     }
 
     fn media(&self, path: &str, query: &Query) -> Result<Reply, Error> {
@@ -235,6 +315,16 @@ fn requested_panic() -> Result<Reply, Error> {
     panic!("requested panic")
 }
 
+impl Links for App {
+    fn media_url(&self, object: &MediaObject) -> String {
+        App::media_url(self, object)
+    }
+
+    fn base_url(&self) -> &str {
+        &self.urls.base
+    }
+}
+
 enum Dispatched {
     Reply(Reply),
     Response(Response<Bytes>),
@@ -264,9 +354,4 @@ where
         Ok(result) => result,
         Err(error) => Err(Error::Internal(format!("blocking task failed: {error}"))),
     }
-}
-
-#[allow(dead_code)]
-fn status_only(status: StatusCode) -> Reply {
-    Reply::empty(status)
 }

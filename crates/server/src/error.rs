@@ -53,7 +53,8 @@ pub enum Error {
     /// The app exceeded a quota; the rejection builds the body of spec section 7.
     #[error("application request limit reached")]
     RateLimited(streetlevel_ratelimit::Rejection),
-    /// The token exchange failed; `error` is the OAuth error code.
+    /// The token exchange failed; `error` is the OAuth error code. Its body is the RFC 6749
+    /// one, `{"error": "<code>", "error_description": "..."}`, that OAuth clients parse.
     #[error("token exchange failed: {description}")]
     TokenExchange {
         /// The HTTP status.
@@ -123,11 +124,15 @@ impl Error {
             Error::TokenExchange {
                 error, description, ..
             } => {
-                // Graph clients read the nested object; the OAuth 2.0 error code (RFC 6749 5.2)
-                // rides along in it.
-                let mut body = graph_error(description, "OAuthException", 100, None);
-                body.insert(String::from("oauth_error"), Value::from(error.clone()));
-                body
+                // OAuth 2.0 clients parse RFC 6749 5.2 bodies; the trace member rides along.
+                let mut body = Map::new();
+                body.insert(String::from("error"), Value::from(error.clone()));
+                body.insert(
+                    String::from("error_description"),
+                    Value::from(description.clone()),
+                );
+                body.insert(trace_member.to_owned(), Value::from(trace_id));
+                return Value::Object(body);
             }
             Error::BadParameter { name, reason } => graph_error(
                 &format!("(#100) Invalid parameter ({name}): {reason}"),

@@ -1,8 +1,10 @@
 #![doc = include_str!("../README.md")]
 
 mod app;
+mod auth;
 mod clock;
 mod config;
+mod endpoints;
 mod error;
 pub mod media;
 pub mod query;
@@ -10,7 +12,7 @@ pub mod reply;
 mod route;
 mod server;
 
-pub use app::{App, Services, WebSurface};
+pub use app::{App, Authenticator, Caller, Services, WebSurface};
 pub use clock::{Clock, FixedClock, SystemClock};
 pub use config::{Config, PublicUrls};
 pub use error::Error;
