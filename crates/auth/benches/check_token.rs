@@ -17,7 +17,11 @@ fn store_with_apps() -> (AuthStore, Vec<String>) {
     let tokens = (0..10_000)
         .map(|index| {
             store
-                .create_app(&format!("app {index}"), "https://app.example/cb", Scopes::READ)
+                .create_app(
+                    &format!("app {index}"),
+                    "https://app.example/cb",
+                    Scopes::READ,
+                )
                 .expect("app")
                 .client_token
         })
@@ -40,7 +44,9 @@ fn check_token_valid(bencher: divan::Bencher) {
     let mut index = 0;
     bencher.bench_local(|| {
         index = (index + 1) % tokens.len();
-        store.check_token(divan::black_box(&tokens[index])).expect("valid")
+        store
+            .check_token(divan::black_box(&tokens[index]))
+            .expect("valid")
     });
 }
 

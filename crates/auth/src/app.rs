@@ -43,11 +43,15 @@ fn valid_callback_url(url: &str) -> bool {
         return false;
     };
     let scheme_ok = scheme.starts_with(|c: char| c.is_ascii_alphabetic())
-        && scheme.chars().all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c));
+        && scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c));
     let web = scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https");
     let host_ok = !web
         || rest.strip_prefix("//").is_some_and(|rest| {
-            rest.split(['/', '?']).next().is_some_and(|host| !host.is_empty())
+            rest.split(['/', '?'])
+                .next()
+                .is_some_and(|host| !host.is_empty())
         });
     scheme_ok
         && host_ok
@@ -115,7 +119,11 @@ impl AuthStore {
         }
         .insert(&transaction)?;
         transaction.commit()?;
-        Ok(AppCredentials { client_id, client_token, client_secret })
+        Ok(AppCredentials {
+            client_id,
+            client_token,
+            client_secret,
+        })
     }
 
     /// The app with this client ID, if any.
@@ -139,7 +147,9 @@ impl AuthStore {
             "SELECT client_id, name, callback_url, scopes, created_at FROM auth_apps
              ORDER BY client_id",
         )?;
-        let rows = statement.query_map([], app_from_row)?.collect::<Result<Vec<_>, _>>()?;
+        let rows = statement
+            .query_map([], app_from_row)?
+            .collect::<Result<Vec<_>, _>>()?;
         rows.into_iter().collect()
     }
 
@@ -253,5 +263,11 @@ fn app_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Result<App, AuthErr
     let name: String = row.get(1)?;
     let callback_url: String = row.get(2)?;
     let created_at = Timestamp(row.get(4)?);
-    Ok(app.map(|app| App { client_id, name, callback_url, created_at, ..app }))
+    Ok(app.map(|app| App {
+        client_id,
+        name,
+        callback_url,
+        created_at,
+        ..app
+    }))
 }

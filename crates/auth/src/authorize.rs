@@ -109,13 +109,15 @@ impl AuthStore {
     /// `code`, a repeated parameter) or `invalid_scope`.
     pub fn authorization_request(&self, query: Option<&str>) -> Result<Authorization, AuthError> {
         let params = Params::new(parse_pairs(query.unwrap_or("")));
-        let unredirectable =
-            |repeated: crate::form::Repeated| {
-                AuthError::InvalidAuthorizationRequest(format!("{} is repeated", repeated.0))
-            };
-        let client_id_text = params.get("client_id").map_err(unredirectable)?.ok_or_else(|| {
-            AuthError::InvalidAuthorizationRequest("client_id is required".to_owned())
-        })?;
+        let unredirectable = |repeated: crate::form::Repeated| {
+            AuthError::InvalidAuthorizationRequest(format!("{} is repeated", repeated.0))
+        };
+        let client_id_text = params
+            .get("client_id")
+            .map_err(unredirectable)?
+            .ok_or_else(|| {
+                AuthError::InvalidAuthorizationRequest("client_id is required".to_owned())
+            })?;
         let client_id: ClientId = client_id_text
             .parse()
             .map_err(|_| AuthError::UnknownClient(client_id_text.to_owned()))?;
@@ -128,7 +130,10 @@ impl AuthStore {
         }
         let callback = app.callback_url.clone();
         let reject = |error, state: Option<&str>| {
-            Ok(Authorization::Reject { location: error_location(&callback, error, state), error })
+            Ok(Authorization::Reject {
+                location: error_location(&callback, error, state),
+                error,
+            })
         };
         let Ok(state) = params.get("state") else {
             return reject(AuthorizationErrorCode::InvalidRequest, None);

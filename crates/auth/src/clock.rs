@@ -18,7 +18,9 @@ pub struct SystemClock;
 
 impl Clock for SystemClock {
     fn now(&self) -> Timestamp {
-        let since_epoch = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+        let since_epoch = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
         Timestamp(i64::try_from(since_epoch.as_millis()).unwrap_or(i64::MAX))
     }
 }
@@ -32,7 +34,9 @@ pub struct FakeClock {
 impl FakeClock {
     /// A fake clock showing `start`.
     pub fn new(start: Timestamp) -> Self {
-        Self { millis: Arc::new(AtomicI64::new(start.0)) }
+        Self {
+            millis: Arc::new(AtomicI64::new(start.0)),
+        }
     }
 
     /// Moves the clock forward by `by`.

@@ -16,14 +16,21 @@ pub struct PasswordParams {
 impl Default for PasswordParams {
     /// OWASP's recommended argon2id setting: 19 MiB, 2 passes, 1 lane.
     fn default() -> Self {
-        Self { memory_kib: 19 * 1024, iterations: 2, parallelism: 1 }
+        Self {
+            memory_kib: 19 * 1024,
+            iterations: 2,
+            parallelism: 1,
+        }
     }
 }
 
 impl PasswordParams {
     /// The cheapest setting argon2 accepts: for tests only.
-    pub const INSECURE_FAST: PasswordParams =
-        PasswordParams { memory_kib: 8, iterations: 1, parallelism: 1 };
+    pub const INSECURE_FAST: PasswordParams = PasswordParams {
+        memory_kib: 8,
+        iterations: 1,
+        parallelism: 1,
+    };
 }
 
 /// Lifetimes of the things the store issues.
@@ -56,6 +63,9 @@ impl Default for Config {
 impl Config {
     /// The defaults with the cheapest password hashing: for tests and fixtures.
     pub fn insecure_fast() -> Self {
-        Self { password: PasswordParams::INSECURE_FAST, ..Self::default() }
+        Self {
+            password: PasswordParams::INSECURE_FAST,
+            ..Self::default()
+        }
     }
 }

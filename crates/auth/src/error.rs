@@ -42,7 +42,9 @@ pub enum AuthError {
     #[error("an app needs a non-empty name")]
     InvalidAppName,
     /// The callback URL is not an absolute URL without a fragment.
-    #[error("invalid callback url {0:?}: expected an absolute url such as https://example.com/callback, without '#'")]
+    #[error(
+        "invalid callback url {0:?}: expected an absolute url such as https://example.com/callback, without '#'"
+    )]
     InvalidCallbackUrl(String),
     /// A scope name is not `read`, `write` or `upload`.
     #[error("unknown scope {0:?}: expected read, write or upload")]
@@ -136,7 +138,10 @@ pub struct TokenError {
 
 impl TokenError {
     pub(crate) fn new(code: TokenErrorCode, description: impl Into<String>) -> Self {
-        Self { code, description: description.into() }
+        Self {
+            code,
+            description: description.into(),
+        }
     }
 
     pub(crate) fn request(description: impl Into<String>) -> Self {

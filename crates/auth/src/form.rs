@@ -3,7 +3,11 @@
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
 
 /// Everything but RFC 3986's unreserved characters is percent-encoded in values we emit.
-const VALUE: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~');
+const VALUE: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
 
 /// The name-value pairs of a query string or form body, decoded (`+` is a space).
 /// Pairs that are not valid UTF-8 after decoding keep their bytes lossily replaced.
@@ -43,7 +47,11 @@ impl Params {
 
     /// The single value of `name`; `Ok(None)` when absent or empty.
     pub(crate) fn get(&self, name: &str) -> Result<Option<&str>, Repeated> {
-        let mut values = self.pairs.iter().filter(|(key, _)| key == name).map(|(_, value)| value);
+        let mut values = self
+            .pairs
+            .iter()
+            .filter(|(key, _)| key == name)
+            .map(|(_, value)| value);
         let first = values.next();
         if values.next().is_some() {
             return Err(Repeated(name.to_owned()));

@@ -32,12 +32,17 @@ pub struct SeededRandom {
 impl SeededRandom {
     /// A generator that always yields the same bytes for the same seed.
     pub fn new(seed: u64) -> Self {
-        Self { rng: Mutex::new(StdRng::seed_from_u64(seed)) }
+        Self {
+            rng: Mutex::new(StdRng::seed_from_u64(seed)),
+        }
     }
 }
 
 impl RandomSource for SeededRandom {
     fn fill(&self, buffer: &mut [u8]) {
-        self.rng.lock().unwrap_or_else(PoisonError::into_inner).fill_bytes(buffer);
+        self.rng
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .fill_bytes(buffer);
     }
 }

@@ -85,7 +85,9 @@ impl Scopes {
 
     /// The scopes of the set, in canonical order.
     pub fn iter(self) -> impl Iterator<Item = Scope> {
-        Scope::ALL.into_iter().filter(move |scope| self.contains(*scope))
+        Scope::ALL
+            .into_iter()
+            .filter(move |scope| self.contains(*scope))
     }
 }
 

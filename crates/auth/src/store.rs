@@ -75,7 +75,10 @@ pub struct AuthStore {
 
 impl std::fmt::Debug for AuthStore {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        formatter.debug_struct("AuthStore").field("config", &self.config).finish_non_exhaustive()
+        formatter
+            .debug_struct("AuthStore")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
     }
 }
 
@@ -142,7 +145,9 @@ impl AuthStore {
     }
 
     pub(crate) fn connection(&self) -> MutexGuard<'_, Connection> {
-        self.connection.lock().unwrap_or_else(PoisonError::into_inner)
+        self.connection
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     pub(crate) fn now(&self) -> Timestamp {
@@ -162,17 +167,24 @@ impl AuthStore {
             "DELETE FROM auth_tokens WHERE expires_at IS NOT NULL AND expires_at + ?2 <= ?1",
             [now, grace],
         )?;
-        Ok(Purged { codes, sessions, tokens })
+        Ok(Purged {
+            codes,
+            sessions,
+            tokens,
+        })
     }
 }
 
 fn migrate(connection: &mut Connection) -> Result<(), AuthError> {
     let transaction =
         connection.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-    transaction
-        .execute_batch("CREATE TABLE IF NOT EXISTS auth_schema_version (version INTEGER NOT NULL)")?;
+    transaction.execute_batch(
+        "CREATE TABLE IF NOT EXISTS auth_schema_version (version INTEGER NOT NULL)",
+    )?;
     let found: Option<i64> = transaction
-        .query_row("SELECT version FROM auth_schema_version", [], |row| row.get(0))
+        .query_row("SELECT version FROM auth_schema_version", [], |row| {
+            row.get(0)
+        })
         .optional()?;
     let supported = i64::try_from(MIGRATIONS.len()).unwrap_or(i64::MAX);
     let found = if let Some(version) = found {

@@ -185,12 +185,14 @@ fn request_token(parts: &http::request::Parts) -> Result<String, AuthError> {
     let from_header = match (headers.next(), headers.next()) {
         (None, _) => None,
         (Some(_), Some(_)) => {
-            return Err(AuthError::MalformedAuthorization("more than one header".to_owned()));
+            return Err(AuthError::MalformedAuthorization(
+                "more than one header".to_owned(),
+            ));
         }
         (Some(value), None) => {
-            let value = value.to_str().map_err(|_| {
-                AuthError::MalformedAuthorization("not visible ascii".to_owned())
-            })?;
+            let value = value
+                .to_str()
+                .map_err(|_| AuthError::MalformedAuthorization("not visible ascii".to_owned()))?;
             let (scheme, token) = value.trim().split_once(' ').unwrap_or((value.trim(), ""));
             let token = token.trim();
             let scheme_ok =
@@ -224,7 +226,10 @@ struct ClientAuth {
 }
 
 fn form_decode(text: &str) -> String {
-    parse_pairs(&format!("x={text}")).pop().map(|(_, value)| value).unwrap_or_default()
+    parse_pairs(&format!("x={text}"))
+        .pop()
+        .map(|(_, value)| value)
+        .unwrap_or_default()
 }
 
 fn client_auth_from_header(authorization: &str) -> Result<ClientAuth, TokenError> {
@@ -232,10 +237,15 @@ fn client_auth_from_header(authorization: &str) -> Result<ClientAuth, TokenError
     let (scheme, credentials) = authorization.split_once(' ').unwrap_or((authorization, ""));
     let credentials = credentials.trim();
     if credentials.is_empty() {
-        return Err(TokenError::client("the authorization header carries no credentials"));
+        return Err(TokenError::client(
+            "the authorization header carries no credentials",
+        ));
     }
     if scheme.eq_ignore_ascii_case("oauth") || scheme.eq_ignore_ascii_case("bearer") {
-        return Ok(ClientAuth { basic_client_id: None, secret: credentials.to_owned() });
+        return Ok(ClientAuth {
+            basic_client_id: None,
+            secret: credentials.to_owned(),
+        });
     }
     if scheme.eq_ignore_ascii_case("basic") {
         let decoded = STANDARD
@@ -252,12 +262,20 @@ fn client_auth_from_header(authorization: &str) -> Result<ClientAuth, TokenError
             secret: form_decode(secret),
         });
     }
-    Err(TokenError::client("expected 'Authorization: OAuth <client_secret>' or HTTP Basic"))
+    Err(TokenError::client(
+        "expected 'Authorization: OAuth <client_secret>' or HTTP Basic",
+    ))
 }
 
 fn parse_body(content_type: Option<&str>, body: &[u8]) -> Result<Params, TokenError> {
-    let media_type = content_type
-        .map(|value| value.split(';').next().unwrap_or("").trim().to_ascii_lowercase());
+    let media_type = content_type.map(|value| {
+        value
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase()
+    });
     let json = match media_type.as_deref() {
         Some("application/json") => true,
         Some(other) if other.ends_with("+json") => true,
@@ -339,23 +357,23 @@ fn grant<'a>(request: &TokenRequest<'a>) -> Result<Grant<'a>, TokenError> {
         ));
     };
     match (grant_type, request.code, request.refresh_token) {
-        ("authorization_code" | "refresh_token", Some(_), Some(_)) => {
-            Err(TokenError::request("send either code or refresh_token, not both"))
-        }
+        ("authorization_code" | "refresh_token", Some(_), Some(_)) => Err(TokenError::request(
+            "send either code or refresh_token, not both",
+        )),
         ("authorization_code", Some(code), None) => Ok(Grant::AuthorizationCode(code)),
         ("authorization_code", None, Some(_)) => Err(TokenError::request(
             "refresh_token was sent with grant_type authorization_code: use grant_type refresh_token",
         )),
-        ("authorization_code", None, None) => {
-            Err(TokenError::request("grant_type authorization_code requires code"))
-        }
+        ("authorization_code", None, None) => Err(TokenError::request(
+            "grant_type authorization_code requires code",
+        )),
         ("refresh_token", None, Some(refresh_token)) => Ok(Grant::RefreshToken(refresh_token)),
         ("refresh_token", Some(_), None) => Err(TokenError::request(
             "code was sent with grant_type refresh_token: use grant_type authorization_code",
         )),
-        ("refresh_token", None, None) => {
-            Err(TokenError::request("grant_type refresh_token requires refresh_token"))
-        }
+        ("refresh_token", None, None) => Err(TokenError::request(
+            "grant_type refresh_token requires refresh_token",
+        )),
         (other, _, _) => Err(TokenError::new(
             TokenErrorCode::UnsupportedGrantType,
             format!("unsupported grant_type {other:?}: use authorization_code or refresh_token"),
@@ -382,7 +400,10 @@ impl AuthStore {
         if stored.revoked {
             return Err(AuthError::InvalidToken);
         }
-        if stored.expires_at.is_some_and(|expires_at| expires_at <= self.now()) {
+        if stored
+            .expires_at
+            .is_some_and(|expires_at| expires_at <= self.now())
+        {
             return Err(AuthError::ExpiredToken);
         }
         Ok(Principal {
@@ -450,9 +471,9 @@ impl AuthStore {
             (Some(client_id), _) | (None, Some(client_id)) => client_id,
             (None, None) => return Err(TokenError::request("client_id is required")),
         };
-        let client_id: ClientId = client_id_text
-            .parse()
-            .map_err(|_| TokenError::request(format!("client_id {client_id_text:?} is not a number")))?;
+        let client_id: ClientId = client_id_text.parse().map_err(|_| {
+            TokenError::request(format!("client_id {client_id_text:?} is not a number"))
+        })?;
         match self.check_client_secret(client_id, &secret)? {
             None => return Err(TokenError::client(format!("unknown client_id {client_id}"))),
             Some(false) => return Err(TokenError::client("wrong client secret")),
@@ -522,7 +543,9 @@ impl AuthStore {
             return Err(TokenError::grant("authorization code expired"));
         }
         if ClientId(from_sql(code_client)) != client_id {
-            return Err(TokenError::grant("authorization code was issued to another client"));
+            return Err(TokenError::grant(
+                "authorization code was issued to another client",
+            ));
         }
         let uri_matches = match redirect_uri {
             Some(redirect_uri) => redirect_uri == bound_uri,
@@ -555,7 +578,10 @@ impl AuthStore {
     }
 
     fn user_token_expiry(&self, now: Timestamp) -> Timestamp {
-        Timestamp(now.0.saturating_add(duration_millis(self.config.user_token_lifetime)))
+        Timestamp(
+            now.0
+                .saturating_add(duration_millis(self.config.user_token_lifetime)),
+        )
     }
 
     fn refresh(
@@ -571,10 +597,14 @@ impl AuthStore {
             return Err(TokenError::grant("unknown refresh_token"));
         };
         if stored.kind != TokenKind::User {
-            return Err(TokenError::grant("refresh_token is not a user access token"));
+            return Err(TokenError::grant(
+                "refresh_token is not a user access token",
+            ));
         }
         if stored.client_id != client_id {
-            return Err(TokenError::grant("refresh_token was issued to another client"));
+            return Err(TokenError::grant(
+                "refresh_token was issued to another client",
+            ));
         }
         if stored.revoked {
             if stored.revoked_reason.as_deref() == Some("rotated") {
@@ -591,8 +621,13 @@ impl AuthStore {
             return Err(TokenError::grant("refresh_token is revoked"));
         }
         let grace = duration_millis(self.config.refresh_grace);
-        if stored.expires_at.is_some_and(|expires_at| expires_at.0.saturating_add(grace) <= now.0) {
-            return Err(TokenError::grant("refresh_token expired too long ago: authorize again"));
+        if stored
+            .expires_at
+            .is_some_and(|expires_at| expires_at.0.saturating_add(grace) <= now.0)
+        {
+            return Err(TokenError::grant(
+                "refresh_token expired too long ago: authorize again",
+            ));
         }
         let scopes = match scope {
             None => stored.scopes,

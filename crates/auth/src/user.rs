@@ -24,9 +24,13 @@ const MAX_PASSWORD_BYTES: usize = 1024;
 impl AuthStore {
     fn argon2(&self) -> Result<Argon2<'static>, AuthError> {
         let password = self.config.password;
-        let params =
-            Params::new(password.memory_kib, password.iterations, password.parallelism, None)
-                .map_err(|error| AuthError::PasswordHashing(error.to_string()))?;
+        let params = Params::new(
+            password.memory_kib,
+            password.iterations,
+            password.parallelism,
+            None,
+        )
+        .map_err(|error| AuthError::PasswordHashing(error.to_string()))?;
         Ok(Argon2::new(Algorithm::Argon2id, Version::V0x13, params))
     }
 
@@ -35,7 +39,9 @@ impl AuthStore {
             return Err(AuthError::InvalidPassword("the password is empty"));
         }
         if password.len() > MAX_PASSWORD_BYTES {
-            return Err(AuthError::InvalidPassword("the password is longer than 1024 bytes"));
+            return Err(AuthError::InvalidPassword(
+                "the password is longer than 1024 bytes",
+            ));
         }
         let mut salt = [0_u8; 16];
         self.random.fill(&mut salt);
@@ -52,7 +58,9 @@ impl AuthStore {
     pub fn create_user(&self, username: &str, password: &str) -> Result<User, AuthError> {
         let valid = !username.is_empty()
             && username.chars().count() <= 64
-            && !username.chars().any(|c| c.is_whitespace() || c.is_control());
+            && !username
+                .chars()
+                .any(|c| c.is_whitespace() || c.is_control());
         if !valid {
             return Err(AuthError::InvalidUsername(username.to_owned()));
         }
@@ -100,7 +108,10 @@ impl AuthStore {
                 |row| row.get(0),
             )
             .optional()?;
-        Ok(username.map(|username| User { id: user_id, username }))
+        Ok(username.map(|username| User {
+            id: user_id,
+            username,
+        }))
     }
 
     /// Every user, by ID.
@@ -110,7 +121,10 @@ impl AuthStore {
             connection.prepare("SELECT user_id, username FROM auth_users ORDER BY user_id")?;
         let users = statement
             .query_map([], |row| {
-                Ok(User { id: UserId(from_sql(row.get(0)?)), username: row.get(1)? })
+                Ok(User {
+                    id: UserId(from_sql(row.get(0)?)),
+                    username: row.get(1)?,
+                })
             })?
             .collect::<Result<Vec<_>, _>>()?;
         Ok(users)
@@ -133,11 +147,15 @@ impl AuthStore {
         };
         let parsed = PasswordHash::new(&stored)
             .map_err(|error| AuthError::PasswordHashing(error.to_string()))?;
-        let matches = self.argon2()?.verify_password(password.as_bytes(), &parsed).is_ok();
+        let matches = self
+            .argon2()?
+            .verify_password(password.as_bytes(), &parsed)
+            .is_ok();
         match user_id {
-            Some(user_id) if matches => {
-                Ok(User { id: UserId(from_sql(user_id)), username: username.to_owned() })
-            }
+            Some(user_id) if matches => Ok(User {
+                id: UserId(from_sql(user_id)),
+                username: username.to_owned(),
+            }),
             _ => Err(AuthError::InvalidCredentials),
         }
     }
@@ -158,7 +176,12 @@ impl AuthStore {
         self.connection().execute(
             "INSERT INTO auth_sessions (digest, user_id, created_at, expires_at)
              VALUES (?1, ?2, ?3, ?4)",
-            params![digest(&token).as_slice(), to_sql(user_id.0), now, expires_at],
+            params![
+                digest(&token).as_slice(),
+                to_sql(user_id.0),
+                now,
+                expires_at
+            ],
         )?;
         Ok(token)
     }
@@ -188,22 +211,27 @@ impl AuthStore {
         if expires_at <= self.now().0 {
             return Err(AuthError::SessionExpired);
         }
-        Ok(User { id: UserId(from_sql(user_id)), username })
+        Ok(User {
+            id: UserId(from_sql(user_id)),
+            username,
+        })
     }
 
     /// Ends a session (logout). Returns whether it existed.
     pub fn revoke_session(&self, session_token: &str) -> Result<bool, AuthError> {
-        let deleted = self
-            .connection()
-            .execute("DELETE FROM auth_sessions WHERE digest = ?1", [digest(session_token).as_slice()])?;
+        let deleted = self.connection().execute(
+            "DELETE FROM auth_sessions WHERE digest = ?1",
+            [digest(session_token).as_slice()],
+        )?;
         Ok(deleted > 0)
     }
 
     /// Ends every session of a user (after a password change, say). Returns how many.
     pub fn revoke_user_sessions(&self, user_id: UserId) -> Result<usize, AuthError> {
-        let deleted = self
-            .connection()
-            .execute("DELETE FROM auth_sessions WHERE user_id = ?1", [to_sql(user_id.0)])?;
+        let deleted = self.connection().execute(
+            "DELETE FROM auth_sessions WHERE user_id = ?1",
+            [to_sql(user_id.0)],
+        )?;
         Ok(deleted)
     }
 }

@@ -37,23 +37,37 @@ pub fn fixture() -> Fixture {
         .expect("store opens");
     let user = store.create_user("alice", PASSWORD).expect("user");
     let app = store
-        .create_app("Demo app", CALLBACK, Scopes::parse("read,write").expect("scopes"))
+        .create_app(
+            "Demo app",
+            CALLBACK,
+            Scopes::parse("read,write").expect("scopes"),
+        )
         .expect("app");
-    Fixture { store, clock, user, app }
+    Fixture {
+        store,
+        clock,
+        user,
+        app,
+    }
 }
 
 impl Fixture {
     /// A validated authorization request for `query`.
     pub fn request(&self, query: &str) -> AuthorizationRequest {
-        match self.store.authorization_request(Some(query)).expect("redirectable") {
-            Authorization::Prompt(request) => request,
-            Authorization::Reject { location, .. } => panic!("rejected: {location}"),
-        }
+        prompt(
+            self.store
+                .authorization_request(Some(query))
+                .expect("redirectable"),
+        )
+        .expect("a prompt, not a rejection")
     }
 
     /// Runs the authorization request for this app and approves it: the code.
     pub fn code(&self) -> String {
-        let request = self.request(&format!("client_id={}&response_type=code", self.app.client_id));
+        let request = self.request(&format!(
+            "client_id={}&response_type=code",
+            self.app.client_id
+        ));
         let location = self.store.approve(&request, self.user.id).expect("approve");
         query_value(&location, "code").expect("code in redirect")
     }
@@ -83,10 +97,21 @@ impl Fixture {
     }
 }
 
+/// The request of a prompt, `None` for a rejection.
+pub fn prompt(authorization: Authorization) -> Option<AuthorizationRequest> {
+    match authorization {
+        Authorization::Prompt(request) => Some(request),
+        Authorization::Reject { .. } => None,
+    }
+}
+
 /// The decoded value of query parameter `name` in `url`.
 pub fn query_value(url: &str, name: &str) -> Option<String> {
     let parsed = oauth2::url::Url::parse(url).expect("absolute url");
-    parsed.query_pairs().find(|(key, _)| key == name).map(|(_, value)| value.into_owned())
+    parsed
+        .query_pairs()
+        .find(|(key, _)| key == name)
+        .map(|(_, value)| value.into_owned())
 }
 
 /// The HTTP status the server should give a token error.
@@ -104,7 +129,11 @@ pub fn token_endpoint(
 ) -> impl Fn(oauth2::HttpRequest) -> Result<oauth2::HttpResponse, std::convert::Infallible> + '_ {
     move |request: oauth2::HttpRequest| {
         let header = |name: http::header::HeaderName| {
-            request.headers().get(name).and_then(|value| value.to_str().ok()).map(str::to_owned)
+            request
+                .headers()
+                .get(name)
+                .and_then(|value| value.to_str().ok())
+                .map(str::to_owned)
         };
         let outcome = store.exchange(
             header(http::header::AUTHORIZATION).as_deref(),
@@ -112,8 +141,14 @@ pub fn token_endpoint(
             request.body(),
         );
         let (status, body) = match outcome {
-            Ok(response) => (http::StatusCode::OK, serde_json::to_vec(&response).expect("json")),
-            Err(error) => (status_of(error.code), error.rfc6749_body().to_string().into_bytes()),
+            Ok(response) => (
+                http::StatusCode::OK,
+                serde_json::to_vec(&response).expect("json"),
+            ),
+            Err(error) => (
+                status_of(error.code),
+                error.rfc6749_body().to_string().into_bytes(),
+            ),
         };
         Ok(http::Response::builder()
             .status(status)

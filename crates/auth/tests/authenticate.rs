@@ -1,0 +1,143 @@
+//! Tokens on requests (spec 5.2): where they come from and what they prove.
+
+mod common;
+
+use std::time::Duration;
+
+use common::fixture;
+use streetlevel_auth::{AuthError, Scopes, TokenKind};
+
+fn parts(uri: &str, authorization: Option<&str>) -> http::request::Parts {
+    let mut builder = http::Request::get(uri);
+    if let Some(value) = authorization {
+        builder = builder.header(http::header::AUTHORIZATION, value);
+    }
+    builder.body(()).expect("request").into_parts().0
+}
+
+#[test]
+fn tokens_come_from_the_query_the_header_or_both_when_equal() {
+    let f = fixture();
+    let token = &f.app.client_token;
+    let client = f.app.client_id;
+    for (uri, header) in [
+        (format!("/images?access_token={token}"), None),
+        ("/images".to_owned(), Some(format!("OAuth {token}"))),
+        ("/images".to_owned(), Some(format!("Bearer {token}"))),
+        ("/images".to_owned(), Some(format!("bearer   {token}"))),
+        (
+            format!("/x/?fields=id&access_token={token}"),
+            Some(format!("OAuth {token}")),
+        ),
+    ] {
+        let principal = f
+            .store
+            .authenticate(&parts(&uri, header.as_deref()))
+            .unwrap();
+        assert_eq!(principal.client_id, client, "{uri} {header:?}");
+        assert_eq!(principal.kind, TokenKind::Client);
+        assert_eq!(principal.user, None);
+        assert_eq!(principal.scopes, Scopes::READ);
+    }
+}
+
+#[test]
+fn missing_invalid_and_conflicting_tokens_are_told_apart() {
+    let f = fixture();
+    let token = &f.app.client_token;
+    let check =
+        |uri: &str, header: Option<&str>| f.store.authenticate(&parts(uri, header)).unwrap_err();
+    assert!(matches!(check("/images", None), AuthError::MissingToken));
+    assert!(matches!(
+        check("/images?access_token=", None),
+        AuthError::MissingToken
+    ));
+    assert!(matches!(
+        check("/images?access_token=slc_nope", None),
+        AuthError::InvalidToken
+    ));
+    assert!(matches!(
+        check("/images", Some("OAuth slc_nope")),
+        AuthError::InvalidToken
+    ));
+    assert!(matches!(
+        check("/images", Some("Basic abc")),
+        AuthError::MalformedAuthorization(_)
+    ));
+    assert!(matches!(
+        check("/images", Some("OAuth")),
+        AuthError::MalformedAuthorization(_)
+    ));
+    let uri = format!("/images?access_token={token}");
+    assert!(matches!(
+        check(&uri, Some("OAuth slc_other")),
+        AuthError::ConflictingTokens
+    ));
+    let uri = format!("/images?access_token={token}&access_token=slc_other");
+    assert!(matches!(check(&uri, None), AuthError::ConflictingTokens));
+}
+
+#[test]
+fn user_tokens_carry_the_user_and_expire() {
+    let f = fixture();
+    let token = f.user_token();
+    let principal = f
+        .store
+        .authenticate(&parts("/me", Some(&format!("OAuth {token}"))))
+        .unwrap();
+    assert_eq!(principal.user, Some(f.user.id));
+    assert_eq!(principal.kind, TokenKind::User);
+    assert_eq!(principal.scopes, Scopes::parse("read,write").unwrap());
+    assert_eq!(principal.expires_at.unwrap().0, common::START.0 + 3_600_000);
+    f.clock.advance(Duration::from_secs(3600));
+    assert!(matches!(
+        f.store.check_token(&token),
+        Err(AuthError::ExpiredToken)
+    ));
+}
+
+#[test]
+fn embed_tokens_are_read_only_and_revocable() {
+    let f = fixture();
+    let embed = f.store.create_embed_token(f.app.client_id).unwrap();
+    let principal = f.store.check_token(&embed).unwrap();
+    assert_eq!(principal.kind, TokenKind::Embed);
+    assert_eq!(principal.scopes, Scopes::READ);
+    assert_eq!(principal.client_id, f.app.client_id);
+    assert!(f.store.revoke_token(&embed).unwrap());
+    assert!(!f.store.revoke_token(&embed).unwrap());
+    assert!(matches!(
+        f.store.check_token(&embed),
+        Err(AuthError::InvalidToken)
+    ));
+    assert!(matches!(
+        f.store.create_embed_token(streetlevel_auth::ClientId(3)),
+        Err(AuthError::UnknownApp(_))
+    ));
+}
+
+#[test]
+fn rotating_client_credentials_retires_the_old_ones() {
+    let f = fixture();
+    let new_token = f.store.rotate_client_token(f.app.client_id).unwrap();
+    assert!(matches!(
+        f.store.check_token(&f.app.client_token),
+        Err(AuthError::InvalidToken)
+    ));
+    assert_eq!(
+        f.store.check_token(&new_token).unwrap().client_id,
+        f.app.client_id
+    );
+
+    let code = f.code();
+    let new_secret = f.store.rotate_client_secret(f.app.client_id).unwrap();
+    let body = serde_json::json!({"grant_type": "authorization_code", "client_id": f.app.client_id.0, "code": code});
+    let old = f.exchange_json(&body).unwrap_err();
+    assert_eq!(old.code, streetlevel_auth::TokenErrorCode::InvalidClient);
+    let fresh = f.store.exchange(
+        Some(&format!("OAuth {new_secret}")),
+        Some("application/json"),
+        body.to_string().as_bytes(),
+    );
+    assert!(fresh.is_ok());
+}

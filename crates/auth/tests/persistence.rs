@@ -1,0 +1,197 @@
+//! The `SQLite` file: a restart loses nothing, and nothing secret is stored in clear.
+
+mod common;
+
+use std::path::PathBuf;
+
+use common::{CALLBACK, PASSWORD, START, config};
+use streetlevel_auth::{AuthError, AuthStore, FakeClock, Scopes, SeededRandom};
+
+fn database(name: &str) -> PathBuf {
+    let directory = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("auth-tests");
+    std::fs::create_dir_all(&directory).expect("temporary directory");
+    let path = directory.join(format!("{name}.sqlite"));
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+    }
+    path
+}
+
+fn open(path: &std::path::Path, clock: &FakeClock, seed: u64) -> AuthStore {
+    AuthStore::open(path, config(), clock.clone(), SeededRandom::new(seed)).expect("store opens")
+}
+
+#[test]
+fn a_restart_loses_no_app_user_token_or_unexpired_code() {
+    let path = database("restart");
+    let clock = FakeClock::new(START);
+    let (app, user, user_token, session, code, embed) = {
+        let store = open(&path, &clock, 1);
+        let user = store.create_user("alice", PASSWORD).unwrap();
+        let app = store.create_app("Demo", CALLBACK, Scopes::ALL).unwrap();
+        let request = common::prompt(
+            store
+                .authorization_request(Some(&format!("client_id={}", app.client_id)))
+                .unwrap(),
+        )
+        .unwrap();
+        let first =
+            common::query_value(&store.approve(&request, user.id).unwrap(), "code").unwrap();
+        let body = serde_json::json!({"grant_type": "authorization_code", "client_id": app.client_id.0, "code": first});
+        let user_token = store
+            .exchange(
+                Some(&format!("OAuth {}", app.client_secret)),
+                Some("application/json"),
+                body.to_string().as_bytes(),
+            )
+            .unwrap()
+            .access_token;
+        let code = common::query_value(&store.approve(&request, user.id).unwrap(), "code").unwrap();
+        let session = store.create_session(user.id).unwrap();
+        let embed = store.create_embed_token(app.client_id).unwrap();
+        (app, user, user_token, session, code, embed)
+    };
+
+    // A different random seed proves nothing is re-derived from the generator.
+    let store = open(&path, &clock, 2);
+    assert_eq!(store.apps().unwrap()[0].client_id, app.client_id);
+    assert_eq!(store.verify_password("alice", PASSWORD).unwrap(), user);
+    assert_eq!(
+        store.check_token(&app.client_token).unwrap().client_id,
+        app.client_id
+    );
+    assert_eq!(store.check_token(&user_token).unwrap().user, Some(user.id));
+    assert_eq!(store.check_token(&embed).unwrap().client_id, app.client_id);
+    assert_eq!(store.session_user(&session).unwrap(), user);
+    let body = serde_json::json!({"grant_type": "authorization_code", "client_id": app.client_id.0, "code": code});
+    let exchanged = store.exchange(
+        Some(&format!("OAuth {}", app.client_secret)),
+        Some("application/json"),
+        body.to_string().as_bytes(),
+    );
+    assert!(exchanged.is_ok(), "{exchanged:?}");
+}
+
+#[test]
+fn the_auth_tables_share_the_file_with_others() {
+    let path = database("shared");
+    {
+        let other = rusqlite::Connection::open(&path).unwrap();
+        other
+            .execute_batch(
+                "CREATE TABLE images (id INTEGER PRIMARY KEY); INSERT INTO images VALUES (7);",
+            )
+            .unwrap();
+    }
+    let clock = FakeClock::new(START);
+    drop(open(&path, &clock, 1));
+    drop(open(&path, &clock, 1));
+    let other = rusqlite::Connection::open(&path).unwrap();
+    let images: i64 = other
+        .query_row("SELECT count(*) FROM images", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(images, 1);
+    let version: i64 = other
+        .query_row("SELECT version FROM auth_schema_version", [], |row| {
+            row.get(0)
+        })
+        .unwrap();
+    assert_eq!(version, 1);
+    let mode: String = other
+        .query_row("PRAGMA journal_mode", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(mode, "wal");
+    other
+        .execute("UPDATE auth_schema_version SET version = 99", [])
+        .unwrap();
+    drop(other);
+    let newer = AuthStore::open(&path, config(), clock, SeededRandom::new(1)).unwrap_err();
+    assert!(matches!(
+        newer,
+        AuthError::SchemaTooNew {
+            found: 99,
+            supported: 1
+        }
+    ));
+}
+
+#[test]
+fn no_secret_or_token_is_stored_in_clear() {
+    let path = database("clear");
+    let clock = FakeClock::new(START);
+    let mut secrets = vec![PASSWORD.to_owned()];
+    {
+        let store = open(&path, &clock, 3);
+        let user = store.create_user("alice", PASSWORD).unwrap();
+        let app = store.create_app("Demo", CALLBACK, Scopes::ALL).unwrap();
+        let request = common::prompt(
+            store
+                .authorization_request(Some(&format!("client_id={}", app.client_id)))
+                .unwrap(),
+        )
+        .unwrap();
+        let code = common::query_value(&store.approve(&request, user.id).unwrap(), "code").unwrap();
+        let body = serde_json::json!({"grant_type": "authorization_code", "client_id": app.client_id.0, "code": code});
+        let auth = format!("OAuth {}", app.client_secret);
+        let user_token = store
+            .exchange(
+                Some(&auth),
+                Some("application/json"),
+                body.to_string().as_bytes(),
+            )
+            .unwrap()
+            .access_token;
+        let refresh = serde_json::json!({"grant_type": "refresh_token", "client_id": app.client_id.0, "refresh_token": user_token});
+        let refreshed = store
+            .exchange(
+                Some(&auth),
+                Some("application/json"),
+                refresh.to_string().as_bytes(),
+            )
+            .unwrap()
+            .access_token;
+        let pending =
+            common::query_value(&store.approve(&request, user.id).unwrap(), "code").unwrap();
+        let session = store.create_session(user.id).unwrap();
+        let embed = store.create_embed_token(app.client_id).unwrap();
+        let rotated = store.rotate_client_secret(app.client_id).unwrap();
+        secrets.extend([
+            app.client_secret,
+            app.client_token,
+            code,
+            user_token,
+            refreshed,
+            pending,
+            session,
+            embed,
+            rotated,
+        ]);
+    }
+    let mut bytes = std::fs::read(&path).unwrap();
+    if let Ok(wal) = std::fs::read(format!("{}-wal", path.display())) {
+        bytes.extend(wal);
+    }
+    // The scan can find things: the username and callback are there in clear.
+    assert!(contains(&bytes, b"alice"));
+    assert!(contains(&bytes, CALLBACK.as_bytes()));
+    for secret in &secrets {
+        // The random part without its prefix, too.
+        let random_part = secret
+            .split_once('_')
+            .map_or(secret.as_str(), |(_, rest)| rest);
+        assert!(
+            !contains(&bytes, secret.as_bytes()),
+            "{secret} is stored in clear"
+        );
+        assert!(
+            !contains(&bytes, random_part.as_bytes()),
+            "{secret} is stored in clear"
+        );
+    }
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack
+        .windows(needle.len())
+        .any(|window| window == needle)
+}

@@ -1,0 +1,139 @@
+//! Users, passwords, browser sessions and their CSRF tokens.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{PASSWORD, fixture};
+use streetlevel_auth::{AuthError, csrf_token, verify_csrf};
+
+#[test]
+fn passwords_are_checked_without_telling_which_part_was_wrong() {
+    let f = fixture();
+    assert_eq!(f.store.verify_password("alice", PASSWORD).unwrap(), f.user);
+    assert!(matches!(
+        f.store.verify_password("alice", "wrong"),
+        Err(AuthError::InvalidCredentials)
+    ));
+    assert!(matches!(
+        f.store.verify_password("bob", PASSWORD),
+        Err(AuthError::InvalidCredentials)
+    ));
+    f.store.set_password(f.user.id, "new password").unwrap();
+    assert!(f.store.verify_password("alice", PASSWORD).is_err());
+    assert!(f.store.verify_password("alice", "new password").is_ok());
+}
+
+#[test]
+fn usernames_are_unique_and_sane() {
+    let f = fixture();
+    assert!(matches!(
+        f.store.create_user("alice", "x"),
+        Err(AuthError::UsernameTaken(_))
+    ));
+    assert!(matches!(
+        f.store.create_user("", "x"),
+        Err(AuthError::InvalidUsername(_))
+    ));
+    assert!(matches!(
+        f.store.create_user("a b", "x"),
+        Err(AuthError::InvalidUsername(_))
+    ));
+    assert!(matches!(
+        f.store.create_user("bob", ""),
+        Err(AuthError::InvalidPassword(_))
+    ));
+    let bob = f.store.create_user("bob", "pw").unwrap();
+    assert_eq!(f.store.users().unwrap(), vec![f.user.clone(), bob.clone()]);
+    assert_eq!(f.store.user(bob.id).unwrap(), Some(bob));
+}
+
+#[test]
+fn sessions_expire_and_can_be_revoked() {
+    let f = fixture();
+    let (user, session) = f.store.login("alice", PASSWORD).unwrap();
+    assert_eq!(user, f.user);
+    assert!(session.starts_with("slsn_"));
+    assert_eq!(f.store.session_user(&session).unwrap(), f.user);
+    assert!(matches!(
+        f.store.session_user("slsn_nope"),
+        Err(AuthError::InvalidSession)
+    ));
+
+    f.clock.advance(Duration::from_secs(14 * 24 * 3600));
+    assert!(matches!(
+        f.store.session_user(&session),
+        Err(AuthError::SessionExpired)
+    ));
+    let purged = f.store.purge_expired().unwrap();
+    assert_eq!(purged.sessions, 1);
+    assert!(matches!(
+        f.store.session_user(&session),
+        Err(AuthError::InvalidSession)
+    ));
+
+    let second = f.store.create_session(f.user.id).unwrap();
+    assert!(f.store.revoke_session(&second).unwrap());
+    assert!(matches!(
+        f.store.session_user(&second),
+        Err(AuthError::InvalidSession)
+    ));
+    let third = f.store.create_session(f.user.id).unwrap();
+    assert_eq!(f.store.revoke_user_sessions(f.user.id).unwrap(), 1);
+    assert!(f.store.session_user(&third).is_err());
+}
+
+#[test]
+fn csrf_tokens_belong_to_their_session() {
+    let token = csrf_token("slsn_one");
+    assert!(verify_csrf("slsn_one", &token));
+    assert!(!verify_csrf("slsn_two", &token));
+    assert!(!verify_csrf("slsn_one", ""));
+    assert!(!verify_csrf("slsn_one", "not base64!"));
+    assert_ne!(csrf_token("slsn_one"), csrf_token("slsn_two"));
+}
+
+#[test]
+fn expired_codes_are_purged() {
+    let f = fixture();
+    let _code = f.code();
+    f.clock.advance(Duration::from_secs(601));
+    assert_eq!(f.store.purge_expired().unwrap().codes, 1);
+}
+
+#[test]
+fn apps_validate_their_registration() {
+    let f = fixture();
+    let scopes = streetlevel_auth::Scopes::READ;
+    for bad in [
+        "",
+        "not a url",
+        "https://",
+        "https://a.example/cb#x",
+        "https:///path",
+        "/relative",
+    ] {
+        assert!(
+            matches!(
+                f.store.create_app("X", bad, scopes),
+                Err(AuthError::InvalidCallbackUrl(_))
+            ),
+            "{bad}"
+        );
+    }
+    assert!(matches!(
+        f.store.create_app(" ", "https://a.example", scopes),
+        Err(AuthError::InvalidAppName)
+    ));
+    assert!(matches!(
+        streetlevel_auth::Scopes::parse("read,admin"),
+        Err(AuthError::InvalidScope(_))
+    ));
+    let apps = f.store.apps().unwrap();
+    assert_eq!(apps.len(), 1);
+    assert_eq!(apps[0].client_id, f.app.client_id);
+    assert_eq!(apps[0].callback_url, common::CALLBACK);
+    assert_eq!(apps[0].scopes.to_string(), "read,write");
+    assert_eq!(apps[0].created_at, common::START);
+    assert!((1_000_000_000_000_000..10_000_000_000_000_000).contains(&f.app.client_id.0));
+}
