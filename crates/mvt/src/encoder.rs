@@ -188,3 +188,53 @@ impl LayerBuilder {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use geo::point;
+
+    #[test]
+    fn keys_and_values_are_deduplicated_by_wire_type() {
+        let mut tile = TileBuilder::new();
+        let layer = tile.layer("l", 4096).unwrap();
+        let geometry: Geometry = point!(x: 1, y: 1).into();
+        for _ in 0..3 {
+            let properties = [
+                ("a", Value::Int(1)),
+                ("b", Value::Uint(1)),
+                ("c", Value::Sint(1)),
+                ("d", Value::from("1")),
+                ("e", Value::Double(1.0)),
+                ("f", Value::Float(1.0)),
+                ("g", Value::Bool(true)),
+                ("h", Value::Int(1)),
+            ];
+            layer.add_feature(None, &geometry, &properties).unwrap();
+        }
+        assert_eq!(layer.keys.len(), 8);
+        // Seven distinct wire values: "h" reuses "a"'s.
+        assert_eq!(layer.values.len(), 7);
+        assert_eq!(layer.features[2].tags, vec![0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 0]);
+    }
+
+    #[test]
+    fn same_layer_name_with_another_extent_is_an_error() {
+        let mut tile = TileBuilder::new();
+        tile.layer("l", 4096).unwrap();
+        assert!(tile.layer("l", 4096).is_ok());
+        assert_eq!(
+            tile.layer("l", 512).err(),
+            Some(MvtError::DuplicateLayerName { name: "l".into() })
+        );
+        assert_eq!(tile.layer("m", 0).err(), Some(MvtError::InvalidExtent { extent: 0 }));
+    }
+
+    #[test]
+    fn empty_tile_encodes_to_no_bytes() {
+        let mut tile = TileBuilder::new();
+        tile.layer("empty", 4096).unwrap();
+        assert!(tile.is_empty());
+        assert!(tile.encode().is_empty());
+    }
+}

@@ -11,7 +11,7 @@ pub mod simplify;
 mod tile;
 mod value;
 #[allow(missing_docs, clippy::all, clippy::pedantic)]
-mod vector_tile;
+pub mod vector_tile;
 
 pub use decoder::{DecodedFeature, DecodedLayer, DecodedTile, decode};
 pub use encoder::{LayerBuilder, TileBuilder, VERSION};
