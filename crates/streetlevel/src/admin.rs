@@ -1,22 +1,63 @@
-//! `streetlevel apps …` and `streetlevel users …`: arrive with the auth issue.
+//! `streetlevel apps …` and `streetlevel users …`: headless management of developer apps and
+//! user accounts in a data directory's `streetlevel.sqlite`.
 
-use std::path::PathBuf;
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use streetlevel_auth::{AuthStore, ClientId, Config, OsRandom, Scopes, SystemClock};
+
+/// The database file inside a data directory (shared with the store).
+const DATABASE_FILE: &str = "streetlevel.sqlite";
 
 /// `streetlevel apps` subcommands.
 #[derive(clap::Subcommand)]
 pub enum AppsCommand {
+    /// Register an app; prints its client ID, client token and client secret once.
+    Create {
+        /// The data directory.
+        #[arg(long)]
+        data: PathBuf,
+        /// The name users see on the authorization page.
+        #[arg(long)]
+        name: String,
+        /// The callback URL the authorization flow redirects to.
+        #[arg(long)]
+        callback: String,
+        /// Comma-separated scopes among read, write, upload.
+        #[arg(long, default_value = "read")]
+        scopes: String,
+    },
     /// List the apps of a data directory.
     List {
         /// The data directory.
         #[arg(long)]
         data: PathBuf,
     },
+    /// Replace an app's client secret; prints the new one once.
+    RotateSecret {
+        /// The data directory.
+        #[arg(long)]
+        data: PathBuf,
+        /// The app's client ID.
+        #[arg(long)]
+        client_id: u64,
+    },
+    /// Create a read-only token for public pages (the embed page); prints it once.
+    EmbedToken {
+        /// The data directory.
+        #[arg(long)]
+        data: PathBuf,
+        /// The app's client ID.
+        #[arg(long)]
+        client_id: u64,
+    },
 }
 
 /// `streetlevel users` subcommands.
 #[derive(clap::Subcommand)]
 pub enum UsersCommand {
-    /// Create a user; the password is read from standard input.
+    /// Create a user; the password is the first line of standard input.
     Create {
         /// The data directory.
         #[arg(long)]
@@ -25,21 +66,82 @@ pub enum UsersCommand {
         #[arg(long)]
         username: String,
     },
+    /// List the users of a data directory.
+    List {
+        /// The data directory.
+        #[arg(long)]
+        data: PathBuf,
+    },
+}
+
+/// Opens the auth tables of `data`, creating the directory when `create` is set.
+fn open(data: &Path, create: bool) -> anyhow::Result<AuthStore> {
+    if create {
+        std::fs::create_dir_all(data)
+            .with_context(|| format!("cannot create data directory {}", data.display()))?;
+    } else if !data.join(DATABASE_FILE).is_file() {
+        anyhow::bail!("{} holds no {DATABASE_FILE}", data.display());
+    }
+    let path = data.join(DATABASE_FILE);
+    AuthStore::open(&path, Config::default(), SystemClock, OsRandom)
+        .with_context(|| format!("cannot open {}", path.display()))
 }
 
 pub fn run_apps(command: AppsCommand) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
     match command {
+        AppsCommand::Create { data, name, callback, scopes } => {
+            let scopes = Scopes::parse(&scopes)?;
+            let store = open(&data, true)?;
+            let credentials = store.create_app(&name, &callback, scopes)?;
+            writeln!(out, "client_id: {}", credentials.client_id)?;
+            writeln!(out, "client_token: {}", credentials.client_token)?;
+            writeln!(out, "client_secret: {}", credentials.client_secret)?;
+            eprintln!("Keep the client token and secret now: they cannot be shown again.");
+        }
         AppsCommand::List { data } => {
-            anyhow::bail!("app management for {} is not available yet", data.display())
+            let store = open(&data, false)?;
+            writeln!(out, "client_id\tscopes\tcallback_url\tname")?;
+            for app in store.apps()? {
+                let scopes = app.scopes;
+                writeln!(out, "{}\t{scopes}\t{}\t{}", app.client_id, app.callback_url, app.name)?;
+            }
+        }
+        AppsCommand::RotateSecret { data, client_id } => {
+            let store = open(&data, false)?;
+            let secret = store.rotate_client_secret(ClientId(client_id))?;
+            writeln!(out, "client_secret: {secret}")?;
+        }
+        AppsCommand::EmbedToken { data, client_id } => {
+            let store = open(&data, false)?;
+            let token = store.create_embed_token(ClientId(client_id))?;
+            writeln!(out, "embed_token: {token}")?;
         }
     }
+    Ok(())
 }
 
 pub fn run_users(command: UsersCommand) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
     match command {
-        UsersCommand::Create { data, username } => anyhow::bail!(
-            "cannot create {username} in {}: user management is not available yet",
-            data.display()
-        ),
+        UsersCommand::Create { data, username } => {
+            let mut password = String::new();
+            std::io::stdin().lock().read_line(&mut password).context("cannot read the password")?;
+            let password = password.trim_end_matches(['\r', '\n']);
+            if password.is_empty() {
+                anyhow::bail!("no password on standard input: pipe it in, one line");
+            }
+            let store = open(&data, true)?;
+            let user = store.create_user(&username, password)?;
+            writeln!(out, "user_id: {}", user.id)?;
+        }
+        UsersCommand::List { data } => {
+            let store = open(&data, false)?;
+            writeln!(out, "user_id\tusername")?;
+            for user in store.users()? {
+                writeln!(out, "{}\t{}", user.id, user.username)?;
+            }
+        }
     }
+    Ok(())
 }
