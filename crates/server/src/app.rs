@@ -20,8 +20,10 @@ use crate::clock::Clock;
 use crate::endpoints::{self, Links};
 use crate::media::{self, MediaObject, MediaSource, Signer};
 use crate::query::Query;
+use crate::reply::MVT_CONTENT_TYPE;
 use crate::reply::{self, Reply};
 use crate::route::Route;
+use crate::tiles::{self, TileCache, Tileset};
 use crate::{Config, Error, PublicUrls};
 
 /// A handler for the paths no endpoint of this crate serves (the web pages of spec 4.10 live
@@ -77,6 +79,7 @@ pub struct App {
     trace_member: String,
     request_seed: u64,
     request_counter: AtomicU64,
+    tile_cache: TileCache,
 }
 
 impl App {
@@ -89,6 +92,7 @@ impl App {
         let urls = config.public_urls(bound);
         let signer = Signer::new(&config.media_key, config.media_url_lifetime.as_secs())?;
         let trace_member = config.trace_member();
+        let tile_cache = TileCache::new(config.tile_cache_entries);
         let request_seed = services
             .clock
             .now_unix_seconds()
@@ -102,6 +106,7 @@ impl App {
             trace_member,
             request_seed,
             request_counter: AtomicU64::new(0),
+            tile_cache,
         })
     }
 
@@ -266,7 +271,23 @@ impl App {
             Route::SearchMapFeatures => endpoints::search_map_features(&store, self, query)?,
             Route::SearchDetections => endpoints::search_detections(&store, self, query)?,
             Route::Tile { tileset, z, x, y } => {
-                return Err(Error::UnknownTileset(format!("{tileset}/{z}/{x}/{y}")));
+                let tileset = Tileset::from_name(&self.config, tileset)
+                    .ok_or_else(|| Error::UnknownTileset(tileset.clone()))?;
+                let tile_id = tiles::parse_tile(z, x, y)?;
+                let encoded = tiles::tile(&store, &self.tile_cache, tileset, tile_id)?;
+                drop(store);
+                let mut reply = Reply::bytes(MVT_CONTENT_TYPE, encoded.bytes);
+                reply.etag = Some(encoded.etag);
+                reply.cache_control = Some(format!(
+                    "public, max-age={}",
+                    self.config.tile_max_age_seconds
+                ));
+                if let Ok(header) = HeaderValue::from_str(&usage.app_usage_header()) {
+                    reply
+                        .headers
+                        .insert(HeaderName::from_static("x-app-usage"), header);
+                }
+                return Ok(reply);
             }
             Route::Media | Route::Token | Route::Other => {
                 return Err(Error::UnknownPath(parts.uri.path().to_owned()));

@@ -11,6 +11,7 @@ pub mod query;
 pub mod reply;
 mod route;
 mod server;
+pub mod tiles;
 
 pub use app::{App, Authenticator, Caller, Services, WebSurface};
 pub use clock::{Clock, FixedClock, SystemClock};

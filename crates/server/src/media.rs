@@ -208,8 +208,8 @@ pub trait MediaSource: Send + Sync {
     fn sfm_cluster(&self, id: MediaId) -> Result<Option<Vec<u8>>, Error>;
 }
 
-/// Reads media from a directory: `images/<id>.jpg`, `meshes/<id>.pbf`, `sfm/<id>.json.zlib`
-/// (other common names are tried too, see [`DirectoryMedia::candidates`]).
+/// Reads media from a directory laid out as the fixtures write it: `originals/<id>.jpg`,
+/// `meshes/<id>.pb`, `sfm/<id>.json.zz` (see [`DirectoryMedia::candidates`]).
 #[derive(Debug, Clone)]
 pub struct DirectoryMedia {
     root: PathBuf,

@@ -1,18 +1,246 @@
-//! `streetlevel serve`: arrives with the HTTP service issue.
+//! `streetlevel serve`: loads a data directory and serves every surface on one listener.
+//!
+//! On start it prints one line `listening on http://<addr>` to standard output (tests and
+//! `cargo xtask serve` read the bound port from it), then logs the public URLs.
 
-use std::path::PathBuf;
+use std::net::SocketAddr;
+use std::num::NonZeroU32;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+
+use anyhow::Context;
+use streetlevel_auth::{AuthStore, OsRandom};
+use streetlevel_server::{Config, DirectoryMedia, Server, Services, SystemClock};
+use streetlevel_store::Store;
 
 /// Options of `streetlevel serve`.
-#[derive(clap::Args)]
+#[derive(clap::Args, Debug)]
 pub struct Args {
     /// The data directory holding `streetlevel.sqlite` and `media/`.
     #[arg(long)]
     data: PathBuf,
+    /// Address to listen on; port 0 picks a free port.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    addr: SocketAddr,
+    /// A JSON file with further settings (see docs/API.md); flags win over it.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Public URL of every surface (when behind a proxy), e.g. `https://streetlevel.example`.
+    #[arg(long)]
+    public_url: Option<String>,
+    /// The short name in tile set names and the error trace member (`mly` for clients of the
+    /// original service).
+    #[arg(long)]
+    short_name: Option<String>,
+    /// Entity calls per minute per app.
+    #[arg(long)]
+    limit_entity_per_min: Option<NonZeroU32>,
+    /// Search calls per minute per app.
+    #[arg(long)]
+    limit_search_per_min: Option<NonZeroU32>,
+    /// Tile requests per day per app.
+    #[arg(long)]
+    limit_tiles_per_day: Option<NonZeroU32>,
+    /// Serve `GET /__panic` (a handler that panics), for tests of panic handling.
+    #[arg(long, hide = true)]
+    debug_panic_route: bool,
+}
+
+/// The settings a `--config` file may hold; every member is optional.
+#[derive(serde::Deserialize, Default, Debug)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    public_url: Option<String>,
+    base_url: Option<String>,
+    tiles_url: Option<String>,
+    web_url: Option<String>,
+    media_url: Option<String>,
+    short_name: Option<String>,
+    media_key_hex: Option<String>,
+    media_url_lifetime_seconds: Option<u64>,
+    header_read_timeout_seconds: Option<u64>,
+    max_body_bytes: Option<usize>,
+    max_connections: Option<usize>,
+    tile_cache_entries: Option<usize>,
+    limit_entity_per_min: Option<NonZeroU32>,
+    limit_search_per_min: Option<NonZeroU32>,
+    limit_tiles_per_day: Option<NonZeroU32>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    anyhow::bail!(
-        "serving {} is not available yet: the HTTP service is still being built",
+    init_logging();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(serve(args))
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+fn read_file_config(path: Option<&Path>) -> anyhow::Result<FileConfig> {
+    let Some(path) = path else {
+        return Ok(FileConfig::default());
+    };
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read the config file {}", path.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("invalid config file {}", path.display()))
+}
+
+/// The media signing key: from the config, else `DATA/media.key` (created on first start).
+fn media_key(data: &Path, from_config: Option<&str>) -> anyhow::Result<Vec<u8>> {
+    if let Some(text) = from_config {
+        return hex::decode(text.trim()).context("media_key_hex is not hexadecimal");
+    }
+    let path = data.join("media.key");
+    match std::fs::read_to_string(&path) {
+        Ok(text) => hex::decode(text.trim())
+            .with_context(|| format!("{} is not hexadecimal", path.display())),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            let key: [u8; 32] = rand::random();
+            std::fs::write(&path, hex::encode(key))
+                .with_context(|| format!("cannot write {}", path.display()))?;
+            Ok(key.to_vec())
+        }
+        Err(error) => Err(error).with_context(|| format!("cannot read {}", path.display())),
+    }
+}
+
+async fn serve(args: Args) -> anyhow::Result<()> {
+    let file = read_file_config(args.config.as_deref())?;
+    anyhow::ensure!(
+        args.data.is_dir(),
+        "the data directory {} does not exist (create one with `streetlevel fixtures --out {}`)",
+        args.data.display(),
         args.data.display()
+    );
+    let defaults = Config::default();
+    let public_url = args.public_url.or(file.public_url);
+    let config = Config {
+        bind: args.addr,
+        base_url: file.base_url.or_else(|| public_url.clone()),
+        tiles_url: file.tiles_url.or_else(|| public_url.clone()),
+        web_url: file.web_url.or_else(|| public_url.clone()),
+        media_url: file.media_url.or_else(|| public_url.clone()),
+        short_name: args
+            .short_name
+            .or(file.short_name)
+            .unwrap_or(defaults.short_name.clone()),
+        media_key: media_key(&args.data, file.media_key_hex.as_deref())?,
+        media_url_lifetime: file
+            .media_url_lifetime_seconds
+            .map_or(defaults.media_url_lifetime, std::time::Duration::from_secs),
+        header_read_timeout: file
+            .header_read_timeout_seconds
+            .map_or(defaults.header_read_timeout, std::time::Duration::from_secs),
+        max_body_bytes: file.max_body_bytes.unwrap_or(defaults.max_body_bytes),
+        max_connections: file.max_connections.unwrap_or(defaults.max_connections),
+        tile_cache_entries: file
+            .tile_cache_entries
+            .unwrap_or(defaults.tile_cache_entries),
+        debug_panic_route: args.debug_panic_route,
+        ..defaults
+    };
+    let limits_defaults = streetlevel_ratelimit::Config::default();
+    let limits = streetlevel_ratelimit::Config {
+        entity_per_minute: args
+            .limit_entity_per_min
+            .or(file.limit_entity_per_min)
+            .unwrap_or(limits_defaults.entity_per_minute),
+        search_per_minute: args
+            .limit_search_per_min
+            .or(file.limit_search_per_min)
+            .unwrap_or(limits_defaults.search_per_minute),
+        tiles_per_window: args
+            .limit_tiles_per_day
+            .or(file.limit_tiles_per_day)
+            .unwrap_or(limits_defaults.tiles_per_window),
+        short_name: config.short_name.clone(),
+        ..limits_defaults
+    };
+    let rate_limits =
+        Arc::new(streetlevel_ratelimit::RateLimits::new(limits).context("invalid rate limits")?);
+    let started = std::time::Instant::now();
+    let data = args.data.clone();
+    let store = tokio::task::spawn_blocking(move || Store::open(&data))
+        .await
+        .context("loading the store failed")?
+        .with_context(|| format!("cannot open the data directory {}", args.data.display()))?;
+    tracing::info!(
+        images = store.image_count(),
+        map_features = store.map_feature_count(),
+        detections = store.detection_count(),
+        millis = started.elapsed().as_millis() as u64,
+        "loaded the store"
+    );
+    let auth = AuthStore::open(
+        &Store::database_path(&args.data),
+        streetlevel_auth::Config::default(),
+        streetlevel_auth::SystemClock,
+        OsRandom,
     )
+    .context("cannot open the auth tables")?;
+    let services = Services {
+        store: Arc::new(RwLock::new(store)),
+        auth: Arc::new(auth),
+        rate_limits: Arc::clone(&rate_limits),
+        media: Arc::new(DirectoryMedia::new(&args.data.join("media"))),
+        media_cache_dir: args.data.join("media").join("cache"),
+        clock: Arc::new(SystemClock),
+        web: None,
+    };
+    let server = Server::bind(config, services)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.addr))?;
+    announce(&server);
+    let cleaner = tokio::spawn(async move {
+        let mut interval = tokio::time::interval(std::time::Duration::from_secs(60));
+        loop {
+            interval.tick().await;
+            rate_limits.retain_recent();
+        }
+    });
+    server.run(shutdown_signal()).await?;
+    cleaner.abort();
+    tracing::info!("stopped");
+    Ok(())
+}
+
+#[allow(clippy::print_stdout)]
+fn announce(server: &Server) {
+    use std::io::Write;
+    let urls = server.urls();
+    println!("listening on http://{}", server.local_addr());
+    let _ = std::io::stdout().flush();
+    tracing::info!(base_url = %urls.base, tiles_url = %urls.tiles, web_url = %urls.web, media_url = %urls.media, "serving");
+}
+
+async fn shutdown_signal() {
+    let interrupt = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = interrupt => tracing::info!("interrupted, shutting down"),
+        () = terminate => tracing::info!("terminated, shutting down"),
+    }
 }
