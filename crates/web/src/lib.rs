@@ -1,1 +1,21 @@
 #![doc = include_str!("../README.md")]
+
+mod assets;
+mod config;
+mod connect;
+mod dashboard;
+mod embed;
+mod error;
+mod form;
+mod html;
+mod images;
+mod login;
+mod registry;
+mod web;
+
+pub use config::WebConfig;
+pub use embed::EmbedStyle;
+pub use error::WebError;
+pub use images::{EmbedImage, EmbedImages, StoreImages, ThumbUrl};
+pub use registry::Registry;
+pub use web::Web;

@@ -1,0 +1,71 @@
+//! [`WebConfig`]: the public URLs, the short name and where the npm packages live.
+
+use std::path::PathBuf;
+
+/// What the web surface needs to know that is not data.
+///
+/// A URL left `None` is derived from the request's `Host` header as `http://<host>`, which
+/// suits a server reached directly (tests, `cargo xtask serve`). Behind a proxy, set them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WebConfig {
+    /// `{web_url}`: where these pages are served. Cookies are `Secure` when it is `https`.
+    pub web_url: Option<String>,
+    /// `{base_url}`: the entity endpoints the embedded viewer reads.
+    pub base_url: Option<String>,
+    /// `{tiles_url}`: the vector tiles the embedded map shows.
+    pub tiles_url: Option<String>,
+    /// The service's short name in tile set names (`{short}1_public`).
+    pub short_name: String,
+    /// The npm `node_modules` folder whose viewer and map packages are served at `/assets/`
+    /// (usually `web/node_modules` of the repository).
+    pub assets_dir: PathBuf,
+}
+
+impl Default for WebConfig {
+    fn default() -> Self {
+        Self {
+            web_url: None,
+            base_url: None,
+            tiles_url: None,
+            short_name: String::from("svc"),
+            assets_dir: PathBuf::from("web/node_modules"),
+        }
+    }
+}
+
+/// The URLs of one request, resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Urls {
+    pub(crate) web: String,
+    pub(crate) base: String,
+    pub(crate) tiles: String,
+}
+
+impl WebConfig {
+    /// The configured URLs, falling back on `http://<host>`.
+    pub(crate) fn urls(&self, host: Option<&str>) -> Urls {
+        let derived = host.map_or_else(
+            || String::from("http://localhost"),
+            |host| format!("http://{host}"),
+        );
+        let pick = |url: Option<&String>| {
+            url.map_or_else(
+                || derived.clone(),
+                |url| url.trim_end_matches('/').to_owned(),
+            )
+        };
+        Urls {
+            web: pick(self.web_url.as_ref()),
+            base: pick(self.base_url.as_ref()),
+            tiles: pick(self.tiles_url.as_ref()),
+        }
+    }
+
+    /// Whether cookies carry `Secure`: the pages are served over https.
+    pub(crate) fn secure_cookies(&self) -> bool {
+        self.web_url.as_deref().is_some_and(|url| {
+            url.get(..8)
+                .is_some_and(|scheme| scheme.eq_ignore_ascii_case("https://"))
+        })
+    }
+}

@@ -1,0 +1,157 @@
+//! `GET/POST /connect`: the authorization page of spec section 5.3.
+//!
+//! Everything about the request (client, redirect URI, scopes, state) is checked by the auth
+//! crate, twice: when the page is shown and again when the answer comes back, from the query
+//! the form carries. A request whose client or redirect URI is wrong gets an error page, never
+//! a redirect; every other outcome redirects to the app's registered callback URL.
+
+use std::fmt::Write as _;
+
+use bytes::Bytes;
+use http::request::Parts;
+use http::{Response, StatusCode};
+use streetlevel_auth::{
+    AuthError, AuthStore, Authorization, AuthorizationErrorCode, AuthorizationRequest, Scope,
+    verify_csrf,
+};
+
+use crate::form::Form;
+use crate::html::{self, SignedIn, escape};
+use crate::login::login_location;
+use crate::web::{Session, Web};
+
+/// What a scope lets the app do, in words for the consent page.
+fn scope_description(scope: Scope) -> &'static str {
+    match scope {
+        Scope::Read => "read street-level images and map data on your behalf",
+        Scope::Write => "change data on your behalf",
+        Scope::Upload => "upload images on your behalf",
+    }
+}
+
+/// The outcome of checking a request: ask, or a finished response.
+enum Checked {
+    Prompt(AuthorizationRequest),
+    Done(Response<Bytes>),
+}
+
+impl Web {
+    fn check_authorization(&self, query: &str, status: StatusCode) -> Checked {
+        match self.auth.authorization_request(Some(query)) {
+            Ok(Authorization::Prompt(request)) if request.app.client_id == self.embed.0 => {
+                Checked::Done(html::error_page(
+                    StatusCode::BAD_REQUEST,
+                    "Cannot authorize",
+                    "This client ID belongs to the embed page, which cannot be authorized.",
+                ))
+            }
+            Ok(Authorization::Prompt(request)) => Checked::Prompt(request),
+            Ok(Authorization::Reject { location, .. }) => {
+                Checked::Done(html::redirect(status, &location))
+            }
+            Err(AuthError::Storage(_)) => Checked::Done(html::error_page(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "Cannot authorize",
+                "The server failed while checking the request. Please try again later.",
+            )),
+            Err(error) => Checked::Done(html::error_page(
+                StatusCode::BAD_REQUEST,
+                "Cannot authorize",
+                &format!(
+                    "The app sent an authorization request that cannot be answered: {error}. \
+                     Nothing was shared; tell the app's developer."
+                ),
+            )),
+        }
+    }
+
+    pub(crate) fn connect_prompt(&self, parts: &Parts) -> Response<Bytes> {
+        let query = parts.uri.query().unwrap_or("");
+        let request = match self.check_authorization(query, StatusCode::FOUND) {
+            Checked::Prompt(request) => request,
+            Checked::Done(response) => return response,
+        };
+        let Some(session) = self.session(parts) else {
+            let next = format!("/connect?{query}");
+            return html::redirect(StatusCode::FOUND, &login_location(&next));
+        };
+        consent_page(&request, &session)
+    }
+
+    pub(crate) fn connect_answer(&self, parts: &Parts, body: &[u8]) -> Response<Bytes> {
+        let form = Form::parse_bytes(body);
+        let request = match self
+            .check_authorization(form.get("request").unwrap_or(""), StatusCode::SEE_OTHER)
+        {
+            Checked::Prompt(request) => request,
+            Checked::Done(response) => return response,
+        };
+        let invalid = || {
+            html::redirect(
+                StatusCode::SEE_OTHER,
+                &request.error_redirect(AuthorizationErrorCode::InvalidRequest),
+            )
+        };
+        // The session may have expired, or been ended, since the page was shown.
+        let Some(session) = self.session(parts) else {
+            return invalid();
+        };
+        if !form
+            .get("csrf")
+            .is_some_and(|given| verify_csrf(&session.token, given))
+        {
+            return invalid();
+        }
+        let location = match form.get("decision") {
+            Some("allow") => self
+                .auth
+                .approve(&request, session.user.id)
+                .unwrap_or_else(|_| request.error_redirect(AuthorizationErrorCode::ServerError)),
+            Some("deny") => AuthStore::deny(&request),
+            _ => return invalid(),
+        };
+        html::redirect(StatusCode::SEE_OTHER, &location)
+    }
+}
+
+fn consent_page(request: &AuthorizationRequest, session: &Session) -> Response<Bytes> {
+    let csrf = session.csrf();
+    let app_name = escape(&request.app.name);
+    let mut scopes = String::new();
+    for scope in request.scopes.iter() {
+        let _ = write!(
+            scopes,
+            "<li><strong>{}</strong>: {}</li>",
+            scope.as_str(),
+            scope_description(scope)
+        );
+    }
+    let main = format!(
+        r#"<section aria-labelledby="asks">
+<h2 id="asks"><span class="app-name">{app_name}</span> asks for access</h2>
+<p>The app <strong>{app_name}</strong> (client ID {client_id}) wants to use your account
+<strong>{username}</strong> to:</p>
+<ul class="scopes">{scopes}</ul>
+<p>Your answer is sent to <code>{callback}</code>.</p>
+<form method="post" action="/connect" class="actions">
+<input type="hidden" name="request" value="{request_query}">
+<input type="hidden" name="csrf" value="{csrf}">
+<button type="submit" name="decision" value="allow" class="primary">Allow</button>
+<button type="submit" name="decision" value="deny">Deny</button>
+</form>
+</section>"#,
+        client_id = request.app.client_id,
+        username = escape(&session.user.username),
+        callback = escape(&request.redirect_uri),
+        request_query = escape(&request.query_string()),
+        csrf = escape(&csrf),
+    );
+    let signed_in = SignedIn {
+        username: &session.user.username,
+        csrf: &csrf,
+    };
+    html::html(
+        StatusCode::OK,
+        html::page("Authorize an app", Some(&signed_in), &main),
+    )
+}

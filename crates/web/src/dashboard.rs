@@ -1,0 +1,317 @@
+//! `GET/POST /dashboard`: the developer dashboard (`{dashboard_url}`, spec 5.1).
+//!
+//! The auth crate keeps only digests of client access tokens and secrets, so the dashboard
+//! shows them in clear exactly once: right after the app is created or the value rotated.
+//! Lost values are replaced by rotating them. Which user owns which app is kept by
+//! [`crate::Registry`].
+
+use std::fmt::Write as _;
+
+use bytes::Bytes;
+use http::request::Parts;
+use http::{Response, StatusCode};
+use streetlevel_auth::{App, AuthError, ClientId, Scope, Scopes, verify_csrf};
+
+use crate::form::Form;
+use crate::html::{self, SignedIn, escape};
+use crate::login::login_location;
+use crate::web::{Session, Web};
+
+/// Values shown once after an action.
+struct Fresh {
+    app_name: String,
+    /// Label and value of each, in order.
+    values: Vec<(&'static str, String)>,
+}
+
+/// What the page says after an action.
+#[derive(Default)]
+struct Outcome {
+    fresh: Option<Fresh>,
+    alert: Option<String>,
+    /// The create form's values, kept after a rejected submission.
+    name: String,
+    callback_url: String,
+}
+
+impl Web {
+    pub(crate) fn dashboard(&self, parts: &Parts) -> Response<Bytes> {
+        let Some(session) = self.session(parts) else {
+            return html::redirect(StatusCode::FOUND, &login_location("/dashboard"));
+        };
+        self.dashboard_page(StatusCode::OK, &session, &Outcome::default())
+    }
+
+    pub(crate) fn dashboard_action(&self, parts: &Parts, body: &[u8]) -> Response<Bytes> {
+        let Some(session) = self.session(parts) else {
+            return html::redirect(StatusCode::SEE_OTHER, &login_location("/dashboard"));
+        };
+        let form = Form::parse_bytes(body);
+        if !form
+            .get("csrf")
+            .is_some_and(|given| verify_csrf(&session.token, given))
+        {
+            return html::error_page(
+                StatusCode::FORBIDDEN,
+                "Not done",
+                "The form came from another site or an old page. Reload the dashboard and try again.",
+            );
+        }
+        let (status, outcome) = match form.get("action") {
+            Some("create") => self.create_app(&session, &form),
+            Some(action @ ("rotate_secret" | "rotate_token")) => {
+                self.rotate(&session, &form, action)
+            }
+            _ => (
+                StatusCode::BAD_REQUEST,
+                Outcome {
+                    alert: Some(String::from("Unknown action.")),
+                    ..Outcome::default()
+                },
+            ),
+        };
+        self.dashboard_page(status, &session, &outcome)
+    }
+
+    fn create_app(&self, session: &Session, form: &Form) -> (StatusCode, Outcome) {
+        let name = form.get("name").unwrap_or("").trim();
+        let callback_url = form.get("callback_url").unwrap_or("").trim();
+        let rejected = |message: String| {
+            (
+                StatusCode::BAD_REQUEST,
+                Outcome {
+                    alert: Some(message),
+                    name: name.to_owned(),
+                    callback_url: callback_url.to_owned(),
+                    ..Outcome::default()
+                },
+            )
+        };
+        let mut scopes = Vec::new();
+        for value in form.all("scope") {
+            match Scopes::parse(value) {
+                Ok(parsed) => scopes.extend(parsed.iter()),
+                Err(error) => return rejected(format!("{error}.")),
+            }
+        }
+        if scopes.is_empty() {
+            return rejected(String::from("Choose at least one scope."));
+        }
+        let scopes = Scopes::from_scopes(&scopes);
+        let credentials = match self.auth.create_app(name, callback_url, scopes) {
+            Ok(credentials) => credentials,
+            Err(error @ (AuthError::InvalidAppName | AuthError::InvalidCallbackUrl(_))) => {
+                return rejected(format!("{error}."));
+            }
+            Err(_) => return server_failed(),
+        };
+        if self
+            .registry
+            .set_owner(credentials.client_id, session.user.id)
+            .is_err()
+        {
+            return server_failed();
+        }
+        let fresh = Fresh {
+            app_name: name.to_owned(),
+            values: vec![
+                ("Client ID", credentials.client_id.to_string()),
+                ("Client access token", credentials.client_token),
+                ("Client secret", credentials.client_secret),
+            ],
+        };
+        (
+            StatusCode::CREATED,
+            Outcome {
+                fresh: Some(fresh),
+                ..Outcome::default()
+            },
+        )
+    }
+
+    fn rotate(&self, session: &Session, form: &Form, action: &str) -> (StatusCode, Outcome) {
+        let app = form
+            .get("client_id")
+            .and_then(|text| text.parse::<ClientId>().ok())
+            .filter(|client_id| {
+                self.registry
+                    .owns(session.user.id, *client_id)
+                    .unwrap_or(false)
+            })
+            .and_then(|client_id| self.auth.app(client_id).ok().flatten());
+        let Some(app) = app else {
+            return (
+                StatusCode::NOT_FOUND,
+                Outcome {
+                    alert: Some(String::from("You have no app with this client ID.")),
+                    ..Outcome::default()
+                },
+            );
+        };
+        let rotated = if action == "rotate_secret" {
+            self.auth
+                .rotate_client_secret(app.client_id)
+                .map(|secret| ("Client secret", secret))
+        } else {
+            self.auth
+                .rotate_client_token(app.client_id)
+                .map(|token| ("Client access token", token))
+        };
+        let Ok((label, value)) = rotated else {
+            return server_failed();
+        };
+        let fresh = Fresh {
+            app_name: app.name,
+            values: vec![("Client ID", app.client_id.to_string()), (label, value)],
+        };
+        (
+            StatusCode::OK,
+            Outcome {
+                fresh: Some(fresh),
+                ..Outcome::default()
+            },
+        )
+    }
+
+    fn dashboard_page(
+        &self,
+        status: StatusCode,
+        session: &Session,
+        outcome: &Outcome,
+    ) -> Response<Bytes> {
+        let csrf = session.csrf();
+        let apps: Vec<App> = match self.registry.apps_of(session.user.id) {
+            Ok(ids) => ids
+                .into_iter()
+                .filter_map(|client_id| self.auth.app(client_id).ok().flatten())
+                .collect(),
+            Err(_) => {
+                return html::error_page(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "Dashboard unavailable",
+                    "The server could not read your apps. Please try again later.",
+                );
+            }
+        };
+        let mut main = String::new();
+        if let Some(alert) = &outcome.alert {
+            let _ = write!(
+                main,
+                r#"<p role="alert" class="alert">{}</p>"#,
+                escape(alert)
+            );
+        }
+        if let Some(fresh) = &outcome.fresh {
+            main.push_str(&fresh_section(fresh));
+        }
+        main.push_str(r#"<section aria-labelledby="apps"><h2 id="apps">Your apps</h2>"#);
+        if apps.is_empty() {
+            main.push_str("<p>You have no apps yet. Create one below.</p>");
+        }
+        for app in &apps {
+            main.push_str(&app_article(app, &csrf));
+        }
+        main.push_str("</section>");
+        main.push_str(&create_form(&csrf, outcome));
+        let signed_in = SignedIn {
+            username: &session.user.username,
+            csrf: &csrf,
+        };
+        html::html(
+            status,
+            html::page("Developer dashboard", Some(&signed_in), &main),
+        )
+    }
+}
+
+fn server_failed() -> (StatusCode, Outcome) {
+    (
+        StatusCode::INTERNAL_SERVER_ERROR,
+        Outcome {
+            alert: Some(String::from(
+                "The server failed to save the change. Please try again later.",
+            )),
+            ..Outcome::default()
+        },
+    )
+}
+
+fn fresh_section(fresh: &Fresh) -> String {
+    let mut html = format!(
+        r#"<section aria-labelledby="fresh" class="fresh"><h2 id="fresh">Credentials of {}</h2>
+<p>Copy them now: the server keeps only their digests and cannot show them again. If one is
+lost, rotate it.</p><dl>"#,
+        escape(&fresh.app_name)
+    );
+    for (index, (label, value)) in fresh.values.iter().enumerate() {
+        let field = format!("fresh-{index}");
+        let _ = write!(
+            html,
+            r#"<dt><label for="{field}">{label}</label></dt><dd><input id="{field}" class="copy" type="text" readonly value="{value}" data-credential="{kind}"></dd>"#,
+            value = escape(value),
+            kind = label.to_ascii_lowercase().replace(' ', "_"),
+        );
+    }
+    html.push_str("</dl></section>");
+    html
+}
+
+fn app_article(app: &App, csrf: &str) -> String {
+    let client_id = app.client_id;
+    let heading = format!("app-{client_id}");
+    let scopes = app.scopes.to_string().replace(',', ", ");
+    let rotate = |action: &str, label: &str| {
+        format!(
+            r#"<form method="post" action="/dashboard" class="inline">
+<input type="hidden" name="csrf" value="{csrf}">
+<input type="hidden" name="action" value="{action}">
+<input type="hidden" name="client_id" value="{client_id}">
+<button type="submit">{label}</button></form>"#,
+            csrf = escape(csrf)
+        )
+    };
+    format!(
+        r#"<article aria-labelledby="{heading}" class="app" data-client-id="{client_id}">
+<h3 id="{heading}">{name}</h3>
+<dl>
+<dt><label for="{heading}-id">Client ID</label></dt><dd><input id="{heading}-id" class="copy" type="text" readonly value="{client_id}"></dd>
+<dt>Callback URL</dt><dd><code>{callback}</code></dd>
+<dt>Scopes</dt><dd>{scopes}</dd>
+<dt>Client access token and client secret</dt><dd>Shown once, when the app is created or the value is rotated.</dd>
+</dl>
+<p>{rotate_token} {rotate_secret}</p>
+</article>"#,
+        name = escape(&app.name),
+        callback = escape(&app.callback_url),
+        rotate_token = rotate("rotate_token", "Rotate client access token"),
+        rotate_secret = rotate("rotate_secret", "Rotate client secret"),
+    )
+}
+
+fn create_form(csrf: &str, outcome: &Outcome) -> String {
+    let mut checkboxes = String::new();
+    for scope in Scope::ALL {
+        let name = scope.as_str();
+        let checked = if scope == Scope::Read { " checked" } else { "" };
+        let _ = write!(
+            checkboxes,
+            r#"<label><input type="checkbox" name="scope" value="{name}"{checked}> {name}</label> "#
+        );
+    }
+    format!(
+        r#"<section aria-labelledby="create"><h2 id="create">Create an app</h2>
+<form method="post" action="/dashboard" class="stack">
+<input type="hidden" name="csrf" value="{csrf}">
+<input type="hidden" name="action" value="create">
+<p><label for="app-name">Name</label>
+<input id="app-name" name="name" type="text" required value="{name}"></p>
+<p><label for="callback-url">Callback URL</label>
+<input id="callback-url" name="callback_url" type="url" required placeholder="https://app.example/callback" value="{callback_url}"></p>
+<fieldset><legend>Scopes</legend>{checkboxes}</fieldset>
+<p><button type="submit">Create app</button></p>
+</form></section>"#,
+        csrf = escape(csrf),
+        name = escape(&outcome.name),
+        callback_url = escape(&outcome.callback_url),
+    )
+}

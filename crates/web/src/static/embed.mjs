@@ -1,0 +1,128 @@
+// The embed page: the mapillary-js viewer and, for the split and classic styles, a MapLibre map
+// of this server's coverage tiles that follows the viewer. State for tests and embedding
+// pages is kept on `window.streetlevelEmbed`.
+import { Map as MapLibreMap } from '/assets/maplibre-gl/dist/maplibre-gl.mjs';
+
+const config = JSON.parse(document.getElementById('embed-config').textContent);
+const statusLine = document.getElementById('status');
+const state = {
+  config,
+  events: [],
+  errors: [],
+  currentImageId: null,
+  mapLoaded: false,
+  tilesLoaded: 0,
+  viewer: null,
+  map: null,
+};
+window.streetlevelEmbed = state;
+
+function record(type, detail = {}) {
+  state.events.push({ type, ...detail });
+}
+
+function fail(message) {
+  state.errors.push(message);
+  statusLine.textContent = message;
+}
+
+window.addEventListener('error', (event) => fail(`Error: ${event.message}`));
+window.addEventListener('unhandledrejection', (event) =>
+  fail(`Error: ${event.reason && event.reason.message ? event.reason.message : event.reason}`));
+
+const point = ([lng, lat]) => ({
+  type: 'FeatureCollection',
+  features: [{ type: 'Feature', geometry: { type: 'Point', coordinates: [lng, lat] }, properties: {} }],
+});
+
+let map = null;
+const mapContainer = document.getElementById('map');
+if (mapContainer) {
+  const token = encodeURIComponent(config.accessToken);
+  const tiles = `${config.tilesUrl}/maps/vtp/${config.tileset}/2/{z}/{x}/{y}?access_token=${token}`;
+  const green = '#35af6d';
+  map = new MapLibreMap({
+    container: mapContainer,
+    center: config.center,
+    zoom: 16,
+    attributionControl: false,
+    style: {
+      version: 8,
+      sources: {
+        coverage: { type: 'vector', tiles: [tiles], minzoom: 0, maxzoom: 14 },
+        current: { type: 'geojson', data: point(config.center) },
+      },
+      layers: [
+        { id: 'background', type: 'background', paint: { 'background-color': '#1d2a33' } },
+        { id: 'overview', type: 'circle', source: 'coverage', 'source-layer': 'overview',
+          paint: { 'circle-radius': 2, 'circle-color': green } },
+        { id: 'sequences', type: 'line', source: 'coverage', 'source-layer': 'sequence',
+          paint: { 'line-color': green, 'line-width': 2 } },
+        { id: 'images', type: 'circle', source: 'coverage', 'source-layer': 'image', minzoom: 14,
+          paint: { 'circle-radius': 3, 'circle-color': green } },
+        { id: 'current', type: 'circle', source: 'current',
+          paint: { 'circle-radius': 8, 'circle-color': '#ffd400', 'circle-stroke-color': '#000', 'circle-stroke-width': 2 } },
+      ],
+    },
+  });
+  state.map = map;
+  map.on('load', () => {
+    state.mapLoaded = true;
+    record('mapload');
+  });
+  map.on('sourcedata', (event) => {
+    if (event.sourceId === 'coverage' && event.tile) {
+      state.tilesLoaded += 1;
+    }
+  });
+  map.on('error', (event) => {
+    const message = event.error && event.error.message ? event.error.message : String(event.error);
+    record('maperror', { message });
+  });
+}
+
+function follow(image) {
+  if (!map || !image.lngLat) {
+    return;
+  }
+  const center = [image.lngLat.lng, image.lngLat.lat];
+  const source = map.getSource('current');
+  if (source) {
+    source.setData(point(center));
+  }
+  map.easeTo({ center, duration: 300 });
+}
+
+const { Viewer, GraphDataProvider } = window.mapillary;
+const viewer = new Viewer({
+  container: 'viewer',
+  dataProvider: new GraphDataProvider({ endpoint: config.baseUrl, accessToken: config.accessToken }),
+  imageId: config.imageId,
+  component: { cover: false },
+  imageTiling: false,
+});
+state.viewer = viewer;
+viewer.on('image', (event) => {
+  const image = event.image;
+  state.currentImageId = image.id;
+  record('image', { imageId: image.id });
+  statusLine.textContent = '';
+  follow(image);
+});
+viewer.on('load', () => record('load'));
+
+const swap = document.getElementById('swap');
+if (swap && mapContainer) {
+  const viewerContainer = document.getElementById('viewer');
+  swap.addEventListener('click', () => {
+    const mapWasLarge = mapContainer.classList.contains('large');
+    mapContainer.classList.toggle('large', !mapWasLarge);
+    mapContainer.classList.toggle('small', mapWasLarge);
+    viewerContainer.classList.toggle('large', mapWasLarge);
+    viewerContainer.classList.toggle('small', !mapWasLarge);
+    swap.setAttribute('aria-pressed', String(!mapWasLarge));
+    viewer.resize();
+    map.resize();
+    record('swap', { mapLarge: !mapWasLarge });
+  });
+}

@@ -1,0 +1,174 @@
+//! [`Web`]: the pages, and the routing of a request to them.
+
+use std::sync::Arc;
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use bytes::Bytes;
+use http::header::{ALLOW, HOST};
+use http::request::Parts;
+use http::{Method, Request, Response, StatusCode};
+use streetlevel_auth::{AuthStore, ClientId, RandomSource, User, csrf_token};
+
+use crate::config::Urls;
+use crate::form::cookie;
+use crate::html;
+use crate::{EmbedImages, Registry, WebConfig, WebError};
+
+/// The browser session cookie (the auth crate's session token).
+pub(crate) const SESSION_COOKIE: &str = "streetlevel_session";
+
+/// The web surface: sign-in, the authorization page, the dashboard, the embed page and the
+/// npm assets. Share one instance between requests.
+pub struct Web {
+    pub(crate) config: WebConfig,
+    pub(crate) auth: Arc<AuthStore>,
+    pub(crate) registry: Registry,
+    pub(crate) images: Arc<dyn EmbedImages>,
+    pub(crate) random: Box<dyn RandomSource>,
+    /// The embed page's app and its read-only token.
+    pub(crate) embed: (ClientId, String),
+}
+
+impl std::fmt::Debug for Web {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("Web")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A signed-in browser: its session token and user.
+pub(crate) struct Session {
+    pub(crate) token: String,
+    pub(crate) user: User,
+}
+
+impl Session {
+    pub(crate) fn csrf(&self) -> String {
+        csrf_token(&self.token)
+    }
+}
+
+impl Web {
+    /// The web surface over `auth` (users, sessions, apps), `registry` (app owners, the embed
+    /// token) and `images` (the embed page's look-ups). Creates the embed page's app and token
+    /// on first start.
+    pub fn new(
+        config: WebConfig,
+        auth: Arc<AuthStore>,
+        registry: Registry,
+        images: Arc<dyn EmbedImages>,
+        random: impl RandomSource + 'static,
+    ) -> Result<Self, WebError> {
+        let embed = registry.embed_token(&auth)?;
+        Ok(Self {
+            config,
+            auth,
+            registry,
+            images,
+            random: Box::new(random),
+            embed,
+        })
+    }
+
+    /// The read-only token the embed page publishes.
+    pub fn embed_token(&self) -> &str {
+        &self.embed.1
+    }
+
+    /// The response for a request to one of the web paths (`/login`, `/logout`, `/connect`,
+    /// `/dashboard`, `/embed`, `/assets/...`), `None` for any other path.
+    pub fn handle(&self, request: Request<Bytes>) -> Option<Response<Bytes>> {
+        let (parts, body) = request.into_parts();
+        self.handle_parts(&parts, &body)
+    }
+
+    /// [`Web::handle`] for a request already split into head and body.
+    pub fn handle_parts(&self, parts: &Parts, body: &[u8]) -> Option<Response<Bytes>> {
+        let path = parts.uri.path();
+        let trimmed = if path.len() > 1 {
+            path.trim_end_matches('/')
+        } else {
+            path
+        };
+        let get = parts.method == Method::GET || parts.method == Method::HEAD;
+        let post = parts.method == Method::POST;
+        let response = match trimmed {
+            "/login" if get => self.login_form(parts),
+            "/login" if post => self.login_submit(parts, body),
+            "/logout" if post => self.logout(parts, body),
+            "/connect" if get => self.connect_prompt(parts),
+            "/connect" if post => self.connect_answer(parts, body),
+            "/dashboard" if get => self.dashboard(parts),
+            "/dashboard" if post => self.dashboard_action(parts, body),
+            "/embed" if get => self.embed(parts),
+            "/login" | "/connect" | "/dashboard" => method_not_allowed("GET, HEAD, POST"),
+            "/logout" => method_not_allowed("POST"),
+            "/embed" => method_not_allowed("GET, HEAD"),
+            _ => {
+                let asset = path.strip_prefix("/assets/")?;
+                if get {
+                    self.asset(asset)
+                } else {
+                    method_not_allowed("GET, HEAD")
+                }
+            }
+        };
+        Some(response)
+    }
+
+    /// The public URLs for this request.
+    pub(crate) fn urls(&self, parts: &Parts) -> Urls {
+        let host = parts
+            .headers
+            .get(HOST)
+            .and_then(|value| value.to_str().ok())
+            .or_else(|| parts.uri.authority().map(http::uri::Authority::as_str))
+            .filter(|host| {
+                !host.is_empty()
+                    && host
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || ".-:[]".contains(c))
+            });
+        self.config.urls(host)
+    }
+
+    /// The signed-in browser of a request, if its session cookie is live.
+    pub(crate) fn session(&self, parts: &Parts) -> Option<Session> {
+        let token = cookie(&parts.headers, SESSION_COOKIE)?;
+        let user = self.auth.session_user(token).ok()?;
+        Some(Session {
+            token: token.to_owned(),
+            user,
+        })
+    }
+
+    /// A fresh random value for a cookie: 256 bits, URL-safe.
+    pub(crate) fn random_token(&self) -> String {
+        let mut bytes = [0_u8; 32];
+        self.random.fill(&mut bytes);
+        URL_SAFE_NO_PAD.encode(bytes)
+    }
+
+    /// The attributes every cookie carries; `Secure` when the pages are served over https.
+    pub(crate) fn cookie_attributes(&self, path: &str, max_age_seconds: u64) -> String {
+        let secure = if self.config.secure_cookies() {
+            "; Secure"
+        } else {
+            ""
+        };
+        format!("; Path={path}; Max-Age={max_age_seconds}; HttpOnly; SameSite=Lax{secure}")
+    }
+}
+
+fn method_not_allowed(allow: &'static str) -> Response<Bytes> {
+    let mut response = html::error_page(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "Method not allowed",
+        &format!("This page answers {allow} only."),
+    );
+    html::set_header(&mut response, ALLOW, allow);
+    response
+}

@@ -1,0 +1,957 @@
+//! The pages' flows on `http::Request`s, without a network: sign-in, the authorization page
+//! of spec 5.3, the dashboard, the embed page and the assets.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, Response, StatusCode, header};
+use streetlevel_auth::{AuthStore, Config, FakeClock, Scopes, SeededRandom, TokenKind};
+use streetlevel_model::{ImageId, Timestamp};
+use streetlevel_web::{EmbedImage, EmbedImages, Registry, Web, WebConfig};
+
+const PASSWORD: &str = "correct horse battery staple";
+const IMAGE: u64 = 1_000_000_000_000_042;
+
+struct FakeImages;
+
+impl EmbedImages for FakeImages {
+    fn embed_image(&self, id: ImageId) -> Option<EmbedImage> {
+        (id.0 == IMAGE).then(|| EmbedImage {
+            id,
+            longitude: 13.4,
+            latitude: 52.5,
+            thumb_2048_url: Some(format!("/media/thumb/{id}/2048?expires=1&signature=ab")),
+        })
+    }
+}
+
+struct Harness {
+    web: Web,
+    auth: Arc<AuthStore>,
+    clock: FakeClock,
+}
+
+fn unique_dir(label: &str) -> PathBuf {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "streetlevel-web-{label}-{}-{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A `node_modules` with stand-ins for the two packages the embed page loads.
+fn fake_node_modules() -> PathBuf {
+    let dir = unique_dir("assets");
+    for (path, text) in [
+        ("mapillary-js/dist/mapillary.js", "window.mapillary = {};"),
+        ("mapillary-js/dist/mapillary.css", ".mapillary-js {}"),
+        ("maplibre-gl/dist/maplibre-gl.mjs", "export class Map {}"),
+        (
+            "maplibre-gl/dist/maplibre-gl-worker.mjs",
+            "self.onmessage = null;",
+        ),
+        ("maplibre-gl/package.json", "{}"),
+    ] {
+        let file = dir.join(path);
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(file, text).unwrap();
+    }
+    dir
+}
+
+fn harness_with(config: WebConfig) -> Harness {
+    let clock = FakeClock::new(Timestamp(1_750_000_000_000));
+    let auth = Arc::new(
+        AuthStore::open_in_memory(Config::insecure_fast(), clock.clone(), SeededRandom::new(1))
+            .unwrap(),
+    );
+    auth.create_user("alice", PASSWORD).unwrap();
+    auth.create_user("bob", PASSWORD).unwrap();
+    let web = Web::new(
+        config,
+        Arc::clone(&auth),
+        Registry::open_in_memory().unwrap(),
+        Arc::new(FakeImages),
+        SeededRandom::new(2),
+    )
+    .unwrap();
+    Harness { web, auth, clock }
+}
+
+fn harness() -> Harness {
+    harness_with(WebConfig {
+        assets_dir: fake_node_modules(),
+        ..WebConfig::default()
+    })
+}
+
+/// Cookies a browser keeps, by name.
+#[derive(Default, Clone)]
+struct Jar(Vec<(String, String)>);
+
+impl Jar {
+    fn header(&self) -> String {
+        self.0
+            .iter()
+            .map(|(name, value)| format!("{name}={value}"))
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+
+    fn take(&mut self, response: &Response<Bytes>) {
+        for cookie in set_cookies(response) {
+            let pair = cookie.split(';').next().unwrap();
+            let (name, value) = pair.split_once('=').unwrap();
+            self.0.retain(|(kept, _)| kept != name);
+            if !value.is_empty() && !cookie.contains("Max-Age=0") {
+                self.0.push((name.to_owned(), value.to_owned()));
+            }
+        }
+    }
+
+    fn get(&self, name: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(kept, _)| kept == name)
+            .map(|(_, value)| value.as_str())
+    }
+}
+
+fn set_cookies(response: &Response<Bytes>) -> Vec<String> {
+    response
+        .headers()
+        .get_all(header::SET_COOKIE)
+        .iter()
+        .map(|value| value.to_str().unwrap().to_owned())
+        .collect()
+}
+
+fn get(web: &Web, uri: &str, jar: &Jar) -> Response<Bytes> {
+    let request = Request::get(uri)
+        .header(header::HOST, "127.0.0.1:8080")
+        .header(header::COOKIE, jar.header())
+        .body(Bytes::new())
+        .unwrap();
+    web.handle(request).expect("a web path")
+}
+
+fn post(web: &Web, uri: &str, jar: &Jar, form: &[(&str, &str)]) -> Response<Bytes> {
+    let body = form
+        .iter()
+        .map(|(name, value)| format!("{name}={}", encode(value)))
+        .collect::<Vec<_>>()
+        .join("&");
+    let request = Request::post(uri)
+        .header(header::HOST, "127.0.0.1:8080")
+        .header(header::COOKIE, jar.header())
+        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .body(Bytes::from(body))
+        .unwrap();
+    web.handle(request).expect("a web path")
+}
+
+fn encode(value: &str) -> String {
+    percent_encoding::utf8_percent_encode(value, percent_encoding::NON_ALPHANUMERIC).to_string()
+}
+
+fn body(response: &Response<Bytes>) -> String {
+    String::from_utf8(response.body().to_vec()).unwrap()
+}
+
+fn location(response: &Response<Bytes>) -> &str {
+    response
+        .headers()
+        .get(header::LOCATION)
+        .expect("a Location header")
+        .to_str()
+        .unwrap()
+}
+
+/// The value of the first hidden or read-only input named `name` (or with `data-credential`).
+fn field(html: &str, marker: &str) -> String {
+    let found = html
+        .find(marker)
+        .unwrap_or_else(|| panic!("{marker} in {html}"));
+    // The attribute may come before or after the marker inside the same `<input>`.
+    let start = html[..found].rfind("<input").unwrap();
+    let rest = &html[start..];
+    let value = rest.find("value=\"").unwrap() + 7;
+    let end = rest[value..].find('"').unwrap();
+    rest[value..value + end].replace("&amp;", "&")
+}
+
+fn sign_in(web: &Web, username: &str) -> Jar {
+    let mut jar = Jar::default();
+    let form = get(web, "/login", &jar);
+    jar.take(&form);
+    let csrf = field(&body(&form), r#"name="csrf""#);
+    let response = post(
+        web,
+        "/login",
+        &jar,
+        &[
+            ("csrf", &csrf),
+            ("next", "/dashboard"),
+            ("username", username),
+            ("password", PASSWORD),
+        ],
+    );
+    assert_eq!(
+        response.status(),
+        StatusCode::SEE_OTHER,
+        "{}",
+        body(&response)
+    );
+    jar.take(&response);
+    assert!(jar.get("streetlevel_session").is_some());
+    jar
+}
+
+fn create_app(h: &Harness, scopes: Scopes) -> streetlevel_auth::AppCredentials {
+    h.auth
+        .create_app("Field Mapper", "https://mapper.example/callback", scopes)
+        .unwrap()
+}
+
+// Sign-in.
+
+#[test]
+fn login_page_has_labelled_fields_and_a_form_token_cookie() {
+    let h = harness();
+    let response = get(
+        &h.web,
+        "/login?next=%2Fconnect%3Fclient_id%3D1",
+        &Jar::default(),
+    );
+    assert_eq!(response.status(), StatusCode::OK);
+    let html = body(&response);
+    for needle in [
+        r#"<label for="username">"#,
+        r#"<label for="password">"#,
+        r#"name="username""#,
+        r#"type="password""#,
+        r#"name="next" value="/connect?client_id=1""#,
+        "<main id=\"main\">",
+    ] {
+        assert!(html.contains(needle), "{needle} missing in {html}");
+    }
+    let cookies = set_cookies(&response);
+    assert!(cookies[0].starts_with("streetlevel_login="));
+    assert!(cookies[0].contains("HttpOnly") && cookies[0].contains("SameSite=Lax"));
+    assert!(!cookies[0].contains("Secure"));
+}
+
+#[test]
+fn signing_in_sets_an_http_only_lax_session_cookie_and_follows_next() {
+    let h = harness();
+    let mut jar = Jar::default();
+    let form = get(&h.web, "/login", &jar);
+    jar.take(&form);
+    let csrf = field(&body(&form), r#"name="csrf""#);
+    let next = "/connect?client_id=1&state=a%2Fb";
+    let response = post(
+        &h.web,
+        "/login",
+        &jar,
+        &[
+            ("csrf", &csrf),
+            ("next", next),
+            ("username", "alice"),
+            ("password", PASSWORD),
+        ],
+    );
+    assert_eq!(response.status(), StatusCode::SEE_OTHER);
+    assert_eq!(location(&response), next);
+    let session = set_cookies(&response)
+        .into_iter()
+        .find(|cookie| cookie.starts_with("streetlevel_session="))
+        .unwrap();
+    for attribute in ["HttpOnly", "SameSite=Lax", "Path=/;"] {
+        assert!(session.contains(attribute), "{session}");
+    }
+    assert!(!session.contains("Secure"));
+    let token = session["streetlevel_session=".len()..]
+        .split(';')
+        .next()
+        .unwrap();
+    assert_eq!(h.auth.session_user(token).unwrap().username, "alice");
+}
+
+#[test]
+fn session_cookie_is_secure_when_the_site_is_https() {
+    let h = harness_with(WebConfig {
+        web_url: Some(String::from("https://streetlevel.example")),
+        ..WebConfig::default()
+    });
+    let mut jar = Jar::default();
+    let form = get(&h.web, "/login", &jar);
+    assert!(set_cookies(&form)[0].contains("; Secure"));
+    jar.take(&form);
+    let csrf = field(&body(&form), r#"name="csrf""#);
+    let response = post(
+        &h.web,
+        "/login",
+        &jar,
+        &[
+            ("csrf", &csrf),
+            ("username", "alice"),
+            ("password", PASSWORD),
+        ],
+    );
+    assert!(
+        set_cookies(&response)
+            .iter()
+            .all(|cookie| cookie.contains("; Secure"))
+    );
+}
+
+#[test]
+fn sign_in_never_sends_the_browser_to_another_site() {
+    let h = harness();
+    for next in [
+        "https://evil.example/",
+        "//evil.example/x",
+        "/\\evil.example",
+    ] {
+        let mut jar = Jar::default();
+        let form = get(&h.web, "/login", &jar);
+        jar.take(&form);
+        let csrf = field(&body(&form), r#"name="csrf""#);
+        let response = post(
+            &h.web,
+            "/login",
+            &jar,
+            &[
+                ("csrf", &csrf),
+                ("next", next),
+                ("username", "alice"),
+                ("password", PASSWORD),
+            ],
+        );
+        assert_eq!(location(&response), "/dashboard", "{next}");
+    }
+}
+
+#[test]
+fn a_wrong_password_shows_the_form_again_without_a_session() {
+    let h = harness();
+    let mut jar = Jar::default();
+    let form = get(&h.web, "/login", &jar);
+    jar.take(&form);
+    let csrf = field(&body(&form), r#"name="csrf""#);
+    let response = post(
+        &h.web,
+        "/login",
+        &jar,
+        &[
+            ("csrf", &csrf),
+            ("username", "alice"),
+            ("password", "wrong"),
+        ],
+    );
+    assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+    let html = body(&response);
+    assert!(html.contains(r#"role="alert""#) && html.contains("Wrong username or password"));
+    assert!(html.contains(r#"value="alice""#));
+    assert!(
+        set_cookies(&response)
+            .iter()
+            .all(|cookie| !cookie.starts_with("streetlevel_session="))
+    );
+}
+
+#[test]
+fn a_sign_in_without_the_form_token_is_refused() {
+    let h = harness();
+    let response = post(
+        &h.web,
+        "/login",
+        &Jar::default(),
+        &[
+            ("csrf", "forged"),
+            ("username", "alice"),
+            ("password", PASSWORD),
+        ],
+    );
+    assert_eq!(response.status(), StatusCode::FORBIDDEN);
+    assert!(
+        set_cookies(&response)
+            .iter()
+            .all(|cookie| !cookie.starts_with("streetlevel_session="))
+    );
+}
+
+#[test]
+fn signing_out_ends_the_session_only_with_its_csrf_token() {
+    let h = harness();
+    let jar = sign_in(&h.web, "alice");
+    let session = jar.get("streetlevel_session").unwrap().to_owned();
+    let forged = post(&h.web, "/logout", &jar, &[("csrf", "forged")]);
+    assert_eq!(forged.status(), StatusCode::FORBIDDEN);
+    assert!(h.auth.session_user(&session).is_ok());
+    let csrf = streetlevel_auth::csrf_token(&session);
+    let response = post(&h.web, "/logout", &jar, &[("csrf", &csrf)]);
+    assert_eq!(response.status(), StatusCode::SEE_OTHER);
+    assert_eq!(location(&response), "/login");
+    assert!(set_cookies(&response)[0].contains("Max-Age=0"));
+    assert!(h.auth.session_user(&session).is_err());
+}
+
+// The authorization page (spec 5.3).
+
+#[test]
+fn connect_without_a_session_goes_to_sign_in_and_back() {
+    let h = harness();
+    let app = create_app(&h, Scopes::READ);
+    let query = format!(
+        "client_id={}&redirect_uri=https%3A%2F%2Fmapper.example%2Fcallback&response_type=code&scope=read&state=s1",
+        app.client_id
+    );
+    let response = get(&h.web, &format!("/connect?{query}"), &Jar::default());
+    assert_eq!(response.status(), StatusCode::FOUND);
+    let expected_next = format!("/connect?{query}");
+    assert_eq!(
+        location(&response),
+        format!("/login?next={}", encode_unreserved(&expected_next))
+    );
+    // The sign-in form carries the way back.
+    let form = get(&h.web, location(&response), &Jar::default());
+    assert_eq!(field(&body(&form), r#"name="next""#), expected_next);
+}
+
+fn encode_unreserved(value: &str) -> String {
+    const SET: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+        .remove(b'-')
+        .remove(b'.')
+        .remove(b'_')
+        .remove(b'~');
+    percent_encoding::utf8_percent_encode(value, SET).to_string()
+}
+
+#[test]
+fn unknown_clients_and_foreign_redirect_uris_get_an_error_page_never_a_redirect() {
+    let h = harness();
+    let app = create_app(&h, Scopes::READ);
+    let jar = sign_in(&h.web, "alice");
+    for query in [
+        String::from("client_id=4242&redirect_uri=https%3A%2F%2Fevil.example%2F&state=x"),
+        format!(
+            "client_id={}&redirect_uri=https%3A%2F%2Fevil.example%2Fcallback",
+            app.client_id
+        ),
+        String::from("redirect_uri=https%3A%2F%2Fevil.example%2F"),
+    ] {
+        let response = get(&h.web, &format!("/connect?{query}"), &jar);
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST, "{query}");
+        assert!(
+            response.headers().get(header::LOCATION).is_none(),
+            "{query}"
+        );
+        assert!(body(&response).contains(r#"role="alert""#));
+        // Answering such a request is refused the same way.
+        let csrf = streetlevel_auth::csrf_token(jar.get("streetlevel_session").unwrap());
+        let answer = post(
+            &h.web,
+            "/connect",
+            &jar,
+            &[("request", &query), ("csrf", &csrf), ("decision", "allow")],
+        );
+        assert_eq!(answer.status(), StatusCode::BAD_REQUEST, "{query}");
+        assert!(answer.headers().get(header::LOCATION).is_none(), "{query}");
+    }
+}
+
+#[test]
+fn scopes_beyond_the_app_redirect_with_invalid_scope() {
+    let h = harness();
+    let app = create_app(&h, Scopes::READ);
+    let response = get(
+        &h.web,
+        &format!("/connect?client_id={}&scope=write&state=s2", app.client_id),
+        &Jar::default(),
+    );
+    assert_eq!(response.status(), StatusCode::FOUND);
+    assert_eq!(
+        location(&response),
+        "https://mapper.example/callback?error=invalid_scope&state=s2"
+    );
+}
+
+/// Shows the consent page; returns it and the form's hidden fields.
+fn consent(h: &Harness, jar: &Jar, query: &str) -> (String, String, String) {
+    let response = get(&h.web, &format!("/connect?{query}"), jar);
+    assert_eq!(response.status(), StatusCode::OK, "{}", body(&response));
+    assert_eq!(response.headers()[header::X_FRAME_OPTIONS], "DENY");
+    let html = body(&response);
+    let request = field(&html, r#"name="request""#);
+    let csrf = field(&html, r#"name="csrf""#);
+    (html, request, csrf)
+}
+
+#[test]
+fn the_consent_page_names_the_app_and_scopes_and_allowing_redirects_with_a_code() {
+    let h = harness();
+    let app = create_app(&h, Scopes::ALL);
+    let jar = sign_in(&h.web, "alice");
+    let query = format!(
+        "client_id={}&redirect_uri=https%3A%2F%2Fmapper.example%2Fcallback&response_type=code&scope=read%2Cwrite&state=xyz%20123",
+        app.client_id
+    );
+    let (html, request, csrf) = consent(&h, &jar, &query);
+    assert!(html.contains("Field Mapper"));
+    assert!(html.contains("<strong>read</strong>") && html.contains("<strong>write</strong>"));
+    assert!(!html.contains("<strong>upload</strong>"));
+    assert!(html.contains(r#"name="decision" value="allow""#));
+    assert!(html.contains(r#"name="decision" value="deny""#));
+    let response = post(
+        &h.web,
+        "/connect",
+        &jar,
+        &[
+            ("request", &request),
+            ("csrf", &csrf),
+            ("decision", "allow"),
+        ],
+    );
+    assert_eq!(response.status(), StatusCode::SEE_OTHER);
+    let location = location(&response);
+    let rest = location
+        .strip_prefix("https://mapper.example/callback?code=")
+        .unwrap_or_else(|| panic!("{location}"));
+    let (code, state) = rest.split_once("&state=").unwrap();
+    assert_eq!(state, "xyz%20123");
+    // The code is real: the app exchanges it for a user token.
+    let exchanged = h
+        .auth
+        .exchange(
+            Some(&format!("OAuth {}", app.client_secret)),
+            Some("application/json"),
+            serde_json::json!({
+                "grant_type": "authorization_code",
+                "client_id": app.client_id.0,
+                "code": code,
+                "redirect_uri": "https://mapper.example/callback",
+            })
+            .to_string()
+            .as_bytes(),
+        )
+        .unwrap();
+    let principal = h.auth.check_token(&exchanged.access_token).unwrap();
+    assert_eq!(principal.kind, TokenKind::User);
+    assert_eq!(principal.scopes.to_string(), "read,write");
+}
+
+#[test]
+fn denying_redirects_with_user_denied_and_the_state() {
+    let h = harness();
+    let app = create_app(&h, Scopes::READ);
+    let jar = sign_in(&h.web, "alice");
+    let (_, request, csrf) = consent(&h, &jar, &format!("client_id={}&state=s3", app.client_id));
+    let response = post(
+        &h.web,
+        "/connect",
+        &jar,
+        &[("request", &request), ("csrf", &csrf), ("decision", "deny")],
+    );
+    assert_eq!(
+        location(&response),
+        "https://mapper.example/callback?error=user_denied&state=s3"
+    );
+}
+
+#[test]
+fn an_answer_after_the_session_expired_redirects_with_invalid_request() {
+    let h = harness();
+    let app = create_app(&h, Scopes::READ);
+    let jar = sign_in(&h.web, "alice");
+    let (_, request, csrf) = consent(&h, &jar, &format!("client_id={}&state=s4", app.client_id));
+    h.clock.advance(Duration::from_secs(15 * 24 * 3600));
+    let response = post(
+        &h.web,
+        "/connect",
+        &jar,
+        &[
+            ("request", &request),
+            ("csrf", &csrf),
+            ("decision", "allow"),
+        ],
+    );
+    assert_eq!(response.status(), StatusCode::SEE_OTHER);
+    assert_eq!(
+        location(&response),
+        "https://mapper.example/callback?error=invalid_request&state=s4"
+    );
+}
+
+#[test]
+fn an_answer_without_the_csrf_token_redirects_with_invalid_request() {
+    let h = harness();
+    let app = create_app(&h, Scopes::READ);
+    let jar = sign_in(&h.web, "alice");
+    let (_, request, _) = consent(&h, &jar, &format!("client_id={}", app.client_id));
+    let response = post(
+        &h.web,
+        "/connect",
+        &jar,
+        &[
+            ("request", &request),
+            ("csrf", "forged"),
+            ("decision", "allow"),
+        ],
+    );
+    assert_eq!(
+        location(&response),
+        "https://mapper.example/callback?error=invalid_request"
+    );
+}
+
+#[test]
+fn the_embed_app_cannot_be_authorized() {
+    let h = harness();
+    let embed_client = h.auth.check_token(h.web.embed_token()).unwrap().client_id;
+    let jar = sign_in(&h.web, "alice");
+    let response = get(&h.web, &format!("/connect?client_id={embed_client}"), &jar);
+    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    assert!(response.headers().get(header::LOCATION).is_none());
+}
+
+// The dashboard.
+
+#[test]
+fn the_dashboard_asks_to_sign_in_first() {
+    let h = harness();
+    let response = get(&h.web, "/dashboard", &Jar::default());
+    assert_eq!(response.status(), StatusCode::FOUND);
+    assert_eq!(location(&response), "/login?next=%2Fdashboard");
+}
+
+fn dashboard_csrf(h: &Harness, jar: &Jar) -> String {
+    let page = get(&h.web, "/dashboard", jar);
+    assert_eq!(page.status(), StatusCode::OK);
+    field(&body(&page), r#"name="csrf""#)
+}
+
+fn create_on_dashboard(h: &Harness, jar: &Jar) -> (String, String, String) {
+    let csrf = dashboard_csrf(h, jar);
+    let response = post(
+        &h.web,
+        "/dashboard",
+        jar,
+        &[
+            ("csrf", &csrf),
+            ("action", "create"),
+            ("name", "Trail Viewer"),
+            ("callback_url", "https://trail.example/cb"),
+            ("scope", "read"),
+            ("scope", "upload"),
+        ],
+    );
+    assert_eq!(
+        response.status(),
+        StatusCode::CREATED,
+        "{}",
+        body(&response)
+    );
+    let html = body(&response);
+    (
+        field(&html, r#"data-credential="client_id""#),
+        field(&html, r#"data-credential="client_access_token""#),
+        field(&html, r#"data-credential="client_secret""#),
+    )
+}
+
+#[test]
+fn creating_an_app_shows_its_credentials_once_and_lists_it_for_its_owner_only() {
+    let h = harness();
+    let alice = sign_in(&h.web, "alice");
+    let (client_id, client_token, client_secret) = create_on_dashboard(&h, &alice);
+    let principal = h.auth.check_token(&client_token).unwrap();
+    assert_eq!(principal.client_id.to_string(), client_id);
+    assert_eq!(principal.kind, TokenKind::Client);
+    assert!(client_secret.starts_with("sls_"));
+    let app = h.auth.app(principal.client_id).unwrap().unwrap();
+    assert_eq!(app.scopes.to_string(), "read,upload");
+    let listed = body(&get(&h.web, "/dashboard", &alice));
+    assert!(listed.contains("Trail Viewer") && listed.contains(&client_id));
+    assert!(!listed.contains(&client_token) && !listed.contains(&client_secret));
+    let bob = sign_in(&h.web, "bob");
+    let other = body(&get(&h.web, "/dashboard", &bob));
+    assert!(!other.contains("Trail Viewer"));
+}
+
+#[test]
+fn a_rejected_app_keeps_the_form_values_and_says_why() {
+    let h = harness();
+    let jar = sign_in(&h.web, "alice");
+    let csrf = dashboard_csrf(&h, &jar);
+    let response = post(
+        &h.web,
+        "/dashboard",
+        &jar,
+        &[
+            ("csrf", &csrf),
+            ("action", "create"),
+            ("name", "Broken"),
+            ("callback_url", "not a url"),
+            ("scope", "read"),
+        ],
+    );
+    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    let html = body(&response);
+    assert!(html.contains("invalid callback url"), "{html}");
+    assert!(html.contains(r#"value="Broken""#));
+}
+
+#[test]
+fn rotating_replaces_the_secret_and_the_token_of_ones_own_app_only() {
+    let h = harness();
+    let alice = sign_in(&h.web, "alice");
+    let (client_id, client_token, _) = create_on_dashboard(&h, &alice);
+    let csrf = dashboard_csrf(&h, &alice);
+    let response = post(
+        &h.web,
+        "/dashboard",
+        &alice,
+        &[
+            ("csrf", &csrf),
+            ("action", "rotate_token"),
+            ("client_id", &client_id),
+        ],
+    );
+    assert_eq!(response.status(), StatusCode::OK);
+    let new_token = field(&body(&response), r#"data-credential="client_access_token""#);
+    assert!(h.auth.check_token(&client_token).is_err());
+    assert!(h.auth.check_token(&new_token).is_ok());
+    let response = post(
+        &h.web,
+        "/dashboard",
+        &alice,
+        &[
+            ("csrf", &csrf),
+            ("action", "rotate_secret"),
+            ("client_id", &client_id),
+        ],
+    );
+    assert_eq!(response.status(), StatusCode::OK);
+    assert!(field(&body(&response), r#"data-credential="client_secret""#).starts_with("sls_"));
+    // Bob cannot rotate Alice's app.
+    let bob = sign_in(&h.web, "bob");
+    let bob_csrf = dashboard_csrf(&h, &bob);
+    let response = post(
+        &h.web,
+        "/dashboard",
+        &bob,
+        &[
+            ("csrf", &bob_csrf),
+            ("action", "rotate_token"),
+            ("client_id", &client_id),
+        ],
+    );
+    assert_eq!(response.status(), StatusCode::NOT_FOUND);
+    assert!(h.auth.check_token(&new_token).is_ok());
+}
+
+#[test]
+fn dashboard_actions_need_the_csrf_token() {
+    let h = harness();
+    let jar = sign_in(&h.web, "alice");
+    let response = post(
+        &h.web,
+        "/dashboard",
+        &jar,
+        &[
+            ("csrf", "forged"),
+            ("action", "create"),
+            ("name", "X"),
+            ("callback_url", "https://x.example/cb"),
+            ("scope", "read"),
+        ],
+    );
+    assert_eq!(response.status(), StatusCode::FORBIDDEN);
+    assert!(h.auth.apps().unwrap().iter().all(|app| app.name != "X"));
+}
+
+// The embed page.
+
+#[test]
+fn the_embed_page_configures_viewer_and_map_with_a_read_only_token() {
+    let h = harness();
+    let response = get(
+        &h.web,
+        &format!("/embed?image_key={IMAGE}&style=split"),
+        &Jar::default(),
+    );
+    assert_eq!(response.status(), StatusCode::OK);
+    assert!(response.headers().get(header::X_FRAME_OPTIONS).is_none());
+    let policy = response.headers()[header::CONTENT_SECURITY_POLICY]
+        .to_str()
+        .unwrap();
+    assert!(policy.contains("frame-ancestors *"));
+    let html = body(&response);
+    let start = html.find(r#"id="embed-config">"#).unwrap() + r#"id="embed-config">"#.len();
+    let end = start + html[start..].find("</script>").unwrap();
+    let config: serde_json::Value = serde_json::from_str(&html[start..end]).unwrap();
+    assert_eq!(config["imageId"], IMAGE.to_string());
+    assert_eq!(config["style"], "split");
+    assert_eq!(config["baseUrl"], "http://127.0.0.1:8080");
+    assert_eq!(config["tilesUrl"], "http://127.0.0.1:8080");
+    assert_eq!(config["tileset"], "svc1_public");
+    let token = config["accessToken"].as_str().unwrap();
+    let principal = h.auth.check_token(token).unwrap();
+    assert_eq!(principal.kind, TokenKind::Embed);
+    assert_eq!(principal.scopes, Scopes::READ);
+    assert!(html.contains(r#"id="viewer""#) && html.contains(r#"id="map""#));
+    assert!(html.contains("/assets/mapillary-js/dist/mapillary.js"));
+}
+
+#[test]
+fn each_style_shows_its_panes() {
+    let h = harness();
+    let page = |style: &str| {
+        body(&get(
+            &h.web,
+            &format!("/embed?image_key={IMAGE}&style={style}"),
+            &Jar::default(),
+        ))
+    };
+    let photo = page("photo");
+    assert!(photo.contains(r#"id="viewer""#) && !photo.contains(r#"id="map""#));
+    let default = body(&get(
+        &h.web,
+        &format!("/embed?image_key={IMAGE}"),
+        &Jar::default(),
+    ));
+    assert!(default.contains("style-photo"));
+    let classic = page("classic");
+    assert!(classic.contains(r#"id="map""#) && classic.contains(r#"id="swap""#));
+    assert!(!page("split").contains(r#"id="swap""#));
+}
+
+#[test]
+fn bad_embed_requests_get_a_visible_error_page() {
+    let h = harness();
+    for (uri, status, words) in [
+        (
+            format!("/embed?image_key={IMAGE}&style=fancy"),
+            StatusCode::BAD_REQUEST,
+            "Unknown style",
+        ),
+        (
+            String::from("/embed?style=photo"),
+            StatusCode::BAD_REQUEST,
+            "image_key parameter is missing",
+        ),
+        (
+            String::from("/embed?image_key=77"),
+            StatusCode::NOT_FOUND,
+            "no image with the ID 77",
+        ),
+        (
+            String::from("/embed?image_key=%3Cscript%3E"),
+            StatusCode::NOT_FOUND,
+            "no image with the ID &lt;script&gt;",
+        ),
+    ] {
+        let response = get(&h.web, &uri, &Jar::default());
+        assert_eq!(response.status(), status, "{uri}");
+        let html = body(&response);
+        assert!(html.contains(words), "{uri}: {html}");
+        assert!(html.contains(r#"role="alert""#));
+        assert!(response.headers().get(header::X_FRAME_OPTIONS).is_none());
+    }
+}
+
+#[test]
+fn without_the_npm_packages_the_embed_page_shows_the_thumbnail_and_says_why() {
+    let h = harness_with(WebConfig {
+        assets_dir: unique_dir("empty"),
+        ..WebConfig::default()
+    });
+    let response = get(
+        &h.web,
+        &format!("/embed?image_key={IMAGE}&style=classic"),
+        &Jar::default(),
+    );
+    assert_eq!(response.status(), StatusCode::OK);
+    let html = body(&response);
+    assert!(html.contains(&format!(
+        r#"<img class="still" src="/media/thumb/{IMAGE}/2048?expires=1&amp;signature=ab""#
+    )));
+    assert!(
+        html.contains("mapillary-js and maplibre-gl are missing"),
+        "{html}"
+    );
+    assert!(!html.contains("embed.mjs"));
+}
+
+// Assets.
+
+#[test]
+fn npm_files_are_served_with_their_content_types() {
+    let h = harness();
+    for (path, content_type) in [
+        (
+            "/assets/maplibre-gl/dist/maplibre-gl.mjs",
+            "text/javascript; charset=utf-8",
+        ),
+        (
+            "/assets/maplibre-gl/dist/maplibre-gl-worker.mjs",
+            "text/javascript; charset=utf-8",
+        ),
+        (
+            "/assets/mapillary-js/dist/mapillary.js",
+            "text/javascript; charset=utf-8",
+        ),
+        (
+            "/assets/mapillary-js/dist/mapillary.css",
+            "text/css; charset=utf-8",
+        ),
+        (
+            "/assets/streetlevel/embed.mjs",
+            "text/javascript; charset=utf-8",
+        ),
+        ("/assets/streetlevel/site.css", "text/css; charset=utf-8"),
+    ] {
+        let response = get(&h.web, path, &Jar::default());
+        assert_eq!(response.status(), StatusCode::OK, "{path}");
+        assert_eq!(
+            response.headers()[header::CONTENT_TYPE],
+            content_type,
+            "{path}"
+        );
+        assert!(!response.body().is_empty());
+    }
+    for path in [
+        "/assets/maplibre-gl/package.json",
+        "/assets/maplibre-gl/dist/../package.json",
+        "/assets/maplibre-gl/dist/missing.mjs",
+        "/assets/streetlevel/missing.css",
+    ] {
+        assert_eq!(
+            get(&h.web, path, &Jar::default()).status(),
+            StatusCode::NOT_FOUND,
+            "{path}"
+        );
+    }
+}
+
+#[test]
+fn other_paths_are_left_to_the_server() {
+    let h = harness();
+    for path in ["/images", "/token", "/", "/1234", "/loginx", "/asset/x"] {
+        let request = Request::get(path).body(Bytes::new()).unwrap();
+        assert!(h.web.handle(request).is_none(), "{path}");
+    }
+    let request = Request::delete("/login").body(Bytes::new()).unwrap();
+    assert_eq!(
+        h.web.handle(request).unwrap().status(),
+        StatusCode::METHOD_NOT_ALLOWED
+    );
+}
