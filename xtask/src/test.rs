@@ -2,9 +2,9 @@
 
 use std::path::Path;
 
-use anyhow::Result;
+use anyhow::{Result, bail};
 
-use crate::{cargo, run_command};
+use crate::{cargo, in_ci, python, run_command};
 
 // The client suites live beside this file; only `test` runs them.
 #[path = "clients.rs"]
@@ -29,7 +29,63 @@ pub(crate) fn run(root: &Path) -> Result<()> {
         ],
     )?;
     run_command(root, &cargo, &["test", "--workspace", "--locked"])?;
+    mvt_python_cross_check(root)?;
     clients::run(root)?;
     eprintln!("xtask test: all checks passed");
+    Ok(())
+}
+
+/// Tiles and a detection geometry from our encoders, read back by an independent decoder,
+/// Python's `mapbox-vector-tile`: layers, geometry, and property values with their types.
+fn mvt_python_cross_check(root: &Path) -> Result<()> {
+    const WHAT: &str = "the MVT cross-check with Python";
+    if !python::available() {
+        return skip_or_fail(
+            WHAT,
+            "python3 with the venv module is missing (Debian: `apt-get install python3 python3-venv`)",
+        );
+    }
+    let python = match python::ensure_venv(root) {
+        Ok(python) => python,
+        Err(error) => {
+            return skip_or_fail(WHAT, &format!("cannot set up target/venv ({error:#})"));
+        }
+    };
+    let cargo = cargo();
+    let samples = root.join("target/mvt-cross-check");
+    let samples = samples.to_string_lossy();
+    for (package, example) in [
+        ("streetlevel-mvt", "write_sample_tiles"),
+        ("streetlevel-detection", "write_sample_detection"),
+    ] {
+        run_command(
+            root,
+            &cargo,
+            &[
+                "run",
+                "--quiet",
+                "--locked",
+                "--package",
+                package,
+                "--example",
+                example,
+                "--",
+                &samples,
+            ],
+        )?;
+    }
+    run_command(
+        root,
+        &python.to_string_lossy(),
+        &["tests/clients/python/check_mvt.py", &samples],
+    )
+}
+
+/// Under CI a check that cannot run fails; elsewhere it is skipped with a one-line hint.
+fn skip_or_fail(what: &str, reason: &str) -> Result<()> {
+    if in_ci() {
+        bail!("{what} cannot run: {reason}");
+    }
+    eprintln!("xtask test: skipping {what}: {reason}");
     Ok(())
 }

@@ -215,7 +215,10 @@ mod tests {
         assert_eq!(layer.keys.len(), 8);
         // Seven distinct wire values: "h" reuses "a"'s.
         assert_eq!(layer.values.len(), 7);
-        assert_eq!(layer.features[2].tags, vec![0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 0]);
+        assert_eq!(
+            layer.features[2].tags,
+            vec![0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 0]
+        );
     }
 
     #[test]
@@ -227,7 +230,10 @@ mod tests {
             tile.layer("l", 512).err(),
             Some(MvtError::DuplicateLayerName { name: "l".into() })
         );
-        assert_eq!(tile.layer("m", 0).err(), Some(MvtError::InvalidExtent { extent: 0 }));
+        assert_eq!(
+            tile.layer("m", 0).err(),
+            Some(MvtError::InvalidExtent { extent: 0 })
+        );
     }
 
     #[test]
