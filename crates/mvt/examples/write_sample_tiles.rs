@@ -161,7 +161,7 @@ fn ring(line: &LineString<i32>) -> Json {
     )
 }
 
-/// GeoJSON shapes as `mapbox-vector-tile` returns them: single geometries when there is one.
+/// `GeoJSON` shapes as `mapbox-vector-tile` returns them: single geometries when there is one.
 fn geometry(geometry: &Geometry) -> Json {
     match geometry {
         Geometry::Points(points) if points.0.len() == 1 => {
