@@ -776,8 +776,8 @@ impl Store {
             .iter()
             .enumerate()
             .map(|(offset, record)| ImageEntry::new(record, (first_new + offset) as u32));
-        if new.len() >= self.image_tree.size() {
-            // Rebuilding is faster than inserting when the batch is at least as large.
+        if new.len().saturating_mul(4) >= self.image_tree.size() {
+            // Bulk loading everything beats inserting one by one for batches of this size.
             let all: Vec<ImageEntry> = self.image_tree.iter().copied().chain(entries).collect();
             self.image_tree = RTree::bulk_load(all);
         } else {

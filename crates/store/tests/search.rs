@@ -483,3 +483,85 @@ fn makes_are_matched_ignoring_case() {
     assert_eq!(found.len(), expected);
     assert!(expected > 0);
 }
+
+#[test]
+fn boxes_with_very_many_candidates_page_like_small_ones() {
+    // More candidates than the R-tree path takes (50,000), so searches fall back to the
+    // ordered scan.
+    let mut rng = rng(11);
+    let mut ids = Ids::new();
+    let mut data = common::base(&mut rng, &mut ids);
+    data.images = (0..60_000)
+        .map(|_| random_image(&mut rng, &mut ids, &data))
+        .collect();
+    data.detections = (0..60_000)
+        .map(|_| common::random_detection(&mut rng, &mut ids, &data.images, &[]))
+        .collect();
+    let mut store = Store::in_memory();
+    insert_all(&mut store, &data);
+    let everything = BoundingBox::new(13.0, 55.0, 14.0, 56.0).unwrap();
+    let filters = [
+        ImageFilter {
+            bbox: Some(everything),
+            ..ImageFilter::default()
+        },
+        ImageFilter {
+            bbox: Some(everything),
+            is_pano: Some(true),
+            make: Some(String::from("sony")),
+            ..ImageFilter::default()
+        },
+        ImageFilter {
+            bbox: Some(everything),
+            creator_username: Some(String::from("user1")),
+            organization_id: Some(data.organizations[0].id),
+            ..ImageFilter::default()
+        },
+    ];
+    for filter in &filters {
+        let expected = brute_images(&data, filter);
+        let paged = collect_pages(
+            2000,
+            |after| store.search_images(filter, 2000, after),
+            |image| image.id.0,
+        );
+        assert_eq!(paged.len(), expected.len());
+        assert!(paged == expected, "{filter:?}");
+    }
+    let filter = DetectionFilter {
+        bbox: Some(everything),
+        values: Some(vec![String::from("regulatory--*")]),
+        ..DetectionFilter::default()
+    };
+    let expected = brute_detections_indexed(&data, &filter);
+    let paged: Vec<Detection> = collect_pages(
+        2000,
+        |after| store.search_detections(&filter, 2000, after),
+        |detection| detection.id.0,
+    )
+    .into_iter()
+    .cloned()
+    .collect();
+    assert!(paged == expected);
+}
+
+/// `brute_detections` with a hash map of images, for large data sets.
+fn brute_detections_indexed(data: &Dataset, filter: &DetectionFilter) -> Vec<Detection> {
+    let images: std::collections::HashMap<ImageId, &Image> =
+        data.images.iter().map(|image| (image.id, image)).collect();
+    let mut found: Vec<Detection> = data
+        .detections
+        .iter()
+        .filter(|detection| {
+            let image = images.get(&detection.image);
+            any_pattern(filter.values.as_ref(), &detection.value)
+                && image.is_some_and(|image| {
+                    filter.bbox.is_none_or(|bbox| bbox.contains(image.geometry))
+                        && in_range(&filter.captured_at, image.captured_at)
+                })
+        })
+        .cloned()
+        .collect();
+    found.sort_by_key(|detection| detection.id);
+    found
+}

@@ -58,9 +58,9 @@ impl Ids {
     pub fn next(&mut self, rng: &mut StdRng) -> u64 {
         loop {
             let id = if rng.random_bool(0.05) {
-                u64::MAX - rng.random_range(0..1000)
+                u64::MAX - rng.random_range(0..100_000)
             } else {
-                rng.random_range(1..100_000)
+                rng.random_range(1..10_000_000)
             };
             if self.used.insert(id) {
                 return id;

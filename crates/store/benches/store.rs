@@ -1,0 +1,301 @@
+//! Benchmarks of the store on synthetic data around Lund (55.70 N, 13.19 E): loading from
+//! `SQLite`, bounding-box search, z14 tile queries, and memory per image.
+//!
+//! `cargo bench -p streetlevel-store` runs everything at 1M and 10M images (building 10M
+//! takes a few minutes and about 6 GB). Before divan's table it prints p50/p99 of the
+//! searches and the bytes per image, measured over many random boxes. Under `cargo test` the
+//! sizes shrink so that the bench only proves it runs.
+
+use std::hint::black_box;
+use std::path::PathBuf;
+use std::sync::LazyLock;
+use std::time::{Duration, Instant};
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use streetlevel_model::{
+    CameraType, CreatorId, Image, ImageId, MediaId, OrganizationId, Point, SequenceId, Timestamp,
+};
+use streetlevel_mvt::{ProjectionConfig, TileId};
+use streetlevel_store::{BoundingBox, GeometryVariant, ImageFilter, Store};
+
+const CENTRE: (f64, f64) = (13.19, 55.70);
+/// Half the width and height of the area the images cover, degrees (about 19 x 22 km).
+const SPREAD: (f64, f64) = (0.15, 0.10);
+const IMAGES_PER_SEQUENCE: u64 = 100;
+const CAMERAS: [(&str, &str); 5] = [
+    ("Apple", "iPhone 12"),
+    ("GoPro", "HERO9 Black"),
+    ("Sony", "RX100"),
+    ("Samsung", "Galaxy S21"),
+    ("Insta360", "ONE X2"),
+];
+
+fn benchmarking() -> bool {
+    std::env::args().any(|argument| argument == "--bench")
+}
+
+fn scale(count: usize) -> usize {
+    if benchmarking() { count } else { count / 1000 }
+}
+
+/// Images `first..first + count` of the synthetic set: sequences of 100 images walking 3 m
+/// apart from random starts.
+fn synthetic_images(first: u64, count: u64) -> Vec<Image> {
+    let mut images = Vec::with_capacity(count as usize);
+    let mut rng = StdRng::seed_from_u64(first);
+    let metres_to_lat = 1.0 / 111_320.0;
+    let metres_to_lon = metres_to_lat / CENTRE.1.to_radians().cos();
+    let (mut lon, mut lat, mut heading) = (0.0, 0.0, 0.0_f64);
+    for number in first..first + count {
+        if number % IMAGES_PER_SEQUENCE == 0 || images.is_empty() {
+            lon = CENTRE.0 + rng.random_range(-SPREAD.0..SPREAD.0);
+            lat = CENTRE.1 + rng.random_range(-SPREAD.1..SPREAD.1);
+            heading = rng.random_range(0.0..360.0);
+        }
+        heading += rng.random_range(-10.0..10.0);
+        lon += 3.0 * heading.to_radians().sin() * metres_to_lon;
+        lat += 3.0 * heading.to_radians().cos() * metres_to_lat;
+        let sequence = number / IMAGES_PER_SEQUENCE;
+        let (make, model) = CAMERAS[(sequence % 5) as usize];
+        let pano = sequence % 5 == 4;
+        images.push(Image {
+            id: ImageId(1_000_000_000_000 + number),
+            altitude: Some(40.0 + rng.random_range(0.0..5.0)),
+            atomic_scale: Some(1.0),
+            camera_parameters: (!pano).then(|| vec![0.85, -0.02, 0.0]),
+            camera_type: Some(if pano {
+                CameraType::Equirectangular
+            } else {
+                CameraType::Perspective
+            }),
+            captured_at: Timestamp(1_600_000_000_000 + number as i64 * 1000),
+            compass_angle: Some(heading.rem_euclid(360.0)),
+            computed_altitude: Some(41.0),
+            computed_compass_angle: Some(heading.rem_euclid(360.0)),
+            computed_geometry: Some(Point::new(
+                lon + rng.random_range(-2e-5..2e-5),
+                lat + rng.random_range(-2e-5..2e-5),
+            )),
+            computed_rotation: Some([1.5, 0.1, -0.2]),
+            creator: CreatorId(1 + sequence % 100),
+            exif_orientation: Some(1),
+            geometry: Point::new(lon, lat),
+            height: if pano { 2048 } else { 3000 },
+            width: 4000,
+            is_pano: pano,
+            make: Some(make.to_owned()),
+            model: Some(model.to_owned()),
+            merge_cc: Some(1 + sequence % 7),
+            mesh: Some(MediaId(number)),
+            sequence: SequenceId(format!("seq{sequence:012}")),
+            sfm_cluster: Some(MediaId(number)),
+            quality_score: Some(0.8),
+            organization: (sequence % 3 == 0).then_some(OrganizationId(7 + sequence % 2)),
+        });
+    }
+    images
+}
+
+/// Resident set size of this process in bytes (Linux), or 0.
+fn resident_bytes() -> usize {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|text| text.split_whitespace().nth(1)?.parse::<usize>().ok())
+        .map_or(0, |pages| pages * 4096)
+}
+
+fn build(count: usize) -> Store {
+    let mut store = Store::in_memory();
+    let chunk = 1_000_000;
+    let mut first = 0;
+    while first < count {
+        let size = chunk.min(count - first);
+        let images = synthetic_images(first as u64, size as u64);
+        if let Err(error) = store.insert_images(&images) {
+            eprintln!("insert failed: {error}");
+            break;
+        }
+        first += size;
+    }
+    store
+}
+
+static STORE_1M: LazyLock<Store> = LazyLock::new(|| build(scale(1_000_000)));
+static STORE_10M: LazyLock<Store> = LazyLock::new(|| build(scale(10_000_000)));
+
+/// A data directory holding 1M images in `SQLite`, written once per run.
+static DIR_1M: LazyLock<PathBuf> = LazyLock::new(|| {
+    let directory =
+        std::env::temp_dir().join(format!("streetlevel-store-bench-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&directory);
+    match Store::open(&directory) {
+        Ok(mut store) => {
+            let count = scale(1_000_000) as u64;
+            let mut first = 0;
+            while first < count {
+                let size = 200_000.min(count - first);
+                if let Err(error) = store.insert_images(&synthetic_images(first, size)) {
+                    eprintln!("insert failed: {error}");
+                }
+                first += size;
+            }
+        }
+        Err(error) => eprintln!("cannot open {}: {error}", directory.display()),
+    }
+    directory
+});
+
+fn random_box(rng: &mut StdRng, size: f64) -> BoundingBox {
+    let lon = CENTRE.0 + rng.random_range(-SPREAD.0..SPREAD.0 - size);
+    let lat = CENTRE.1 + rng.random_range(-SPREAD.1..SPREAD.1 - size);
+    BoundingBox::new(lon, lat, lon + size, lat + size).unwrap_or_else(|_| {
+        BoundingBox::new(CENTRE.0, CENTRE.1, CENTRE.0, CENTRE.1).unwrap_or_else(|_| unreachable!())
+    })
+}
+
+fn bbox_filter(rng: &mut StdRng, size: f64) -> ImageFilter {
+    ImageFilter {
+        bbox: Some(random_box(rng, size)),
+        ..ImageFilter::default()
+    }
+}
+
+fn centre_tile() -> TileId {
+    TileId::containing(CENTRE.0, CENTRE.1, 14).unwrap_or_else(|_| unreachable!())
+}
+
+fn percentiles(label: &str, mut samples: Vec<Duration>) {
+    samples.sort();
+    let at = |fraction: f64| samples[((samples.len() - 1) as f64 * fraction) as usize];
+    eprintln!(
+        "{label}: p50 {:?}  p99 {:?}  max {:?}  ({} queries)",
+        at(0.5),
+        at(0.99),
+        at(1.0),
+        samples.len()
+    );
+}
+
+fn report() {
+    let before = resident_bytes();
+    let store = &*STORE_1M;
+    let after_1m = resident_bytes();
+    eprintln!(
+        "1M: {} images; structure estimate {} bytes/image; RSS growth {} bytes/image (with strings and allocator slack)",
+        store.image_count(),
+        store.image_memory_bytes() / store.image_count().max(1),
+        after_1m.saturating_sub(before) / store.image_count().max(1)
+    );
+    let store_10m = &*STORE_10M;
+    let after_10m = resident_bytes();
+    eprintln!(
+        "10M: {} images; structure estimate {} bytes/image; RSS growth {} bytes/image",
+        store_10m.image_count(),
+        store_10m.image_memory_bytes() / store_10m.image_count().max(1),
+        after_10m.saturating_sub(after_1m) / store_10m.image_count().max(1)
+    );
+    for (name, store) in [("1M", store), ("10M", store_10m)] {
+        for (label, size) in [
+            ("0.01 deg box", 0.01),
+            ("0.002 deg box", 0.002),
+            ("whole area", 0.199),
+        ] {
+            let mut rng = StdRng::seed_from_u64(7);
+            let samples: Vec<Duration> = (0..1000)
+                .map(|_| {
+                    let filter = bbox_filter(&mut rng, size);
+                    let start = Instant::now();
+                    black_box(store.search_images(&filter, 2000, None));
+                    start.elapsed()
+                })
+                .collect();
+            percentiles(&format!("{name} bbox search, {label}, limit 2000"), samples);
+        }
+        let config = ProjectionConfig::default();
+        let start = Instant::now();
+        let images = store.tile_images(centre_tile(), &config, GeometryVariant::Computed);
+        let images_time = start.elapsed();
+        let start = Instant::now();
+        let sequences = store.tile_sequences(centre_tile(), &config, GeometryVariant::Computed);
+        eprintln!(
+            "{name} z14 centre tile: {} images in {images_time:?}, {} sequences in {:?}",
+            images.map_or(0, |items| items.len()),
+            sequences.map_or(0, |items| items.len()),
+            start.elapsed()
+        );
+        for z in [0u8, 5] {
+            let tile = TileId::containing(CENTRE.0, CENTRE.1, z).unwrap_or_else(|_| unreachable!());
+            let start = Instant::now();
+            let overview = store.tile_overview(tile, &config, GeometryVariant::Original);
+            eprintln!(
+                "{name} z{z} overview: {} points in {:?}",
+                overview.map_or(0, |items| items.len()),
+                start.elapsed()
+            );
+        }
+    }
+}
+
+fn main() {
+    if benchmarking() {
+        report();
+    }
+    divan::main();
+}
+
+#[divan::bench(sample_count = 3, sample_size = 1)]
+fn load_1m_from_sqlite(bencher: divan::Bencher) {
+    let directory = &*DIR_1M;
+    bencher.bench(|| {
+        let store = Store::open(directory);
+        black_box(store.map(|store| store.image_count()).ok())
+    });
+}
+
+#[divan::bench(args = ["1M", "10M"])]
+fn bbox_search_001_deg(bencher: divan::Bencher, size: &str) {
+    let store = if size == "1M" {
+        &*STORE_1M
+    } else {
+        &*STORE_10M
+    };
+    let mut rng = StdRng::seed_from_u64(7);
+    bencher
+        .with_inputs(|| bbox_filter(&mut rng, 0.01))
+        .bench_local_refs(|filter| black_box(store.search_images(filter, 2000, None)));
+}
+
+#[divan::bench(args = ["1M", "10M"])]
+fn z14_tile_images(bencher: divan::Bencher, size: &str) {
+    let store = if size == "1M" {
+        &*STORE_1M
+    } else {
+        &*STORE_10M
+    };
+    let config = ProjectionConfig::default();
+    bencher.bench(|| {
+        black_box(
+            store
+                .tile_images(centre_tile(), &config, GeometryVariant::Computed)
+                .map(|items| items.len()),
+        )
+    });
+}
+
+#[divan::bench(args = ["1M", "10M"])]
+fn z14_tile_sequences(bencher: divan::Bencher, size: &str) {
+    let store = if size == "1M" {
+        &*STORE_1M
+    } else {
+        &*STORE_10M
+    };
+    let config = ProjectionConfig::default();
+    bencher.bench(|| {
+        black_box(
+            store
+                .tile_sequences(centre_tile(), &config, GeometryVariant::Computed)
+                .map(|items| items.len()),
+        )
+    });
+}
