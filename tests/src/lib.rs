@@ -1,1 +1,256 @@
 #![doc = include_str!("../README.md")]
+// Test support: failing loudly is how it reports a failed test.
+#![allow(clippy::panic, clippy::expect_used, clippy::missing_panics_doc)]
+
+use std::fmt::Write as _;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::time::Duration;
+
+/// A data directory made by `streetlevel fixtures` plus an app registered with
+/// `streetlevel apps create`.
+#[derive(Debug, Clone)]
+pub struct Fixture {
+    /// The data directory.
+    pub dir: PathBuf,
+    /// The registered app's client ID.
+    pub client_id: String,
+    /// Its client access token.
+    pub client_token: String,
+    /// Its client secret.
+    pub client_secret: String,
+}
+
+/// Runs `binary args...` and returns its standard output; panics with its error output when it
+/// fails (test support: a failure here is a failed test).
+pub fn run(binary: &Path, args: &[&str]) -> String {
+    let output = Command::new(binary)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("the streetlevel binary runs");
+    assert!(
+        output.status.success(),
+        "streetlevel {args:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+impl Fixture {
+    /// A fresh data set of `images` images (media rendered lazily by the server) in a
+    /// directory named after `name` under the system temp directory.
+    pub fn generate(binary: &Path, name: &str, images: usize) -> Fixture {
+        let dir =
+            std::env::temp_dir().join(format!("streetlevel-test-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let dir_text = dir.to_string_lossy().into_owned();
+        let images = images.to_string();
+        run(
+            binary,
+            &[
+                "fixtures", "--out", &dir_text, "--images", &images, "--media", "lazy",
+            ],
+        );
+        let created = run(
+            binary,
+            &[
+                "apps",
+                "create",
+                "--data",
+                &dir_text,
+                "--name",
+                "black-box tests",
+                "--callback",
+                "http://127.0.0.1/callback",
+                "--scopes",
+                "read",
+            ],
+        );
+        let field = |name: &str| {
+            created
+                .lines()
+                .find_map(|line| line.strip_prefix(&format!("{name}: ")))
+                .map_or_else(
+                    || panic!("no {name} in {created:?}"),
+                    |value| value.trim().to_owned(),
+                )
+        };
+        Fixture {
+            client_id: field("client_id"),
+            client_token: field("client_token"),
+            client_secret: field("client_secret"),
+            dir,
+        }
+    }
+
+    /// The path of the store's database.
+    pub fn database(&self) -> PathBuf {
+        self.dir.join("streetlevel.sqlite")
+    }
+}
+
+/// A running `streetlevel serve` on `127.0.0.1:0`. It stops when dropped, and also when the
+/// test process dies (it is started with `--exit-on-stdin-eof`).
+#[derive(Debug)]
+pub struct Server {
+    child: Child,
+    _stdin: ChildStdin,
+    /// The bound address.
+    pub addr: SocketAddr,
+}
+
+impl Server {
+    /// Starts the binary on `dir` with `extra` arguments and waits for its "listening on" line.
+    pub fn start(binary: &Path, dir: &Path, extra: &[&str]) -> Server {
+        let mut child = Command::new(binary)
+            .arg("serve")
+            .arg("--data")
+            .arg(dir)
+            .args(["--addr", "127.0.0.1:0", "--exit-on-stdin-eof"])
+            .args(extra)
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("streetlevel serve starts");
+        let stdin = child.stdin.take().expect("piped stdin");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        let addr = loop {
+            let line = lines
+                .next()
+                .expect("the server prints its address before exiting")
+                .expect("readable stdout");
+            if let Some(url) = line.strip_prefix("listening on http://") {
+                break url.trim().parse().expect("a socket address");
+            }
+        };
+        // Keep draining stdout so the server never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines {});
+        Server {
+            child,
+            _stdin: stdin,
+            addr,
+        }
+    }
+
+    /// `http://127.0.0.1:<port>`.
+    pub fn base(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Sends a request and returns the response.
+    pub fn request(
+        &self,
+        method: &str,
+        target: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> Response {
+        request(self.addr, method, target, headers, body)
+    }
+
+    /// `GET target` with no extra headers.
+    pub fn get(&self, target: &str) -> Response {
+        self.request("GET", target, &[], b"")
+    }
+
+    /// Whether the process is still running.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// An HTTP response.
+#[derive(Debug, Clone)]
+pub struct Response {
+    /// The status code.
+    pub status: u16,
+    /// Header names (lower case) and values, in order.
+    pub headers: Vec<(String, String)>,
+    /// The body as received (not decompressed).
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    /// The first value of a header (name in any case).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(key, _)| key.eq_ignore_ascii_case(name))
+            .map(|(_, value)| value.as_str())
+    }
+
+    /// The body parsed as JSON; panics with the body if it is not JSON.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|error| {
+            panic!(
+                "not JSON ({error}): {}",
+                String::from_utf8_lossy(&self.body)
+            )
+        })
+    }
+}
+
+/// A minimal HTTP/1.1 client: one request per connection (`Connection: close`).
+pub fn request(
+    addr: SocketAddr,
+    method: &str,
+    target: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Response {
+    let mut stream = TcpStream::connect(addr).expect("connect to the server");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(120)))
+        .expect("timeout");
+    let mut head = format!("{method} {target} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    for (name, value) in headers {
+        let _ = write!(head, "{name}: {value}\r\n");
+    }
+    if !body.is_empty() || method == "POST" {
+        let _ = write!(head, "Content-Length: {}\r\n", body.len());
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).expect("send head");
+    stream.write_all(body).expect("send body");
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).expect("read response");
+    parse_response(&raw)
+}
+
+fn parse_response(raw: &[u8]) -> Response {
+    let end = raw
+        .windows(4)
+        .position(|window| window == b"\r\n\r\n")
+        .unwrap_or_else(|| panic!("no header end in {:?}", String::from_utf8_lossy(raw)));
+    let head = String::from_utf8_lossy(&raw[..end]).into_owned();
+    let mut lines = head.split("\r\n");
+    let status_line = lines.next().unwrap_or_default();
+    let status = status_line
+        .split(' ')
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or_else(|| panic!("bad status line {status_line:?}"));
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|line| line.split_once(':'))
+        .map(|(name, value)| (name.trim().to_ascii_lowercase(), value.trim().to_owned()))
+        .collect();
+    Response {
+        status,
+        headers,
+        body: raw[end + 4..].to_vec(),
+    }
+}

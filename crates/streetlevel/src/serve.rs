@@ -6,11 +6,14 @@
 use std::net::SocketAddr;
 use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, PoisonError, RwLock};
 
 use anyhow::Context;
 use streetlevel_auth::{AuthStore, OsRandom};
-use streetlevel_server::{Config, DirectoryMedia, Server, Services, SystemClock};
+use streetlevel_model::{ImageId, MediaId};
+use streetlevel_server::{
+    Config, DirectoryMedia, Error as ServerError, MediaSource, Server, Services, SystemClock,
+};
 use streetlevel_store::Store;
 
 /// Options of `streetlevel serve`.
@@ -44,6 +47,51 @@ pub struct Args {
     /// Serve `GET /__panic` (a handler that panics), for tests of panic handling.
     #[arg(long, hide = true)]
     debug_panic_route: bool,
+    /// Shut down when standard input closes: a test harness that dies takes the server with it.
+    #[arg(long, hide = true)]
+    exit_on_stdin_eof: bool,
+}
+
+/// Media from the data directory; originals missing there (fixtures written with
+/// `--media lazy`) are rendered from the image's metadata on first request and kept.
+struct DataDirMedia {
+    files: DirectoryMedia,
+    media_dir: PathBuf,
+    store: Arc<RwLock<Store>>,
+}
+
+impl MediaSource for DataDirMedia {
+    fn original(&self, image: ImageId) -> Result<Option<Vec<u8>>, ServerError> {
+        if let Some(bytes) = self.files.original(image)? {
+            return Ok(Some(bytes));
+        }
+        let Some(metadata) = self
+            .store
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .image(image)
+        else {
+            return Ok(None);
+        };
+        let bytes = streetlevel_fixtures::render_original(&metadata)
+            .map_err(|error| ServerError::Internal(format!("cannot render {image}: {error}")))?;
+        let path = streetlevel_fixtures::original_path(&self.media_dir, image);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        let temporary = path.with_extension(format!("tmp{}", std::process::id()));
+        std::fs::write(&temporary, &bytes)?;
+        std::fs::rename(&temporary, &path)?;
+        Ok(Some(bytes))
+    }
+
+    fn mesh(&self, id: MediaId) -> Result<Option<Vec<u8>>, ServerError> {
+        self.files.mesh(id)
+    }
+
+    fn sfm_cluster(&self, id: MediaId) -> Result<Option<Vec<u8>>, ServerError> {
+        self.files.sfm_cluster(id)
+    }
 }
 
 /// The settings a `--config` file may hold; every member is optional.
@@ -113,7 +161,8 @@ fn media_key(data: &Path, from_config: Option<&str>) -> anyhow::Result<Vec<u8>> 
     }
 }
 
-async fn serve(args: Args) -> anyhow::Result<()> {
+/// The server and quota settings from the flags, the config file and the defaults.
+fn settings(args: &Args) -> anyhow::Result<(Config, streetlevel_ratelimit::Config)> {
     let file = read_file_config(args.config.as_deref())?;
     anyhow::ensure!(
         args.data.is_dir(),
@@ -122,7 +171,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         args.data.display()
     );
     let defaults = Config::default();
-    let public_url = args.public_url.or(file.public_url);
+    let public_url = args.public_url.clone().or(file.public_url);
     let config = Config {
         bind: args.addr,
         base_url: file.base_url.or_else(|| public_url.clone()),
@@ -131,6 +180,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         media_url: file.media_url.or_else(|| public_url.clone()),
         short_name: args
             .short_name
+            .clone()
             .or(file.short_name)
             .unwrap_or(defaults.short_name.clone()),
         media_key: media_key(&args.data, file.media_key_hex.as_deref())?,
@@ -165,6 +215,11 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         short_name: config.short_name.clone(),
         ..limits_defaults
     };
+    Ok((config, limits))
+}
+
+async fn serve(args: Args) -> anyhow::Result<()> {
+    let (config, limits) = settings(&args)?;
     let rate_limits =
         Arc::new(streetlevel_ratelimit::RateLimits::new(limits).context("invalid rate limits")?);
     let started = std::time::Instant::now();
@@ -187,12 +242,19 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         OsRandom,
     )
     .context("cannot open the auth tables")?;
+    let store = Arc::new(RwLock::new(store));
+    let media_dir = Store::media_dir(&args.data);
+    let media = DataDirMedia {
+        files: DirectoryMedia::new(&media_dir),
+        media_dir: media_dir.clone(),
+        store: Arc::clone(&store),
+    };
     let services = Services {
-        store: Arc::new(RwLock::new(store)),
+        store,
         auth: Arc::new(auth),
         rate_limits: Arc::clone(&rate_limits),
-        media: Arc::new(DirectoryMedia::new(&args.data.join("media"))),
-        media_cache_dir: args.data.join("media").join("cache"),
+        media: Arc::new(media),
+        media_cache_dir: media_dir.join("cache"),
         clock: Arc::new(SystemClock),
         web: None,
     };
@@ -207,7 +269,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
             rate_limits.retain_recent();
         }
     });
-    server.run(shutdown_signal()).await?;
+    server.run(shutdown_signal(args.exit_on_stdin_eof)).await?;
     cleaner.abort();
     tracing::info!("stopped");
     Ok(())
@@ -222,7 +284,19 @@ fn announce(server: &Server) {
     tracing::info!(base_url = %urls.base, tiles_url = %urls.tiles, web_url = %urls.web, media_url = %urls.media, "serving");
 }
 
-async fn shutdown_signal() {
+async fn shutdown_signal(exit_on_stdin_eof: bool) {
+    let stdin_closed = async {
+        if exit_on_stdin_eof {
+            // A blocking read on a thread: returns when the parent closes the pipe or dies.
+            let _ = tokio::task::spawn_blocking(|| {
+                let mut sink = Vec::new();
+                let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut sink);
+            })
+            .await;
+        } else {
+            std::future::pending::<()>().await;
+        }
+    };
     let interrupt = async {
         if tokio::signal::ctrl_c().await.is_err() {
             std::future::pending::<()>().await;
@@ -242,5 +316,6 @@ async fn shutdown_signal() {
     tokio::select! {
         () = interrupt => tracing::info!("interrupted, shutting down"),
         () = terminate => tracing::info!("terminated, shutting down"),
+        () = stdin_closed => tracing::info!("standard input closed, shutting down"),
     }
 }
