@@ -7,6 +7,7 @@ mod bench;
 mod codegen;
 mod python;
 mod release;
+mod serve;
 mod test;
 mod tidy;
 
@@ -40,6 +41,15 @@ enum Task {
     },
     /// Build an optimised binary and pack it into target/dist.
     Release,
+    /// Build, create the default fixtures if absent, and serve them (127.0.0.1:8080).
+    Serve {
+        /// The data directory (default `target/streetlevel-data`).
+        #[arg(long)]
+        data: Option<PathBuf>,
+        /// Address to listen on.
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        addr: String,
+    },
     /// Generate the vector tile protobuf types (`crates/mvt/src/vector_tile.rs`).
     Codegen {
         /// Fail if the committed file is stale instead of writing it.
@@ -56,6 +66,7 @@ fn main() -> Result<()> {
         Task::Tidy => tidy::run(&root),
         Task::Bench { package, filter } => bench::run(&root, package.as_deref(), filter.as_deref()),
         Task::Release => release::run(&root),
+        Task::Serve { data, addr } => serve::run(&root, data.as_deref(), &addr),
         Task::Codegen { check } => codegen::run(&root, check),
     }
 }

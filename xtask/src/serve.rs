@@ -1,0 +1,126 @@
+//! `cargo xtask serve [--data DIR] [--addr HOST:PORT]`: builds the binary, creates the default
+//! fixtures if the data directory is absent, prints how to call the server and serves.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use anyhow::{Context, Result, bail};
+
+use crate::{cargo, run_command};
+
+/// Builds, prepares the data directory and runs `streetlevel serve` in the foreground.
+#[allow(clippy::print_stdout)]
+pub fn run(root: &Path, data: Option<&Path>, addr: &str) -> Result<()> {
+    run_command(
+        root,
+        &cargo(),
+        &["build", "--package", "streetlevel", "--bin", "streetlevel"],
+    )?;
+    let binary = root
+        .join("target")
+        .join("debug")
+        .join(format!("streetlevel{}", std::env::consts::EXE_SUFFIX));
+    let data = data.map_or_else(
+        || root.join("target").join("streetlevel-data"),
+        Path::to_path_buf,
+    );
+    if !data.join("streetlevel.sqlite").exists() {
+        eprintln!("creating the default data set in {}", data.display());
+        let status = Command::new(&binary)
+            .arg("fixtures")
+            .arg("--out")
+            .arg(&data)
+            // Rendering 2,000 originals up front takes minutes in a debug build; the server
+            // renders each original on its first request instead.
+            .args(["--media", "lazy"])
+            .status()
+            .context("could not run streetlevel fixtures")?;
+        if !status.success() {
+            bail!("streetlevel fixtures failed with {status}");
+        }
+    }
+    let token = client_token(&binary, &data)?;
+    let mut child = Command::new(&binary)
+        .arg("serve")
+        .arg("--data")
+        .arg(&data)
+        .arg("--addr")
+        .arg(addr)
+        .stdout(Stdio::piped())
+        .spawn()
+        .context("could not start streetlevel serve")?;
+    let stdout = child.stdout.take().context("no stdout from the server")?;
+    let mut lines = BufReader::new(stdout).lines();
+    for line in lines.by_ref() {
+        let line = line?;
+        if let Some(base) = line.strip_prefix("listening on ") {
+            print_help(base.trim(), &data, &token);
+            break;
+        }
+        println!("{line}");
+    }
+    for line in lines {
+        println!("{}", line?);
+    }
+    let status = child.wait()?;
+    if !status.success() {
+        bail!("streetlevel serve exited with {status}");
+    }
+    Ok(())
+}
+
+#[allow(clippy::print_stdout)]
+fn print_help(base: &str, data: &Path, token: &str) {
+    println!();
+    println!("streetlevel is serving {}", data.display());
+    println!("  base URL:  {base}");
+    println!("  a tile:    {base}/maps/vtp/svc1_public/2/14/8792/5126?access_token={token}");
+    println!(
+        "  an image:  curl -H 'Authorization: OAuth {token}' '{base}/images?bbox=13.17,55.69,13.21,55.71&limit=1&fields=id,geometry,captured_at,thumb_256_url'"
+    );
+    println!();
+}
+
+/// The fixture app's client token from `DIR/credentials.json`; without one, an app is
+/// registered with `streetlevel apps create` once and its output kept in `DIR/dev-app.txt`.
+fn client_token(binary: &Path, data: &Path) -> Result<String> {
+    let from_credentials = std::fs::read_to_string(data.join("credentials.json"))
+        .ok()
+        .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+        .and_then(|value| value.get("client_token")?.as_str().map(str::to_owned));
+    if let Some(token) = from_credentials {
+        return Ok(token);
+    }
+    let kept = data.join("dev-app.txt");
+    let text = if let Ok(text) = std::fs::read_to_string(&kept) {
+        text
+    } else {
+        let output = Command::new(binary)
+            .args(["apps", "create", "--data"])
+            .arg(data)
+            .args([
+                "--name",
+                "xtask serve",
+                "--callback",
+                "http://127.0.0.1:8080/callback",
+                "--scopes",
+                "read",
+            ])
+            .output()
+            .context("could not run streetlevel apps create")?;
+        if !output.status.success() {
+            bail!(
+                "streetlevel apps create failed: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+        let text = String::from_utf8_lossy(&output.stdout).into_owned();
+        std::fs::write(&kept, &text).with_context(|| format!("cannot write {}", kept.display()))?;
+        text
+    };
+    text.lines()
+        .find_map(|line| line.strip_prefix("client_token: "))
+        .map(|token| token.trim().to_owned())
+        .with_context(|| format!("no client_token in {}", kept.display()))
+}
