@@ -63,3 +63,14 @@ fn capitalised(text: &str) -> String {
         first.to_uppercase().chain(chars).collect()
     })
 }
+
+impl crate::WebSurface for streetlevel_web::Web {
+    fn handle(
+        &self,
+        parts: &Parts,
+        body: &Bytes,
+        _request_id: &str,
+    ) -> Option<http::Response<Bytes>> {
+        self.handle_parts(parts, body)
+    }
+}

@@ -6,15 +6,17 @@
 use std::net::SocketAddr;
 use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, OnceLock, PoisonError, RwLock, Weak};
 
 use anyhow::Context;
 use streetlevel_auth::{AuthStore, OsRandom};
 use streetlevel_model::{ImageId, MediaId};
+use streetlevel_server::media::{MediaObject, ThumbSize};
 use streetlevel_server::{
-    Config, DirectoryMedia, Error as ServerError, MediaSource, Server, Services, SystemClock,
+    App, Config, DirectoryMedia, Error as ServerError, MediaSource, Server, Services, SystemClock,
 };
 use streetlevel_store::Store;
+use streetlevel_web::{Registry, StoreImages, Web, WebConfig};
 
 /// Options of `streetlevel serve`.
 #[derive(clap::Args, Debug)]
@@ -249,18 +251,45 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         media_dir: media_dir.clone(),
         store: Arc::clone(&store),
     };
+    let auth = Arc::new(auth);
+    // The embed page shows a signed thumbnail; the signer lives in the app, which exists only
+    // once the listener is bound, so the page reaches it through a cell filled after binding.
+    let app_cell: Arc<OnceLock<Weak<App>>> = Arc::new(OnceLock::new());
+    let thumb_cell = Arc::clone(&app_cell);
+    let images = StoreImages::new(Arc::clone(&store), move |id| {
+        let app = thumb_cell.get()?.upgrade()?;
+        Some(app.media_url(&MediaObject::Thumb(id, ThumbSize::W2048)))
+    });
+    let web_config = WebConfig {
+        web_url: config.web_url.clone(),
+        base_url: config.base_url.clone(),
+        tiles_url: config.tiles_url.clone(),
+        short_name: config.short_name.clone(),
+        ..WebConfig::default()
+    };
+    let registry =
+        Registry::open(&Store::database_path(&args.data)).context("cannot open the web tables")?;
+    let web = Web::new(
+        web_config,
+        Arc::clone(&auth),
+        registry,
+        Arc::new(images),
+        OsRandom,
+    )
+    .context("cannot start the web pages")?;
     let services = Services {
         store,
-        auth: Arc::new(auth),
+        auth,
         rate_limits: Arc::clone(&rate_limits),
         media: Arc::new(media),
         media_cache_dir: media_dir.join("cache"),
         clock: Arc::new(SystemClock),
-        web: None,
+        web: Some(Arc::new(web)),
     };
     let server = Server::bind(config, services)
         .await
         .with_context(|| format!("cannot listen on {}", args.addr))?;
+    let _ = app_cell.set(Arc::downgrade(&server.app()));
     announce(&server);
     let cleaner = tokio::spawn(async move {
         let mut interval = tokio::time::interval(std::time::Duration::from_secs(60));

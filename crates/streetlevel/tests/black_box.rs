@@ -1122,3 +1122,26 @@ fn rate_limits_answer_with_the_spec_body_and_retry_after() {
     assert_eq!(server.get(&tile).status, 200);
     assert_eq!(server.get(&tile).status, 429);
 }
+
+// ---- web surface -------------------------------------------------------------------------------
+
+#[test]
+fn the_web_pages_are_mounted_on_the_same_listener() {
+    let server = &world().server;
+    let login = server.get("/login");
+    assert_eq!(login.status, 200);
+    assert!(
+        login
+            .header("content-type")
+            .unwrap()
+            .starts_with("text/html")
+    );
+    let image = first_image();
+    let embed = server.get(&format!("/embed?image_key={}&style=photo", image.id));
+    assert_eq!(embed.status, 200);
+    let page = String::from_utf8(embed.body).unwrap();
+    assert!(
+        page.contains(&format!("/media/thumb/{}/2048?", image.id)),
+        "the embed page shows a signed thumbnail"
+    );
+}
