@@ -4,7 +4,8 @@ truth loaded from the same SQLite file.
 
 Environment:
 - `STREETLEVEL_BIN`: the binary (default `<repo>/target/debug/streetlevel`).
-- `STREETLEVEL_SDK_IMAGES`, `STREETLEVEL_SDK_SEED`: size and seed of the data set.
+- `STREETLEVEL_SDK_IMAGES`, `STREETLEVEL_SDK_SEED`, `STREETLEVEL_SDK_MEDIA` (`lazy` or
+  `eager`): size, seed and media mode of the data set.
 """
 
 from __future__ import annotations
@@ -64,8 +65,11 @@ def service(tmp_path_factory: pytest.TempPathFactory):
     generate_fixtures(
         binary,
         data,
-        images=int(os.environ.get("STREETLEVEL_SDK_IMAGES", "400")),
+        images=int(os.environ.get("STREETLEVEL_SDK_IMAGES", "2000")),
         seed=int(os.environ.get("STREETLEVEL_SDK_SEED", "7")),
+        # Rendering every original in a dev-profile build takes minutes; the server renders
+        # the few the thumbnail tests fetch on request.
+        media=os.environ.get("STREETLEVEL_SDK_MEDIA", "lazy"),
         timeout_s=600,
     )
     credentials = json.loads((data / "credentials.json").read_text())

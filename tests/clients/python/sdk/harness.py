@@ -34,8 +34,21 @@ class SuiteError(RuntimeError):
     """The suite could not set itself up (fixtures or server)."""
 
 
-def generate_fixtures(binary: Path, out: Path, images: int, seed: int, timeout_s: float) -> None:
-    command = [str(binary), "fixtures", "--out", str(out), "--images", str(images), "--seed", str(seed)]
+def generate_fixtures(
+    binary: Path, out: Path, images: int, seed: int, media: str, timeout_s: float
+) -> None:
+    command = [
+        str(binary),
+        "fixtures",
+        "--out",
+        str(out),
+        "--images",
+        str(images),
+        "--seed",
+        str(seed),
+        "--media",
+        media,
+    ]
     try:
         result = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired as error:
