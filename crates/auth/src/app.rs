@@ -126,6 +126,58 @@ impl AuthStore {
         })
     }
 
+    /// Registers an app with credentials chosen by the caller (fixtures and black-box tests
+    /// that need tokens known in advance). The token and secret must be at least 32
+    /// characters so they stay unguessable; like [`AuthStore::create_app`], only their
+    /// digests are stored.
+    pub fn import_app(
+        &self,
+        credentials: &AppCredentials,
+        name: &str,
+        callback_url: &str,
+        scopes: Scopes,
+    ) -> Result<(), AuthError> {
+        if name.trim().is_empty() {
+            return Err(AuthError::InvalidAppName);
+        }
+        if !valid_callback_url(callback_url) {
+            return Err(AuthError::InvalidCallbackUrl(callback_url.to_owned()));
+        }
+        let short = |secret: &str| secret.chars().count() < 32;
+        if short(&credentials.client_token) || short(&credentials.client_secret) {
+            return Err(AuthError::WeakCredentials);
+        }
+        let now = self.now();
+        let client_id = credentials.client_id;
+        let mut connection = self.connection();
+        let transaction = connection.transaction()?;
+        transaction.execute(
+            "INSERT INTO auth_apps (client_id, name, callback_url, scopes, secret_digest, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![
+                to_sql(client_id.0),
+                name,
+                callback_url,
+                scopes.to_string(),
+                digest(&credentials.client_secret).as_slice(),
+                now.0
+            ],
+        )?;
+        NewToken {
+            token: &credentials.client_token,
+            kind: TokenKind::Client,
+            client_id,
+            user_id: None,
+            scopes: Scopes::READ,
+            grant_id: None,
+            issued_at: now,
+            expires_at: None,
+        }
+        .insert(&transaction)?;
+        transaction.commit()?;
+        Ok(())
+    }
+
     /// The app with this client ID, if any.
     pub fn app(&self, client_id: ClientId) -> Result<Option<App>, AuthError> {
         let connection = self.connection();

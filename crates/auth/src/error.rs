@@ -38,6 +38,9 @@ pub enum AuthError {
     /// No user has this ID.
     #[error("no user with id {0}")]
     UnknownUser(u64),
+    /// Imported credentials are shorter than 32 characters.
+    #[error("client token and secret must be at least 32 characters")]
+    WeakCredentials,
     /// The app name is empty.
     #[error("an app needs a non-empty name")]
     InvalidAppName,

@@ -141,3 +141,34 @@ fn rotating_client_credentials_retires_the_old_ones() {
     );
     assert!(fresh.is_ok());
 }
+
+#[test]
+fn imported_apps_keep_the_credentials_they_were_given() {
+    let f = fixture();
+    let credentials = streetlevel_auth::AppCredentials {
+        client_id: streetlevel_auth::ClientId(1_234_567_890_123_456),
+        client_token: "slc_fixture-client-token-0123456789abcdef".to_owned(),
+        client_secret: "sls_fixture-client-secret-0123456789abcdef".to_owned(),
+    };
+    f.store
+        .import_app(&credentials, "Fixture", "https://f.example/cb", Scopes::ALL)
+        .unwrap();
+    let principal = f.store.check_token(&credentials.client_token).unwrap();
+    assert_eq!(principal.client_id, credentials.client_id);
+    let weak = streetlevel_auth::AppCredentials {
+        client_id: streetlevel_auth::ClientId(7),
+        client_token: "short".to_owned(),
+        client_secret: credentials.client_secret.clone(),
+    };
+    assert!(matches!(
+        f.store
+            .import_app(&weak, "Weak", "https://f.example/cb", Scopes::ALL),
+        Err(AuthError::WeakCredentials)
+    ));
+    // The same client ID twice is a storage conflict.
+    assert!(
+        f.store
+            .import_app(&credentials, "Again", "https://f.example/cb", Scopes::ALL)
+            .is_err()
+    );
+}
