@@ -64,7 +64,14 @@ def _check_image_features(features: list, truth) -> None:
 
 @pytest.fixture(scope="module")
 def area(truth) -> BBox:
-    return central_bbox(truth)
+    import mercantile
+
+    # Most of the data set: several z14 tiles, so that the SDK merges the features of
+    # neighbouring tiles, as it does in real use.
+    box_ = central_bbox(truth, share=0.8)
+    tiles = list(mercantile.tiles(box_.west, box_.south, box_.east, box_.north, zooms=14))
+    assert len(tiles) >= 2, tiles
+    return box_
 
 
 @pytest.fixture(scope="module")
