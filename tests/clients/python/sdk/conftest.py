@@ -23,7 +23,7 @@ time.tzset()
 
 import pytest  # noqa: E402
 
-from harness import HostRewrite, Server, generate_fixtures  # noqa: E402
+from harness import HostRewrite, Server, SuiteError, generate_fixtures  # noqa: E402
 from truth import Truth, load  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[4]
@@ -51,17 +51,15 @@ def _binary() -> Path:
     configured = os.environ.get("STREETLEVEL_BIN")
     binary = Path(configured) if configured else REPO / "target" / "debug" / "streetlevel"
     if not binary.is_file():
-        raise pytest.UsageError(
+        raise SuiteError(
             f"{binary} does not exist: build it with `cargo build -p streetlevel` "
             "or set STREETLEVEL_BIN"
         )
     return binary
 
 
-@pytest.fixture(scope="session")
-def service(tmp_path_factory: pytest.TempPathFactory):
+def _start(data: Path) -> tuple[dict, Server]:
     binary = _binary()
-    data = tmp_path_factory.mktemp("data")
     generate_fixtures(
         binary,
         data,
@@ -72,7 +70,10 @@ def service(tmp_path_factory: pytest.TempPathFactory):
         media=os.environ.get("STREETLEVEL_SDK_MEDIA", "lazy"),
         timeout_s=600,
     )
-    credentials = json.loads((data / "credentials.json").read_text())
+    credentials_file = data / "credentials.json"
+    if not credentials_file.is_file():
+        raise SuiteError(f"`streetlevel fixtures` wrote no {credentials_file.name} into {data}")
+    credentials = json.loads(credentials_file.read_text())
     server = Server(
         binary,
         data,
@@ -80,6 +81,17 @@ def service(tmp_path_factory: pytest.TempPathFactory):
         extra_args=["--short-name", SHORT_NAME],
         timeout_s=120,
     )
+    return credentials, server
+
+
+@pytest.fixture(scope="session")
+def service(tmp_path_factory: pytest.TempPathFactory):
+    data = tmp_path_factory.mktemp("data")
+    try:
+        credentials, server = _start(data)
+    except SuiteError as error:
+        # Every test needs the server: one clear failure instead of an error per test.
+        pytest.exit(f"the SDK suite cannot start: {error}", returncode=1)
     rewrite = HostRewrite(server.netloc)
     rewrite.install()
     try:
