@@ -16,8 +16,8 @@ pub struct WebConfig {
     pub tiles_url: Option<String>,
     /// The service's short name in tile set names (`{short}1_public`).
     pub short_name: String,
-    /// The npm `node_modules` folder whose viewer and map packages are served at `/assets/`
-    /// (usually `web/node_modules` of the repository).
+    /// The npm `node_modules` folder whose viewer and map packages are served at `/assets/`.
+    /// Default: the repository's `web/node_modules`, as found when this crate was compiled.
     pub assets_dir: PathBuf,
 }
 
@@ -28,7 +28,10 @@ impl Default for WebConfig {
             base_url: None,
             tiles_url: None,
             short_name: String::from("svc"),
-            assets_dir: PathBuf::from("web/node_modules"),
+            assets_dir: PathBuf::from(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../../web/node_modules"
+            )),
         }
     }
 }
