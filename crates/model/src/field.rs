@@ -182,10 +182,12 @@ impl Node {
     }
 
     fn field(self, name: &str) -> Option<FieldSpec> {
-        self.fields()
-            .iter()
-            .find(|(field_name, _)| *field_name == name)
-            .copied()
+        // The tables are sorted by name (a test checks it).
+        let fields = self.fields();
+        fields
+            .binary_search_by(|(field_name, _)| (*field_name).cmp(name))
+            .ok()
+            .map(|index| fields[index])
     }
 }
 
@@ -222,10 +224,10 @@ impl FieldSelection {
             if item.is_empty() {
                 continue;
             }
-            let path: Vec<&str> = item.split('.').map(str::trim).collect();
-            if !selection.insert_path(&path) {
+            if !selection.insert_path(item) {
+                let trimmed: Vec<&str> = item.split('.').map(str::trim).collect();
                 return Err(FieldError::NonexistingField {
-                    field: path.join("."),
+                    field: trimmed.join("."),
                     kind,
                 });
             }
@@ -299,34 +301,33 @@ impl FieldSelection {
     }
 
     /// Adds one dotted path; false when some part of it does not exist.
-    fn insert_path(&mut self, path: &[&str]) -> bool {
-        let Some((first, rest)) = path.split_first() else {
-            return false;
+    fn insert_path(&mut self, path: &str) -> bool {
+        let (first, rest) = match path.split_once('.') {
+            Some((first, rest)) => (first.trim(), Some(rest)),
+            None => (path.trim(), None),
         };
         let Some((name, nested_node)) = self.node.field(first) else {
             return false;
         };
-        match nested_node {
-            None => {
-                if !rest.is_empty() {
-                    return false;
-                }
+        match (nested_node, rest) {
+            (None, None) => {
                 self.fields.insert(name, None);
                 true
             }
-            Some(nested_node) => {
+            (None, Some(_)) => false,
+            (Some(nested_node), rest) => {
                 let nested = self
                     .fields
                     .entry(name)
                     .or_insert(None)
                     .get_or_insert_with(|| FieldSelection::with_id(nested_node));
-                if rest.is_empty() {
+                if let Some(rest) = rest {
+                    nested.insert_path(rest)
+                } else {
                     for default in nested_node.default_fields() {
-                        nested.insert_path(&[default]);
+                        nested.insert_path(default);
                     }
                     true
-                } else {
-                    nested.insert_path(rest)
                 }
             }
         }
