@@ -6,7 +6,8 @@ mod common;
 use common::{CALLBACK, fixture, query_value};
 use proptest::prelude::*;
 use streetlevel_auth::{
-    AuthError, AuthStore, Authorization, AuthorizationErrorCode, Scopes, UserId, redirect_url,
+    AuthError, AuthStore, Authorization, AuthorizationErrorCode, Scope, Scopes, UserId,
+    redirect_url,
 };
 
 fn reject(f: &common::Fixture, query: &str) -> (AuthorizationErrorCode, String) {
@@ -205,5 +206,20 @@ proptest! {
         prop_assert!(url.starts_with(&callback));
         prop_assert_eq!(query_value(&url, "state"), Some(state));
         prop_assert_eq!(query_value(&url, "code"), Some("c".to_owned()));
+    }
+}
+
+proptest! {
+    #[test]
+    fn scopes_round_trip_through_their_text(read: bool, write: bool, upload: bool, spaces: bool) {
+        let chosen: Vec<Scope> = [(read, Scope::Read), (write, Scope::Write), (upload, Scope::Upload)]
+            .into_iter()
+            .filter_map(|(on, scope)| on.then_some(scope))
+            .collect();
+        let scopes = Scopes::from_scopes(&chosen);
+        let text = scopes.to_string();
+        let text = if spaces { text.replace(',', " ") } else { text };
+        prop_assert_eq!(Scopes::parse(&text).unwrap(), scopes);
+        prop_assert_eq!(scopes.iter().collect::<Vec<_>>(), chosen);
     }
 }
