@@ -5,7 +5,10 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
-use streetlevel_fixtures::{Config, MediaMode, WriteOptions, progress_bar, write_data_dir};
+use streetlevel_auth::{OsRandom, SystemClock};
+use streetlevel_fixtures::{
+    Config, MediaMode, WriteOptions, progress_bar, write_credentials, write_data_dir,
+};
 
 /// Options of `streetlevel fixtures`.
 #[derive(clap::Args)]
@@ -45,6 +48,9 @@ pub fn run(args: Args) -> Result<()> {
     let started = Instant::now();
     let summary = write_data_dir(&args.out, &options, &mut progress_bar())
         .with_context(|| format!("could not generate fixtures into {}", args.out.display()))?;
+    // Secrets come from the OS: fixtures may be served, and a seed is no secret.
+    let credentials = write_credentials(&args.out, SystemClock, OsRandom)
+        .with_context(|| format!("could not create the developer app in {}", args.out.display()))?;
     eprintln!(
         "wrote {} images, {} sequences, {} map features, {} detections, {} creators, {} organizations and {} media files to {} in {:.1} s",
         summary.images,
@@ -56,6 +62,12 @@ pub fn run(args: Args) -> Result<()> {
         summary.media_files,
         args.out.display(),
         started.elapsed().as_secs_f64(),
+    );
+    eprintln!(
+        "app {} of user {}: see {}",
+        credentials.client_id,
+        credentials.username,
+        args.out.join(streetlevel_fixtures::CREDENTIALS_FILE).display(),
     );
     Ok(())
 }
