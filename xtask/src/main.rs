@@ -5,6 +5,7 @@
 
 mod bench;
 mod codegen;
+mod fixtures;
 mod python;
 mod release;
 mod serve;
@@ -50,6 +51,13 @@ enum Task {
         #[arg(long, default_value = "127.0.0.1:8080")]
         addr: String,
     },
+    /// Generate a data set: `streetlevel fixtures` from a release build (see its --help).
+    Fixtures {
+        /// Arguments for `streetlevel fixtures`: --out DIR [--seed N] [--images N]
+        /// [--media eager|lazy] [--force].
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        arguments: Vec<String>,
+    },
     /// Generate the vector tile protobuf types (`crates/mvt/src/vector_tile.rs`).
     Codegen {
         /// Fail if the committed file is stale instead of writing it.
@@ -68,6 +76,7 @@ fn main() -> Result<()> {
         Task::Release => release::run(&root),
         Task::Serve { data, addr } => serve::run(&root, data.as_deref(), &addr),
         Task::Codegen { check } => codegen::run(&root, check),
+        Task::Fixtures { arguments } => fixtures::run(&root, &arguments),
     }
 }
 
