@@ -224,6 +224,16 @@ fn report() {
             sequences.map_or(0, |items| items.len()),
             start.elapsed()
         );
+        for z in [6u8, 10] {
+            let tile = TileId::containing(CENTRE.0, CENTRE.1, z).unwrap_or_else(|_| unreachable!());
+            let start = Instant::now();
+            let sequences = store.tile_sequences(tile, &config, GeometryVariant::Computed);
+            eprintln!(
+                "{name} z{z} sequences: {} in {:?}",
+                sequences.map_or(0, |items| items.len()),
+                start.elapsed()
+            );
+        }
         for z in [0u8, 5] {
             let tile = TileId::containing(CENTRE.0, CENTRE.1, z).unwrap_or_else(|_| unreachable!());
             let start = Instant::now();

@@ -19,8 +19,10 @@ use crate::filter::{
 use crate::image_record::NONE;
 use crate::store::{lower_f32, upper_f32};
 
-/// Above this many R-tree candidates a bounding-box search switches to the ordered scan.
-const BBOX_CANDIDATE_CAP: usize = 50_000;
+/// Above this many R-tree candidates (or a hundredth of the images, if more) a bounding-box
+/// search switches to the ordered scan: a box holding that many is dense enough for the scan
+/// to fill a page soon.
+const BBOX_CANDIDATE_CAP: usize = 10_000;
 
 /// An image filter with names resolved to the store's indices.
 struct ResolvedImageFilter<'a> {
@@ -199,26 +201,27 @@ impl Store {
             return indices;
         }
         if let Some(bbox) = &resolved.filter.bbox {
-            let mut indices = Vec::new();
+            let cap = BBOX_CANDIDATE_CAP.max(self.images.len() / 100);
+            let mut found: Vec<(u64, u32)> = Vec::new();
             let mut visited = 0;
             for entry in self
                 .image_tree
                 .locate_in_envelope_intersecting(&envelope_f32(bbox))
             {
                 visited += 1;
-                if visited > BBOX_CANDIDATE_CAP {
+                if visited > cap {
                     break;
                 }
                 let index = entry.index;
-                if is_after(self.images[index as usize].id, after)
-                    && self.image_matches(index, resolved)
-                {
-                    indices.push(index);
+                let id = self.images[index as usize].id;
+                if is_after(id, after) && self.image_matches(index, resolved) {
+                    found.push((id, index));
                 }
             }
-            if visited <= BBOX_CANDIDATE_CAP {
-                by_id(&mut indices);
-                return indices;
+            if visited <= cap {
+                // Sort on the ID carried along, not looked up per comparison.
+                found.sort_unstable();
+                return found.into_iter().map(|(_, index)| index).collect();
             }
         }
         // An ordered source: the smallest of the creator's list, the organization's list and

@@ -24,7 +24,7 @@ pub const MAX_COVERAGE_ZOOM: u8 = 14;
 
 /// Overview tiles keep at most one image per cell of a grid this many cells wide across the
 /// tile (plus the buffer), so a tile never holds much more than `OVERVIEW_GRID²` points.
-pub const OVERVIEW_GRID: u32 = 128;
+pub const OVERVIEW_GRID: u32 = 64;
 
 /// Which location of an image a coverage tile uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -186,25 +186,26 @@ impl Store {
     }
 
     /// Image indices whose `variant` point falls in the buffered tile, with their geometry.
+    /// `(id, index, geometry)` of the images whose `variant` point falls in the buffered tile,
+    /// in no particular order.
     fn images_in_tile(
         &self,
         tile: TileId,
         config: &ProjectionConfig,
         variant: GeometryVariant,
-    ) -> Result<Vec<(u32, Geometry)>, StoreError> {
+    ) -> Result<Vec<(u64, u32, Geometry)>, StoreError> {
         let projector = Self::projector(tile, config)?;
-        let mut found: Vec<(u32, Geometry)> = self
+        Ok(self
             .image_tree
             .locate_in_envelope_intersecting(&query_envelope(tile, config))
             .filter_map(|entry| {
-                let [lon, lat] = variant.point(&self.images[entry.index as usize]);
+                let record = &self.images[entry.index as usize];
+                let [lon, lat] = variant.point(record);
                 projector
                     .point(lon, lat)
-                    .map(|geometry| (entry.index, geometry))
+                    .map(|geometry| (record.id, entry.index, geometry))
             })
-            .collect();
-        found.sort_unstable_by_key(|(index, _)| self.images[*index as usize].id);
-        Ok(found)
+            .collect())
     }
 
     /// The images of a tile (the `image` layer, z14), in ID order: every image whose
@@ -215,10 +216,12 @@ impl Store {
         config: &ProjectionConfig,
         variant: GeometryVariant,
     ) -> Result<Vec<TileImage<'_>>, StoreError> {
-        Ok(self
-            .images_in_tile(tile, config, variant)?
+        let mut found = self.images_in_tile(tile, config, variant)?;
+        // Sort on the ID carried along: looking it up per comparison is a cache miss each.
+        found.sort_unstable_by_key(|(id, _, _)| *id);
+        Ok(found
             .into_iter()
-            .map(|(index, geometry)| self.tile_image(index, geometry, variant))
+            .map(|(_, index, geometry)| self.tile_image(index, geometry, variant))
             .collect())
     }
 
@@ -233,13 +236,14 @@ impl Store {
     ) -> Result<Vec<TileImage<'_>>, StoreError> {
         let cell_size = f64::from(config.extent) / f64::from(OVERVIEW_GRID);
         let mut kept: HashMap<(i64, i64), (u64, u32, Geometry)> = HashMap::new();
-        for (index, geometry) in self.images_in_tile(tile, config, variant)? {
+        for (id, index, geometry) in self.images_in_tile(tile, config, variant)? {
             let Some(cell) = overview_cell(&geometry, cell_size) else {
                 continue;
             };
-            let id = self.images[index as usize].id;
-            // Candidates arrive in ID order, so the first one in a cell has its lowest ID.
-            kept.entry(cell).or_insert((id, index, geometry));
+            let slot = kept.entry(cell).or_insert((id, index, geometry.clone()));
+            if id < slot.0 {
+                *slot = (id, index, geometry);
+            }
         }
         let mut chosen: Vec<(u64, u32, Geometry)> = kept.into_values().collect();
         chosen.sort_unstable_by_key(|(id, _, _)| *id);

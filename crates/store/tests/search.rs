@@ -486,15 +486,15 @@ fn makes_are_matched_ignoring_case() {
 
 #[test]
 fn boxes_with_very_many_candidates_page_like_small_ones() {
-    // More candidates than the R-tree path takes (50,000), so searches fall back to the
+    // More candidates than the R-tree path takes (10,000), so searches fall back to the
     // ordered scan.
     let mut rng = rng(11);
     let mut ids = Ids::new();
     let mut data = common::base(&mut rng, &mut ids);
-    data.images = (0..60_000)
+    data.images = (0..20_000)
         .map(|_| random_image(&mut rng, &mut ids, &data))
         .collect();
-    data.detections = (0..60_000)
+    data.detections = (0..20_000)
         .map(|_| common::random_detection(&mut rng, &mut ids, &data.images, &[]))
         .collect();
     let mut store = Store::in_memory();
@@ -564,4 +564,11 @@ fn brute_detections_indexed(data: &Dataset, filter: &DetectionFilter) -> Vec<Det
         .collect();
     found.sort_by_key(|detection| detection.id);
     found
+}
+
+#[test]
+fn the_store_can_be_shared_between_threads() {
+    fn shareable<T: Send + Sync>() {}
+    shareable::<Store>();
+    shareable::<std::sync::Arc<std::sync::RwLock<Store>>>();
 }
