@@ -52,8 +52,9 @@ impl EmbedStyle {
 }
 
 /// The embed page may be framed by any site; it loads its scripts from here and talks to the
-/// configured base, tiles and media URLs.
-const EMBED_POLICY: &str = "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; \
+/// configured base, tiles and media URLs. mapillary-js evaluates strings as code, hence
+/// `'unsafe-eval'`; no inline script runs.
+const EMBED_POLICY: &str = "default-src 'self'; script-src 'self' 'unsafe-eval'; style-src 'self' 'unsafe-inline'; \
 img-src * data: blob:; connect-src * data: blob:; worker-src 'self' blob:; child-src 'self' blob:; \
 frame-ancestors *; base-uri 'none'; form-action 'none'";
 
@@ -82,8 +83,8 @@ fn document(title: &str, head: &str, body_class: &str, main: &str) -> String {
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{title}</title>
-<link rel="stylesheet" href="/assets/streetlevel/embed.css">
-{head}</head>
+{head}<link rel="stylesheet" href="/assets/streetlevel/embed.css">
+</head>
 <body class="{body_class}">
 {main}
 </body>
