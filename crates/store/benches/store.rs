@@ -91,7 +91,9 @@ fn synthetic_images(first: u64, count: u64) -> Vec<Image> {
             sequence: SequenceId(format!("seq{sequence:012}")),
             sfm_cluster: Some(MediaId(number)),
             quality_score: Some(0.8),
-            organization: (sequence % 3 == 0).then_some(OrganizationId(7 + sequence % 2)),
+            organization: sequence
+                .is_multiple_of(3)
+                .then_some(OrganizationId(7 + sequence % 2)),
         });
     }
     images
