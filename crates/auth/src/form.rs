@@ -21,7 +21,7 @@ pub(crate) fn parse_pairs(text: &str) -> Vec<(String, String)> {
         .collect()
 }
 
-fn decode(text: &str) -> String {
+pub(crate) fn decode(text: &str) -> String {
     let spaced = text.replace('+', " ");
     percent_decode_str(&spaced).decode_utf8_lossy().into_owned()
 }

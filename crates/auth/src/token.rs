@@ -225,13 +225,6 @@ struct ClientAuth {
     secret: String,
 }
 
-fn form_decode(text: &str) -> String {
-    parse_pairs(&format!("x={text}"))
-        .pop()
-        .map(|(_, value)| value)
-        .unwrap_or_default()
-}
-
 fn client_auth_from_header(authorization: &str) -> Result<ClientAuth, TokenError> {
     let authorization = authorization.trim();
     let (scheme, credentials) = authorization.split_once(' ').unwrap_or((authorization, ""));
@@ -258,8 +251,8 @@ fn client_auth_from_header(authorization: &str) -> Result<ClientAuth, TokenError
             .ok_or_else(|| TokenError::client("malformed basic credentials"))?;
         // RFC 6749 2.3.1: both halves are form-urlencoded before base64.
         return Ok(ClientAuth {
-            basic_client_id: Some(form_decode(client_id)),
-            secret: form_decode(secret),
+            basic_client_id: Some(crate::form::decode(client_id)),
+            secret: crate::form::decode(secret),
         });
     }
     Err(TokenError::client(
