@@ -145,3 +145,36 @@ pub fn run_users(command: UsersCommand) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn apps_create_writes_an_app_that_list_and_the_store_see() {
+        let data = std::env::temp_dir().join(format!("streetlevel-admin-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&data);
+        assert!(run_apps(AppsCommand::List { data: data.clone() }).is_err());
+        run_apps(AppsCommand::Create {
+            data: data.clone(),
+            name: "My app".to_owned(),
+            callback: "https://my.example/cb".to_owned(),
+            scopes: "read,write".to_owned(),
+        })
+        .unwrap();
+        run_apps(AppsCommand::List { data: data.clone() }).unwrap();
+        let bad_scope = AppsCommand::Create {
+            data: data.clone(),
+            name: "Other".to_owned(),
+            callback: "https://my.example/cb".to_owned(),
+            scopes: "admin".to_owned(),
+        };
+        assert!(run_apps(bad_scope).is_err());
+        let store = open(&data, false).unwrap();
+        let apps = store.apps().unwrap();
+        assert_eq!(apps.len(), 1);
+        assert_eq!(apps[0].name, "My app");
+        assert_eq!(apps[0].scopes.to_string(), "read,write");
+        std::fs::remove_dir_all(&data).unwrap();
+    }
+}
