@@ -12,6 +12,9 @@ use crate::{Geometry, MvtError, Value};
 /// The MVT version this encoder writes.
 pub const VERSION: u32 = 2;
 
+/// Up to this many keys, a layer finds a key by comparing instead of hashing.
+const SMALL_KEY_TABLE: usize = 16;
+
 /// A tile under construction.
 ///
 /// ```
@@ -151,7 +154,12 @@ impl LayerBuilder {
     }
 
     fn key(&mut self, key: &str) -> u32 {
-        if let Some(index) = self.key_index.get(key) {
+        // Layers have a handful of keys: comparing them beats hashing the key.
+        if self.keys.len() <= SMALL_KEY_TABLE {
+            if let Some(index) = self.keys.iter().position(|known| known == key) {
+                return index as u32;
+            }
+        } else if let Some(index) = self.key_index.get(key) {
             return *index;
         }
         let index = self.keys.len() as u32;
