@@ -19,7 +19,8 @@
 //!   | image `mesh`, `sfm_cluster` | `id`, `url` |
 //!   | image `organization` | `id` |
 //!   | image `detections` | `id`, `value`, `geometry` (the shape spec 2.1 gives) |
-//!   | detection `image`, map feature `images` | `id` |
+//!   | detection `image` | `id`, `geometry` (the Python SDK reads it) |
+//!   | map feature `images` | `id` |
 //!
 //!   Naming both the object and some sub-fields selects the union of the two.
 //! - Any other name, or a sub-field of a field that is not an object, is a
@@ -62,8 +63,10 @@ enum Node {
     Media,
     /// Image `organization`: `{id}`.
     OrganizationRef,
-    /// Detection `image` and map feature `images` items: `{id, geometry}`.
+    /// Detection `image`: `{id, geometry}`.
     ImageRef,
+    /// Map feature `images` items: `{id, geometry}`, `{id}` when named alone.
+    ImageListItem,
 }
 
 /// One field of a node: its name, and the node it holds when it is an object.
@@ -108,7 +111,7 @@ const MAP_FEATURE_FIELDS: &[FieldSpec] = &[
     ("first_seen_at", None),
     ("geometry", None),
     ("id", None),
-    ("images", Some(Node::ImageRef)),
+    ("images", Some(Node::ImageListItem)),
     ("last_seen_at", None),
     ("object_type", None),
     ("object_value", None),
@@ -150,7 +153,11 @@ impl Node {
             Node::MapFeature => Some(EntityKind::MapFeature),
             Node::Detection => Some(EntityKind::Detection),
             Node::Organization => Some(EntityKind::Organization),
-            Node::Creator | Node::Media | Node::OrganizationRef | Node::ImageRef => None,
+            Node::Creator
+            | Node::Media
+            | Node::OrganizationRef
+            | Node::ImageRef
+            | Node::ImageListItem => None,
         }
     }
 
@@ -163,7 +170,7 @@ impl Node {
             Node::Creator => CREATOR_FIELDS,
             Node::Media => MEDIA_FIELDS,
             Node::OrganizationRef => ORGANIZATION_REF_FIELDS,
-            Node::ImageRef => IMAGE_REF_FIELDS,
+            Node::ImageRef | Node::ImageListItem => IMAGE_REF_FIELDS,
         }
     }
 
@@ -173,11 +180,14 @@ impl Node {
             Node::Creator => &["username"],
             Node::Media => &["url"],
             Node::Detection => &["value", "geometry"],
+            // The Python SDK reads `image.geometry` of every detection it asked `image` for
+            // (compat.md), so a detection's image carries its location by default.
+            Node::ImageRef => &["geometry"],
             Node::Image
             | Node::MapFeature
             | Node::Organization
             | Node::OrganizationRef
-            | Node::ImageRef => &[],
+            | Node::ImageListItem => &[],
         }
     }
 

@@ -176,7 +176,7 @@ fn nested_fields_of_an_image() {
     check(
         "detections.geometry,detections.image",
         EntityKind::Image,
-        "detections.geometry,detections.id,detections.image.id,id",
+        "detections.geometry,detections.id,detections.image.geometry,detections.image.id,id",
     );
     check(
         "detections.image.geometry,detections.created_at",
@@ -229,7 +229,7 @@ fn an_object_alone_selects_its_defaults() {
         EntityKind::Image,
         "detections.geometry,detections.id,detections.value,id",
     );
-    check("image", EntityKind::Detection, "id,image.id");
+    check("image", EntityKind::Detection, "id,image.geometry,image.id");
     check("images", EntityKind::MapFeature, "id,images.id");
 }
 
@@ -439,6 +439,7 @@ fn field_tables_are_sorted_and_unique() {
         Node::Media,
         Node::OrganizationRef,
         Node::ImageRef,
+        Node::ImageListItem,
     ] {
         let names: Vec<&str> = node.fields().iter().map(|(name, _)| *name).collect();
         assert!(names.windows(2).all(|pair| pair[0] < pair[1]), "{node:?}");

@@ -520,10 +520,14 @@ fn each_detection_field_alone() {
         &context,
         json!({"id": "5000000000000002", "value": "object--street-light"}),
     );
+    // The Python SDK asks for `image` and reads `image.geometry` (compat.md).
     check(
         "image",
         &context,
-        json!({"id": "5000000000000002", "image": {"id": "1000000000000001"}}),
+        json!({"id": "5000000000000002", "image": {
+            "id": "1000000000000001",
+            "geometry": {"type": "Point", "coordinates": [13.4, 52.52]},
+        }}),
     );
     check(
         "image.geometry",
