@@ -90,7 +90,12 @@ fn open(data: &Path, create: bool) -> anyhow::Result<AuthStore> {
 pub fn run_apps(command: AppsCommand) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     match command {
-        AppsCommand::Create { data, name, callback, scopes } => {
+        AppsCommand::Create {
+            data,
+            name,
+            callback,
+            scopes,
+        } => {
             let scopes = Scopes::parse(&scopes)?;
             let store = open(&data, true)?;
             let credentials = store.create_app(&name, &callback, scopes)?;
@@ -104,7 +109,11 @@ pub fn run_apps(command: AppsCommand) -> anyhow::Result<()> {
             writeln!(out, "client_id\tscopes\tcallback_url\tname")?;
             for app in store.apps()? {
                 let scopes = app.scopes;
-                writeln!(out, "{}\t{scopes}\t{}\t{}", app.client_id, app.callback_url, app.name)?;
+                writeln!(
+                    out,
+                    "{}\t{scopes}\t{}\t{}",
+                    app.client_id, app.callback_url, app.name
+                )?;
             }
         }
         AppsCommand::RotateSecret { data, client_id } => {
@@ -126,7 +135,10 @@ pub fn run_users(command: UsersCommand) -> anyhow::Result<()> {
     match command {
         UsersCommand::Create { data, username } => {
             let mut password = String::new();
-            std::io::stdin().lock().read_line(&mut password).context("cannot read the password")?;
+            std::io::stdin()
+                .lock()
+                .read_line(&mut password)
+                .context("cannot read the password")?;
             let password = password.trim_end_matches(['\r', '\n']);
             if password.is_empty() {
                 anyhow::bail!("no password on standard input: pipe it in, one line");
