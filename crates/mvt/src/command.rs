@@ -220,7 +220,7 @@ pub(crate) fn decode_geometry(geometry_type: i32, stream: &[u32]) -> Result<Geom
                     count,
                 });
             }
-            let points = reader.points(count)?;
+            let points = reader.points(Command::MoveTo, count)?;
             if !reader.finished() {
                 return Err(MvtError::InvalidCommandSequence(
                     "point geometry has commands after its MoveTo",
@@ -241,7 +241,7 @@ pub(crate) fn decode_geometry(geometry_type: i32, stream: &[u32]) -> Result<Geom
                         count,
                     });
                 }
-                let mut coords = reader.points(count)?;
+                let mut coords = reader.points(Command::LineTo, count)?;
                 coords.insert(0, start);
                 lines.push(LineString::new(coords));
             }
@@ -261,7 +261,7 @@ pub(crate) fn decode_geometry(geometry_type: i32, stream: &[u32]) -> Result<Geom
                         count,
                     });
                 }
-                let mut ring = reader.points(count)?;
+                let mut ring = reader.points(Command::LineTo, count)?;
                 ring.insert(0, start);
                 let close = reader.expect(Command::ClosePath, "ring must end with ClosePath")?;
                 if close != 1 {
@@ -329,7 +329,7 @@ impl Reader<'_> {
                 count,
             });
         }
-        let mut points = self.points(1)?;
+        let mut points = self.points(Command::MoveTo, 1)?;
         points
             .pop()
             .ok_or(MvtError::InvalidCommandSequence(context))
@@ -337,11 +337,14 @@ impl Reader<'_> {
 
     /// Reads `count` parameter pairs, after checking they are all there (so a hostile count
     /// never makes us allocate more than the input holds).
-    fn points(&mut self, count: u32) -> Result<Vec<Coord<i32>>, MvtError> {
+    fn points(&mut self, command: Command, count: u32) -> Result<Vec<Coord<i32>>, MvtError> {
         let remaining = self.stream.len() - self.position;
         let wanted = count as usize;
         if wanted > remaining / 2 {
-            return Err(MvtError::BadCommandCount { command: 0, count });
+            return Err(MvtError::BadCommandCount {
+                command: command.id(),
+                count,
+            });
         }
         let mut coords = Vec::with_capacity(wanted + 1);
         for pair in self.stream[self.position..self.position + 2 * wanted].chunks_exact(2) {
