@@ -384,6 +384,7 @@ fn load_all(connection: &Connection, store: &mut Store) -> Result<(), StoreError
     while let Some(row) = rows.next()? {
         store.push_image(&image_from_row(row)?);
     }
+    store.images.shrink_to_fit();
     store.index_new_images(0);
 
     let mut statement = connection.prepare(
