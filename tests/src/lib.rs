@@ -160,6 +160,17 @@ impl Server {
         self.request("GET", target, &[], b"")
     }
 
+    /// Sends SIGTERM (through `kill -TERM <pid>`) and waits for the process to exit; returns
+    /// whether it exited successfully.
+    pub fn terminate(&mut self) -> bool {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(status.success(), "kill -TERM failed");
+        self.child.wait().expect("the server exits").success()
+    }
+
     /// Whether the process is still running.
     pub fn is_running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))

@@ -316,12 +316,14 @@ fn announce(server: &Server) {
 async fn shutdown_signal(exit_on_stdin_eof: bool) {
     let stdin_closed = async {
         if exit_on_stdin_eof {
-            // A blocking read on a thread: returns when the parent closes the pipe or dies.
-            let _ = tokio::task::spawn_blocking(|| {
+            // A plain thread, not `spawn_blocking`: the runtime must not wait for it on exit.
+            let (closed, on_closed) = tokio::sync::oneshot::channel::<()>();
+            std::thread::spawn(move || {
                 let mut sink = Vec::new();
                 let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut sink);
-            })
-            .await;
+                let _ = closed.send(());
+            });
+            let _ = on_closed.await;
         } else {
             std::future::pending::<()>().await;
         }

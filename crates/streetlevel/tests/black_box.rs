@@ -1145,3 +1145,14 @@ fn the_web_pages_are_mounted_on_the_same_listener() {
         "the embed page shows a signed thumbnail"
     );
 }
+
+#[test]
+fn sigterm_stops_the_server_gracefully() {
+    let mut server = Server::start(Path::new(BINARY), &world().fixture.dir, &[]);
+    assert_eq!(server.get("/images").status, 401);
+    assert!(server.is_running());
+    assert!(
+        server.terminate(),
+        "the server exits with success on SIGTERM"
+    );
+}
