@@ -7,6 +7,8 @@ use anyhow::{Result, bail};
 use crate::{cargo, in_ci, python, run_command};
 
 // The client suites live beside this file; only `test` runs them.
+#[path = "browser.rs"]
+mod browser;
 #[path = "clients.rs"]
 mod clients;
 
@@ -31,6 +33,7 @@ pub(crate) fn run(root: &Path) -> Result<()> {
     run_command(root, &cargo, &["test", "--workspace", "--locked"])?;
     mvt_python_cross_check(root)?;
     clients::run(root)?;
+    browser::run(root)?;
     eprintln!("xtask test: all checks passed");
     Ok(())
 }

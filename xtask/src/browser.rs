@@ -1,0 +1,168 @@
+//! The browser suite (`web/tests`), run by `cargo xtask test` after the client suites: the
+//! sign-in, authorization, dashboard and embed pages of the real binary in Debian's headless
+//! `chromium`, driven by `playwright-core` from npm (which never downloads a browser).
+//!
+//! `npm ci` installs `web/node_modules` when it is absent. Without node, npm or chromium the
+//! suite is skipped with a one-line hint, except under CI, where that is a failure.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+
+use crate::{cargo, in_ci, run_command};
+
+/// The npm project of the embed page's packages and the browser tests.
+const WEB_DIR: &str = "web";
+/// The test file, relative to [`WEB_DIR`].
+const SUITE: &str = "tests/browser.test.mjs";
+/// Every wait inside the suite is bounded; this bounds the whole run too.
+const DEADLINE: Duration = Duration::from_secs(15 * 60);
+/// Where Debian installs chromium; `STREETLEVEL_CHROMIUM` overrides it.
+const DEFAULT_CHROMIUM: &str = "/usr/bin/chromium";
+
+/// Installs the npm packages if needed and runs the browser suite.
+pub(crate) fn run(root: &Path) -> Result<()> {
+    let web = root.join(WEB_DIR);
+    for (tool, hint) in [
+        (
+            "node",
+            "node is missing (Debian: `apt-get install nodejs npm`)",
+        ),
+        ("npm", "npm is missing (Debian: `apt-get install npm`)"),
+    ] {
+        if !works(tool, &["--version"]) {
+            return cannot_run(hint);
+        }
+    }
+    let chromium = chromium();
+    if !chromium.is_file() {
+        return cannot_run(&format!(
+            "{} is missing (Debian: `apt-get install chromium`, or set STREETLEVEL_CHROMIUM)",
+            chromium.display()
+        ));
+    }
+    if let Err(error) = ensure_node_modules(&web) {
+        return cannot_run(&format!(
+            "`npm ci` in web/ failed ({error:#}); it needs the npm registry"
+        ));
+    }
+    run_command(
+        root,
+        &cargo(),
+        &["build", "--package", "streetlevel", "--locked"],
+    )?;
+    let binary = target_dir(root).join("debug").join("streetlevel");
+    let mut command = Command::new("node");
+    command
+        .args(["--test", "--test-concurrency=1", SUITE])
+        .current_dir(&web)
+        .env("STREETLEVEL_BIN", &binary)
+        .env("STREETLEVEL_CHROMIUM", &chromium);
+    eprintln!(
+        "$ (cd web && STREETLEVEL_BIN={} node --test --test-concurrency=1 {SUITE})",
+        binary.display()
+    );
+    let status = run_with_deadline(&mut command, DEADLINE)?;
+    if !status.success() {
+        bail!("the browser suite failed ({status}): see the node test report above");
+    }
+    Ok(())
+}
+
+/// `web/node_modules` from the committed lock file, unless already there.
+pub(crate) fn ensure_node_modules(web: &Path) -> Result<()> {
+    let installed = ["mapillary-js", "maplibre-gl", "playwright-core"]
+        .iter()
+        .all(|package| {
+            web.join("node_modules")
+                .join(package)
+                .join("package.json")
+                .is_file()
+        });
+    if installed {
+        return Ok(());
+    }
+    eprintln!("$ (cd web && npm ci)");
+    let status = Command::new("npm")
+        .args(["ci", "--no-audit", "--no-fund"])
+        .current_dir(web)
+        .env("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
+        .status()
+        .context("could not start npm")?;
+    if !status.success() {
+        bail!("npm ci exited with {status}");
+    }
+    Ok(())
+}
+
+fn chromium() -> PathBuf {
+    std::env::var_os("STREETLEVEL_CHROMIUM")
+        .filter(|path| !path.is_empty())
+        .map_or_else(|| PathBuf::from(DEFAULT_CHROMIUM), PathBuf::from)
+}
+
+fn works(program: &str, args: &[&str]) -> bool {
+    Command::new(program)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success())
+}
+
+/// Under CI a suite that cannot run is a failure; elsewhere it is skipped with a hint.
+fn cannot_run(reason: &str) -> Result<()> {
+    if in_ci() {
+        bail!("the browser suite cannot run under CI: {reason}");
+    }
+    eprintln!("xtask test: skipping the browser suite: {reason}");
+    Ok(())
+}
+
+/// Where cargo puts build output: `CARGO_TARGET_DIR`, else `<root>/target`.
+fn target_dir(root: &Path) -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(dir) if !dir.is_empty() => {
+            let dir = PathBuf::from(dir);
+            if dir.is_absolute() {
+                dir
+            } else {
+                root.join(dir)
+            }
+        }
+        _ => root.join("target"),
+    }
+}
+
+/// Runs `command` in its own process group and kills the group (node, chromium and the
+/// server) if it outlives `deadline`.
+fn run_with_deadline(command: &mut Command, deadline: Duration) -> Result<ExitStatus> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::CommandExt;
+        command.process_group(0);
+    }
+    let mut child = command.spawn().context("could not start node")?;
+    let started = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok(status);
+        }
+        if started.elapsed() > deadline {
+            #[cfg(unix)]
+            {
+                let group = format!("-{}", child.id());
+                let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!(
+                "the browser suite did not finish within {} s and was killed",
+                deadline.as_secs()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
