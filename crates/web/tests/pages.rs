@@ -1,6 +1,8 @@
 //! The pages' flows on `http::Request`s, without a network: sign-in, the authorization page
 //! of spec 5.3, the dashboard, the embed page and the assets.
 
+#![allow(clippy::unwrap_used, clippy::panic)] // Helpers of tests fail loudly.
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -546,6 +548,19 @@ fn the_consent_page_names_the_app_and_scopes_and_allowing_redirects_with_a_code(
     let principal = h.auth.check_token(&exchanged.access_token).unwrap();
     assert_eq!(principal.kind, TokenKind::User);
     assert_eq!(principal.scopes.to_string(), "read,write");
+}
+
+#[test]
+fn the_consent_page_markup() {
+    let h = harness();
+    let app = create_app(&h, Scopes::ALL);
+    let jar = sign_in(&h.web, "alice");
+    let (html, _, _) = consent(
+        &h,
+        &jar,
+        &format!("client_id={}&scope=read%2Cupload&state=snap", app.client_id),
+    );
+    insta::assert_snapshot!(html);
 }
 
 #[test]
