@@ -33,24 +33,31 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<()> {
-    prepare_directory(&args.out, args.force)?;
+    let Args {
+        out,
+        seed,
+        images,
+        media,
+        force,
+    } = args;
+    prepare_directory(&out, force)?;
     let config = Config {
-        seed: args.seed,
-        images: args.images,
+        seed,
+        images,
         ..Config::default()
     };
     let mut options = WriteOptions::new(config);
-    options.media = match args.media.as_deref() {
+    options.media = match media.as_deref() {
         Some("eager") => MediaMode::Eager,
         Some(_) => MediaMode::Lazy,
         None => options.media,
     };
     let started = Instant::now();
-    let summary = write_data_dir(&args.out, &options, &mut progress_bar())
-        .with_context(|| format!("could not generate fixtures into {}", args.out.display()))?;
+    let summary = write_data_dir(&out, &options, &mut progress_bar())
+        .with_context(|| format!("could not generate fixtures into {}", out.display()))?;
     // Secrets come from the OS: fixtures may be served, and a seed is no secret.
-    let credentials = write_credentials(&args.out, SystemClock, OsRandom)
-        .with_context(|| format!("could not create the developer app in {}", args.out.display()))?;
+    let credentials = write_credentials(&out, SystemClock, OsRandom)
+        .with_context(|| format!("could not create the developer app in {}", out.display()))?;
     eprintln!(
         "wrote {} images, {} sequences, {} map features, {} detections, {} creators, {} organizations and {} media files to {} in {:.1} s",
         summary.images,
@@ -60,14 +67,14 @@ pub fn run(args: Args) -> Result<()> {
         summary.creators,
         summary.organizations,
         summary.media_files,
-        args.out.display(),
+        out.display(),
         started.elapsed().as_secs_f64(),
     );
     eprintln!(
         "app {} of user {}: see {}",
         credentials.client_id,
         credentials.username,
-        args.out.join(streetlevel_fixtures::CREDENTIALS_FILE).display(),
+        out.join(streetlevel_fixtures::CREDENTIALS_FILE).display(),
     );
     Ok(())
 }
