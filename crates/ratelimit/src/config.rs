@@ -3,7 +3,7 @@
 use std::num::NonZeroU32;
 use std::time::Duration;
 
-/// Quotas per app, and the service's short name used in the error's trace member.
+/// Quotas per app, and the name of the error body's trace member.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
     /// Entity calls (`{base_url}/<id>`) allowed per minute per app.
@@ -14,10 +14,9 @@ pub struct Config {
     pub tiles_per_window: NonZeroU32,
     /// The fixed window of the tile quota; one day in the spec.
     pub tiles_window: Duration,
-    /// The service's short name: the trace member of the error body is
-    /// `<short_name>trace_id` (`svc` gives `svctrace_id`; clients of the original service
-    /// read `fbtrace_id`, so they need `fb`).
-    pub short_name: String,
+    /// The name of the error body's trace member: `svctrace_id` by default; clients of the
+    /// original service read `fbtrace_id`.
+    pub trace_member: String,
 }
 
 impl Default for Config {
@@ -27,7 +26,7 @@ impl Default for Config {
             search_per_minute: NonZeroU32::new(10_000).unwrap_or(NonZeroU32::MIN),
             tiles_per_window: NonZeroU32::new(50_000).unwrap_or(NonZeroU32::MIN),
             tiles_window: Duration::from_secs(24 * 60 * 60),
-            short_name: "svc".to_owned(),
+            trace_member: "svctrace_id".to_owned(),
         }
     }
 }
@@ -35,6 +34,6 @@ impl Default for Config {
 impl Config {
     /// The name of the trace member of the error body, such as `svctrace_id`.
     pub fn trace_member(&self) -> String {
-        format!("{}trace_id", self.short_name)
+        self.trace_member.clone()
     }
 }

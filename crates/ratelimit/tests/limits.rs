@@ -101,10 +101,10 @@ fn the_tile_day_quota_holds_across_the_day() {
 }
 
 #[test]
-fn the_trace_member_follows_the_short_name() {
+fn the_trace_member_is_configurable() {
     let config = Config {
         entity_per_minute: NonZeroU32::MIN,
-        short_name: "fb".to_owned(),
+        trace_member: "fbtrace_id".to_owned(),
         ..Config::default()
     };
     let limits = RateLimits::with_clock(config, FakeRelativeClock::default()).unwrap();

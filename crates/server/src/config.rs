@@ -20,8 +20,11 @@ pub struct Config {
     pub web_url: Option<String>,
     /// Public root of the signed media URLs. `None`: the base URL.
     pub media_url: Option<String>,
-    /// The service's short name: tile sets `{short}1_public`, ..., trace member `{short}trace_id`.
+    /// The service's short name: tile sets `{short}1_public`, ...
     pub short_name: String,
+    /// The error body's trace member. `None`: `{short}trace_id`. Clients of the original
+    /// service use the short name `mly` but read `fbtrace_id`, so the two are set apart.
+    pub trace_member: Option<String>,
     /// Key of the HMAC that signs media URLs.
     pub media_key: Vec<u8>,
     /// How long a signed media URL stays valid.
@@ -50,6 +53,7 @@ impl Default for Config {
             web_url: None,
             media_url: None,
             short_name: String::from("svc"),
+            trace_member: None,
             media_key: Vec::new(),
             media_url_lifetime: Duration::from_secs(30 * 24 * 3600),
             header_read_timeout: Duration::from_secs(10),
@@ -112,9 +116,11 @@ impl Config {
         format!("{}_map_feature_traffic_sign", self.short_name)
     }
 
-    /// The error body's trace member, `{short}trace_id`.
+    /// The error body's trace member: the configured one, else `{short}trace_id`.
     pub fn trace_member(&self) -> String {
-        format!("{}trace_id", self.short_name)
+        self.trace_member
+            .clone()
+            .unwrap_or_else(|| format!("{}trace_id", self.short_name))
     }
 }
 
@@ -149,5 +155,16 @@ mod tests {
             "mly_map_feature_traffic_sign"
         );
         assert_eq!(config.trace_member(), "mlytrace_id");
+    }
+
+    #[test]
+    fn the_trace_member_can_be_set_apart_from_the_short_name() {
+        let config = Config {
+            short_name: String::from("mly"),
+            trace_member: Some(String::from("fbtrace_id")),
+            ..Config::default()
+        };
+        assert_eq!(config.coverage_tileset(), "mly1_public");
+        assert_eq!(config.trace_member(), "fbtrace_id");
     }
 }

@@ -33,10 +33,13 @@ pub struct Args {
     /// Public URL of every surface (when behind a proxy), e.g. `https://streetlevel.example`.
     #[arg(long)]
     public_url: Option<String>,
-    /// The short name in tile set names and the error trace member (`mly` for clients of the
-    /// original service).
+    /// The short name in tile set names (`mly` for clients of the original service).
     #[arg(long)]
     short_name: Option<String>,
+    /// The error body's trace member; default `<short name>trace_id` (clients of the original
+    /// service read `fbtrace_id`).
+    #[arg(long)]
+    trace_member: Option<String>,
     /// Entity calls per minute per app.
     #[arg(long)]
     limit_entity_per_min: Option<NonZeroU32>,
@@ -106,6 +109,7 @@ struct FileConfig {
     web_url: Option<String>,
     media_url: Option<String>,
     short_name: Option<String>,
+    trace_member: Option<String>,
     media_key_hex: Option<String>,
     media_url_lifetime_seconds: Option<u64>,
     header_read_timeout_seconds: Option<u64>,
@@ -185,6 +189,7 @@ fn settings(args: &Args) -> anyhow::Result<(Config, streetlevel_ratelimit::Confi
             .clone()
             .or(file.short_name)
             .unwrap_or(defaults.short_name.clone()),
+        trace_member: args.trace_member.clone().or(file.trace_member),
         media_key: media_key(&args.data, file.media_key_hex.as_deref())?,
         media_url_lifetime: file
             .media_url_lifetime_seconds
@@ -214,7 +219,7 @@ fn settings(args: &Args) -> anyhow::Result<(Config, streetlevel_ratelimit::Confi
             .limit_tiles_per_day
             .or(file.limit_tiles_per_day)
             .unwrap_or(limits_defaults.tiles_per_window),
-        short_name: config.short_name.clone(),
+        trace_member: config.trace_member(),
         ..limits_defaults
     };
     Ok((config, limits))

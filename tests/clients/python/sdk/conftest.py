@@ -78,7 +78,7 @@ def _start(data: Path) -> tuple[dict, Server]:
         binary,
         data,
         log=data.parent / "server.log",
-        extra_args=["--short-name", SHORT_NAME],
+        extra_args=["--short-name", SHORT_NAME, "--trace-member", TRACE_MEMBER],
         timeout_s=120,
     )
     return credentials, server
