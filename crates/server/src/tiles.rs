@@ -187,7 +187,14 @@ fn mvt_error(error: &streetlevel_mvt::MvtError) -> Error {
 
 /// Builds the tile: layers by zoom as spec 2.6 says, properties with their spec types.
 pub fn encode(store: &Store, tileset: Tileset, tile: TileId) -> Result<Vec<u8>, Error> {
-    let config = ProjectionConfig::default();
+    // Lines keep a buffer so that renderers draw them across tile edges without seams. Points
+    // get none: clients such as the Python SDK join neighbouring tiles without removing
+    // duplicates, so a point must belong to one tile only.
+    let line_config = ProjectionConfig::default();
+    let point_config = ProjectionConfig {
+        buffer: 0,
+        ..ProjectionConfig::default()
+    };
     let mut builder = TileBuilder::new();
     let z = tile.z();
     match tileset {
@@ -199,13 +206,13 @@ pub fn encode(store: &Store, tileset: Tileset, tile: TileId) -> Result<Vec<u8>, 
             };
             if z <= 5 {
                 let images = store
-                    .tile_overview(tile, &config, variant)
+                    .tile_overview(tile, &point_config, variant)
                     .map_err(|e| store_error(&e))?;
                 add_images(&mut builder, "overview", &images, false)?;
             }
             if (6..=14).contains(&z) {
                 let sequences = store
-                    .tile_sequences(tile, &config, variant)
+                    .tile_sequences(tile, &line_config, variant)
                     .map_err(|e| store_error(&e))?;
                 if !sequences.is_empty() {
                     let layer = builder
@@ -230,7 +237,7 @@ pub fn encode(store: &Store, tileset: Tileset, tile: TileId) -> Result<Vec<u8>, 
             }
             if z == 14 {
                 let images = store
-                    .tile_images(tile, &config, variant)
+                    .tile_images(tile, &point_config, variant)
                     .map_err(|e| store_error(&e))?;
                 add_images(&mut builder, "image", &images, true)?;
             }
@@ -243,7 +250,7 @@ pub fn encode(store: &Store, tileset: Tileset, tile: TileId) -> Result<Vec<u8>, 
                     (ObjectType::TrafficSign, "traffic_sign")
                 };
                 let features = store
-                    .tile_map_features(tile, &config, object_type)
+                    .tile_map_features(tile, &point_config, object_type)
                     .map_err(|e| store_error(&e))?;
                 if !features.is_empty() {
                     let layer = builder

@@ -942,6 +942,39 @@ fn map_feature_tiles_at_z14() {
     );
 }
 
+/// Clients such as the Python SDK join neighbouring z14 tiles without removing duplicates,
+/// so every point of a point layer lies inside its own tile, none in the buffer around it.
+#[test]
+fn z14_point_layers_hold_only_points_inside_the_tile() {
+    let tile = tile_of_first_image(14);
+    let mut n_points = 0;
+    for (tileset, layer) in [
+        ("svc1_public", "image"),
+        ("svc1_computed_public", "image"),
+        ("svc_map_feature_point", "point"),
+        ("svc_map_feature_traffic_sign", "traffic_sign"),
+    ] {
+        let decoded = get_tile(&tile_path(tileset, tile));
+        let Some(decoded_layer) = decoded.layer(layer) else {
+            continue;
+        };
+        let extent = decoded_layer.extent as i32;
+        for feature in &decoded_layer.features {
+            let streetlevel_mvt::Geometry::Points(points) = &feature.geometry else {
+                panic!("{tileset}/{layer} holds a feature that is not a point");
+            };
+            for point in points {
+                n_points += 1;
+                assert!(
+                    (0..=extent).contains(&point.x()) && (0..=extent).contains(&point.y()),
+                    "{tileset}/{layer}: {point:?} lies outside the tile"
+                );
+            }
+        }
+    }
+    assert!(n_points > 0, "the first image's tile holds points");
+}
+
 #[test]
 fn tile_errors() {
     let token = &world().fixture.client_token;
