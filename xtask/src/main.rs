@@ -4,6 +4,8 @@
 //! command needs beyond the Rust toolchain it installs itself (into `target/`).
 
 mod bench;
+mod browser;
+mod clients;
 mod codegen;
 mod fixtures;
 mod python;

@@ -40,6 +40,11 @@ pub fn run(root: &Path, data: Option<&Path>, addr: &str) -> Result<()> {
             bail!("streetlevel fixtures failed with {status}");
         }
     }
+    // The embed page needs mapillary-js and MapLibre; without them it still shows a plain
+    // image and says what is missing, so a failed install is a warning, not an error.
+    if let Err(error) = crate::browser::ensure_node_modules(&root.join("web")) {
+        eprintln!("warning: the embed viewer's npm packages are not installed: {error:#}");
+    }
     let token = client_token(&binary, &data)?;
     let mut child = Command::new(&binary)
         .arg("serve")

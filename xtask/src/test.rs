@@ -4,13 +4,7 @@ use std::path::Path;
 
 use anyhow::{Result, bail};
 
-use crate::{cargo, in_ci, python, run_command};
-
-// The client suites live beside this file; only `test` runs them.
-#[path = "browser.rs"]
-mod browser;
-#[path = "clients.rs"]
-mod clients;
+use crate::{browser, cargo, clients, in_ci, python, run_command};
 
 pub(crate) fn run(root: &Path) -> Result<()> {
     let cargo = cargo();
