@@ -61,7 +61,8 @@ fn cargo_metadata(root: &Path) -> Result<Value> {
     serde_json::from_slice(&output.stdout).context("parsing cargo metadata")
 }
 
-/// Reads the block between the layering markers: lines `crate -> dep, dep`.
+/// Reads the block between the layering markers: lines `crate -> dep, dep`. A line
+/// `crate (dev) -> dep` allows an edge for tests and benches only (a dev-dependency).
 fn parse_allow_list(architecture: &str) -> Result<AllowList> {
     let start = architecture
         .find(LAYERING_START)
@@ -107,12 +108,19 @@ fn layering_problems(metadata: &Value, allow_list: &AllowList) -> Result<Vec<Str
             problems.push(format!("{name} is not in ARCHITECTURE.md's layering block"));
             continue;
         };
+        let dev_allowed = allow_list.get(&format!("{name} (dev)"));
         let dependencies = package["dependencies"]
             .as_array()
             .map_or(&[][..], Vec::as_slice);
         for dependency in dependencies {
             let dependency_name = dependency["name"].as_str().unwrap_or_default();
-            if members.contains(dependency_name) && !allowed.contains(dependency_name) {
+            let is_dev = dependency["kind"].as_str() == Some("dev");
+            let allowed_for_dev =
+                is_dev && dev_allowed.is_some_and(|dev| dev.contains(dependency_name));
+            if members.contains(dependency_name)
+                && !allowed.contains(dependency_name)
+                && !allowed_for_dev
+            {
                 problems.push(format!(
                     "{name} depends on {dependency_name}, which ARCHITECTURE.md does not allow"
                 ));
@@ -181,6 +189,7 @@ mod tests {
     fn allow_list() -> AllowList {
         parse_allow_list(&format!(
             "# Layers\n{LAYERING_START}\n```text\nstreetlevel-model ->\n\
+             streetlevel-model (dev) -> streetlevel-tests\n\
              streetlevel-server -> streetlevel-model\n```\n{LAYERING_END}\n"
         ))
         .unwrap()
@@ -211,6 +220,27 @@ mod tests {
             problems,
             [
                 "streetlevel-model depends on streetlevel-server, which ARCHITECTURE.md does not allow"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_dev_only_edge_allows_only_a_dev_dependency() {
+        let dev = json!({"packages": [
+            {"name": "streetlevel-model",
+             "dependencies": [{"name": "streetlevel-tests", "kind": "dev"}]},
+            {"name": "streetlevel-tests", "dependencies": []},
+            {"name": "streetlevel-server", "dependencies": []},
+        ]});
+        let mut allow_list = allow_list();
+        allow_list.insert("streetlevel-tests".to_owned(), BTreeSet::new());
+        assert!(layering_problems(&dev, &allow_list).unwrap().is_empty());
+        let mut normal = dev.clone();
+        normal["packages"][0]["dependencies"][0]["kind"] = Value::Null;
+        assert_eq!(
+            layering_problems(&normal, &allow_list).unwrap(),
+            [
+                "streetlevel-model depends on streetlevel-tests, which ARCHITECTURE.md does not allow"
             ]
         );
     }
