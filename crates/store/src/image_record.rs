@@ -171,6 +171,16 @@ impl ImageRecord {
         }
     }
 
+    /// The mesh of the image, if it has one.
+    pub(crate) fn mesh_id(&self) -> Option<MediaId> {
+        (self.flags & HAS_MESH != 0).then_some(MediaId(self.mesh))
+    }
+
+    /// The `SfM` cluster of the image, if it has one.
+    pub(crate) fn sfm_cluster_id(&self) -> Option<MediaId> {
+        (self.flags & HAS_SFM_CLUSTER != 0).then_some(MediaId(self.sfm_cluster))
+    }
+
     pub(crate) fn is_pano(&self) -> bool {
         self.flags & IS_PANO != 0
     }

@@ -9,7 +9,7 @@ use rstar::primitives::GeomWithData;
 use rstar::{AABB, RTree, RTreeObject};
 use streetlevel_model::{
     Creator, CreatorId, Detection, DetectionId, EntityId, EntityKind, Image, ImageId, MapFeature,
-    MapFeatureId, Organization, OrganizationId, Sequence, SequenceId,
+    MapFeatureId, MediaId, Organization, OrganizationId, Sequence, SequenceId,
 };
 
 use crate::image_record::{ImageRecord, Interner, NONE, ParameterPool, RecordLinks, RecordNames};
@@ -250,6 +250,29 @@ impl Store {
     pub fn image(&self, id: ImageId) -> Option<Image> {
         let index = *self.image_ids.get(&id.0)?;
         Some(self.image_at(index))
+    }
+
+    /// The image whose mesh this is.
+    ///
+    /// A scan of every image: a server renders a missing mesh once, on its first request, and
+    /// keeps it on disk, so an index would cost memory for every image to save a few
+    /// milliseconds once per mesh.
+    pub fn image_with_mesh(&self, mesh: MediaId) -> Option<Image> {
+        let index = self
+            .images
+            .iter()
+            .position(|record| record.mesh_id() == Some(mesh))?;
+        Some(self.image_at(index as u32))
+    }
+
+    /// One image of this `SfM` cluster (clusters are runs of one sequence, so the sequence's
+    /// images give the rest). A scan, for the same reason as [`Store::image_with_mesh`].
+    pub fn image_with_sfm_cluster(&self, cluster: MediaId) -> Option<Image> {
+        let index = self
+            .images
+            .iter()
+            .position(|record| record.sfm_cluster_id() == Some(cluster))?;
+        Some(self.image_at(index as u32))
     }
 
     /// The images with these IDs that exist, in the order asked.

@@ -80,23 +80,66 @@ impl MediaSource for DataDirMedia {
         };
         let bytes = streetlevel_fixtures::render_original(&metadata)
             .map_err(|error| ServerError::Internal(format!("cannot render {image}: {error}")))?;
-        let path = streetlevel_fixtures::original_path(&self.media_dir, image);
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
-        let temporary = path.with_extension(format!("tmp{}", std::process::id()));
-        std::fs::write(&temporary, &bytes)?;
-        std::fs::rename(&temporary, &path)?;
+        keep(
+            &streetlevel_fixtures::original_path(&self.media_dir, image),
+            &bytes,
+        )?;
         Ok(Some(bytes))
     }
 
     fn mesh(&self, id: MediaId) -> Result<Option<Vec<u8>>, ServerError> {
-        self.files.mesh(id)
+        if let Some(bytes) = self.files.mesh(id)? {
+            return Ok(Some(bytes));
+        }
+        let store = self.store.read().unwrap_or_else(PoisonError::into_inner);
+        let Some(image) = store.image_with_mesh(id) else {
+            return Ok(None);
+        };
+        drop(store);
+        let bytes = streetlevel_fixtures::mesh_for_image(&image);
+        keep(
+            &streetlevel_fixtures::mesh_path(&self.media_dir, id),
+            &bytes,
+        )?;
+        Ok(Some(bytes))
     }
 
     fn sfm_cluster(&self, id: MediaId) -> Result<Option<Vec<u8>>, ServerError> {
-        self.files.sfm_cluster(id)
+        if let Some(bytes) = self.files.sfm_cluster(id)? {
+            return Ok(Some(bytes));
+        }
+        let sequence_images = {
+            let store = self.store.read().unwrap_or_else(PoisonError::into_inner);
+            let Some(image) = store.image_with_sfm_cluster(id) else {
+                return Ok(None);
+            };
+            let ids = store
+                .sequence_image_ids(&image.sequence)
+                .unwrap_or_default();
+            store.images(&ids)
+        };
+        let members = streetlevel_fixtures::cluster_members(&sequence_images, id);
+        let bytes = streetlevel_fixtures::sfm_cluster_bytes(&members).map_err(|error| {
+            ServerError::Internal(format!("cannot build cluster {id}: {error}"))
+        })?;
+        keep(
+            &streetlevel_fixtures::sfm_cluster_path(&self.media_dir, id),
+            &bytes,
+        )?;
+        Ok(Some(bytes))
     }
+}
+
+/// Writes media rendered on request to the data directory, atomically, so the next request
+/// reads the file and a crash never leaves half a file.
+fn keep(path: &Path, bytes: &[u8]) -> Result<(), ServerError> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    let temporary = path.with_extension(format!("tmp{}", std::process::id()));
+    std::fs::write(&temporary, bytes)?;
+    std::fs::rename(&temporary, path)?;
+    Ok(())
 }
 
 /// The settings a `--config` file may hold; every member is optional.

@@ -1055,6 +1055,57 @@ fn signed_thumbnails_work_without_a_token_and_tampering_fails() {
     }
 }
 
+/// The fixtures are written with lazy media, so meshes and `SfM` clusters are made on their
+/// first request, in the formats the web viewer reads (compat.md), without a token.
+#[test]
+fn meshes_and_sfm_clusters_are_served_from_lazy_data_sets() {
+    let store = &world().store;
+    let image = all_ids(store, EntityKind::Image)
+        .into_iter()
+        .filter_map(|id| store.image(ImageId(id)))
+        .find(|image| image.mesh.is_some() && image.sfm_cluster.is_some())
+        .expect("an image with a mesh and a cluster");
+    let body = get_json(&format!("/{}?fields=mesh,sfm_cluster", image.id));
+    assert_eq!(body["mesh"]["id"], image.mesh.unwrap().to_string());
+    assert_eq!(
+        body["sfm_cluster"]["id"],
+        image.sfm_cluster.unwrap().to_string()
+    );
+    let base = world().server.base();
+    let fetch = |url: &Value| {
+        let target = url
+            .as_str()
+            .unwrap()
+            .strip_prefix(&base)
+            .unwrap()
+            .to_owned();
+        let response = world().server.get(&target);
+        assert_eq!(response.status, 200, "{target}");
+        response.body
+    };
+    for _ in 0..2 {
+        // The second round reads what the first one kept on disk.
+        let mesh = fetch(&body["mesh"]["url"]);
+        assert_eq!(
+            mesh.first(),
+            Some(&0x0D),
+            "vertices are unpacked floats (tag 0x0D)"
+        );
+        let mut json = String::new();
+        flate2::read::ZlibDecoder::new(&fetch(&body["sfm_cluster"]["url"])[..])
+            .read_to_string(&mut json)
+            .unwrap();
+        let clusters: Value = serde_json::from_str(&json).unwrap();
+        let reconstruction = &clusters[0];
+        assert!(
+            reconstruction["points"]
+                .as_object()
+                .is_some_and(|points| !points.is_empty())
+        );
+        assert!(reconstruction["reference_lla"]["latitude"].is_f64());
+    }
+}
+
 #[test]
 fn token_exchange_errors_are_oauth_bodies() {
     let server = &world().server;
