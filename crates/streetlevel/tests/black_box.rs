@@ -180,6 +180,31 @@ fn requests_without_a_valid_token_get_401_code_190() {
     );
 }
 
+/// Clients send headers a GET does not need (compat.md); they change nothing.
+#[test]
+fn headers_a_get_does_not_need_are_ignored() {
+    let world = world();
+    let token = &world.fixture.client_token;
+    let image = first_image();
+    let path = format!("/{}?fields=id,captured_at&access_token={token}", image.id);
+    let plain = world.server.get(&path);
+    assert_eq!(plain.status, 200);
+    for headers in [
+        [
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json"),
+        ],
+        [
+            ("Content-Type", "application/x-www-form-urlencoded"),
+            ("Accept", "*/*"),
+        ],
+    ] {
+        let response = world.server.request("GET", &path, &headers, b"");
+        assert_eq!(response.status, 200, "{headers:?}");
+        assert_eq!(response.json(), plain.json(), "{headers:?}");
+    }
+}
+
 #[test]
 fn tokens_are_accepted_in_the_query_and_both_header_schemes() {
     let world = world();
