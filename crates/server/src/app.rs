@@ -228,15 +228,21 @@ impl App {
                 if self.config.debug_panic_route && parts.uri.path() == "/__panic" {
                     return catch(requested_panic).map(Dispatched::Reply);
                 }
-                if let Some(response) = self
-                    .services
-                    .web
-                    .as_ref()
-                    .and_then(|web| web.handle(parts, &body, request_id))
-                {
-                    return Ok(Dispatched::Response(response));
-                }
-                Err(Error::UnknownPath(parts.uri.path().to_owned()))
+                let Some(web) = self.services.web.clone() else {
+                    return Err(Error::UnknownPath(parts.uri.path().to_owned()));
+                };
+                // Pages hash passwords (argon2) and read SQLite: off the async workers, so a
+                // burst of sign-ins cannot stall the API.
+                let owned_parts = parts.clone();
+                let owned_request_id = request_id.to_owned();
+                let response = tokio::task::spawn_blocking(move || {
+                    web.handle(&owned_parts, &body, &owned_request_id)
+                })
+                .await
+                .map_err(|error| Error::Internal(format!("web page failed: {error}")))?;
+                response
+                    .map(Dispatched::Response)
+                    .ok_or_else(|| Error::UnknownPath(parts.uri.path().to_owned()))
             }
             route => catch(|| self.handle(&route, parts, &query)).map(Dispatched::Reply),
         }
