@@ -6,12 +6,16 @@
 //! suite is skipped with a one-line hint, except under CI, where that is a failure.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 
-use crate::{cargo, in_ci, run_command};
+use crate::suite::{debug_binary, run_with_deadline, skip_or_fail};
+use crate::{cargo, run_command};
+
+/// The suite's name in messages.
+const NAME: &str = "the browser suite";
 
 /// The npm project of the embed page's packages and the browser tests.
 const WEB_DIR: &str = "web";
@@ -33,27 +37,31 @@ pub(crate) fn run(root: &Path) -> Result<()> {
         ("npm", "npm is missing (Debian: `apt-get install npm`)"),
     ] {
         if !works(tool, &["--version"]) {
-            return cannot_run(hint);
+            return skip_or_fail(NAME, hint);
         }
     }
     let chromium = chromium();
     if !chromium.is_file() {
-        return cannot_run(&format!(
-            "{} is missing (Debian: `apt-get install chromium`, or set STREETLEVEL_CHROMIUM)",
-            chromium.display()
-        ));
+        return skip_or_fail(
+            NAME,
+            &format!(
+                "{} is missing (Debian: `apt-get install chromium`, or set STREETLEVEL_CHROMIUM)",
+                chromium.display()
+            ),
+        );
     }
     if let Err(error) = ensure_node_modules(&web) {
-        return cannot_run(&format!(
-            "`npm ci` in web/ failed ({error:#}); it needs the npm registry"
-        ));
+        return skip_or_fail(
+            NAME,
+            &format!("`npm ci` in web/ failed ({error:#}); it needs the npm registry"),
+        );
     }
     run_command(
         root,
         &cargo(),
         &["build", "--package", "streetlevel", "--locked"],
     )?;
-    let binary = target_dir(root).join("debug").join("streetlevel");
+    let binary = debug_binary(root);
     let mut command = Command::new("node");
     command
         .args(["--test", "--test-concurrency=1", SUITE])
@@ -64,7 +72,7 @@ pub(crate) fn run(root: &Path) -> Result<()> {
         "$ (cd web && STREETLEVEL_BIN={} node --test --test-concurrency=1 {SUITE})",
         binary.display()
     );
-    let status = run_with_deadline(&mut command, DEADLINE)?;
+    let status = run_with_deadline(NAME, &mut command, DEADLINE)?;
     if !status.success() {
         bail!("the browser suite failed ({status}): see the node test report above");
     }
@@ -110,59 +118,4 @@ fn works(program: &str, args: &[&str]) -> bool {
         .stderr(Stdio::null())
         .status()
         .is_ok_and(|status| status.success())
-}
-
-/// Under CI a suite that cannot run is a failure; elsewhere it is skipped with a hint.
-fn cannot_run(reason: &str) -> Result<()> {
-    if in_ci() {
-        bail!("the browser suite cannot run under CI: {reason}");
-    }
-    eprintln!("xtask test: skipping the browser suite: {reason}");
-    Ok(())
-}
-
-/// Where cargo puts build output: `CARGO_TARGET_DIR`, else `<root>/target`.
-fn target_dir(root: &Path) -> PathBuf {
-    match std::env::var_os("CARGO_TARGET_DIR") {
-        Some(dir) if !dir.is_empty() => {
-            let dir = PathBuf::from(dir);
-            if dir.is_absolute() {
-                dir
-            } else {
-                root.join(dir)
-            }
-        }
-        _ => root.join("target"),
-    }
-}
-
-/// Runs `command` in its own process group and kills the group (node, chromium and the
-/// server) if it outlives `deadline`.
-fn run_with_deadline(command: &mut Command, deadline: Duration) -> Result<ExitStatus> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::process::CommandExt;
-        command.process_group(0);
-    }
-    let mut child = command.spawn().context("could not start node")?;
-    let started = Instant::now();
-    loop {
-        if let Some(status) = child.try_wait()? {
-            return Ok(status);
-        }
-        if started.elapsed() > deadline {
-            #[cfg(unix)]
-            {
-                let group = format!("-{}", child.id());
-                let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
-            }
-            let _ = child.kill();
-            let _ = child.wait();
-            bail!(
-                "the browser suite did not finish within {} s and was killed",
-                deadline.as_secs()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
 }

@@ -11,6 +11,7 @@ mod fixtures;
 mod python;
 mod release;
 mod serve;
+mod suite;
 mod test;
 mod tidy;
 

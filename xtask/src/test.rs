@@ -2,9 +2,10 @@
 
 use std::path::Path;
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 
-use crate::{browser, cargo, clients, in_ci, python, run_command};
+use crate::suite::skip_or_fail;
+use crate::{browser, cargo, clients, python, run_command};
 
 pub(crate) fn run(root: &Path) -> Result<()> {
     let cargo = cargo();
@@ -76,13 +77,4 @@ fn mvt_python_cross_check(root: &Path) -> Result<()> {
         &python.to_string_lossy(),
         &["tests/clients/python/check_mvt.py", &samples],
     )
-}
-
-/// Under CI a check that cannot run fails; elsewhere it is skipped with a one-line hint.
-fn skip_or_fail(what: &str, reason: &str) -> Result<()> {
-    if in_ci() {
-        bail!("{what} cannot run: {reason}");
-    }
-    eprintln!("xtask test: skipping {what}: {reason}");
-    Ok(())
 }

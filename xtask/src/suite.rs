@@ -1,0 +1,99 @@
+//! What the client and browser suites share: skipping or failing when their tools are
+//! missing, finding the binary cargo built, and bounding a run in time.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+
+use crate::in_ci;
+
+/// Under CI a suite that cannot run fails; elsewhere it is skipped with a one-line hint.
+pub(crate) fn skip_or_fail(suite: &str, reason: &str) -> Result<()> {
+    if in_ci() {
+        bail!("{suite} cannot run under CI: {reason}");
+    }
+    eprintln!("xtask test: skipping {suite}: {reason}");
+    Ok(())
+}
+
+/// The dev-profile `streetlevel` binary: under `CARGO_TARGET_DIR`, else `<root>/target`.
+pub(crate) fn debug_binary(root: &Path) -> PathBuf {
+    let target = match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(dir) if !dir.is_empty() => {
+            let dir = PathBuf::from(dir);
+            if dir.is_absolute() {
+                dir
+            } else {
+                root.join(dir)
+            }
+        }
+        _ => root.join("target"),
+    };
+    target.join("debug").join("streetlevel")
+}
+
+/// Runs `command` in its own process group and kills the whole group (the suite and the
+/// servers and browsers it started) if it outlives `deadline`.
+pub(crate) fn run_with_deadline(
+    suite: &str,
+    command: &mut Command,
+    deadline: Duration,
+) -> Result<ExitStatus> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::CommandExt;
+        command.process_group(0);
+    }
+    let mut child = command
+        .spawn()
+        .with_context(|| format!("could not start {suite}"))?;
+    let started = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok(status);
+        }
+        if started.elapsed() > deadline {
+            kill_group(&mut child);
+            bail!(
+                "{suite} did not finish within {} s and was killed",
+                deadline.as_secs()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn kill_group(child: &mut Child) {
+    #[cfg(unix)]
+    {
+        let group = format!("-{}", child.id());
+        let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_command_past_its_deadline_is_killed() {
+        let mut command = Command::new("sh");
+        command.args(["-c", "exec sleep 30"]);
+        let error = run_with_deadline("sleep", &mut command, Duration::from_millis(300))
+            .expect_err("sleep 30 outlives a 300 ms deadline");
+        assert!(error.to_string().contains("was killed"), "{error}");
+    }
+
+    #[test]
+    fn a_command_within_its_deadline_reports_its_status() {
+        let mut command = Command::new("sh");
+        command.args(["-c", "exit 3"]);
+        let status =
+            run_with_deadline("sh", &mut command, Duration::from_secs(60)).expect("sh runs");
+        assert_eq!(status.code(), Some(3));
+    }
+}
