@@ -34,9 +34,13 @@ pub struct AppCredentials {
     pub client_secret: String,
 }
 
-/// Client IDs are 16 decimal digits, like the original service's.
+/// Client IDs are 16 decimal digits, like the original service's, and at most 2^53 - 1:
+/// the token exchange takes `client_id` as a JSON number, which JavaScript clients round
+/// above that.
 const CLIENT_ID_MIN: u64 = 1_000_000_000_000_000;
-const CLIENT_ID_SPAN: u64 = 9_000_000_000_000_000;
+/// The largest integer a JSON number carries exactly in JavaScript.
+pub const CLIENT_ID_MAX: u64 = (1 << 53) - 1;
+const CLIENT_ID_SPAN: u64 = CLIENT_ID_MAX - CLIENT_ID_MIN + 1;
 
 fn valid_callback_url(url: &str) -> bool {
     let Some((scheme, rest)) = url.split_once(':') else {

@@ -14,7 +14,7 @@ mod store;
 mod token;
 mod user;
 
-pub use app::{App, AppCredentials};
+pub use app::{App, AppCredentials, CLIENT_ID_MAX};
 pub use authorize::{Authorization, AuthorizationErrorCode, AuthorizationRequest};
 pub use clock::{Clock, FakeClock, SystemClock};
 pub use config::{Config, PasswordParams};

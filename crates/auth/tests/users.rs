@@ -137,3 +137,29 @@ fn apps_validate_their_registration() {
     assert_eq!(apps[0].created_at, common::START);
     assert!((1_000_000_000_000_000..10_000_000_000_000_000).contains(&f.app.client_id.0));
 }
+
+/// Browser clients send `client_id` as a JSON number; above 2^53 JavaScript rounds it and the
+/// exchange fails with an unknown client (seen in the browser suite).
+#[test]
+fn client_ids_are_exact_as_javascript_numbers() {
+    let f = fixture();
+    for n_app in 0..200 {
+        let credentials = f
+            .store
+            .create_app(
+                &format!("App {n_app}"),
+                common::CALLBACK,
+                streetlevel_auth::Scopes::READ,
+            )
+            .unwrap();
+        let client_id = credentials.client_id.0;
+        assert!(client_id <= streetlevel_auth::CLIENT_ID_MAX, "{client_id}");
+        assert!(
+            client_id >= 1_000_000_000_000_000,
+            "{client_id} has 16 digits"
+        );
+        #[allow(clippy::cast_precision_loss)]
+        let as_javascript = client_id as f64;
+        assert_eq!(as_javascript as u64, client_id);
+    }
+}
