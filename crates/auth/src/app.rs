@@ -1,6 +1,6 @@
 //! Developer apps: client ID, callback URL, scopes, client secret and client access token.
 
-use rusqlite::{OptionalExtension, params};
+use rusqlite::{Connection, OptionalExtension, params};
 use streetlevel_model::Timestamp;
 
 use crate::ids::{from_sql, to_sql};
@@ -88,14 +88,7 @@ impl AuthStore {
             let mut bytes = [0_u8; 8];
             self.random.fill(&mut bytes);
             let candidate = CLIENT_ID_MIN + u64::from_le_bytes(bytes) % CLIENT_ID_SPAN;
-            let taken: Option<i64> = transaction
-                .query_row(
-                    "SELECT client_id FROM auth_apps WHERE client_id = ?1",
-                    [to_sql(candidate)],
-                    |row| row.get(0),
-                )
-                .optional()?;
-            if taken.is_none() {
+            if !app_exists(&transaction, ClientId(candidate))? {
                 break ClientId(candidate);
             }
         };
@@ -111,17 +104,13 @@ impl AuthStore {
                 now.0
             ],
         )?;
-        NewToken {
-            token: &client_token,
-            kind: TokenKind::Client,
+        insert_app_token(
+            &transaction,
+            &client_token,
+            TokenKind::Client,
             client_id,
-            user_id: None,
-            scopes: Scopes::READ,
-            grant_id: None,
-            issued_at: now,
-            expires_at: None,
-        }
-        .insert(&transaction)?;
+            now,
+        )?;
         transaction.commit()?;
         Ok(AppCredentials {
             client_id,
@@ -167,17 +156,13 @@ impl AuthStore {
                 now.0
             ],
         )?;
-        NewToken {
-            token: &credentials.client_token,
-            kind: TokenKind::Client,
+        insert_app_token(
+            &transaction,
+            &credentials.client_token,
+            TokenKind::Client,
             client_id,
-            user_id: None,
-            scopes: Scopes::READ,
-            grant_id: None,
-            issued_at: now,
-            expires_at: None,
-        }
-        .insert(&transaction)?;
+            now,
+        )?;
         transaction.commit()?;
         Ok(())
     }
@@ -228,14 +213,7 @@ impl AuthStore {
         let now = self.now();
         let mut connection = self.connection();
         let transaction = connection.transaction()?;
-        let exists: Option<i64> = transaction
-            .query_row(
-                "SELECT client_id FROM auth_apps WHERE client_id = ?1",
-                [to_sql(client_id.0)],
-                |row| row.get(0),
-            )
-            .optional()?;
-        if exists.is_none() {
+        if !app_exists(&transaction, client_id)? {
             return Err(AuthError::UnknownApp(client_id));
         }
         transaction.execute(
@@ -243,17 +221,13 @@ impl AuthStore {
              WHERE client_id = ?1 AND kind = 'client' AND revoked_at IS NULL",
             params![to_sql(client_id.0), now.0],
         )?;
-        NewToken {
-            token: &client_token,
-            kind: TokenKind::Client,
+        insert_app_token(
+            &transaction,
+            &client_token,
+            TokenKind::Client,
             client_id,
-            user_id: None,
-            scopes: Scopes::READ,
-            grant_id: None,
-            issued_at: now,
-            expires_at: None,
-        }
-        .insert(&transaction)?;
+            now,
+        )?;
         transaction.commit()?;
         Ok(client_token)
     }
@@ -264,27 +238,10 @@ impl AuthStore {
         let embed_token = generate(self.random.as_ref(), SecretKind::EmbedToken);
         let now = self.now();
         let connection = self.connection();
-        let exists: Option<i64> = connection
-            .query_row(
-                "SELECT client_id FROM auth_apps WHERE client_id = ?1",
-                [to_sql(client_id.0)],
-                |row| row.get(0),
-            )
-            .optional()?;
-        if exists.is_none() {
+        if !app_exists(&connection, client_id)? {
             return Err(AuthError::UnknownApp(client_id));
         }
-        NewToken {
-            token: &embed_token,
-            kind: TokenKind::Embed,
-            client_id,
-            user_id: None,
-            scopes: Scopes::READ,
-            grant_id: None,
-            issued_at: now,
-            expires_at: None,
-        }
-        .insert(&connection)?;
+        insert_app_token(&connection, &embed_token, TokenKind::Embed, client_id, now)?;
         Ok(embed_token)
     }
 
@@ -304,6 +261,41 @@ impl AuthStore {
             .optional()?;
         Ok(stored.map(|stored| crate::secret::constant_time_eq(&stored, &digest(client_secret))))
     }
+}
+
+/// Whether an app with this client ID is registered.
+fn app_exists(connection: &Connection, client_id: ClientId) -> Result<bool, AuthError> {
+    let found: Option<i64> = connection
+        .query_row(
+            "SELECT client_id FROM auth_apps WHERE client_id = ?1",
+            [to_sql(client_id.0)],
+            |row| row.get(0),
+        )
+        .optional()?;
+    Ok(found.is_some())
+}
+
+/// Stores a token an app holds on its own behalf (client or embed token): read-only, no
+/// user, never expiring.
+fn insert_app_token(
+    connection: &Connection,
+    token: &str,
+    kind: TokenKind,
+    client_id: ClientId,
+    now: Timestamp,
+) -> Result<(), AuthError> {
+    NewToken {
+        token,
+        kind,
+        client_id,
+        user_id: None,
+        scopes: Scopes::READ,
+        grant_id: None,
+        issued_at: now,
+        expires_at: None,
+    }
+    .insert(connection)?;
+    Ok(())
 }
 
 fn app_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Result<App, AuthError>> {
