@@ -19,7 +19,7 @@ fuzz_target!(|bytes: &[u8]| {
             let properties: Vec<(&str, _)> = feature
                 .properties
                 .iter()
-                .map(|(key, value)| (key.as_str(), value.clone()))
+                .map(|(key, value)| (key, value.clone()))
                 .collect();
             // Deltas between decoded i32 coordinates may exceed 32 bits: an error is fine.
             let _ = out.add_feature(feature.id, &feature.geometry, &properties);

@@ -203,7 +203,7 @@ fn baseline_prost_only_decode_500_lines(bencher: Bencher) {
 
 /// The phases of the line encoding, to see where its time goes.
 mod line_phases {
-    use super::{Coord, LineString, black_box, line_tile, lines};
+    use super::{Coord, LineString, ProjectionConfig, TileProjector, black_box, line_tile, lines};
     use divan::Bencher;
     use streetlevel_mvt::clip::{ClipBox, clip_line_string};
     use streetlevel_mvt::simplify::simplify_line_string;
@@ -223,15 +223,32 @@ mod line_phases {
             .collect()
     }
 
+    /// What the projector does: a polynomial near the tile instead of `sin` and `ln`.
     #[divan::bench]
     fn project(bencher: Bencher) {
+        let lines = lines();
+        let projector = TileProjector::new(line_tile(), ProjectionConfig::default()).unwrap();
+        bencher.bench(|| {
+            let mut sum = 0.0;
+            for line in black_box(&lines) {
+                for coord in line.coords() {
+                    sum += projector.to_local(coord.x, coord.y).1;
+                }
+            }
+            sum
+        });
+    }
+
+    /// The exact formula, for comparison.
+    #[divan::bench]
+    fn project_exact(bencher: Bencher) {
         let lines = lines();
         let transform = line_tile().transform(4096).unwrap();
         bencher.bench(|| {
             let mut sum = 0.0;
             for line in black_box(&lines) {
                 for coord in line.coords() {
-                    sum += transform.to_local(coord.x, coord.y).0;
+                    sum += transform.to_local(coord.x, coord.y).1;
                 }
             }
             sum

@@ -124,7 +124,7 @@ fn expectation(tile: &DecodedTile) -> Json {
                     let properties: serde_json::Map<String, Json> = feature
                         .properties
                         .iter()
-                        .map(|(key, value)| (key.clone(), typed(value)))
+                        .map(|(key, value)| (key.to_owned(), typed(value)))
                         .collect();
                     json!({
                         "id": feature.id,

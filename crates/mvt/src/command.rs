@@ -65,9 +65,20 @@ pub fn zigzag_decode(value: u32) -> i32 {
 /// closing point and repeats, need three points and a non-zero area, and are oriented as the
 /// specification wants: exterior rings clockwise in tile coordinates (positive area with
 /// `y` down), holes counter-clockwise.
+#[cfg(test)]
 pub(crate) fn encode_geometry(
     geometry: &Geometry,
     out: &mut Vec<u32>,
+) -> Result<Option<GeomType>, MvtError> {
+    encode_geometry_with(geometry, out, &mut Vec::new())
+}
+
+/// Writes the command stream of a geometry (see `encode_geometry`), with a scratch buffer for
+/// lines and rings that callers reuse between features.
+pub(crate) fn encode_geometry_with(
+    geometry: &Geometry,
+    out: &mut Vec<u32>,
+    scratch: &mut Vec<Coord<i32>>,
 ) -> Result<Option<GeomType>, MvtError> {
     let mut writer = Writer {
         out,
@@ -86,9 +97,8 @@ pub(crate) fn encode_geometry(
         }
         Geometry::LineStrings(lines) => {
             let mut any = false;
-            let mut scratch = Vec::new();
             for line in lines {
-                dedup_into(&line.0, &mut scratch);
+                dedup_into(&line.0, scratch);
                 if scratch.len() < 2 {
                     continue;
                 }
@@ -104,16 +114,15 @@ pub(crate) fn encode_geometry(
         }
         Geometry::Polygons(polygons) => {
             let mut any = false;
-            let mut scratch = Vec::new();
             for polygon in polygons {
-                if !ring_for_encoding(polygon.exterior(), true, &mut scratch) {
+                if !ring_for_encoding(polygon.exterior(), true, scratch) {
                     continue;
                 }
                 any = true;
-                writer.ring(&scratch)?;
+                writer.ring(scratch)?;
                 for hole in polygon.interiors() {
-                    if ring_for_encoding(hole, false, &mut scratch) {
-                        writer.ring(&scratch)?;
+                    if ring_for_encoding(hole, false, scratch) {
+                        writer.ring(scratch)?;
                     }
                 }
             }

@@ -12,8 +12,9 @@ mod tile;
 mod value;
 #[allow(missing_docs, clippy::all, clippy::pedantic)]
 pub mod vector_tile;
+mod wire;
 
-pub use decoder::{DecodedFeature, DecodedLayer, DecodedTile, decode};
+pub use decoder::{DecodedFeature, DecodedLayer, DecodedTile, Properties, PropertiesIter, decode};
 pub use encoder::{LayerBuilder, TileBuilder, VERSION};
 pub use error::MvtError;
 pub use geometry::Geometry;

@@ -24,10 +24,53 @@ pub fn simplify_line_string(line: &LineString<f64>, tolerance: f64) -> LineStrin
     if tolerance <= 0.0 {
         return line.clone();
     }
-    LineString::new(douglas_peucker(
-        &drop_close_vertices(line, tolerance).0,
-        tolerance,
-    ))
+    let mut close_dropped = Vec::new();
+    drop_close_vertices(&line.0, tolerance, &mut close_dropped);
+    LineString::new(douglas_peucker(&close_dropped, tolerance))
+}
+
+/// Scratch buffers for simplifying many lines without allocating for each.
+#[derive(Debug, Default)]
+pub(crate) struct Simplifier {
+    close_dropped: Vec<Coord<f64>>,
+    keep: Vec<bool>,
+    ranges: Vec<(usize, usize)>,
+}
+
+impl Simplifier {
+    /// Simplifies `coords` as [`simplify_line_string`] does, then rounds to integers and drops
+    /// consecutive repeats, into `out` (cleared first).
+    pub(crate) fn simplify_rounded(
+        &mut self,
+        coords: &[Coord<f64>],
+        tolerance: f64,
+        out: &mut Vec<Coord<i32>>,
+    ) {
+        out.clear();
+        let kept: &[Coord<f64>] = if tolerance > 0.0 {
+            drop_close_vertices(coords, tolerance, &mut self.close_dropped);
+            mark_douglas_peucker(
+                &self.close_dropped,
+                tolerance,
+                &mut self.keep,
+                &mut self.ranges,
+            );
+            &self.close_dropped
+        } else {
+            self.keep.clear();
+            self.keep.resize(coords.len(), true);
+            coords
+        };
+        for (coord, _) in kept.iter().zip(&self.keep).filter(|(_, keep)| **keep) {
+            let rounded = Coord {
+                x: coord.x.round() as i32,
+                y: coord.y.round() as i32,
+            };
+            if out.last() != Some(&rounded) {
+                out.push(rounded);
+            }
+        }
+    }
 }
 
 /// Simplified lines.
@@ -46,39 +89,8 @@ pub fn simplify_multi_line_string(
 /// Ramer–Douglas–Peucker without recursion or per-level allocation (geo's `Simplify`, used
 /// for polygons, spent most of a 500-line tile's encoding time here).
 fn douglas_peucker(coords: &[Coord<f64>], tolerance: f64) -> Vec<Coord<f64>> {
-    let count = coords.len();
-    if count < 3 {
-        return coords.to_vec();
-    }
-    let squared_tolerance = tolerance * tolerance;
-    let mut keep = vec![false; count];
-    keep[0] = true;
-    keep[count - 1] = true;
-    let mut ranges = vec![(0, count - 1)];
-    while let Some((first, last)) = ranges.pop() {
-        let start = coords[first];
-        let direction = coords[last] - start;
-        let squared_length = direction.x * direction.x + direction.y * direction.y;
-        let mut farthest = (0.0, first);
-        for (index, coord) in coords.iter().enumerate().take(last).skip(first + 1) {
-            let offset = *coord - start;
-            let along = if squared_length > 0.0 {
-                ((offset.x * direction.x + offset.y * direction.y) / squared_length).clamp(0.0, 1.0)
-            } else {
-                0.0
-            };
-            let away = offset - direction * along;
-            let squared_distance = away.x * away.x + away.y * away.y;
-            if squared_distance > farthest.0 {
-                farthest = (squared_distance, index);
-            }
-        }
-        if farthest.0 > squared_tolerance {
-            keep[farthest.1] = true;
-            ranges.push((first, farthest.1));
-            ranges.push((farthest.1, last));
-        }
-    }
+    let (mut keep, mut ranges) = (Vec::new(), Vec::new());
+    mark_douglas_peucker(coords, tolerance, &mut keep, &mut ranges);
     coords
         .iter()
         .zip(keep)
@@ -86,14 +98,103 @@ fn douglas_peucker(coords: &[Coord<f64>], tolerance: f64) -> Vec<Coord<f64>> {
         .collect()
 }
 
+/// Sets `keep[i]` for the vertices Ramer–Douglas–Peucker keeps (`keep` is resized to the
+/// line; `ranges` is a scratch stack).
+fn mark_douglas_peucker(
+    coords: &[Coord<f64>],
+    tolerance: f64,
+    keep: &mut Vec<bool>,
+    ranges: &mut Vec<(usize, usize)>,
+) {
+    let count = coords.len();
+    keep.clear();
+    if count < 3 {
+        keep.resize(count, true);
+        return;
+    }
+    keep.resize(count, false);
+    let squared_tolerance = tolerance * tolerance;
+    keep[0] = true;
+    keep[count - 1] = true;
+    ranges.clear();
+    ranges.push((0, count - 1));
+    while let Some((first, last)) = ranges.pop() {
+        let Some((index, farthest)) = farthest_from_segment(coords, first, last, squared_tolerance)
+        else {
+            continue;
+        };
+        if farthest {
+            keep[index] = true;
+            ranges.push((first, index));
+            ranges.push((index, last));
+        }
+    }
+}
+
+/// The vertex strictly between `first` and `last` farthest from the segment joining them
+/// (the first of equals), and whether it lies farther than the tolerance. `None` when there
+/// is no vertex in between.
+///
+/// Distances are compared multiplied by the segment's squared length, which needs no
+/// division: `cross^2` for a vertex projecting inside the segment, the squared distance to
+/// the nearer end times the squared length otherwise.
+fn farthest_from_segment(
+    coords: &[Coord<f64>],
+    first: usize,
+    last: usize,
+    squared_tolerance: f64,
+) -> Option<(usize, bool)> {
+    let inner = coords
+        .get(first + 1..last)
+        .filter(|inner| !inner.is_empty())?;
+    let start = coords[first];
+    let direction = coords[last] - start;
+    let squared_length = direction.x * direction.x + direction.y * direction.y;
+    if squared_length == 0.0 {
+        let mut farthest = (0.0, first + 1);
+        for (offset, coord) in inner.iter().enumerate() {
+            let away = *coord - start;
+            let squared_distance = away.x * away.x + away.y * away.y;
+            if squared_distance > farthest.0 {
+                farthest = (squared_distance, first + 1 + offset);
+            }
+        }
+        return Some((farthest.1, farthest.0 > squared_tolerance));
+    }
+    let mut largest = 0.0;
+    let mut index = 0;
+    for (offset, coord) in inner.iter().enumerate() {
+        let (offset_x, offset_y) = (coord.x - start.x, coord.y - start.y);
+        let along = offset_x * direction.x + offset_y * direction.y;
+        let value = if along <= 0.0 {
+            (offset_x * offset_x + offset_y * offset_y) * squared_length
+        } else if along >= squared_length {
+            let (beyond_x, beyond_y) = (offset_x - direction.x, offset_y - direction.y);
+            (beyond_x * beyond_x + beyond_y * beyond_y) * squared_length
+        } else {
+            let cross = offset_x * direction.y - offset_y * direction.x;
+            cross * cross
+        };
+        if value > largest {
+            largest = value;
+            index = offset;
+        }
+    }
+    Some((
+        first + 1 + index,
+        largest > squared_tolerance * squared_length,
+    ))
+}
+
 /// Keeps the first and last vertex and every vertex farther than `tolerance` from the
 /// previous kept one.
-fn drop_close_vertices(line: &LineString<f64>, tolerance: f64) -> LineString<f64> {
+fn drop_close_vertices(coords: &[Coord<f64>], tolerance: f64, kept: &mut Vec<Coord<f64>>) {
     let squared_tolerance = tolerance * tolerance;
-    let Some((&last, rest)) = line.0.split_last() else {
-        return line.clone();
+    kept.clear();
+    let Some((&last, rest)) = coords.split_last() else {
+        return;
     };
-    let mut kept: Vec<Coord<f64>> = Vec::with_capacity(line.0.len());
+    kept.reserve(coords.len());
     for &coord in rest {
         let far = kept.last().is_none_or(|previous| {
             let delta = coord - *previous;
@@ -104,7 +205,6 @@ fn drop_close_vertices(line: &LineString<f64>, tolerance: f64) -> LineString<f64
         }
     }
     kept.push(last);
-    LineString::new(kept)
 }
 
 /// A simplified polygon (each ring on its own).
@@ -165,6 +265,17 @@ mod tests {
                 douglas_peucker(&line.0, tolerance),
                 line.simplify(tolerance).0
             );
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn matches_geo_on_random_lines(
+            coords in proptest::collection::vec((0.0..1000.0f64, 0.0..1000.0f64), 0..60),
+            tolerance in 0.1..50.0f64,
+        ) {
+            let line: LineString<f64> = coords.into_iter().map(Coord::from).collect();
+            proptest::prop_assert_eq!(douglas_peucker(&line.0, tolerance), line.simplify(tolerance).0);
         }
     }
 

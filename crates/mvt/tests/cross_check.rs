@@ -73,7 +73,7 @@ fn check_against_mvt_reader(bytes: &[u8]) {
                 .iter()
                 .map(|(key, value)| (key.clone(), to_value(value)))
                 .collect();
-            assert_eq!(properties, ours.properties);
+            assert_eq!(properties, ours.properties.to_map());
         }
     }
 }

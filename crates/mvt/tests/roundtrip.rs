@@ -6,6 +6,7 @@
 mod common;
 
 use proptest::prelude::*;
+use prost::Message;
 use streetlevel_mvt::command::{zigzag_decode, zigzag_encode};
 use streetlevel_mvt::{DecodedTile, Geometry, TileBuilder, TileId, Value};
 
@@ -52,6 +53,26 @@ proptest! {
                 prop_assert_eq!(feature.properties.get(key), Some(value));
             }
         }
+    }
+
+    #[test]
+    fn encoder_writes_the_bytes_prost_writes(
+        features in prop::collection::vec(
+            (common::geometry(), any::<Option<u64>>(), prop::collection::vec(common::value(), 0..6)),
+            1..8,
+        ),
+    ) {
+        let mut tile = TileBuilder::new();
+        for (index, (geometry, id, values)) in features.iter().enumerate() {
+            let layer = tile.layer(if index % 2 == 0 { "even" } else { "odd" }, 4096).unwrap();
+            let keys: Vec<String> = (0..values.len()).map(|key| format!("k{key}")).collect();
+            let properties: Vec<(&str, Value)> =
+                keys.iter().map(String::as_str).zip(values.iter().cloned()).collect();
+            layer.add_feature(*id, geometry, &properties).unwrap();
+        }
+        let bytes = tile.encode();
+        let message = streetlevel_mvt::vector_tile::Tile::decode(bytes.as_slice()).unwrap();
+        prop_assert_eq!(message.encode_to_vec(), bytes);
     }
 
     #[test]
