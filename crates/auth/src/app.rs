@@ -6,7 +6,7 @@ use streetlevel_model::Timestamp;
 use crate::ids::{from_sql, to_sql};
 use crate::secret::{SecretKind, digest, generate};
 use crate::token::{NewToken, TokenKind};
-use crate::{AuthError, AuthStore, ClientId, Scopes};
+use crate::{AuthError, AuthStore, ClientId, Scopes, UserId};
 
 /// A registered app, without its secrets.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,6 +21,9 @@ pub struct App {
     pub scopes: Scopes,
     /// When the app was registered.
     pub created_at: Timestamp,
+    /// The user who registered it, if a user did (the dashboard lists a user's apps); apps made
+    /// by an operator on the command line or by the service itself have none.
+    pub owner: Option<UserId>,
 }
 
 /// A new app's identifiers and secrets in clear: shown once, stored only as digests.
@@ -65,23 +68,28 @@ fn valid_callback_url(url: &str) -> bool {
 }
 
 impl AuthStore {
-    /// Registers an app. Returns its client ID, client access token and client secret in
-    /// clear, once; the store keeps only their digests.
+    /// Registers an app without an owner. Returns its client ID, client access token and
+    /// client secret in clear, once; the store keeps only their digests.
     pub fn create_app(
         &self,
         name: &str,
         callback_url: &str,
         scopes: Scopes,
     ) -> Result<AppCredentials, AuthError> {
-        if name.trim().is_empty() {
-            return Err(AuthError::InvalidAppName);
-        }
-        if !valid_callback_url(callback_url) {
-            return Err(AuthError::InvalidCallbackUrl(callback_url.to_owned()));
-        }
+        self.create_owned_app(None, name, callback_url, scopes)
+    }
+
+    /// Registers an app owned by `owner` (see [`AuthStore::create_app`]).
+    pub fn create_owned_app(
+        &self,
+        owner: Option<UserId>,
+        name: &str,
+        callback_url: &str,
+        scopes: Scopes,
+    ) -> Result<AppCredentials, AuthError> {
+        validate_app(name, callback_url)?;
         let client_secret = generate(self.random.as_ref(), SecretKind::ClientSecret);
         let client_token = generate(self.random.as_ref(), SecretKind::ClientToken);
-        let now = self.now();
         let mut connection = self.connection();
         let transaction = connection.transaction()?;
         let client_id = loop {
@@ -92,31 +100,20 @@ impl AuthStore {
                 break ClientId(candidate);
             }
         };
-        transaction.execute(
-            "INSERT INTO auth_apps (client_id, name, callback_url, scopes, secret_digest, created_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            params![
-                to_sql(client_id.0),
-                name,
-                callback_url,
-                scopes.to_string(),
-                digest(&client_secret).as_slice(),
-                now.0
-            ],
-        )?;
-        insert_app_token(
-            &transaction,
-            &client_token,
-            TokenKind::Client,
-            client_id,
-            now,
-        )?;
-        transaction.commit()?;
-        Ok(AppCredentials {
+        let credentials = AppCredentials {
             client_id,
             client_token,
             client_secret,
-        })
+        };
+        let app = NewApp {
+            name,
+            callback_url,
+            scopes,
+            owner,
+        };
+        app.insert(&transaction, &credentials, self.now())?;
+        transaction.commit()?;
+        Ok(credentials)
     }
 
     /// Registers an app with credentials chosen by the caller (fixtures and black-box tests
@@ -130,41 +127,56 @@ impl AuthStore {
         callback_url: &str,
         scopes: Scopes,
     ) -> Result<(), AuthError> {
-        if name.trim().is_empty() {
-            return Err(AuthError::InvalidAppName);
-        }
-        if !valid_callback_url(callback_url) {
-            return Err(AuthError::InvalidCallbackUrl(callback_url.to_owned()));
-        }
+        validate_app(name, callback_url)?;
         let short = |secret: &str| secret.chars().count() < 32;
         if short(&credentials.client_token) || short(&credentials.client_secret) {
             return Err(AuthError::WeakCredentials);
         }
-        let now = self.now();
-        let client_id = credentials.client_id;
         let mut connection = self.connection();
         let transaction = connection.transaction()?;
-        transaction.execute(
-            "INSERT INTO auth_apps (client_id, name, callback_url, scopes, secret_digest, created_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            params![
-                to_sql(client_id.0),
-                name,
-                callback_url,
-                scopes.to_string(),
-                digest(&credentials.client_secret).as_slice(),
-                now.0
-            ],
-        )?;
-        insert_app_token(
-            &transaction,
-            &credentials.client_token,
-            TokenKind::Client,
-            client_id,
-            now,
-        )?;
+        let app = NewApp {
+            name,
+            callback_url,
+            scopes,
+            owner: None,
+        };
+        app.insert(&transaction, credentials, self.now())?;
         transaction.commit()?;
         Ok(())
+    }
+
+    /// Gives the app to `owner`, or takes it from its owner with `None`.
+    pub fn set_app_owner(
+        &self,
+        client_id: ClientId,
+        owner: Option<UserId>,
+    ) -> Result<(), AuthError> {
+        let connection = self.connection();
+        if let Some(owner) = owner
+            && !user_exists(&connection, owner)?
+        {
+            return Err(AuthError::UnknownUser(owner.0));
+        }
+        let changed = connection.execute(
+            "UPDATE auth_apps SET owner_id = ?2 WHERE client_id = ?1",
+            params![to_sql(client_id.0), owner.map(|owner| to_sql(owner.0))],
+        )?;
+        if changed == 0 {
+            return Err(AuthError::UnknownApp(client_id));
+        }
+        Ok(())
+    }
+
+    /// The apps `owner` registered, by client ID.
+    pub fn apps_owned_by(&self, owner: UserId) -> Result<Vec<App>, AuthError> {
+        let connection = self.connection();
+        let mut statement = connection.prepare(&format!(
+            "SELECT {APP_COLUMNS} FROM auth_apps WHERE owner_id = ?1 ORDER BY client_id"
+        ))?;
+        let rows = statement
+            .query_map([to_sql(owner.0)], app_from_row)?
+            .collect::<Result<Vec<_>, _>>()?;
+        rows.into_iter().collect()
     }
 
     /// The app with this client ID, if any.
@@ -172,8 +184,7 @@ impl AuthStore {
         let connection = self.connection();
         let app = connection
             .query_row(
-                "SELECT client_id, name, callback_url, scopes, created_at FROM auth_apps
-                 WHERE client_id = ?1",
+                &format!("SELECT {APP_COLUMNS} FROM auth_apps WHERE client_id = ?1"),
                 [to_sql(client_id.0)],
                 app_from_row,
             )
@@ -184,10 +195,9 @@ impl AuthStore {
     /// Every app, by client ID.
     pub fn apps(&self) -> Result<Vec<App>, AuthError> {
         let connection = self.connection();
-        let mut statement = connection.prepare(
-            "SELECT client_id, name, callback_url, scopes, created_at FROM auth_apps
-             ORDER BY client_id",
-        )?;
+        let mut statement = connection.prepare(&format!(
+            "SELECT {APP_COLUMNS} FROM auth_apps ORDER BY client_id"
+        ))?;
         let rows = statement
             .query_map([], app_from_row)?
             .collect::<Result<Vec<_>, _>>()?;
@@ -263,14 +273,81 @@ impl AuthStore {
     }
 }
 
+/// What registering an app stores besides its credentials.
+struct NewApp<'a> {
+    name: &'a str,
+    callback_url: &'a str,
+    scopes: Scopes,
+    owner: Option<UserId>,
+}
+
+impl NewApp<'_> {
+    /// Inserts the app and its client token (as digests) in the caller's transaction.
+    fn insert(
+        &self,
+        connection: &Connection,
+        credentials: &AppCredentials,
+        now: Timestamp,
+    ) -> Result<(), AuthError> {
+        connection.execute(
+            "INSERT INTO auth_apps
+                 (client_id, name, callback_url, scopes, secret_digest, created_at, owner_id)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            params![
+                to_sql(credentials.client_id.0),
+                self.name,
+                self.callback_url,
+                self.scopes.to_string(),
+                digest(&credentials.client_secret).as_slice(),
+                now.0,
+                self.owner.map(|owner| to_sql(owner.0)),
+            ],
+        )?;
+        insert_app_token(
+            connection,
+            &credentials.client_token,
+            TokenKind::Client,
+            credentials.client_id,
+            now,
+        )
+    }
+}
+
+/// The columns [`app_from_row`] reads, in its order.
+const APP_COLUMNS: &str = "client_id, name, callback_url, scopes, created_at, owner_id";
+
+fn validate_app(name: &str, callback_url: &str) -> Result<(), AuthError> {
+    if name.trim().is_empty() {
+        return Err(AuthError::InvalidAppName);
+    }
+    if !valid_callback_url(callback_url) {
+        return Err(AuthError::InvalidCallbackUrl(callback_url.to_owned()));
+    }
+    Ok(())
+}
+
+/// Whether a user with this ID exists.
+fn user_exists(connection: &Connection, user: UserId) -> Result<bool, AuthError> {
+    row_exists(
+        connection,
+        "SELECT 1 FROM auth_users WHERE user_id = ?1",
+        user.0,
+    )
+}
+
 /// Whether an app with this client ID is registered.
 fn app_exists(connection: &Connection, client_id: ClientId) -> Result<bool, AuthError> {
+    row_exists(
+        connection,
+        "SELECT 1 FROM auth_apps WHERE client_id = ?1",
+        client_id.0,
+    )
+}
+
+/// Whether `query`, looking a row up by the ID `id`, finds one.
+fn row_exists(connection: &Connection, query: &str, id: u64) -> Result<bool, AuthError> {
     let found: Option<i64> = connection
-        .query_row(
-            "SELECT client_id FROM auth_apps WHERE client_id = ?1",
-            [to_sql(client_id.0)],
-            |row| row.get(0),
-        )
+        .query_row(query, [to_sql(id)], |row| row.get(0))
         .optional()?;
     Ok(found.is_some())
 }
@@ -306,16 +383,19 @@ fn app_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Result<App, AuthErr
         callback_url: String::new(),
         scopes,
         created_at: Timestamp(0),
+        owner: None,
     });
     let client_id = ClientId(from_sql(row.get(0)?));
     let name: String = row.get(1)?;
     let callback_url: String = row.get(2)?;
     let created_at = Timestamp(row.get(4)?);
+    let owner: Option<i64> = row.get(5)?;
     Ok(app.map(|app| App {
         client_id,
         name,
         callback_url,
         created_at,
+        owner: owner.map(|owner| UserId(from_sql(owner))),
         ..app
     }))
 }

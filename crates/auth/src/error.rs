@@ -12,14 +12,9 @@ pub enum AuthError {
     /// The `SQLite` database failed.
     #[error("auth storage failed: {0}")]
     Storage(#[from] rusqlite::Error),
-    /// The database was written by a newer version of this crate.
-    #[error("auth schema version {found} is newer than the supported version {supported}")]
-    SchemaTooNew {
-        /// Version found in `auth_schema_version`.
-        found: i64,
-        /// Highest version this build knows.
-        supported: i64,
-    },
+    /// The schema could not be brought up to date (for example, a newer build wrote it).
+    #[error(transparent)]
+    Migration(#[from] streetlevel_sqlite::MigrationError),
     /// Argon2 refused its parameters or failed.
     #[error("password hashing failed: {0}")]
     PasswordHashing(String),

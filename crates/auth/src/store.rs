@@ -2,16 +2,16 @@
 
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
-use std::time::Duration;
 
-use rusqlite::{Connection, OptionalExtension};
+use rusqlite::Connection;
 use streetlevel_model::Timestamp;
 
 use crate::clock::duration_millis;
 use crate::{AuthError, Clock, Config, RandomSource};
 
 /// Schema migrations, applied in order; `auth_schema_version` holds how many ran.
-const MIGRATIONS: &[&str] = &[r"
+const MIGRATIONS: &[&str] = &[
+    r"
 CREATE TABLE auth_users (
     user_id INTEGER PRIMARY KEY,
     username TEXT NOT NULL UNIQUE,
@@ -57,7 +57,13 @@ CREATE TABLE auth_tokens (
 ) WITHOUT ROWID;
 CREATE INDEX auth_tokens_by_grant ON auth_tokens(grant_id);
 CREATE INDEX auth_tokens_by_client ON auth_tokens(client_id, kind);
-"];
+",
+    // 2: apps get an optional owner, so a user's dashboard lists the apps they registered.
+    r"
+ALTER TABLE auth_apps ADD COLUMN owner_id INTEGER REFERENCES auth_users(user_id);
+CREATE INDEX auth_apps_by_owner ON auth_apps(owner_id);
+",
+];
 
 /// Users, sessions, apps, codes and tokens, persisted in `SQLite` tables prefixed `auth_`.
 ///
@@ -103,10 +109,7 @@ impl AuthStore {
         clock: impl Clock + 'static,
         random: impl RandomSource + 'static,
     ) -> Result<Self, AuthError> {
-        let connection = Connection::open(path)?;
-        connection.busy_timeout(Duration::from_secs(5))?;
-        let _mode: String =
-            connection.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))?;
+        let connection = streetlevel_sqlite::open(path)?;
         Self::from_connection(connection, config, Box::new(clock), Box::new(random))
     }
 
@@ -176,30 +179,5 @@ impl AuthStore {
 }
 
 fn migrate(connection: &mut Connection) -> Result<(), AuthError> {
-    let transaction =
-        connection.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-    transaction.execute_batch(
-        "CREATE TABLE IF NOT EXISTS auth_schema_version (version INTEGER NOT NULL)",
-    )?;
-    let found: Option<i64> = transaction
-        .query_row("SELECT version FROM auth_schema_version", [], |row| {
-            row.get(0)
-        })
-        .optional()?;
-    let supported = i64::try_from(MIGRATIONS.len()).unwrap_or(i64::MAX);
-    let found = if let Some(version) = found {
-        version
-    } else {
-        transaction.execute("INSERT INTO auth_schema_version (version) VALUES (0)", [])?;
-        0
-    };
-    if found > supported {
-        return Err(AuthError::SchemaTooNew { found, supported });
-    }
-    for migration in MIGRATIONS.iter().skip(usize::try_from(found).unwrap_or(0)) {
-        transaction.execute_batch(migration)?;
-    }
-    transaction.execute("UPDATE auth_schema_version SET version = ?1", [supported])?;
-    transaction.commit()?;
-    Ok(())
+    Ok(streetlevel_sqlite::migrate(connection, "auth", MIGRATIONS)?)
 }

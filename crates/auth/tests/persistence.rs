@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use common::{CALLBACK, PASSWORD, START, config};
 use streetlevel_auth::{AuthError, AuthStore, FakeClock, Scopes, SeededRandom};
+use streetlevel_sqlite::MigrationError;
 
 fn database(name: &str) -> PathBuf {
     let directory = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("auth-tests");
@@ -96,7 +97,7 @@ fn the_auth_tables_share_the_file_with_others() {
             row.get(0)
         })
         .unwrap();
-    assert_eq!(version, 1);
+    assert_eq!(version, 2);
     let mode: String = other
         .query_row("PRAGMA journal_mode", [], |row| row.get(0))
         .unwrap();
@@ -108,10 +109,11 @@ fn the_auth_tables_share_the_file_with_others() {
     let newer = AuthStore::open(&path, config(), clock, SeededRandom::new(1)).unwrap_err();
     assert!(matches!(
         newer,
-        AuthError::SchemaTooNew {
+        AuthError::Migration(MigrationError::SchemaTooNew {
             found: 99,
-            supported: 1
-        }
+            supported: 2,
+            ..
+        })
     ));
 }
 
@@ -194,4 +196,41 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     haystack
         .windows(needle.len())
         .any(|window| window == needle)
+}
+
+/// A data directory written before apps had owners opens, keeps its apps (ownerless), and
+/// can give them owners.
+#[test]
+fn a_version_one_database_upgrades_in_place() {
+    let path = database("upgrade-v1");
+    let client_id: i64 = 1_234_567_890_123_456;
+    {
+        let mut connection = rusqlite::Connection::open(&path).unwrap();
+        streetlevel_sqlite::migrate(
+            &mut connection,
+            "auth",
+            &[include_str!("data/schema_v1.sql")],
+        )
+        .unwrap();
+        connection
+            .execute(
+                "INSERT INTO auth_apps (client_id, name, callback_url, scopes, secret_digest, created_at)
+                 VALUES (?1, 'Old app', ?2, 'read', x'00', 0)",
+                rusqlite::params![client_id, CALLBACK],
+            )
+            .unwrap();
+    }
+    let clock = FakeClock::new(START);
+    let store = open(&path, &clock, 1);
+    let client_id = streetlevel_auth::ClientId(u64::try_from(client_id).unwrap());
+    let app = store.app(client_id).unwrap().unwrap();
+    assert_eq!((app.name.as_str(), app.owner), ("Old app", None));
+    let user = store.create_user("alice", PASSWORD).unwrap();
+    store.set_app_owner(client_id, Some(user.id)).unwrap();
+    drop(store);
+    let store = open(&path, &clock, 2);
+    let owned = store.apps_owned_by(user.id).unwrap();
+    assert_eq!(owned.len(), 1);
+    assert_eq!(owned[0].client_id, client_id);
+    assert_eq!(owned[0].owner, Some(user.id));
 }

@@ -163,3 +163,56 @@ fn client_ids_are_exact_as_javascript_numbers() {
         assert_eq!(as_javascript as u64, client_id);
     }
 }
+
+#[test]
+fn apps_belong_to_the_user_who_registered_them() {
+    let f = fixture();
+    let bob = f.store.create_user("bob", PASSWORD).unwrap();
+    let scopes = streetlevel_auth::Scopes::READ;
+    let mine = f
+        .store
+        .create_owned_app(Some(f.user.id), "Mine", common::CALLBACK, scopes)
+        .unwrap();
+    let theirs = f
+        .store
+        .create_owned_app(Some(bob.id), "Theirs", common::CALLBACK, scopes)
+        .unwrap();
+    let owned = |user| -> Vec<_> {
+        f.store
+            .apps_owned_by(user)
+            .unwrap()
+            .into_iter()
+            .map(|app| app.client_id)
+            .collect()
+    };
+    // The fixture's app was made without an owner and belongs to nobody.
+    assert_eq!(f.store.app(f.app.client_id).unwrap().unwrap().owner, None);
+    assert_eq!(owned(f.user.id), [mine.client_id]);
+    assert_eq!(owned(bob.id), [theirs.client_id]);
+    assert_eq!(
+        f.store.app(mine.client_id).unwrap().unwrap().owner,
+        Some(f.user.id)
+    );
+
+    f.store
+        .set_app_owner(f.app.client_id, Some(bob.id))
+        .unwrap();
+    let mut expected = vec![theirs.client_id, f.app.client_id];
+    expected.sort_unstable();
+    assert_eq!(owned(bob.id), expected);
+    f.store.set_app_owner(theirs.client_id, None).unwrap();
+    assert_eq!(owned(bob.id), [f.app.client_id]);
+
+    let nobody = streetlevel_auth::UserId(999_999);
+    assert!(matches!(
+        f.store.set_app_owner(mine.client_id, Some(nobody)),
+        Err(AuthError::UnknownUser(999_999))
+    ));
+    let no_app = streetlevel_auth::ClientId(1_000_000_000_000_000);
+    assert!(matches!(
+        f.store.set_app_owner(no_app, Some(bob.id)),
+        Err(AuthError::UnknownApp(_))
+    ));
+    // Failed calls changed nothing.
+    assert_eq!(owned(f.user.id), [mine.client_id]);
+}

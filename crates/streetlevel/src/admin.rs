@@ -27,8 +27,11 @@ pub enum AppsCommand {
         /// Comma-separated scopes among read, write, upload.
         #[arg(long, default_value = "read")]
         scopes: String,
+        /// The username of the user who owns the app (it is then on their dashboard).
+        #[arg(long)]
+        owner: Option<String>,
     },
-    /// List the apps of a data directory.
+    /// List the apps of a data directory (owner `-` when none).
     List {
         /// The data directory.
         #[arg(long)]
@@ -95,10 +98,22 @@ pub fn run_apps(command: AppsCommand) -> anyhow::Result<()> {
             name,
             callback,
             scopes,
+            owner,
         } => {
             let scopes = Scopes::parse(&scopes)?;
             let store = open(&data, true)?;
-            let credentials = store.create_app(&name, &callback, scopes)?;
+            let owner = match owner {
+                Some(username) => Some(
+                    store
+                        .users()?
+                        .into_iter()
+                        .find(|user| user.username == username)
+                        .with_context(|| format!("no user named {username:?}"))?
+                        .id,
+                ),
+                None => None,
+            };
+            let credentials = store.create_owned_app(owner, &name, &callback, scopes)?;
             writeln!(out, "client_id: {}", credentials.client_id)?;
             writeln!(out, "client_token: {}", credentials.client_token)?;
             writeln!(out, "client_secret: {}", credentials.client_secret)?;
@@ -106,12 +121,17 @@ pub fn run_apps(command: AppsCommand) -> anyhow::Result<()> {
         }
         AppsCommand::List { data } => {
             let store = open(&data, false)?;
-            writeln!(out, "client_id\tscopes\tcallback_url\tname")?;
+            let users = store.users()?;
+            writeln!(out, "client_id\tscopes\towner\tcallback_url\tname")?;
             for app in store.apps()? {
                 let scopes = app.scopes;
+                let owner = app
+                    .owner
+                    .and_then(|owner| users.iter().find(|user| user.id == owner))
+                    .map_or("-", |user| user.username.as_str());
                 writeln!(
                     out,
-                    "{}\t{scopes}\t{}\t{}",
+                    "{}\t{scopes}\t{owner}\t{}\t{}",
                     app.client_id, app.callback_url, app.name
                 )?;
             }
@@ -172,6 +192,7 @@ mod tests {
             name: "My app".to_owned(),
             callback: "https://my.example/cb".to_owned(),
             scopes: "read,write".to_owned(),
+            owner: None,
         })
         .unwrap();
         run_apps(AppsCommand::List { data: data.clone() }).unwrap();
@@ -180,6 +201,7 @@ mod tests {
             name: "Other".to_owned(),
             callback: "https://my.example/cb".to_owned(),
             scopes: "admin".to_owned(),
+            owner: None,
         };
         assert!(run_apps(bad_scope).is_err());
         let store = open(&data, false).unwrap();

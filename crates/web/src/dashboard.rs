@@ -98,20 +98,17 @@ impl Web {
             return rejected(String::from("Choose at least one scope."));
         }
         let scopes = Scopes::from_scopes(&scopes);
-        let credentials = match self.auth.create_app(name, callback_url, scopes) {
+        let owner = Some(session.user.id);
+        let credentials = match self
+            .auth
+            .create_owned_app(owner, name, callback_url, scopes)
+        {
             Ok(credentials) => credentials,
             Err(error @ (AuthError::InvalidAppName | AuthError::InvalidCallbackUrl(_))) => {
                 return rejected(format!("{error}."));
             }
             Err(_) => return server_failed(),
         };
-        if self
-            .registry
-            .set_owner(credentials.client_id, session.user.id)
-            .is_err()
-        {
-            return server_failed();
-        }
         let fresh = Fresh {
             app_name: name.to_owned(),
             values: vec![
@@ -133,12 +130,8 @@ impl Web {
         let app = form
             .get("client_id")
             .and_then(|text| text.parse::<ClientId>().ok())
-            .filter(|client_id| {
-                self.registry
-                    .owns(session.user.id, *client_id)
-                    .unwrap_or(false)
-            })
-            .and_then(|client_id| self.auth.app(client_id).ok().flatten());
+            .and_then(|client_id| self.auth.app(client_id).ok().flatten())
+            .filter(|app| app.owner == Some(session.user.id));
         let Some(app) = app else {
             return (
                 StatusCode::NOT_FOUND,
@@ -180,11 +173,8 @@ impl Web {
         outcome: &Outcome,
     ) -> Response<Bytes> {
         let csrf = session.csrf();
-        let apps: Vec<App> = match self.registry.apps_of(session.user.id) {
-            Ok(ids) => ids
-                .into_iter()
-                .filter_map(|client_id| self.auth.app(client_id).ok().flatten())
-                .collect(),
+        let apps: Vec<App> = match self.auth.apps_owned_by(session.user.id) {
+            Ok(apps) => apps,
             Err(_) => {
                 return html::error_page(
                     StatusCode::INTERNAL_SERVER_ERROR,

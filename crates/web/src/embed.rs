@@ -209,7 +209,7 @@ impl Web {
 
 fn fallback_page(image: &EmbedImage, missing: &[&str]) -> Response<Bytes> {
     let what = format!(
-        "The interactive viewer is not available: the npm package{} {} {} missing on the server (run `npm ci` in web/).",
+        "The interactive viewer is not available: the npm package{} {} {} missing on the server. Its operator installs them with `npm ci` in the repository's web/ folder, or points `--assets-dir` at a node_modules folder that has them.",
         if missing.len() == 1 { "" } else { "s" },
         missing.join(" and "),
         if missing.len() == 1 { "is" } else { "are" },

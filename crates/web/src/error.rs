@@ -11,12 +11,7 @@ pub enum WebError {
     /// The auth store failed.
     #[error("auth failed: {0}")]
     Auth(#[from] streetlevel_auth::AuthError),
-    /// The database was written by a newer version of this crate.
-    #[error("web schema version {found} is newer than the supported version {supported}")]
-    SchemaTooNew {
-        /// Version found in `web_schema_version`.
-        found: i64,
-        /// Highest version this build knows.
-        supported: i64,
-    },
+    /// The schema could not be brought up to date (for example, a newer build wrote it).
+    #[error(transparent)]
+    Migration(#[from] streetlevel_sqlite::MigrationError),
 }

@@ -1,15 +1,15 @@
 //! [`Registry`]: what the web surface itself remembers, in `web_*` tables of the data
-//! directory's `SQLite` file: which user owns which app, and the embed page's token.
+//! directory's `SQLite` file: the embed page's token.
 //!
-//! The auth crate's apps have no owner, so the dashboard keeps the owner here. The embed token
-//! is kept in clear: it is published in every embed page anyway, and it can only read.
+//! The embed token is kept in clear: it is published in every embed page anyway, and it can
+//! only read. App owners lived here too (`web_app_owners`) until the auth crate's apps got an
+//! owner; [`Registry::hand_owners_to`] moves any left in an older database over to auth.
 
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, params};
-use streetlevel_auth::{AuthStore, ClientId, Scopes, UserId};
+use streetlevel_auth::{AuthError, AuthStore, ClientId, Scopes, UserId};
 
 use crate::WebError;
 
@@ -31,7 +31,7 @@ pub(crate) const EMBED_APP_NAME: &str = "streetlevel embed page";
 /// The embed app never takes part in the authorization flow: its callback is not a web URL.
 const EMBED_APP_CALLBACK: &str = "urn:streetlevel:embed";
 
-/// App owners and the embed token, persisted in `web_*` tables.
+/// The embed token, persisted in `web_*` tables.
 pub struct Registry {
     connection: Mutex<Connection>,
 }
@@ -54,9 +54,7 @@ impl Registry {
     /// Opens (creating if needed) the `web_*` tables in the `SQLite` file at `path`, usually
     /// the data directory's `streetlevel.sqlite`.
     pub fn open(path: &Path) -> Result<Self, WebError> {
-        let connection = Connection::open(path)?;
-        connection.busy_timeout(Duration::from_secs(5))?;
-        Self::from_connection(connection)
+        Self::from_connection(streetlevel_sqlite::open(path)?)
     }
 
     /// A registry in memory, for tests.
@@ -77,39 +75,34 @@ impl Registry {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Records that `user_id` owns the app `client_id`.
-    pub fn set_owner(&self, client_id: ClientId, user_id: UserId) -> Result<(), WebError> {
-        self.connection().execute(
-            "INSERT OR REPLACE INTO web_app_owners (client_id, user_id) VALUES (?1, ?2)",
-            params![to_sql(client_id.0), to_sql(user_id.0)],
-        )?;
-        Ok(())
-    }
-
-    /// The apps `user_id` owns, by client ID.
-    pub fn apps_of(&self, user_id: UserId) -> Result<Vec<ClientId>, WebError> {
+    /// Moves app owners recorded by older versions (table `web_app_owners`) to the auth
+    /// crate's apps, then drops the table. Owners of apps or users that no longer exist are
+    /// dropped with it. Safe to repeat: an interrupted move is finished on the next start.
+    pub fn hand_owners_to(&self, auth: &AuthStore) -> Result<usize, WebError> {
         let connection = self.connection();
-        let mut statement = connection.prepare(
-            "SELECT client_id FROM web_app_owners WHERE user_id = ?1 ORDER BY client_id",
+        let legacy: bool = connection.query_row(
+            "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'web_app_owners')",
+            [],
+            |row| row.get(0),
         )?;
-        let ids = statement
-            .query_map([to_sql(user_id.0)], |row| row.get::<_, i64>(0))?
-            .map(|id| id.map(|id| ClientId(from_sql(id))))
+        if !legacy {
+            return Ok(0);
+        }
+        let owners = connection
+            .prepare("SELECT client_id, user_id FROM web_app_owners ORDER BY client_id")?
+            .query_map([], |row| Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)?)))?
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(ids)
-    }
-
-    /// Whether `user_id` owns the app `client_id`.
-    pub fn owns(&self, user_id: UserId, client_id: ClientId) -> Result<bool, WebError> {
-        let owner: Option<i64> = self
-            .connection()
-            .query_row(
-                "SELECT user_id FROM web_app_owners WHERE client_id = ?1",
-                [to_sql(client_id.0)],
-                |row| row.get(0),
-            )
-            .optional()?;
-        Ok(owner.is_some_and(|owner| from_sql(owner) == user_id.0))
+        let mut moved = 0;
+        for (client_id, user_id) in owners {
+            let owner = Some(UserId(from_sql(user_id)));
+            match auth.set_app_owner(ClientId(from_sql(client_id)), owner) {
+                Ok(()) => moved += 1,
+                Err(AuthError::UnknownApp(_) | AuthError::UnknownUser(_)) => {}
+                Err(error) => return Err(error.into()),
+            }
+        }
+        connection.execute_batch("DROP TABLE web_app_owners")?;
+        Ok(moved)
     }
 
     /// The embed page's app and read-only token: the stored one while auth still accepts it,
@@ -139,30 +132,51 @@ impl Registry {
 }
 
 fn migrate(connection: &mut Connection) -> Result<(), WebError> {
-    let transaction =
-        connection.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-    transaction.execute_batch(
-        "CREATE TABLE IF NOT EXISTS web_schema_version (version INTEGER NOT NULL)",
-    )?;
-    let found: Option<i64> = transaction
-        .query_row("SELECT version FROM web_schema_version", [], |row| {
-            row.get(0)
-        })
-        .optional()?;
-    let supported = i64::try_from(MIGRATIONS.len()).unwrap_or(i64::MAX);
-    let found = if let Some(version) = found {
-        version
-    } else {
-        transaction.execute("INSERT INTO web_schema_version (version) VALUES (0)", [])?;
-        0
-    };
-    if found > supported {
-        return Err(WebError::SchemaTooNew { found, supported });
+    Ok(streetlevel_sqlite::migrate(connection, "web", MIGRATIONS)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use streetlevel_auth::{Config, FakeClock, SeededRandom};
+    use streetlevel_model::Timestamp;
+
+    use super::*;
+
+    #[test]
+    fn owners_kept_by_older_versions_move_to_auth_once() {
+        let auth = AuthStore::open_in_memory(
+            Config::insecure_fast(),
+            FakeClock::new(Timestamp(1_700_000_000_000)),
+            SeededRandom::new(7),
+        )
+        .unwrap();
+        let user = auth.create_user("alice", "correct horse battery").unwrap();
+        let app = auth
+            .create_app("Old app", "https://app.example/cb", Scopes::READ)
+            .unwrap();
+        let registry = Registry::open_in_memory().unwrap();
+        registry
+            .connection()
+            .execute(
+                "INSERT INTO web_app_owners (client_id, user_id) VALUES (?1, ?2), (42, ?2)",
+                params![to_sql(app.client_id.0), to_sql(user.id.0)],
+            )
+            .unwrap();
+
+        // The row for app 42, which no longer exists, is dropped, not an error.
+        assert_eq!(registry.hand_owners_to(&auth).unwrap(), 1);
+        let owned = auth.apps_owned_by(user.id).unwrap();
+        assert_eq!(owned.len(), 1);
+        assert_eq!(owned[0].client_id, app.client_id);
+        let left: i64 = registry
+            .connection()
+            .query_row(
+                "SELECT COUNT(*) FROM sqlite_master WHERE name = 'web_app_owners'",
+                [],
+                |row| row.get(0),
+            )
+            .unwrap();
+        assert_eq!(left, 0);
+        assert_eq!(registry.hand_owners_to(&auth).unwrap(), 0);
     }
-    for migration in MIGRATIONS.iter().skip(usize::try_from(found).unwrap_or(0)) {
-        transaction.execute_batch(migration)?;
-    }
-    transaction.execute("UPDATE web_schema_version SET version = ?1", [supported])?;
-    transaction.commit()?;
-    Ok(())
 }

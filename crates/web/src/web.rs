@@ -23,7 +23,6 @@ pub(crate) const SESSION_COOKIE: &str = "streetlevel_session";
 pub struct Web {
     pub(crate) config: WebConfig,
     pub(crate) auth: Arc<AuthStore>,
-    pub(crate) registry: Registry,
     pub(crate) images: Arc<dyn EmbedImages>,
     pub(crate) random: Box<dyn RandomSource>,
     /// The embed page's app and its read-only token.
@@ -52,21 +51,22 @@ impl Session {
 }
 
 impl Web {
-    /// The web surface over `auth` (users, sessions, apps), `registry` (app owners, the embed
-    /// token) and `images` (the embed page's look-ups). Creates the embed page's app and token
-    /// on first start.
+    /// The web surface over `auth` (users, sessions, apps and their owners), `registry` (the
+    /// embed token) and `images` (the embed page's look-ups). Creates the embed page's app and
+    /// token on first start, and hands app owners an older version kept to `auth`.
     pub fn new(
         config: WebConfig,
         auth: Arc<AuthStore>,
-        registry: Registry,
+        registry: &Registry,
         images: Arc<dyn EmbedImages>,
         random: impl RandomSource + 'static,
     ) -> Result<Self, WebError> {
+        registry.hand_owners_to(&auth)?;
         let embed = registry.embed_token(&auth)?;
         Ok(Self {
             config,
             auth,
-            registry,
+
             images,
             random: Box::new(random),
             embed,

@@ -79,7 +79,7 @@ fn harness_with(config: WebConfig) -> Harness {
     let web = Web::new(
         config,
         Arc::clone(&auth),
-        Registry::open_in_memory().unwrap(),
+        &Registry::open_in_memory().unwrap(),
         Arc::new(FakeImages),
         SeededRandom::new(2),
     )
