@@ -5,6 +5,15 @@
 //! takes a few minutes and about 6 GB). Before divan's table it prints p50/p99 of the
 //! searches and the bytes per image, measured over many random boxes. Under `cargo test` the
 //! sizes shrink so that the bench only proves it runs.
+//!
+//! `STREETLEVEL_STORE_BENCH_SIZES=1M cargo bench -p streetlevel-store --bench store` skips the
+//! 10M store (its divan rows then measure an empty store; `none` skips both in-memory stores,
+//! e.g. to time only `load_1m_from_sqlite`; `load` prints the load's wall and CPU time without
+//! building them).
+
+mod common;
+
+use common::{CENTRE, SPREAD, Step, benchmarking, scale, wanted};
 
 use std::hint::black_box;
 use std::path::PathBuf;
@@ -19,10 +28,6 @@ use streetlevel_model::{
 use streetlevel_mvt::{ProjectionConfig, TileId};
 use streetlevel_store::{BoundingBox, GeometryVariant, ImageFilter, Store};
 
-const CENTRE: (f64, f64) = (13.19, 55.70);
-/// Half the width and height of the area the images cover, degrees (about 19 x 22 km).
-const SPREAD: (f64, f64) = (0.15, 0.10);
-const IMAGES_PER_SEQUENCE: u64 = 100;
 const CAMERAS: [(&str, &str); 5] = [
     ("Apple", "iPhone 12"),
     ("GoPro", "HERO9 Black"),
@@ -31,35 +36,19 @@ const CAMERAS: [(&str, &str); 5] = [
     ("Insta360", "ONE X2"),
 ];
 
-fn benchmarking() -> bool {
-    std::env::args().any(|argument| argument == "--bench")
-}
-
-fn scale(count: usize) -> usize {
-    if benchmarking() { count } else { count / 1000 }
-}
-
-/// Images `first..first + count` of the synthetic set: sequences of 100 images walking 3 m
-/// apart from random starts.
+/// Images `first..first + count` of the synthetic set, every field filled.
 fn synthetic_images(first: u64, count: u64) -> Vec<Image> {
-    let mut images = Vec::with_capacity(count as usize);
-    let mut rng = StdRng::seed_from_u64(first);
-    let metres_to_lat = 1.0 / 111_320.0;
-    let metres_to_lon = metres_to_lat / CENTRE.1.to_radians().cos();
-    let (mut lon, mut lat, mut heading) = (0.0, 0.0, 0.0_f64);
-    for number in first..first + count {
-        if number % IMAGES_PER_SEQUENCE == 0 || images.is_empty() {
-            lon = CENTRE.0 + rng.random_range(-SPREAD.0..SPREAD.0);
-            lat = CENTRE.1 + rng.random_range(-SPREAD.1..SPREAD.1);
-            heading = rng.random_range(0.0..360.0);
-        }
-        heading += rng.random_range(-10.0..10.0);
-        lon += 3.0 * heading.to_radians().sin() * metres_to_lon;
-        lat += 3.0 * heading.to_radians().cos() * metres_to_lat;
-        let sequence = number / IMAGES_PER_SEQUENCE;
+    common::synthetic_images(first, count, |step| {
+        let Step {
+            number,
+            sequence,
+            location,
+            heading,
+            rng,
+        } = step;
         let (make, model) = CAMERAS[(sequence % 5) as usize];
         let pano = sequence % 5 == 4;
-        images.push(Image {
+        Image {
             id: ImageId(1_000_000_000_000 + number),
             altitude: Some(40.0 + rng.random_range(0.0..5.0)),
             atomic_scale: Some(1.0),
@@ -74,13 +63,13 @@ fn synthetic_images(first: u64, count: u64) -> Vec<Image> {
             computed_altitude: Some(41.0),
             computed_compass_angle: Some(heading.rem_euclid(360.0)),
             computed_geometry: Some(Point::new(
-                lon + rng.random_range(-2e-5..2e-5),
-                lat + rng.random_range(-2e-5..2e-5),
+                location.lon + rng.random_range(-2e-5..2e-5),
+                location.lat + rng.random_range(-2e-5..2e-5),
             )),
             computed_rotation: Some([1.5, 0.1, -0.2]),
             creator: CreatorId(1 + sequence % 100),
             exif_orientation: Some(1),
-            geometry: Point::new(lon, lat),
+            geometry: location,
             height: if pano { 2048 } else { 3000 },
             width: 4000,
             is_pano: pano,
@@ -94,9 +83,8 @@ fn synthetic_images(first: u64, count: u64) -> Vec<Image> {
             organization: sequence
                 .is_multiple_of(3)
                 .then_some(OrganizationId(7 + sequence % 2)),
-        });
-    }
-    images
+        }
+    })
 }
 
 /// Resident set size of this process in bytes (Linux), or 0.
@@ -108,28 +96,32 @@ fn resident_bytes() -> usize {
 }
 
 fn build(count: usize) -> Store {
-    let mut store = Store::in_memory();
-    let chunk = 1_000_000;
-    let mut first = 0;
-    while first < count {
-        let size = chunk.min(count - first);
-        let images = synthetic_images(first as u64, size as u64);
-        if let Err(error) = store.insert_images(&images) {
-            eprintln!("insert failed: {error}");
-            break;
-        }
-        first += size;
-    }
-    store
+    common::build(count, synthetic_images)
 }
 
-static STORE_1M: LazyLock<Store> = LazyLock::new(|| build(scale(1_000_000)));
-static STORE_10M: LazyLock<Store> = LazyLock::new(|| build(scale(10_000_000)));
+static STORE_1M: LazyLock<Store> = LazyLock::new(|| {
+    build(if wanted("1M", true) {
+        scale(1_000_000)
+    } else {
+        0
+    })
+});
+static STORE_10M: LazyLock<Store> = LazyLock::new(|| {
+    build(if wanted("10M", true) {
+        scale(10_000_000)
+    } else {
+        0
+    })
+});
 
-/// A data directory holding 1M images in `SQLite`, written once per run.
+fn bench_directory() -> PathBuf {
+    std::env::temp_dir().join(format!("streetlevel-store-bench-{}", std::process::id()))
+}
+
+/// A data directory holding 1M images in `SQLite`, written once per run (and removed at the
+/// end).
 static DIR_1M: LazyLock<PathBuf> = LazyLock::new(|| {
-    let directory =
-        std::env::temp_dir().join(format!("streetlevel-store-bench-{}", std::process::id()));
+    let directory = bench_directory();
     let _ = std::fs::remove_dir_all(&directory);
     match Store::open(&directory) {
         Ok(mut store) => {
@@ -179,25 +171,66 @@ fn percentiles(label: &str, mut samples: Vec<Duration>) {
     );
 }
 
+/// CPU time this process has used (all threads), from `/proc/self/stat` (Linux), or zero.
+fn cpu_time() -> Duration {
+    let ticks = std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|text| {
+            // Fields after the command name (which may hold spaces) start at index 2.
+            let rest = text.rsplit_once(')')?.1;
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            let user: u64 = fields.get(11)?.parse().ok()?;
+            let system: u64 = fields.get(12)?.parse().ok()?;
+            Some(user + system)
+        })
+        .unwrap_or(0);
+    // The kernel reports in clock ticks of 1/100 s on Linux.
+    Duration::from_millis(ticks * 10)
+}
+
+/// One `Store::open` of the 1M directory: wall time and CPU time (both threads), so that a
+/// busy machine's figures can be told apart from the work done.
+fn report_load() {
+    let directory = &*DIR_1M;
+    let cpu_before = cpu_time();
+    let start = Instant::now();
+    let count = Store::open(directory).map_or(0, |store| store.image_count());
+    eprintln!(
+        "1M load from SQLite: {count} images in {:?} wall, {:?} CPU",
+        start.elapsed(),
+        cpu_time().saturating_sub(cpu_before)
+    );
+}
+
 fn report() {
+    if wanted("1M", true) || wanted("load", true) {
+        report_load();
+    }
     let before = resident_bytes();
     let store = &*STORE_1M;
     let after_1m = resident_bytes();
-    eprintln!(
-        "1M: {} images; structure estimate {} bytes/image; RSS growth {} bytes/image (with strings and allocator slack)",
-        store.image_count(),
-        store.image_memory_bytes() / store.image_count().max(1),
-        after_1m.saturating_sub(before) / store.image_count().max(1)
-    );
+    if wanted("1M", true) {
+        eprintln!(
+            "1M: {} images; structure estimate {} bytes/image; RSS growth {} bytes/image (with strings and allocator slack)",
+            store.image_count(),
+            store.image_memory_bytes() / store.image_count().max(1),
+            after_1m.saturating_sub(before) / store.image_count().max(1)
+        );
+    }
     let store_10m = &*STORE_10M;
     let after_10m = resident_bytes();
-    eprintln!(
-        "10M: {} images; structure estimate {} bytes/image; RSS growth {} bytes/image",
-        store_10m.image_count(),
-        store_10m.image_memory_bytes() / store_10m.image_count().max(1),
-        after_10m.saturating_sub(after_1m) / store_10m.image_count().max(1)
-    );
+    if wanted("10M", true) {
+        eprintln!(
+            "10M: {} images; structure estimate {} bytes/image; RSS growth {} bytes/image",
+            store_10m.image_count(),
+            store_10m.image_memory_bytes() / store_10m.image_count().max(1),
+            after_10m.saturating_sub(after_1m) / store_10m.image_count().max(1)
+        );
+    }
     for (name, store) in [("1M", store), ("10M", store_10m)] {
+        if !wanted(name, true) {
+            continue;
+        }
         for (label, size) in [
             ("0.01 deg box", 0.01),
             ("0.002 deg box", 0.002),
@@ -254,6 +287,7 @@ fn main() {
         report();
     }
     divan::main();
+    let _ = std::fs::remove_dir_all(bench_directory());
 }
 
 #[divan::bench(sample_count = 3, sample_size = 1)]

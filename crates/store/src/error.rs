@@ -17,14 +17,9 @@ pub enum StoreError {
         /// The underlying I/O error.
         source: std::io::Error,
     },
-    /// The database was written by a newer version of the store.
-    #[error("database schema version {found} is newer than the supported version {supported}")]
-    SchemaTooNew {
-        /// The version found in `store_schema_version`.
-        found: i64,
-        /// The newest version this build knows.
-        supported: i64,
-    },
+    /// The schema could not be brought up to date (for example, a newer build wrote it).
+    #[error(transparent)]
+    Migration(#[from] streetlevel_sqlite::MigrationError),
     /// A stored row could not be turned back into an entity.
     #[error("corrupt row in {table}: {reason}")]
     CorruptRow {

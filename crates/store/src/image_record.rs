@@ -1,4 +1,4 @@
-//! The compact in-memory form of an image: fixed-size, no heap, strings interned.
+//! The compact in-memory form of an image: fixed-size, no heap, strings and cameras interned.
 
 use std::collections::HashMap;
 
@@ -15,8 +15,9 @@ const HAS_MESH: u8 = 4;
 const HAS_SFM_CLUSTER: u8 = 8;
 const HAS_EXIF_ORIENTATION: u8 = 16;
 
-/// One image, about 180 bytes. Optional floats are `NaN` when absent (a `Some(NaN)` reads back
-/// as `None`: NaN has no JSON form anyway).
+/// One image in 176 bytes. Optional floats are `NaN` when absent (a `Some(NaN)` reads back as
+/// `None`: NaN has no JSON form anyway). Make, model, camera parameters and camera type are
+/// one interned [`Camera`]: images of one camera share them.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ImageRecord {
     pub(crate) id: u64,
@@ -41,15 +42,86 @@ pub(crate) struct ImageRecord {
     pub(crate) creator: u32,
     /// Index into the store's organizations, or [`NONE`].
     pub(crate) organization: u32,
-    /// Interned string, or [`NONE`].
-    pub(crate) make: u32,
-    /// Interned string, or [`NONE`].
-    pub(crate) model: u32,
-    /// Index into the camera parameter pool, or [`NONE`].
-    pub(crate) camera_parameters: u32,
-    camera_type: u8,
+    /// Index into the store's camera pool.
+    pub(crate) camera: u32,
     exif_orientation: u8,
     flags: u8,
+}
+
+/// The fixed-size values of an image, as read from an [`Image`] or straight from a database
+/// row, before the store resolves the names into indices.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RecordValues {
+    pub(crate) id: u64,
+    pub(crate) captured_at: i64,
+    pub(crate) geometry: [f64; 2],
+    pub(crate) computed_geometry: Option<[f64; 2]>,
+    pub(crate) altitude: Option<f64>,
+    pub(crate) atomic_scale: Option<f64>,
+    pub(crate) compass_angle: Option<f64>,
+    pub(crate) computed_altitude: Option<f64>,
+    pub(crate) computed_compass_angle: Option<f64>,
+    pub(crate) quality_score: Option<f64>,
+    pub(crate) computed_rotation: Option<[f64; 3]>,
+    pub(crate) merge_cc: Option<u64>,
+    pub(crate) mesh: Option<u64>,
+    pub(crate) sfm_cluster: Option<u64>,
+    pub(crate) width: u32,
+    pub(crate) height: u32,
+    pub(crate) exif_orientation: Option<u8>,
+    pub(crate) is_pano: bool,
+}
+
+impl RecordValues {
+    pub(crate) fn of(image: &Image) -> Self {
+        RecordValues {
+            id: image.id.0,
+            captured_at: image.captured_at.0,
+            geometry: [image.geometry.lon, image.geometry.lat],
+            computed_geometry: image.computed_geometry.map(|point| [point.lon, point.lat]),
+            altitude: image.altitude,
+            atomic_scale: image.atomic_scale,
+            compass_angle: image.compass_angle,
+            computed_altitude: image.computed_altitude,
+            computed_compass_angle: image.computed_compass_angle,
+            quality_score: image.quality_score,
+            computed_rotation: image.computed_rotation,
+            merge_cc: image.merge_cc,
+            mesh: image.mesh.map(|mesh| mesh.0),
+            sfm_cluster: image.sfm_cluster.map(|cluster| cluster.0),
+            width: image.width,
+            height: image.height,
+            exif_orientation: image.exif_orientation,
+            is_pano: image.is_pano,
+        }
+    }
+}
+
+/// The names an image refers to, borrowed from an [`Image`] or a database row; the store
+/// resolves them into indices.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RecordNames<'a> {
+    pub(crate) sequence: &'a str,
+    pub(crate) creator: CreatorId,
+    pub(crate) organization: Option<OrganizationId>,
+    pub(crate) make: Option<&'a str>,
+    pub(crate) model: Option<&'a str>,
+    pub(crate) camera_parameters: Option<&'a [f64]>,
+    pub(crate) camera_type: Option<CameraType>,
+}
+
+impl<'a> RecordNames<'a> {
+    pub(crate) fn of(image: &'a Image) -> Self {
+        RecordNames {
+            sequence: image.sequence.as_str(),
+            creator: image.creator,
+            organization: image.organization,
+            make: image.make.as_deref(),
+            model: image.model.as_deref(),
+            camera_parameters: image.camera_parameters.as_deref(),
+            camera_type: image.camera_type,
+        }
+    }
 }
 
 /// The indices an image record refers to, resolved by the store before building it.
@@ -57,19 +129,18 @@ pub(crate) struct RecordLinks {
     pub(crate) sequence: u32,
     pub(crate) creator: u32,
     pub(crate) organization: u32,
-    pub(crate) make: u32,
-    pub(crate) model: u32,
-    pub(crate) camera_parameters: u32,
+    pub(crate) camera: u32,
 }
 
 /// What the store resolves indices back to when rebuilding an [`Image`].
-pub(crate) struct RecordNames<'a> {
+pub(crate) struct ResolvedNames<'a> {
     pub(crate) sequence: &'a streetlevel_model::SequenceId,
     pub(crate) creator: CreatorId,
     pub(crate) organization: Option<OrganizationId>,
     pub(crate) make: Option<&'a str>,
     pub(crate) model: Option<&'a str>,
     pub(crate) camera_parameters: Option<&'a [f64]>,
+    pub(crate) camera_type: Option<CameraType>,
 }
 
 fn encode(value: Option<f64>) -> f64 {
@@ -81,72 +152,57 @@ fn decode(value: f64) -> Option<f64> {
 }
 
 impl ImageRecord {
-    pub(crate) fn new(image: &Image, links: &RecordLinks) -> Self {
+    pub(crate) fn new(values: &RecordValues, links: &RecordLinks) -> Self {
         let mut flags = 0;
-        if image.is_pano {
+        if values.is_pano {
             flags |= IS_PANO;
         }
-        if image.merge_cc.is_some() {
+        if values.merge_cc.is_some() {
             flags |= HAS_MERGE_CC;
         }
-        if image.mesh.is_some() {
+        if values.mesh.is_some() {
             flags |= HAS_MESH;
         }
-        if image.sfm_cluster.is_some() {
+        if values.sfm_cluster.is_some() {
             flags |= HAS_SFM_CLUSTER;
         }
-        if image.exif_orientation.is_some() {
+        if values.exif_orientation.is_some() {
             flags |= HAS_EXIF_ORIENTATION;
         }
         ImageRecord {
-            id: image.id.0,
-            captured_at: image.captured_at.0,
-            geometry: [image.geometry.lon, image.geometry.lat],
-            computed_geometry: image
-                .computed_geometry
-                .map_or([f64::NAN; 2], |point| [point.lon, point.lat]),
-            altitude: encode(image.altitude),
-            atomic_scale: encode(image.atomic_scale),
-            compass_angle: encode(image.compass_angle),
-            computed_altitude: encode(image.computed_altitude),
-            computed_compass_angle: encode(image.computed_compass_angle),
-            quality_score: encode(image.quality_score),
-            computed_rotation: image.computed_rotation.unwrap_or([f64::NAN; 3]),
-            merge_cc: image.merge_cc.unwrap_or(0),
-            mesh: image.mesh.map_or(0, |mesh| mesh.0),
-            sfm_cluster: image.sfm_cluster.map_or(0, |cluster| cluster.0),
-            width: image.width,
-            height: image.height,
+            id: values.id,
+            captured_at: values.captured_at,
+            geometry: values.geometry,
+            computed_geometry: values.computed_geometry.unwrap_or([f64::NAN; 2]),
+            altitude: encode(values.altitude),
+            atomic_scale: encode(values.atomic_scale),
+            compass_angle: encode(values.compass_angle),
+            computed_altitude: encode(values.computed_altitude),
+            computed_compass_angle: encode(values.computed_compass_angle),
+            quality_score: encode(values.quality_score),
+            computed_rotation: values.computed_rotation.unwrap_or([f64::NAN; 3]),
+            merge_cc: values.merge_cc.unwrap_or(0),
+            mesh: values.mesh.unwrap_or(0),
+            sfm_cluster: values.sfm_cluster.unwrap_or(0),
+            width: values.width,
+            height: values.height,
             sequence: links.sequence,
             creator: links.creator,
             organization: links.organization,
-            make: links.make,
-            model: links.model,
-            camera_parameters: links.camera_parameters,
-            camera_type: match image.camera_type {
-                None => 0,
-                Some(CameraType::Perspective) => 1,
-                Some(CameraType::Fisheye) => 2,
-                Some(CameraType::Equirectangular) => 3,
-            },
-            exif_orientation: image.exif_orientation.unwrap_or(0),
+            camera: links.camera,
+            exif_orientation: values.exif_orientation.unwrap_or(0),
             flags,
         }
     }
 
-    pub(crate) fn to_image(self, names: &RecordNames<'_>) -> Image {
+    pub(crate) fn to_image(self, names: &ResolvedNames<'_>) -> Image {
         let flag = |bit: u8| self.flags & bit != 0;
         Image {
             id: ImageId(self.id),
             altitude: decode(self.altitude),
             atomic_scale: decode(self.atomic_scale),
             camera_parameters: names.camera_parameters.map(<[f64]>::to_vec),
-            camera_type: match self.camera_type {
-                1 => Some(CameraType::Perspective),
-                2 => Some(CameraType::Fisheye),
-                3 => Some(CameraType::Equirectangular),
-                _ => None,
-            },
+            camera_type: names.camera_type,
             captured_at: Timestamp(self.captured_at),
             compass_angle: decode(self.compass_angle),
             computed_altitude: decode(self.computed_altitude),
@@ -202,6 +258,45 @@ impl ImageRecord {
             return Some(self.computed_compass_angle);
         }
         decode(self.compass_angle)
+    }
+}
+
+/// A camera as images name it: make, model (interned strings or [`NONE`]), parameters (index
+/// into the [`ParameterPool`] or [`NONE`]) and type. Images share one entry per distinct
+/// combination.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct Camera {
+    pub(crate) make: u32,
+    pub(crate) model: u32,
+    pub(crate) parameters: u32,
+    pub(crate) kind: Option<CameraType>,
+}
+
+/// The distinct cameras, each stored once.
+#[derive(Debug, Default)]
+pub(crate) struct CameraPool {
+    cameras: Vec<Camera>,
+    index: HashMap<Camera, u32>,
+}
+
+impl CameraPool {
+    pub(crate) fn intern(&mut self, camera: Camera) -> u32 {
+        if let Some(&index) = self.index.get(&camera) {
+            return index;
+        }
+        let index = self.cameras.len() as u32;
+        self.cameras.push(camera);
+        self.index.insert(camera, index);
+        index
+    }
+
+    pub(crate) fn get(&self, index: u32) -> Option<&Camera> {
+        self.cameras.get(index as usize)
+    }
+
+    /// Which cameras pass `keep`, by index.
+    pub(crate) fn matching(&self, keep: impl Fn(&Camera) -> bool) -> Vec<bool> {
+        self.cameras.iter().map(keep).collect()
     }
 }
 

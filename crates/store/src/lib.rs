@@ -3,8 +3,10 @@
 mod error;
 pub mod filter;
 mod image_record;
+mod overview;
 pub mod s2;
 mod search;
+mod sequence_lines;
 mod sqlite;
 mod store;
 mod tiles;

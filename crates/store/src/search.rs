@@ -29,8 +29,9 @@ struct ResolvedImageFilter<'a> {
     filter: &'a ImageFilter,
     creator: Option<u32>,
     organization: Option<u32>,
-    makes: Option<Vec<u32>>,
-    models: Option<Vec<u32>>,
+    /// By camera index, whether the camera passes the make and model filters; `None` when
+    /// neither is set.
+    cameras: Option<Vec<bool>>,
     sequences: Option<HashSet<u32>>,
 }
 
@@ -126,17 +127,26 @@ impl Store {
         if makes.as_ref().is_some_and(Vec::is_empty) || models.as_ref().is_some_and(Vec::is_empty) {
             return None;
         }
+        let cameras = (makes.is_some() || models.is_some()).then(|| {
+            self.cameras.matching(|camera| {
+                let named = |names: &Option<Vec<u32>>, name: u32| {
+                    names
+                        .as_ref()
+                        .is_none_or(|names| name != NONE && names.contains(&name))
+                };
+                named(&makes, camera.make) && named(&models, camera.model)
+            })
+        });
         let sequences = filter.sequence_ids.as_ref().map(|ids| {
             ids.iter()
-                .filter_map(|id| self.sequence_index.get(id).copied())
+                .filter_map(|id| self.sequence_index.get(id.as_str()).copied())
                 .collect()
         });
         Some(ResolvedImageFilter {
             filter,
             creator,
             organization,
-            makes,
-            models,
+            cameras,
             sequences,
         })
     }
@@ -150,13 +160,9 @@ impl Store {
                 .is_none_or(|creator| record.creator == creator)
             && filter.is_pano.is_none_or(|pano| record.is_pano() == pano)
             && resolved
-                .makes
+                .cameras
                 .as_ref()
-                .is_none_or(|makes| record.make != NONE && makes.contains(&record.make))
-            && resolved
-                .models
-                .as_ref()
-                .is_none_or(|models| record.model != NONE && models.contains(&record.model))
+                .is_none_or(|cameras| cameras[record.camera as usize])
             && resolved
                 .organization
                 .is_none_or(|organization| record.organization == organization)
@@ -184,7 +190,7 @@ impl Store {
             let mut indices: Vec<u32> = ids
                 .iter()
                 .filter(|id| is_after(id.0, after))
-                .filter_map(|id| self.image_ids.get(&id.0).copied())
+                .filter_map(|id| self.image_index(id.0))
                 .filter(|&index| self.image_matches(index, resolved))
                 .collect();
             by_id(&mut indices);
@@ -219,13 +225,18 @@ impl Store {
                 }
             }
             if visited <= cap {
-                // Sort on the ID carried along, not looked up per comparison.
+                // Only the lowest `wanted` IDs can be on the page: select them, then sort just
+                // those, on the ID carried along (not looked up per comparison).
+                if found.len() > wanted {
+                    found.select_nth_unstable(wanted);
+                    found.truncate(wanted);
+                }
                 found.sort_unstable();
                 return found.into_iter().map(|(_, index)| index).collect();
             }
         }
         // An ordered source: the smallest of the creator's list, the organization's list and
-        // everything; stop once the page (plus one) is full.
+        // everything (the ID order); stop once the page (plus one) is full.
         let creator_list = resolved
             .creator
             .map(|creator| &self.creators[creator as usize].images);
@@ -237,28 +248,17 @@ impl Store {
             (a, b) => a.or(b),
         };
         let matching = |index: &u32| self.image_matches(*index, resolved);
-        match list {
-            Some(list) => {
-                let start = after.map_or(0, |cursor| {
-                    list.partition_point(|&index| {
-                        self.images[index as usize].id <= cursor.last_id()
-                    })
-                });
-                list[start..]
-                    .iter()
-                    .copied()
-                    .filter(matching)
-                    .take(wanted)
-                    .collect()
-            }
-            None => self
-                .image_ids
-                .range((after_bound(after), Bound::Unbounded))
-                .map(|(_, &index)| index)
-                .filter(matching)
-                .take(wanted)
-                .collect(),
-        }
+        // Every list is in ID order: start after the cursor by binary search.
+        let list = list.map_or(self.id_order.as_slice(), Vec::as_slice);
+        let start = after.map_or(0, |cursor| {
+            list.partition_point(|&index| self.images[index as usize].id <= cursor.last_id())
+        });
+        list[start..]
+            .iter()
+            .copied()
+            .filter(matching)
+            .take(wanted)
+            .collect()
     }
 
     /// Map features matching `filter`, at most `limit`, in ascending ID order, continuing
@@ -328,7 +328,7 @@ impl Store {
             if !needs_image {
                 return true;
             }
-            let Some(&index) = self.image_ids.get(&detection.image.0) else {
+            let Some(index) = self.image_index(detection.image.0) else {
                 return false;
             };
             let record = &self.images[index as usize];

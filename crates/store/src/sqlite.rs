@@ -6,22 +6,21 @@
 //! little-endian `f64` blobs so that values read back bit for bit.
 
 use std::path::Path;
-use std::time::Duration;
 
-use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, Transaction, params};
 use streetlevel_model::{
     CameraType, Creator, CreatorId, Detection, DetectionId, Image, ImageId, MapFeature,
-    MapFeatureId, MediaId, ObjectType, Organization, OrganizationId, Point, Sequence, SequenceId,
-    Timestamp,
+    MapFeatureId, ObjectType, Organization, OrganizationId, Point, Sequence, SequenceId, Timestamp,
 };
 
+use crate::image_record::{Interner, NONE, ParameterPool, RecordNames, RecordValues};
 use crate::{Store, StoreError};
 
 /// The newest schema version this build writes.
 pub const SCHEMA_VERSION: i64 = 1;
 
 /// Migration `n` (1-based) brings the schema from version `n - 1` to `n`.
-const MIGRATIONS: [&str; 1] = ["
+const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = ["
 CREATE TABLE store_creators (
     id INTEGER PRIMARY KEY,
     username TEXT NOT NULL UNIQUE
@@ -89,42 +88,20 @@ CREATE TABLE store_detections (
 
 /// Opens the database file with WAL and a busy timeout, and migrates it.
 pub(crate) fn open(path: &Path) -> Result<Connection, StoreError> {
-    let mut connection = Connection::open(path)?;
-    connection.busy_timeout(Duration::from_secs(5))?;
-    connection.pragma_update(None, "journal_mode", "WAL")?;
+    let mut connection = streetlevel_sqlite::open(path)?;
     connection.pragma_update(None, "synchronous", "NORMAL")?;
     migrate(&mut connection)?;
     Ok(connection)
 }
 
-/// Brings the schema to [`SCHEMA_VERSION`], one transaction for all steps.
+/// Brings the schema to [`SCHEMA_VERSION`] (one immediate transaction for all steps, so
+/// servers starting at once on a new data directory do not trip over each other).
 pub(crate) fn migrate(connection: &mut Connection) -> Result<(), StoreError> {
-    let transaction = connection.transaction()?;
-    transaction.execute_batch(
-        "CREATE TABLE IF NOT EXISTS store_schema_version (version INTEGER NOT NULL)",
-    )?;
-    let found: i64 = transaction
-        .query_row("SELECT version FROM store_schema_version", [], |row| {
-            row.get(0)
-        })
-        .optional()?
-        .unwrap_or(0);
-    if found > SCHEMA_VERSION {
-        return Err(StoreError::SchemaTooNew {
-            found,
-            supported: SCHEMA_VERSION,
-        });
-    }
-    for migration in &MIGRATIONS[found as usize..] {
-        transaction.execute_batch(migration)?;
-    }
-    transaction.execute("DELETE FROM store_schema_version", [])?;
-    transaction.execute(
-        "INSERT INTO store_schema_version (version) VALUES (?1)",
-        [SCHEMA_VERSION],
-    )?;
-    transaction.commit()?;
-    Ok(())
+    Ok(streetlevel_sqlite::migrate(
+        connection,
+        "store",
+        &MIGRATIONS,
+    )?)
 }
 
 fn to_sql_id(id: u64) -> i64 {
@@ -140,23 +117,6 @@ fn floats_to_blob(values: &[f64]) -> Vec<u8> {
         .iter()
         .flat_map(|value| value.to_le_bytes())
         .collect()
-}
-
-fn blob_to_floats(table: &'static str, blob: &[u8]) -> Result<Vec<f64>, StoreError> {
-    if !blob.len().is_multiple_of(8) {
-        return Err(StoreError::CorruptRow {
-            table,
-            reason: format!("float blob of {} bytes", blob.len()),
-        });
-    }
-    Ok(blob
-        .chunks_exact(8)
-        .map(|chunk| {
-            let mut bytes = [0; 8];
-            bytes.copy_from_slice(chunk);
-            f64::from_le_bytes(bytes)
-        })
-        .collect())
 }
 
 fn ids_to_blob(ids: &[ImageId]) -> Vec<u8> {
@@ -330,13 +290,26 @@ pub(crate) fn insert_detections(
 
 /// Reads every entity into `store` (which must be empty), in one read transaction.
 pub(crate) fn load(connection: &Connection, store: &mut Store) -> Result<(), StoreError> {
+    load_with(connection, store, PARALLEL_LOAD)
+}
+
+/// [`load`], reading images in two halves from `parallel_from` images on.
+fn load_with(
+    connection: &Connection,
+    store: &mut Store,
+    parallel_from: i64,
+) -> Result<(), StoreError> {
     connection.execute_batch("BEGIN")?;
-    let result = load_all(connection, store);
+    let result = load_all(connection, store, parallel_from);
     connection.execute_batch("COMMIT")?;
     result
 }
 
-fn load_all(connection: &Connection, store: &mut Store) -> Result<(), StoreError> {
+fn load_all(
+    connection: &Connection,
+    store: &mut Store,
+    parallel_from: i64,
+) -> Result<(), StoreError> {
     let mut statement = connection.prepare("SELECT id, username FROM store_creators")?;
     let mut rows = statement.query([])?;
     while let Some(row) = rows.next()? {
@@ -372,20 +345,7 @@ fn load_all(connection: &Connection, store: &mut Store) -> Result<(), StoreError
         });
     }
 
-    let mut statement = connection.prepare(
-        "SELECT id, captured_at, lon, lat, computed_lon, computed_lat, altitude, atomic_scale,
-            camera_parameters, camera_type, compass_angle, computed_altitude,
-            computed_compass_angle, computed_rotation, creator, exif_orientation, height, width,
-            is_pano, make, model, merge_cc, mesh, sequence, sfm_cluster, quality_score,
-            organization
-         FROM store_images",
-    )?;
-    let mut rows = statement.query([])?;
-    while let Some(row) = rows.next()? {
-        store.push_image(&image_from_row(row)?);
-    }
-    store.images.shrink_to_fit();
-    store.index_new_images(0);
+    load_images(connection, store, parallel_from)?;
 
     let mut statement = connection.prepare(
         "SELECT id, aligned_direction, first_seen_at, last_seen_at, object_value, object_type,
@@ -437,12 +397,173 @@ fn load_all(connection: &Connection, store: &mut Store) -> Result<(), StoreError
     Ok(())
 }
 
-fn image_from_row(row: &Row<'_>) -> Result<Image, StoreError> {
+/// Tables of at least this many images are read by two connections at once, each half.
+const PARALLEL_LOAD: i64 = 100_000;
+
+const IMAGE_COLUMNS: &str = "SELECT id, captured_at, lon, lat, computed_lon, computed_lat,
+    altitude, atomic_scale, camera_parameters, camera_type, compass_angle, computed_altitude,
+    computed_compass_angle, computed_rotation, creator, exif_orientation, height, width, is_pano,
+    make, model, merge_cc, mesh, sequence, sfm_cluster, quality_score, organization
+    FROM store_images";
+
+/// Reads the images straight into the store's records (no intermediate [`Image`]), then
+/// indexes them once. A large table on disk is read in two halves by ID: this thread pushes
+/// the lower half while a second connection reads the upper half into a buffer.
+fn load_images(
+    connection: &Connection,
+    store: &mut Store,
+    parallel_from: i64,
+) -> Result<(), StoreError> {
+    let count: i64 =
+        connection.query_row("SELECT count(*) FROM store_images", [], |row| row.get(0))?;
+    store
+        .images
+        .reserve_exact(usize::try_from(count).unwrap_or(0));
+    let path = connection.path().filter(|path| !path.is_empty());
+    let split: Option<i64> = match path {
+        Some(_) if count >= parallel_from => connection
+            .query_row(
+                "SELECT id FROM store_images ORDER BY id LIMIT 1 OFFSET ?1",
+                [count / 2],
+                |row| row.get(0),
+            )
+            .optional()?,
+        _ => None,
+    };
+    let mut parameters = Vec::new();
+    let (Some(path), Some(split)) = (path, split) else {
+        let mut statement = connection.prepare(IMAGE_COLUMNS)?;
+        let mut rows = statement.query([])?;
+        while let Some(row) = rows.next()? {
+            let (values, names) = read_image_row(row, &mut parameters)?;
+            store.push_image(&values, &names);
+        }
+        store.index_new_images(0);
+        return Ok(());
+    };
+    let upper = std::thread::scope(|scope| {
+        let upper = scope.spawn(|| read_images_buffered(Path::new(path), split));
+        let lower = (|| {
+            let mut statement = connection.prepare(&format!("{IMAGE_COLUMNS} WHERE id < ?1"))?;
+            let mut rows = statement.query([split])?;
+            while let Some(row) = rows.next()? {
+                let (values, names) = read_image_row(row, &mut parameters)?;
+                store.push_image(&values, &names);
+            }
+            Ok::<(), StoreError>(())
+        })();
+        let upper = upper.join().unwrap_or_else(|_| {
+            Err(StoreError::CorruptRow {
+                table: "store_images",
+                reason: "the reading thread failed".to_owned(),
+            })
+        });
+        lower.and(upper)
+    })?;
+    for image in &upper.images {
+        let names = RecordNames {
+            sequence: upper.strings.get(image.sequence).unwrap_or_default(),
+            creator: image.creator,
+            organization: image.organization,
+            make: upper.strings.get(image.make),
+            model: upper.strings.get(image.model),
+            camera_parameters: upper.parameters.get(image.parameters),
+            camera_type: image.camera_type,
+        };
+        store.push_image(&image.values, &names);
+    }
+    drop(upper);
+    store.index_new_images(0);
+    Ok(())
+}
+
+/// An image read by the second loading thread, its names interned in [`BufferedImages`].
+struct BufferedImage {
+    values: RecordValues,
+    sequence: u32,
+    creator: CreatorId,
+    organization: Option<OrganizationId>,
+    make: u32,
+    model: u32,
+    parameters: u32,
+    camera_type: Option<CameraType>,
+}
+
+struct BufferedImages {
+    images: Vec<BufferedImage>,
+    strings: Interner,
+    parameters: ParameterPool,
+}
+
+/// Reads the images with IDs from `first` on through a read-only connection of its own.
+fn read_images_buffered(path: &Path, first: i64) -> Result<BufferedImages, StoreError> {
+    let connection = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    connection.busy_timeout(streetlevel_sqlite::BUSY_TIMEOUT)?;
+    let mut buffered = BufferedImages {
+        images: Vec::new(),
+        strings: Interner::default(),
+        parameters: ParameterPool::default(),
+    };
+    let mut statement = connection.prepare(&format!("{IMAGE_COLUMNS} WHERE id >= ?1"))?;
+    let mut rows = statement.query([first])?;
+    let mut parameters = Vec::new();
+    while let Some(row) = rows.next()? {
+        let (values, names) = read_image_row(row, &mut parameters)?;
+        let image = BufferedImage {
+            values,
+            sequence: buffered.strings.intern(names.sequence),
+            creator: names.creator,
+            organization: names.organization,
+            make: names
+                .make
+                .map_or(NONE, |make| buffered.strings.intern(make)),
+            model: names
+                .model
+                .map_or(NONE, |model| buffered.strings.intern(model)),
+            parameters: names
+                .camera_parameters
+                .map_or(NONE, |list| buffered.parameters.intern(list)),
+            camera_type: names.camera_type,
+        };
+        buffered.images.push(image);
+    }
+    Ok(buffered)
+}
+
+/// Decodes a float blob into `out` (cleared first).
+fn decode_floats(table: &'static str, blob: &[u8], out: &mut Vec<f64>) -> Result<(), StoreError> {
+    if !blob.len().is_multiple_of(8) {
+        return Err(StoreError::CorruptRow {
+            table,
+            reason: format!("float blob of {} bytes", blob.len()),
+        });
+    }
+    out.clear();
+    out.extend(blob.chunks_exact(8).map(|chunk| {
+        let mut bytes = [0; 8];
+        bytes.copy_from_slice(chunk);
+        f64::from_le_bytes(bytes)
+    }));
+    Ok(())
+}
+
+/// The values and names of one row of [`IMAGE_COLUMNS`]; camera parameters are decoded into
+/// `parameters`.
+fn read_image_row<'a>(
+    row: &'a Row<'_>,
+    parameters: &'a mut Vec<f64>,
+) -> Result<(RecordValues, RecordNames<'a>), StoreError> {
     const TABLE: &str = "store_images";
     let computed_lon: Option<f64> = row.get(4)?;
     let computed_lat: Option<f64> = row.get(5)?;
     let camera_parameters = match row.get_ref(8)?.as_blob_or_null()? {
-        Some(blob) => Some(blob_to_floats(TABLE, blob)?),
+        Some(blob) => {
+            decode_floats(TABLE, blob, parameters)?;
+            Some(parameters.as_slice())
+        }
         None => None,
     };
     let camera_type = match row.get_ref(9)?.as_str_or_null()? {
@@ -457,9 +578,10 @@ fn image_from_row(row: &Row<'_>) -> Result<Image, StoreError> {
     };
     let computed_rotation = match row.get_ref(13)?.as_blob_or_null()? {
         Some(blob) => {
-            let values = blob_to_floats(TABLE, blob)?;
+            let mut rotation = Vec::with_capacity(3);
+            decode_floats(TABLE, blob, &mut rotation)?;
             let rotation: [f64; 3] =
-                values
+                rotation
                     .try_into()
                     .map_err(|values: Vec<f64>| StoreError::CorruptRow {
                         table: TABLE,
@@ -469,39 +591,108 @@ fn image_from_row(row: &Row<'_>) -> Result<Image, StoreError> {
         }
         None => None,
     };
-    Ok(Image {
-        id: ImageId(from_sql_id(row.get(0)?)),
-        captured_at: Timestamp(row.get(1)?),
-        geometry: Point::new(row.get(2)?, row.get(3)?),
-        computed_geometry: computed_lon
-            .zip(computed_lat)
-            .map(|(lon, lat)| Point::new(lon, lat)),
+    let values = RecordValues {
+        id: from_sql_id(row.get(0)?),
+        captured_at: row.get(1)?,
+        geometry: [row.get(2)?, row.get(3)?],
+        computed_geometry: computed_lon.zip(computed_lat).map(|(lon, lat)| [lon, lat]),
         altitude: row.get(6)?,
         atomic_scale: row.get(7)?,
-        camera_parameters,
-        camera_type,
         compass_angle: row.get(10)?,
         computed_altitude: row.get(11)?,
         computed_compass_angle: row.get(12)?,
-        computed_rotation,
-        creator: CreatorId(from_sql_id(row.get(14)?)),
-        exif_orientation: row.get(15)?,
-        height: row.get(16)?,
-        width: row.get(17)?,
-        is_pano: row.get(18)?,
-        make: row.get(19)?,
-        model: row.get(20)?,
-        merge_cc: row.get::<_, Option<i64>>(21)?.map(from_sql_id),
-        mesh: row
-            .get::<_, Option<i64>>(22)?
-            .map(|id| MediaId(from_sql_id(id))),
-        sequence: SequenceId(row.get(23)?),
-        sfm_cluster: row
-            .get::<_, Option<i64>>(24)?
-            .map(|id| MediaId(from_sql_id(id))),
         quality_score: row.get(25)?,
+        computed_rotation,
+        merge_cc: row.get::<_, Option<i64>>(21)?.map(from_sql_id),
+        mesh: row.get::<_, Option<i64>>(22)?.map(from_sql_id),
+        sfm_cluster: row.get::<_, Option<i64>>(24)?.map(from_sql_id),
+        width: row.get(17)?,
+        height: row.get(16)?,
+        exif_orientation: row.get(15)?,
+        is_pano: row.get(18)?,
+    };
+    let names = RecordNames {
+        sequence: row.get_ref(23)?.as_str()?,
+        creator: CreatorId(from_sql_id(row.get(14)?)),
         organization: row
             .get::<_, Option<i64>>(26)?
             .map(|id| OrganizationId(from_sql_id(id))),
-    })
+        make: row.get_ref(19)?.as_str_or_null()?,
+        model: row.get_ref(20)?.as_str_or_null()?,
+        camera_parameters,
+        camera_type,
+    };
+    Ok((values, names))
+}
+
+#[cfg(test)]
+mod tests {
+    use streetlevel_model::{MediaId, SequenceId};
+
+    use super::*;
+    use crate::ImageFilter;
+
+    fn image(number: u64) -> Image {
+        let some = |value: f64| (!number.is_multiple_of(3)).then_some(value);
+        Image {
+            // Every fourth ID above `i64::MAX`: stored negative, read first.
+            id: ImageId(if number.is_multiple_of(4) {
+                u64::MAX - number
+            } else {
+                1000 + number
+            }),
+            altitude: some(40.0 + number as f64 / 7.0),
+            atomic_scale: some(1.0),
+            camera_parameters: (!number.is_multiple_of(5))
+                .then(|| vec![0.85, -0.02, number as f64]),
+            camera_type: (number.is_multiple_of(2)).then_some(CameraType::Fisheye),
+            captured_at: Timestamp(1_600_000_000_000 + number as i64),
+            compass_angle: some(number as f64 % 360.0),
+            computed_altitude: some(41.5),
+            computed_compass_angle: some(12.25),
+            computed_geometry: (number % 3 == 1).then(|| Point::new(13.2, 55.7)),
+            computed_rotation: (number % 2 == 1).then_some([1.5, 0.1, -0.2]),
+            creator: CreatorId(number % 7),
+            exif_orientation: (number % 4 != 1).then_some(u8::try_from(number % 9).unwrap_or(1)),
+            geometry: Point::new(13.0 + number as f64 / 1e4, 55.0 + number as f64 / 3e4),
+            height: 3000,
+            width: u32::try_from(number).unwrap_or(0),
+            is_pano: number % 5 == 2,
+            make: (number % 3 != 2).then(|| format!("make{}", number % 4)),
+            model: (!number.is_multiple_of(3)).then(|| format!("model{}", number % 5)),
+            merge_cc: (number.is_multiple_of(2)).then_some(number),
+            mesh: (number.is_multiple_of(3)).then_some(MediaId(number)),
+            sequence: SequenceId(format!("seq{}", number / 10)),
+            sfm_cluster: (number % 4 == 3).then_some(MediaId(number + 1)),
+            quality_score: some(0.5),
+            organization: (number.is_multiple_of(3)).then_some(OrganizationId(9)),
+        }
+    }
+
+    #[test]
+    fn loading_in_two_halves_gives_the_same_store_as_one_pass() {
+        let directory = std::env::temp_dir().join(format!(
+            "streetlevel-store-split-load-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&directory);
+        let images: Vec<Image> = (0..500).map(image).collect();
+        let mut store = Store::open(&directory).unwrap();
+        store.insert_images(&images).unwrap();
+        drop(store);
+
+        let connection = open(&Store::database_path(&directory)).unwrap();
+        let mut one_pass = Store::in_memory();
+        load_with(&connection, &mut one_pass, i64::MAX).unwrap();
+        let mut halves = Store::in_memory();
+        load_with(&connection, &mut halves, 1).unwrap();
+        let _ = std::fs::remove_dir_all(&directory);
+
+        let ids: Vec<ImageId> = images.iter().map(|image| image.id).collect();
+        assert_eq!(one_pass.images(&ids), images);
+        assert_eq!(halves.images(&ids), images);
+        let all = |store: &Store| store.search_images(&ImageFilter::default(), 1000, None);
+        assert_eq!(all(&halves), all(&one_pass));
+        assert_eq!(all(&halves).items.len(), images.len());
+    }
 }

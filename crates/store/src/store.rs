@@ -6,13 +6,17 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use rstar::primitives::GeomWithData;
-use rstar::{AABB, RTree, RTreeObject};
+use rstar::{AABB, RStarInsertionStrategy, RTree, RTreeObject, RTreeParams};
 use streetlevel_model::{
     Creator, CreatorId, Detection, DetectionId, EntityId, EntityKind, Image, ImageId, MapFeature,
     MapFeatureId, MediaId, Organization, OrganizationId, Sequence, SequenceId,
 };
 
-use crate::image_record::{ImageRecord, Interner, NONE, ParameterPool, RecordLinks, RecordNames};
+use crate::image_record::{
+    Camera, CameraPool, ImageRecord, Interner, NONE, ParameterPool, RecordLinks, RecordNames,
+    RecordValues, ResolvedNames,
+};
+use crate::overview::OverviewPyramid;
 use crate::s2::S2CellId;
 use crate::tiles::SequenceEntry;
 use crate::{StoreError, sqlite};
@@ -56,6 +60,22 @@ impl ImageEntry {
         }
         ImageEntry { min, max, index }
     }
+}
+
+/// Batches of at least this many images build their R-tree and S2 entries on two threads.
+const PARALLEL_INDEXING: usize = 50_000;
+
+/// Node sizes of the image R-tree: wider nodes than rstar's default (6) need fewer inner nodes
+/// (each leaf entry takes rstar's 40-byte node either way), which saves memory, and bulk-loaded
+/// trees of this width answer box queries as fast.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ImageTreeParams;
+
+impl RTreeParams for ImageTreeParams {
+    const MIN_SIZE: usize = 6;
+    const MAX_SIZE: usize = 16;
+    const REINSERTION_COUNT: usize = 4;
+    type DefaultInsertionStrategy = RStarInsertionStrategy;
 }
 
 /// The largest `f32` not above `value`.
@@ -117,18 +137,19 @@ pub struct Store {
     pub(crate) database: Option<Mutex<rusqlite::Connection>>,
     pub(crate) generation: u64,
     pub(crate) images: Vec<ImageRecord>,
-    pub(crate) image_ids: BTreeMap<u64, u32>,
-    pub(crate) image_tree: RTree<ImageEntry>,
-    /// Leaf S2 cells of the original locations, sorted, with the image index at the same
-    /// position of `s2_images`.
-    pub(crate) s2_leaves: Vec<u64>,
+    /// Image indices in ascending ID order (the ID lookup, by binary search).
+    pub(crate) id_order: Vec<u32>,
+    pub(crate) image_tree: RTree<ImageEntry, ImageTreeParams>,
+    /// Image indices sorted by the leaf S2 cell of their original location (computed from the
+    /// record when searching, rather than stored).
     pub(crate) s2_images: Vec<u32>,
     /// One box per sequence around all locations of its images.
     pub(crate) sequence_tree: RTree<SequenceEntry>,
     pub(crate) strings: Interner,
     pub(crate) camera_parameters: ParameterPool,
+    pub(crate) cameras: CameraPool,
     pub(crate) sequences: Vec<SequenceRecord>,
-    pub(crate) sequence_index: HashMap<SequenceId, u32>,
+    pub(crate) sequence_index: HashMap<Box<str>, u32>,
     pub(crate) creators: Vec<CreatorRecord>,
     pub(crate) creator_index: HashMap<u64, u32>,
     pub(crate) username_index: HashMap<String, u32>,
@@ -141,6 +162,9 @@ pub struct Store {
     pub(crate) detection_ids: BTreeMap<u64, u32>,
     pub(crate) detections_by_image: HashMap<u64, Vec<u32>>,
     pub(crate) detections_by_map_feature: HashMap<u64, Vec<u32>>,
+    /// Precomputed low-zoom tile data: lowest image ID per overview cell at z0–5 and
+    /// simplified sequence lines at z6–11 (see `overview.rs`).
+    pub(crate) overview: OverviewPyramid,
 }
 
 impl Store {
@@ -150,13 +174,13 @@ impl Store {
             database: None,
             generation: 0,
             images: Vec::new(),
-            image_ids: BTreeMap::new(),
-            image_tree: RTree::new(),
-            s2_leaves: Vec::new(),
+            id_order: Vec::new(),
+            image_tree: RTree::new_with_params(),
             s2_images: Vec::new(),
             sequence_tree: RTree::new(),
             strings: Interner::default(),
             camera_parameters: ParameterPool::default(),
+            cameras: CameraPool::default(),
             sequences: Vec::new(),
             sequence_index: HashMap::new(),
             creators: Vec::new(),
@@ -171,6 +195,7 @@ impl Store {
             detection_ids: BTreeMap::new(),
             detections_by_image: HashMap::new(),
             detections_by_map_feature: HashMap::new(),
+            overview: OverviewPyramid::default(),
         }
     }
 
@@ -229,7 +254,7 @@ impl Store {
 
     /// Which kind of entity holds `id` in the global ID space, if any.
     pub fn kind_of(&self, id: EntityId) -> Option<EntityKind> {
-        if self.image_ids.contains_key(&id.0) {
+        if self.image_index(id.0).is_some() {
             Some(EntityKind::Image)
         } else if self.map_feature_ids.contains_key(&id.0) {
             Some(EntityKind::MapFeature)
@@ -248,8 +273,7 @@ impl Store {
 
     /// The image with this ID, rebuilt from its compact record.
     pub fn image(&self, id: ImageId) -> Option<Image> {
-        let index = *self.image_ids.get(&id.0)?;
-        Some(self.image_at(index))
+        Some(self.image_at(self.image_index(id.0)?))
     }
 
     /// The image whose mesh this is.
@@ -315,7 +339,7 @@ impl Store {
     /// that was never inserted but is named by images takes creator and organization from its
     /// first image.
     pub fn sequence(&self, id: &SequenceId) -> Option<Sequence> {
-        let record = &self.sequences[*self.sequence_index.get(id)? as usize];
+        let record = &self.sequences[*self.sequence_index.get(id.as_str())? as usize];
         let first = record
             .members
             .first()
@@ -338,7 +362,7 @@ impl Store {
 
     /// The image IDs of a sequence in capture order, or `None` for an unknown sequence.
     pub fn sequence_image_ids(&self, id: &SequenceId) -> Option<Vec<ImageId>> {
-        let record = &self.sequences[*self.sequence_index.get(id)? as usize];
+        let record = &self.sequences[*self.sequence_index.get(id.as_str())? as usize];
         Some(self.member_ids(record))
     }
 
@@ -380,11 +404,11 @@ impl Store {
     /// Every image lies in exactly one cell of each level.
     pub fn images_in_s2_cell(&self, cell: S2CellId) -> Vec<Image> {
         let start = self
-            .s2_leaves
-            .partition_point(|&leaf| leaf < cell.range_min());
-        let end = self
-            .s2_leaves
-            .partition_point(|&leaf| leaf <= cell.range_max());
+            .s2_images
+            .partition_point(|&index| self.s2_leaf(index) < cell.range_min());
+        let end = start
+            + self.s2_images[start..]
+                .partition_point(|&index| self.s2_leaf(index) <= cell.range_max());
         let mut indices = self.s2_images[start..end].to_vec();
         indices.sort_unstable_by_key(|&index| self.images[index as usize].id);
         indices
@@ -395,15 +419,37 @@ impl Store {
 
     // ---- helpers shared with search and tiles ---------------------------------------------
 
+    /// The index of the image with this ID, by binary search over the ID order.
+    pub(crate) fn image_index(&self, id: u64) -> Option<u32> {
+        let &last = self.id_order.last()?;
+        if id > self.images[last as usize].id {
+            return None;
+        }
+        let position = self
+            .id_order
+            .binary_search_by_key(&id, |&index| self.images[index as usize].id)
+            .ok()?;
+        Some(self.id_order[position])
+    }
+
+    /// The leaf S2 cell of an image's original location.
+    fn s2_leaf(&self, index: u32) -> u64 {
+        let [lon, lat] = self.images[index as usize].geometry;
+        S2CellId::from_lat_lng(lat, lon).raw()
+    }
+
     pub(crate) fn image_at(&self, index: u32) -> Image {
         let record = &self.images[index as usize];
-        record.to_image(&RecordNames {
+        let camera = self.cameras.get(record.camera);
+        record.to_image(&ResolvedNames {
             sequence: &self.sequences[record.sequence as usize].id,
             creator: self.creators[record.creator as usize].id,
             organization: self.organization_id_at(record.organization),
-            make: self.strings.get(record.make),
-            model: self.strings.get(record.model),
-            camera_parameters: self.camera_parameters.get(record.camera_parameters),
+            make: camera.and_then(|camera| self.strings.get(camera.make)),
+            model: camera.and_then(|camera| self.strings.get(camera.model)),
+            camera_parameters: camera
+                .and_then(|camera| self.camera_parameters.get(camera.parameters)),
+            camera_type: camera.and_then(|camera| camera.kind),
         })
     }
 
@@ -437,12 +483,9 @@ impl Store {
     /// text of strings (sequence keys, usernames, makes, models).
     pub fn image_memory_bytes(&self) -> usize {
         let record = std::mem::size_of::<ImageRecord>() * self.images.capacity();
-        // A B-tree leaf holds up to 11 keys and values plus a header; count it two-thirds full.
-        let id_index = self.image_ids.len() * (8 + 4) * 3 / 2;
-        let tree_entry = std::mem::size_of::<rstar::RTreeNode<ImageEntry>>();
-        // Leaves hold the entries; inner nodes add about a fifth at the default node size.
-        let tree = self.image_tree.size() * tree_entry * 6 / 5;
-        let s2 = self.s2_leaves.capacity() * 8 + self.s2_images.capacity() * 4;
+        let id_index = self.id_order.capacity() * 4;
+        let tree = r_tree_bytes(self.image_tree.root());
+        let s2 = self.s2_images.capacity() * 4;
         let lists: usize = self
             .creators
             .iter()
@@ -483,13 +526,14 @@ impl Store {
         Self::check_capacity(self.images.len() + images.len(), "images")?;
         self.write(|transaction| sqlite::insert_images(transaction, images))?;
         let first_new = self.images.len();
-        if images.len() >= first_new / 8 {
-            // Large batches get exactly their room: doubling would leave up to half the
-            // table's records unused (about 100 bytes per image at 10M).
-            self.images.reserve_exact(images.len());
+        if first_new + images.len() > self.images.capacity() {
+            // Grow by the batch, but by at least an eighth of the table: doubling would leave
+            // up to half the table's records unused (up to 88 bytes per image), an eighth at
+            // most 22, and small batches still grow the table geometrically.
+            self.images.reserve_exact(images.len().max(first_new / 8));
         }
         for image in images {
-            self.push_image(image);
+            self.push_image(&RecordValues::of(image), &RecordNames::of(image));
         }
         self.index_new_images(first_new);
         self.generation += 1;
@@ -503,7 +547,7 @@ impl Store {
         for sequence in sequences {
             let explicit = self
                 .sequence_index
-                .get(&sequence.id)
+                .get(sequence.id.as_str())
                 .is_some_and(|&index| self.sequences[index as usize].explicit.is_some());
             if explicit || !batch.insert(&sequence.id) {
                 return Err(StoreError::DuplicateKey {
@@ -673,18 +717,24 @@ impl Store {
         index
     }
 
-    fn sequence_slot(&mut self, id: &SequenceId) -> u32 {
+    fn sequence_slot(&mut self, id: &str) -> u32 {
+        // Images come in runs of one sequence: check the newest sequence before hashing.
+        if let Some(last) = self.sequences.last()
+            && last.id.as_str() == id
+        {
+            return (self.sequences.len() - 1) as u32;
+        }
         if let Some(&index) = self.sequence_index.get(id) {
             return index;
         }
         let index = self.sequences.len() as u32;
         self.sequences.push(SequenceRecord {
-            id: id.clone(),
+            id: SequenceId(id.to_owned()),
             explicit: None,
             members: Vec::new(),
             entry: None,
         });
-        self.sequence_index.insert(id.clone(), index);
+        self.sequence_index.insert(id.into(), index);
         index
     }
 
@@ -700,38 +750,34 @@ impl Store {
     }
 
     pub(crate) fn push_sequence(&mut self, sequence: &Sequence) {
-        let index = self.sequence_slot(&sequence.id);
+        let index = self.sequence_slot(sequence.id.as_str());
         self.sequences[index as usize].explicit = Some((sequence.creator, sequence.organization));
     }
 
     /// Appends an image to the table and its lists; [`Store::index_new_images`] then sorts
-    /// the lists and fills the spatial indices.
-    pub(crate) fn push_image(&mut self, image: &Image) {
+    /// the lists and fills the ID order and the spatial indices.
+    pub(crate) fn push_image(&mut self, values: &RecordValues, names: &RecordNames<'_>) {
         let index = self.images.len() as u32;
-        let creator = self.creator_slot(image.creator);
-        let organization = image
+        let creator = self.creator_slot(names.creator);
+        let organization = names
             .organization
             .map_or(NONE, |id| self.organization_slot(id));
-        let sequence = self.sequence_slot(&image.sequence);
+        let sequence = self.sequence_slot(names.sequence);
+        let camera = Camera {
+            make: names.make.map_or(NONE, |make| self.strings.intern(make)),
+            model: names.model.map_or(NONE, |model| self.strings.intern(model)),
+            parameters: names
+                .camera_parameters
+                .map_or(NONE, |parameters| self.camera_parameters.intern(parameters)),
+            kind: names.camera_type,
+        };
         let links = RecordLinks {
             sequence,
             creator,
             organization,
-            make: image
-                .make
-                .as_deref()
-                .map_or(NONE, |make| self.strings.intern(make)),
-            model: image
-                .model
-                .as_deref()
-                .map_or(NONE, |model| self.strings.intern(model)),
-            camera_parameters: image
-                .camera_parameters
-                .as_deref()
-                .map_or(NONE, |parameters| self.camera_parameters.intern(parameters)),
+            camera: self.cameras.intern(camera),
         };
-        self.images.push(ImageRecord::new(image, &links));
-        self.image_ids.insert(image.id.0, index);
+        self.images.push(ImageRecord::new(values, &links));
         self.creators[creator as usize].images.push(index);
         if organization != NONE {
             self.organizations[organization as usize].images.push(index);
@@ -739,43 +785,106 @@ impl Store {
         self.sequences[sequence as usize].members.push(index);
     }
 
-    /// Sorts the lists touched by images `first_new..` and adds those images to the R-tree
-    /// and the S2 index.
+    /// Sorts the lists touched by images `first_new..` and adds those images to the ID order,
+    /// the R-tree and the S2 index.
     pub(crate) fn index_new_images(&mut self, first_new: usize) {
-        let new = &self.images[first_new..];
-        if new.is_empty() {
+        if self.images.len() == first_new {
             return;
         }
-        let images = &self.images;
+        let parallel = self.images.len() - first_new >= PARALLEL_INDEXING;
+        let Self {
+            images,
+            image_tree,
+            creators,
+            organizations,
+            sequences,
+            sequence_tree,
+            id_order,
+            s2_images,
+            overview,
+            ..
+        } = self;
+        let images: &[ImageRecord] = images;
+        let mut everything_but_the_tree = || {
+            Self::index_new_images_except_tree_parts(
+                images,
+                creators,
+                organizations,
+                sequences,
+                sequence_tree,
+                id_order,
+                s2_images,
+                first_new,
+            );
+            overview.add(images, sequences, first_new);
+        };
+        if parallel {
+            // The R-tree, the slowest part, reads only the records: large batches (loading)
+            // build it on a second thread while this one does the rest.
+            std::thread::scope(|scope| {
+                scope.spawn(|| Self::extend_image_tree(image_tree, images, first_new));
+                everything_but_the_tree();
+            });
+        } else {
+            Self::extend_image_tree(image_tree, images, first_new);
+            everything_but_the_tree();
+        }
+    }
+
+    /// Everything [`Store::index_new_images`] does but the image R-tree and the overview
+    /// pyramid, on the fields it needs (so that the tree can be built at the same time).
+    #[allow(clippy::too_many_arguments)]
+    fn index_new_images_except_tree_parts(
+        images: &[ImageRecord],
+        creators: &mut [CreatorRecord],
+        organizations: &mut [OrganizationRecord],
+        sequences: &mut [SequenceRecord],
+        sequence_tree: &mut RTree<SequenceEntry>,
+        id_order: &mut Vec<u32>,
+        s2_images: &mut Vec<u32>,
+        first_new: usize,
+    ) {
+        let new = &images[first_new..];
+        // After a large batch (loading) the lists drop the slack of growing by doubling.
+        let large = new.len() >= PARALLEL_INDEXING;
         let by_id = |index: &u32| images[*index as usize].id;
         let by_capture = |index: &u32| {
             let record = &images[*index as usize];
             (record.captured_at, record.id)
         };
-        let creators: HashSet<u32> = new.iter().map(|record| record.creator).collect();
-        for creator in creators {
-            let list = &mut self.creators[creator as usize].images;
+        let new_creators: HashSet<u32> = new.iter().map(|record| record.creator).collect();
+        for creator in new_creators {
+            let list = &mut creators[creator as usize].images;
             if !list.is_sorted_by_key(by_id) {
                 list.sort_unstable_by_key(by_id);
             }
+            if large {
+                list.shrink_to_fit();
+            }
         }
-        let organizations: HashSet<u32> = new
+        let new_organizations: HashSet<u32> = new
             .iter()
             .map(|record| record.organization)
             .filter(|&organization| organization != NONE)
             .collect();
-        for organization in organizations {
-            let list = &mut self.organizations[organization as usize].images;
+        for organization in new_organizations {
+            let list = &mut organizations[organization as usize].images;
             if !list.is_sorted_by_key(by_id) {
                 list.sort_unstable_by_key(by_id);
             }
+            if large {
+                list.shrink_to_fit();
+            }
         }
-        let sequences: HashSet<u32> = new.iter().map(|record| record.sequence).collect();
-        let rebuild_sequences = sequences.len() >= self.sequence_tree.size();
-        for &sequence in &sequences {
-            let record = &mut self.sequences[sequence as usize];
+        let new_sequences: HashSet<u32> = new.iter().map(|record| record.sequence).collect();
+        let rebuild_sequences = new_sequences.len() >= sequence_tree.size();
+        for &sequence in &new_sequences {
+            let record = &mut sequences[sequence as usize];
             if !record.members.is_sorted_by_key(by_capture) {
                 record.members.sort_unstable_by_key(by_capture);
+            }
+            if large {
+                record.members.shrink_to_fit();
             }
             let entry = SequenceEntry::around(
                 record.members.iter().map(|&index| images[index as usize]),
@@ -784,67 +893,86 @@ impl Store {
             let old = std::mem::replace(&mut record.entry, entry);
             if !rebuild_sequences {
                 if let Some(old) = old {
-                    self.sequence_tree.remove(&old);
+                    sequence_tree.remove(&old);
                 }
                 if let Some(entry) = entry {
-                    self.sequence_tree.insert(entry);
+                    sequence_tree.insert(entry);
                 }
             }
         }
         if rebuild_sequences {
-            self.sequence_tree = RTree::bulk_load(
-                self.sequences
-                    .iter()
-                    .filter_map(|record| record.entry)
-                    .collect(),
-            );
+            *sequence_tree =
+                RTree::bulk_load(sequences.iter().filter_map(|record| record.entry).collect());
         }
+        Self::extend_id_order(id_order, images, first_new);
+        Self::extend_s2_index(s2_images, images, first_new);
+    }
 
+    /// Adds images `first_new..` to the ID order: appended when their IDs follow the last one
+    /// (loading, ascending inserts), else merged.
+    fn extend_id_order(id_order: &mut Vec<u32>, images: &[ImageRecord], first_new: usize) {
+        let by_id = |index: &u32| images[*index as usize].id;
+        let mut added: Vec<u32> = (first_new as u32..images.len() as u32).collect();
+        if !added.is_sorted_by_key(by_id) {
+            added.sort_unstable_by_key(by_id);
+        }
+        let follows = match (id_order.last(), added.first()) {
+            (Some(last), Some(first)) => by_id(last) < by_id(first),
+            _ => true,
+        };
+        if follows {
+            id_order.reserve_exact(added.len());
+            id_order.extend(added);
+            return;
+        }
+        *id_order = merge_sorted(id_order, &added, |index| by_id(index));
+    }
+
+    fn extend_image_tree(
+        tree: &mut RTree<ImageEntry, ImageTreeParams>,
+        images: &[ImageRecord],
+        first_new: usize,
+    ) {
+        let new = &images[first_new..];
         let entries = new
             .iter()
             .enumerate()
             .map(|(offset, record)| ImageEntry::new(record, (first_new + offset) as u32));
-        if new.len().saturating_mul(4) >= self.image_tree.size() {
+        if new.len().saturating_mul(4) >= tree.size() {
             // Bulk loading everything beats inserting one by one for batches of this size.
-            let all: Vec<ImageEntry> = self.image_tree.iter().copied().chain(entries).collect();
-            self.image_tree = RTree::bulk_load(all);
+            let mut all: Vec<ImageEntry> = Vec::with_capacity(tree.size() + new.len());
+            all.extend(tree.iter().copied());
+            all.extend(entries);
+            *tree = RTree::bulk_load_with_params(all);
         } else {
             for entry in entries {
-                self.image_tree.insert(entry);
+                tree.insert(entry);
             }
         }
+    }
 
-        let mut added: Vec<(u64, u32)> = new
-            .iter()
-            .enumerate()
-            .map(|(offset, record)| {
-                let leaf = S2CellId::from_lat_lng(record.geometry[1], record.geometry[0]);
-                (leaf.raw(), (first_new + offset) as u32)
-            })
+    /// Adds images `first_new..` to the S2 index: sorted among themselves by leaf cell, then
+    /// merged in, finding each one's place by binary search (leaf cells are computed, not
+    /// stored, so a merge reads only `log n` old leaves per new image).
+    fn extend_s2_index(s2_images: &mut Vec<u32>, images: &[ImageRecord], first_new: usize) {
+        let leaf = |index: u32| {
+            let [lon, lat] = images[index as usize].geometry;
+            S2CellId::from_lat_lng(lat, lon).raw()
+        };
+        let mut added: Vec<(u64, u32)> = (first_new as u32..images.len() as u32)
+            .map(|index| (leaf(index), index))
             .collect();
         added.sort_unstable();
-        let old_leaves = std::mem::take(&mut self.s2_leaves);
-        let old_images = std::mem::take(&mut self.s2_images);
-        let total = old_leaves.len() + added.len();
-        let mut leaves = Vec::with_capacity(total);
-        let mut indices = Vec::with_capacity(total);
-        let mut old = old_leaves.into_iter().zip(old_images).peekable();
-        let mut fresh = added.into_iter().peekable();
-        loop {
-            let take_old = match (old.peek(), fresh.peek()) {
-                (Some(a), Some(b)) => a <= b,
-                (Some(_), None) => true,
-                (None, Some(_)) => false,
-                (None, None) => break,
-            };
-            let next = if take_old { old.next() } else { fresh.next() };
-            if let Some((leaf, index)) = next {
-                leaves.push(leaf);
-                indices.push(index);
-            }
+        let mut merged = Vec::with_capacity(s2_images.len() + added.len());
+        let mut start = 0;
+        for (cell, index) in added {
+            let end = start + s2_images[start..].partition_point(|&old| leaf(old) <= cell);
+            merged.extend_from_slice(&s2_images[start..end]);
+            merged.push(index);
+            start = end;
         }
-        self.s2_leaves = leaves;
-        self.s2_images = indices;
+        merged.extend_from_slice(&s2_images[start..]);
+        *s2_images = merged;
     }
 
     pub(crate) fn push_map_feature(&mut self, feature: &MapFeature) {
@@ -911,4 +1039,38 @@ impl Store {
             }
         }
     }
+}
+
+/// Bytes held by an R-tree below (and including the children of) `node`: every child is one
+/// node enum in its parent's vector (counted at its length; bulk loading sizes them exactly),
+/// plus the allocator's header of each vector.
+fn r_tree_bytes<T: RTreeObject>(node: &rstar::ParentNode<T>) -> usize {
+    const ALLOCATION_HEADER: usize = 16;
+    let children = node.children();
+    let own = std::mem::size_of_val(children) + ALLOCATION_HEADER;
+    own + children
+        .iter()
+        .map(|child| match child {
+            rstar::RTreeNode::Parent(parent) => r_tree_bytes(parent),
+            rstar::RTreeNode::Leaf(_) => 0,
+        })
+        .sum::<usize>()
+}
+
+/// Merges two lists sorted by `key` into one (`a` first on ties).
+fn merge_sorted<K: Ord>(a: &[u32], b: &[u32], key: impl Fn(&u32) -> K) -> Vec<u32> {
+    let mut merged = Vec::with_capacity(a.len() + b.len());
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        if key(&b[j]) < key(&a[i]) {
+            merged.push(b[j]);
+            j += 1;
+        } else {
+            merged.push(a[i]);
+            i += 1;
+        }
+    }
+    merged.extend_from_slice(&a[i..]);
+    merged.extend_from_slice(&b[j..]);
+    merged
 }

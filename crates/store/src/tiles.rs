@@ -5,7 +5,7 @@
 //! The queries work at any zoom; the spec uses `tile_images` and the map feature tiles at z14,
 //! `tile_sequences` at z6–14 and `tile_overview` at z0–5.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use rstar::{AABB, RTreeObject};
 use streetlevel_model::{
@@ -16,6 +16,7 @@ use streetlevel_mvt::simplify::tolerance_for_zoom;
 use streetlevel_mvt::{Geometry, ProjectionConfig, TileId, TileProjector};
 
 use crate::image_record::ImageRecord;
+use crate::sequence_lines::Precomputed;
 use crate::store::{lower_f32, upper_f32};
 use crate::{Store, StoreError};
 
@@ -36,7 +37,8 @@ pub enum GeometryVariant {
 }
 
 impl GeometryVariant {
-    fn point(self, record: &ImageRecord) -> [f64; 2] {
+    /// The location of this variant (lon, lat).
+    pub(crate) fn point(self, record: &ImageRecord) -> [f64; 2] {
         match self {
             GeometryVariant::Computed if !record.computed_geometry[0].is_nan() => {
                 record.computed_geometry
@@ -138,6 +140,18 @@ impl SequenceEntry {
     }
 }
 
+/// How one sequence tile query projects its sequences.
+struct SequenceProjectors {
+    /// Clips and simplifies with the zoom's tolerance.
+    simplifying: TileProjector,
+    /// Clips only, for lines simplified in advance.
+    plain: TileProjector,
+    /// The configuration of `simplifying`.
+    config: ProjectionConfig,
+    /// Whether precomputed lines may be used.
+    precomputed: bool,
+}
+
 /// The lon/lat box to ask the R-trees for a buffered tile: mvt's buffered bounds, widened a
 /// little against rounding, and to the poles at the map's top and bottom edge (Web Mercator
 /// puts everything beyond ±85.05° on the edge rows).
@@ -228,7 +242,36 @@ impl Store {
     /// The overview points of a tile (the `overview` layer, z0–5), in ID order: the images of
     /// the buffered tile thinned to the one with the lowest ID per cell of a grid of
     /// [`OVERVIEW_GRID`] cells across the tile. The same data gives the same answer.
+    ///
+    /// At z0–5 with the default extent and a buffer of whole cells (0, 64, … up to 1024
+    /// units) this reads a precomputed pyramid of lowest IDs per cell; otherwise it scans like
+    /// [`Store::tile_overview_by_scan`], which gives the same answer.
     pub fn tile_overview(
+        &self,
+        tile: TileId,
+        config: &ProjectionConfig,
+        variant: GeometryVariant,
+    ) -> Result<Vec<TileImage<'_>>, StoreError> {
+        let projector = Self::projector(tile, config)?;
+        let Some(chosen) = self.overview.tile(tile, config, variant, |index| {
+            self.images[index as usize].id
+        }) else {
+            return self.tile_overview_by_scan(tile, config, variant);
+        };
+        Ok(chosen
+            .into_iter()
+            .filter_map(|(_, index)| {
+                let [lon, lat] = variant.point(&self.images[index as usize]);
+                let geometry = projector.point(lon, lat)?;
+                Some(self.tile_image(index, geometry, variant))
+            })
+            .collect())
+    }
+
+    /// [`Store::tile_overview`] computed by projecting every image under the tile: linear in
+    /// those images. The reference for tests and benchmarks, and the path for configurations
+    /// the pyramid does not answer.
+    pub fn tile_overview_by_scan(
         &self,
         tile: TileId,
         config: &ProjectionConfig,
@@ -253,52 +296,128 @@ impl Store {
             .collect())
     }
 
+    /// Heap bytes held by the overview pyramid behind [`Store::tile_overview`] (on top of
+    /// [`Store::image_memory_bytes`]).
+    pub fn overview_memory_bytes(&self) -> usize {
+        self.overview.bytes()
+    }
+
     /// The sequences crossing a tile (the `sequence` layer, z6–14), ordered by key: each
     /// sequence's polyline of `variant` locations in capture order, clipped to the buffered
     /// tile and simplified with `config.tolerance` below z14 (none at z14). A sequence that
     /// leaves and re-enters the tile has several lines.
+    ///
+    /// At z6–11 with the default extent and tolerance, sequences lying wholly inside the
+    /// buffered tile use lines simplified when their images were inserted; the answer is the
+    /// same as [`Store::tile_sequences_by_scan`]'s.
     pub fn tile_sequences(
         &self,
         tile: TileId,
         config: &ProjectionConfig,
         variant: GeometryVariant,
     ) -> Result<Vec<TileSequence<'_>>, StoreError> {
+        self.sequences_in_tile(tile, config, variant, true)
+    }
+
+    /// [`Store::tile_sequences`] computed by projecting, clipping and simplifying every image
+    /// of every sequence near the tile: the reference for tests and benchmarks.
+    pub fn tile_sequences_by_scan(
+        &self,
+        tile: TileId,
+        config: &ProjectionConfig,
+        variant: GeometryVariant,
+    ) -> Result<Vec<TileSequence<'_>>, StoreError> {
+        self.sequences_in_tile(tile, config, variant, false)
+    }
+
+    fn sequences_in_tile(
+        &self,
+        tile: TileId,
+        config: &ProjectionConfig,
+        variant: GeometryVariant,
+        precomputed: bool,
+    ) -> Result<Vec<TileSequence<'_>>, StoreError> {
         let config = ProjectionConfig {
             tolerance: tolerance_for_zoom(tile.z(), MAX_COVERAGE_ZOOM, config.tolerance),
             ..*config
         };
-        let projector = Self::projector(tile, &config)?;
-        let candidates: HashSet<u32> = self
+        let projectors = SequenceProjectors {
+            simplifying: Self::projector(tile, &config)?,
+            // Precomputed lines are simplified already (simplifying again could drop more).
+            plain: Self::projector(
+                tile,
+                &ProjectionConfig {
+                    tolerance: 0.0,
+                    ..config
+                },
+            )?,
+            config,
+            precomputed,
+        };
+        // One entry per sequence, so no repeats. Sorting on a key prefix carried along saves
+        // following every key's pointer at each comparison (a cache miss each at 10M images).
+        let mut candidates: Vec<(u128, u32)> = self
             .sequence_tree
             .locate_in_envelope_intersecting(&query_envelope(tile, &config))
-            .map(|entry| entry.index)
+            .map(|entry| {
+                let key = self.sequences[entry.index as usize].id.as_str();
+                (key_prefix(key), entry.index)
+            })
             .collect();
-        let mut found: Vec<TileSequence<'_>> = candidates
+        candidates.sort_unstable_by(|a, b| {
+            a.0.cmp(&b.0).then_with(|| {
+                self.sequences[a.1 as usize]
+                    .id
+                    .cmp(&self.sequences[b.1 as usize].id)
+            })
+        });
+        Ok(candidates
             .into_iter()
-            .filter_map(|sequence| self.tile_sequence(sequence, &projector, variant))
-            .collect();
-        found.sort_unstable_by(|a, b| a.id.cmp(b.id));
-        Ok(found)
+            .filter_map(|(_, sequence)| self.tile_sequence(sequence, &projectors, variant))
+            .collect())
     }
 
     fn tile_sequence(
         &self,
         sequence: u32,
-        projector: &TileProjector,
+        projectors: &SequenceProjectors,
         variant: GeometryVariant,
     ) -> Option<TileSequence<'_>> {
         let record = &self.sequences[sequence as usize];
         let first = &self.images[*record.members.first()? as usize];
-        let line: LineString<f64> = record
-            .members
-            .iter()
-            .map(|&index| {
-                let [x, y] = variant.point(&self.images[index as usize]);
-                Coord { x, y }
-            })
-            .collect();
+        let coord = |index: u32| {
+            let [x, y] = variant.point(&self.images[index as usize]);
+            Coord { x, y }
+        };
+        let kept = match &record.entry {
+            Some(entry) if projectors.precomputed => self.overview.sequence_lines.kept(
+                sequence,
+                entry,
+                &projectors.simplifying,
+                &projectors.config,
+                variant,
+            ),
+            _ => Precomputed::No,
+        };
         // A one-image sequence has no line to draw.
-        let geometry = projector.multi_line_string(&MultiLineString::new(vec![line]))?;
+        let geometry = match kept {
+            Precomputed::Kept(positions) => {
+                let line: LineString<f64> = positions
+                    .iter()
+                    .filter_map(|&position| record.members.get(usize::from(position)))
+                    .map(|&index| coord(index))
+                    .collect();
+                projectors
+                    .plain
+                    .multi_line_string(&MultiLineString::new(vec![line]))?
+            }
+            Precomputed::No => {
+                let line: LineString<f64> = record.members.iter().map(|&i| coord(i)).collect();
+                projectors
+                    .simplifying
+                    .multi_line_string(&MultiLineString::new(vec![line]))?
+            }
+        };
         Some(TileSequence {
             id: &record.id,
             image_id: ImageId(first.id),
@@ -308,6 +427,12 @@ impl Store {
             is_pano: first.is_pano(),
             geometry,
         })
+    }
+
+    /// Heap bytes held by the precomputed sequence lines behind [`Store::tile_sequences`]
+    /// (on top of [`Store::image_memory_bytes`]).
+    pub fn sequence_lines_memory_bytes(&self) -> usize {
+        self.overview.sequence_lines.bytes()
     }
 
     /// The map features of one type in a tile (the `point` or `traffic_sign` layer, z14), in
@@ -340,6 +465,15 @@ impl Store {
         found.sort_unstable_by_key(|item| item.feature.id);
         Ok(found)
     }
+}
+
+/// The first 16 bytes of a key, zero-padded, as a number that orders like the keys: equal
+/// prefixes leave the order to the whole keys.
+fn key_prefix(key: &str) -> u128 {
+    let mut bytes = [0u8; 16];
+    let length = key.len().min(16);
+    bytes[..length].copy_from_slice(&key.as_bytes()[..length]);
+    u128::from_be_bytes(bytes)
 }
 
 /// The overview grid cell of a one-point geometry.

@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use common::{dataset, insert_all};
 use streetlevel_model::{EntityId, ImageId};
+use streetlevel_sqlite::MigrationError;
 use streetlevel_store::{
     DetectionFilter, ImageFilter, MapFeatureFilter, S2CellId, Store, StoreError,
 };
@@ -121,7 +122,10 @@ fn a_newer_schema_is_refused() {
     drop(connection);
     let error = Store::open(&directory.0).unwrap_err();
     assert!(
-        matches!(error, StoreError::SchemaTooNew { found: 99, .. }),
+        matches!(
+            error,
+            StoreError::Migration(MigrationError::SchemaTooNew { found: 99, .. })
+        ),
         "{error}"
     );
 }
@@ -145,4 +149,26 @@ fn other_tables_in_the_same_file_are_left_alone() {
         .query_row("SELECT count(*) FROM auth_users", [], |row| row.get(0))
         .unwrap();
     assert_eq!(count, 1);
+}
+
+/// Several servers started at once on a new data directory all open it: the schema is
+/// created by whichever migrates first, and the others wait for it instead of failing with
+/// "database is locked" (a deferred transaction deadlocked on the lock upgrade).
+#[test]
+fn processes_opening_a_new_directory_at_once_all_succeed() {
+    let directory = TempDir::new();
+    let barrier = std::sync::Barrier::new(8);
+    std::thread::scope(|scope| {
+        let openers: Vec<_> = (0..8)
+            .map(|_| {
+                scope.spawn(|| {
+                    barrier.wait();
+                    Store::open(&directory.0).map(|store| store.image_count())
+                })
+            })
+            .collect();
+        for opener in openers {
+            assert_eq!(opener.join().unwrap().unwrap(), 0);
+        }
+    });
 }

@@ -5,92 +5,12 @@
 
 mod common;
 
-use std::collections::HashMap;
-
-use common::{dataset, insert_all, rng};
+use common::{brute_overview, brute_sequences, brute_tile_images, dataset, insert_all, rng};
 use proptest::prelude::*;
 use rand::Rng;
 use streetlevel_model::{CreatorId, Image, ImageId, ObjectType, Point, SequenceId, Timestamp};
-use streetlevel_mvt::geo::{Coord, LineString, MultiLineString};
 use streetlevel_mvt::{Geometry, ProjectionConfig, TileId, TileProjector};
 use streetlevel_store::{GeometryVariant, OVERVIEW_GRID, Store};
-
-fn variant_point(image: &Image, variant: GeometryVariant) -> Point {
-    match variant {
-        GeometryVariant::Computed => image.computed_geometry.unwrap_or(image.geometry),
-        GeometryVariant::Original => image.geometry,
-    }
-}
-
-fn brute_tile_images(
-    images: &[Image],
-    projector: &TileProjector,
-    variant: GeometryVariant,
-) -> Vec<(ImageId, Geometry)> {
-    let mut found: Vec<(ImageId, Geometry)> = images
-        .iter()
-        .filter_map(|image| {
-            let point = variant_point(image, variant);
-            projector
-                .point(point.lon, point.lat)
-                .map(|geometry| (image.id, geometry))
-        })
-        .collect();
-    found.sort_by_key(|(id, _)| *id);
-    found
-}
-
-fn brute_overview(found: &[(ImageId, Geometry)], extent: u32) -> Vec<(ImageId, Geometry)> {
-    let cell_size = f64::from(extent) / f64::from(OVERVIEW_GRID);
-    let mut best: HashMap<(i64, i64), (ImageId, Geometry)> = HashMap::new();
-    for (id, geometry) in found {
-        let Geometry::Points(points) = geometry else {
-            panic!("not a point")
-        };
-        let point = points.0[0];
-        let cell = (
-            (f64::from(point.x()) / cell_size).floor() as i64,
-            (f64::from(point.y()) / cell_size).floor() as i64,
-        );
-        let slot = best.entry(cell).or_insert((*id, geometry.clone()));
-        if *id < slot.0 {
-            *slot = (*id, geometry.clone());
-        }
-    }
-    let mut kept: Vec<_> = best.into_values().collect();
-    kept.sort_by_key(|(id, _)| *id);
-    kept
-}
-
-fn brute_sequences(
-    images: &[Image],
-    projector: &TileProjector,
-    variant: GeometryVariant,
-) -> Vec<(SequenceId, ImageId, Geometry)> {
-    let mut by_sequence: HashMap<&SequenceId, Vec<&Image>> = HashMap::new();
-    for image in images {
-        by_sequence.entry(&image.sequence).or_default().push(image);
-    }
-    let mut found = Vec::new();
-    for (id, mut members) in by_sequence {
-        members.sort_by_key(|image| (image.captured_at, image.id));
-        let line: LineString<f64> = members
-            .iter()
-            .map(|image| {
-                let point = variant_point(image, variant);
-                Coord {
-                    x: point.lon,
-                    y: point.lat,
-                }
-            })
-            .collect();
-        if let Some(geometry) = projector.multi_line_string(&MultiLineString::new(vec![line])) {
-            found.push((id.clone(), members[0].id, geometry));
-        }
-    }
-    found.sort_by(|a, b| a.0.cmp(&b.0));
-    found
-}
 
 fn tile_around(point: Point, z: u8) -> TileId {
     TileId::containing(point.lon, point.lat, z).unwrap()

@@ -1,8 +1,8 @@
 //! Random data sets for the store's tests, built deterministically from a seed.
 
-#![allow(dead_code, clippy::unwrap_used)]
+#![allow(dead_code, clippy::unwrap_used, clippy::panic)]
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -11,7 +11,9 @@ use streetlevel_model::{
     MapFeatureId, MediaId, ObjectType, Organization, OrganizationId, Point, Sequence, SequenceId,
     Timestamp,
 };
-use streetlevel_store::Store;
+use streetlevel_mvt::geo::{Coord, LineString, MultiLineString};
+use streetlevel_mvt::{Geometry, TileProjector};
+use streetlevel_store::{GeometryVariant, OVERVIEW_GRID, Store};
 
 pub const VALUES: [&str; 5] = [
     "regulatory--stop--g1",
@@ -235,4 +237,84 @@ pub fn insert_all(store: &mut Store, data: &Dataset) {
     store.insert_images(&data.images).unwrap();
     store.insert_map_features(&data.map_features).unwrap();
     store.insert_detections(&data.detections).unwrap();
+}
+
+// Brute-force answers of the tile queries, for the tile and overview tests.
+
+/// The location of `variant` (computed falls back to original).
+pub fn variant_point(image: &Image, variant: GeometryVariant) -> Point {
+    match variant {
+        GeometryVariant::Computed => image.computed_geometry.unwrap_or(image.geometry),
+        GeometryVariant::Original => image.geometry,
+    }
+}
+
+pub fn brute_tile_images(
+    images: &[Image],
+    projector: &TileProjector,
+    variant: GeometryVariant,
+) -> Vec<(ImageId, Geometry)> {
+    let mut found: Vec<(ImageId, Geometry)> = images
+        .iter()
+        .filter_map(|image| {
+            let point = variant_point(image, variant);
+            projector
+                .point(point.lon, point.lat)
+                .map(|geometry| (image.id, geometry))
+        })
+        .collect();
+    found.sort_by_key(|(id, _)| *id);
+    found
+}
+
+pub fn brute_overview(found: &[(ImageId, Geometry)], extent: u32) -> Vec<(ImageId, Geometry)> {
+    let cell_size = f64::from(extent) / f64::from(OVERVIEW_GRID);
+    let mut best: HashMap<(i64, i64), (ImageId, Geometry)> = HashMap::new();
+    for (id, geometry) in found {
+        let Geometry::Points(points) = geometry else {
+            panic!("not a point")
+        };
+        let point = points.0[0];
+        let cell = (
+            (f64::from(point.x()) / cell_size).floor() as i64,
+            (f64::from(point.y()) / cell_size).floor() as i64,
+        );
+        let slot = best.entry(cell).or_insert((*id, geometry.clone()));
+        if *id < slot.0 {
+            *slot = (*id, geometry.clone());
+        }
+    }
+    let mut kept: Vec<_> = best.into_values().collect();
+    kept.sort_by_key(|(id, _)| *id);
+    kept
+}
+
+pub fn brute_sequences(
+    images: &[Image],
+    projector: &TileProjector,
+    variant: GeometryVariant,
+) -> Vec<(SequenceId, ImageId, Geometry)> {
+    let mut by_sequence: HashMap<&SequenceId, Vec<&Image>> = HashMap::new();
+    for image in images {
+        by_sequence.entry(&image.sequence).or_default().push(image);
+    }
+    let mut found = Vec::new();
+    for (id, mut members) in by_sequence {
+        members.sort_by_key(|image| (image.captured_at, image.id));
+        let line: LineString<f64> = members
+            .iter()
+            .map(|image| {
+                let point = variant_point(image, variant);
+                Coord {
+                    x: point.lon,
+                    y: point.lat,
+                }
+            })
+            .collect();
+        if let Some(geometry) = projector.multi_line_string(&MultiLineString::new(vec![line])) {
+            found.push((id.clone(), members[0].id, geometry));
+        }
+    }
+    found.sort_by(|a, b| a.0.cmp(&b.0));
+    found
 }

@@ -1,0 +1,453 @@
+//! The overview pyramid: for each zoom 0–5 and geometry variant, the lowest image ID of every
+//! global overview cell, so that an overview tile reads about `OVERVIEW_GRID²` entries instead
+//! of projecting every image under it.
+//!
+//! The answer must equal the scan's (project each image into the tile, round to integer
+//! tile-local units, keep the lowest ID per cell of [`OVERVIEW_GRID`] × `OVERVIEW_GRID`). At
+//! extent 4096 a cell is 64 units, and a tile's origin lies on a multiple of 64 global units,
+//! so a tile's cells are global cells, with two exceptions on the first unit of a cell: the
+//! buffer edges (a point half a unit before the edge rounds onto it but lies outside), and
+//! negative tile-local coordinates, which round half away from zero (−0.5 becomes −1, the
+//! previous cell). Points on a cell's first unit therefore carry a class per axis saying where
+//! they lie against that unit, and each (cell, class) pair keeps its own lowest ID. Lowest-ID
+//! minima do not depend on insertion order, so batches merge into the pyramid in any order.
+//!
+//! Zoom levels are computed each from the locations, not from the next finer one: rounding at
+//! zoom z is not a function of the rounded coordinates at z+1.
+
+use std::cmp::Ordering;
+
+use streetlevel_mvt::{DEFAULT_EXTENT, ProjectionConfig, TileId, lon_lat_to_world};
+
+use crate::image_record::ImageRecord;
+use crate::sequence_lines::SequenceLines;
+use crate::store::SequenceRecord;
+use crate::tiles::{GeometryVariant, OVERVIEW_GRID};
+
+/// The zooms the pyramid answers: 0 to 5.
+pub(crate) const PYRAMID_ZOOMS: usize = 6;
+
+/// Tile-local units per overview cell at the default extent.
+const CELL: i64 = (DEFAULT_EXTENT / OVERVIEW_GRID) as i64;
+
+/// The widest buffer answered from the pyramid (larger ones scan): below half a tile the
+/// tile-local subtraction in the projector is exact, which the classes rely on.
+const MAX_BUFFER: u32 = 1024;
+
+/// Where a point lies against its rounded unit, recorded only when that unit is the first of
+/// its cell (elsewhere rounding and clipping cannot move it out of its cell).
+const PLAIN: u32 = 0;
+/// Exactly half a unit before the unit (rounds up, but half away from zero when negative).
+const HALF_BEFORE: u32 = 1;
+/// Less than half a unit before it.
+const BEFORE: u32 = 2;
+/// Exactly on it.
+const ON: u32 = 3;
+/// After it.
+const AFTER: u32 = 4;
+
+/// Packs a global cell and the two classes: row (12 bits), column (12 bits), row class,
+/// column class (3 bits each). Sorting on the key groups a row's cells by column.
+fn pack(column: u32, row: u32, column_class: u32, row_class: u32) -> u32 {
+    (row << 18) | (column << 6) | (row_class << 3) | column_class
+}
+
+fn unpack(key: u32) -> (i64, i64, u32, u32) {
+    (
+        i64::from((key >> 6) & 0xfff),
+        i64::from(key >> 18),
+        key & 7,
+        (key >> 3) & 7,
+    )
+}
+
+/// The global cell and class of one coordinate in global units, or `None` outside the world
+/// square (which valid locations never reach).
+fn axis(global: f64, world_units: f64) -> Option<(u32, u32)> {
+    let rounded = global.round();
+    if !(0.0..=world_units).contains(&rounded) {
+        return None;
+    }
+    let unit = rounded as u32;
+    let column = unit / CELL as u32;
+    // `partial_cmp` so that −0.0 counts as on 0, as the projector's clip test has it.
+    let class = if i64::from(unit) % CELL != 0 {
+        PLAIN
+    } else if (rounded - global).partial_cmp(&0.5) == Some(Ordering::Equal) {
+        HALF_BEFORE
+    } else {
+        match global.partial_cmp(&rounded) {
+            Some(Ordering::Less) => BEFORE,
+            Some(Ordering::Equal) => ON,
+            _ => AFTER,
+        }
+    };
+    Some((column, class))
+}
+
+/// The tile-local cell (−b ..= 64 + b) of a point in the global cell `local` cells from the
+/// tile's origin with class `class`, or `None` when it lies outside the buffered tile.
+fn local_cell(local: i64, class: u32, buffer_cells: i64) -> Option<i64> {
+    let grid = i64::from(OVERVIEW_GRID);
+    if class == PLAIN {
+        return (-buffer_cells..grid + buffer_cells)
+            .contains(&local)
+            .then_some(local);
+    }
+    let unit = local * CELL;
+    let buffer = buffer_cells * CELL;
+    let far = grid * CELL + buffer;
+    let inside = if unit == -buffer {
+        matches!(class, ON | AFTER)
+    } else if unit == far {
+        matches!(class, HALF_BEFORE | BEFORE | ON)
+    } else {
+        unit > -buffer && unit < far
+    };
+    if !inside {
+        return None;
+    }
+    // Negative tile-local coordinates round half away from zero: −k−0.5 becomes −k−1.
+    Some(if class == HALF_BEFORE && unit <= 0 {
+        local - 1
+    } else {
+        local
+    })
+}
+
+/// One zoom and variant: sorted keys with the image index holding each key's lowest ID.
+#[derive(Debug, Default)]
+struct Level {
+    keys: Vec<u32>,
+    images: Vec<u32>,
+}
+
+impl Level {
+    /// Merges candidates `(key, id, index)` (any order, repeats allowed) keeping the lowest
+    /// ID per key.
+    fn merge(&mut self, mut fresh: Vec<(u32, u64, u32)>, id_of: &impl Fn(u32) -> u64) {
+        if fresh.is_empty() {
+            return;
+        }
+        fresh.sort_unstable_by_key(|&(key, id, _)| (key, id));
+        fresh.dedup_by_key(|&mut (key, _, _)| key);
+        let total = self.keys.len() + fresh.len();
+        let mut keys = Vec::with_capacity(total);
+        let mut images = Vec::with_capacity(total);
+        let mut old = self.keys.iter().copied().zip(self.images.iter().copied());
+        let mut new = fresh.into_iter();
+        let mut next_old = old.next();
+        let mut next_new = new.next();
+        loop {
+            match (next_old, next_new) {
+                (Some((key, index)), Some((fresh_key, id, fresh_index))) => {
+                    match key.cmp(&fresh_key) {
+                        Ordering::Less => {
+                            keys.push(key);
+                            images.push(index);
+                            next_old = old.next();
+                        }
+                        Ordering::Greater => {
+                            keys.push(fresh_key);
+                            images.push(fresh_index);
+                            next_new = new.next();
+                        }
+                        Ordering::Equal => {
+                            keys.push(key);
+                            images.push(if id < id_of(index) {
+                                fresh_index
+                            } else {
+                                index
+                            });
+                            next_old = old.next();
+                            next_new = new.next();
+                        }
+                    }
+                }
+                (Some((key, index)), None) => {
+                    keys.push(key);
+                    images.push(index);
+                    next_old = old.next();
+                }
+                (None, Some((key, _, index))) => {
+                    keys.push(key);
+                    images.push(index);
+                    next_new = new.next();
+                }
+                (None, None) => break,
+            }
+        }
+        keys.shrink_to_fit();
+        images.shrink_to_fit();
+        self.keys = keys;
+        self.images = images;
+    }
+
+    fn bytes(&self) -> usize {
+        (self.keys.capacity() + self.images.capacity()) * std::mem::size_of::<u32>()
+    }
+}
+
+/// Candidates of one zoom and variant while a batch is read: consecutive images usually share
+/// a cell (sequences are walked in order), so only runs are kept.
+#[derive(Default)]
+struct Runs {
+    current: Option<(u32, u64, u32)>,
+    done: Vec<(u32, u64, u32)>,
+}
+
+impl Runs {
+    fn add(&mut self, key: u32, id: u64, index: u32) {
+        match &mut self.current {
+            Some(current) if current.0 == key => {
+                if id < current.1 {
+                    *current = (key, id, index);
+                }
+            }
+            _ => {
+                if let Some(current) = self.current.replace((key, id, index)) {
+                    self.done.push(current);
+                }
+            }
+        }
+    }
+
+    fn finish(mut self) -> Vec<(u32, u64, u32)> {
+        self.done.extend(self.current.take());
+        self.done
+    }
+}
+
+/// The pyramid of both variants (see the module documentation), and the precomputed
+/// sequence lines of z6–11 (see `sequence_lines.rs`): everything the store keeps for cheap
+/// low-zoom tiles, up to date after each batch of images.
+#[derive(Debug, Default)]
+pub(crate) struct OverviewPyramid {
+    pyramid: Pyramid,
+    /// Simplified sequence lines for z6–11.
+    pub(crate) sequence_lines: SequenceLines,
+}
+
+/// Batches of at least this many images update the pyramid and the sequence lines on two
+/// threads.
+const PARALLEL_BATCH: usize = 50_000;
+
+/// The lowest IDs per cell.
+#[derive(Debug)]
+struct Pyramid {
+    /// `levels[zoom * 2 + variant]`, variant 0 original, 1 computed.
+    levels: Vec<Level>,
+    /// False once a location fell outside the world square; queries then scan.
+    exact: bool,
+}
+
+impl Default for Pyramid {
+    fn default() -> Self {
+        Pyramid {
+            levels: (0..PYRAMID_ZOOMS * 2).map(|_| Level::default()).collect(),
+            exact: true,
+        }
+    }
+}
+
+fn variant_slot(variant: GeometryVariant) -> usize {
+    match variant {
+        GeometryVariant::Original => 0,
+        GeometryVariant::Computed => 1,
+    }
+}
+
+/// The global units across the world at `zoom` (the projector's scale).
+fn world_units(zoom: usize) -> f64 {
+    f64::from(1u32 << zoom) * f64::from(DEFAULT_EXTENT)
+}
+
+impl OverviewPyramid {
+    /// Adds images `first_new..` of `images` (their index is their position), once the
+    /// member lists of their sequences are sorted.
+    pub(crate) fn add(
+        &mut self,
+        images: &[ImageRecord],
+        sequences: &[SequenceRecord],
+        first_new: usize,
+    ) {
+        let Some(new) = images.get(first_new..) else {
+            return;
+        };
+        if new.is_empty() {
+            return;
+        }
+        let mut touched: Vec<u32> = new.iter().map(|record| record.sequence).collect();
+        touched.sort_unstable();
+        touched.dedup();
+        let lines = &mut self.sequence_lines;
+        let pyramid = &mut self.pyramid;
+        if new.len() >= PARALLEL_BATCH {
+            std::thread::scope(|scope| {
+                scope.spawn(|| lines.update(images, sequences, touched.into_iter()));
+                pyramid.add(images, first_new);
+            });
+        } else {
+            lines.update(images, sequences, touched.into_iter());
+            pyramid.add(images, first_new);
+        }
+    }
+
+    /// The overview of `tile` as `(id, index)` in ID order, or `None` when the pyramid cannot
+    /// answer exactly (zoom above 5, another extent, a buffer that is not whole cells).
+    pub(crate) fn tile(
+        &self,
+        tile: TileId,
+        config: &ProjectionConfig,
+        variant: GeometryVariant,
+        id_of: impl Fn(u32) -> u64,
+    ) -> Option<Vec<(u64, u32)>> {
+        self.pyramid.tile(tile, config, variant, id_of)
+    }
+
+    /// Heap bytes held by the pyramid (without the sequence lines).
+    pub(crate) fn bytes(&self) -> usize {
+        self.pyramid.bytes()
+    }
+}
+
+impl Pyramid {
+    fn add(&mut self, images: &[ImageRecord], first_new: usize) {
+        let new = &images[first_new..];
+        let mut runs: Vec<Runs> = (0..PYRAMID_ZOOMS * 2).map(|_| Runs::default()).collect();
+        let mut exact = true;
+        for (offset, record) in new.iter().enumerate() {
+            let index = (first_new + offset) as u32;
+            let original = GeometryVariant::Original.point(record);
+            let computed = GeometryVariant::Computed.point(record);
+            let original_world = lon_lat_to_world(original[0], original[1]);
+            let computed_world = if computed.map(f64::to_bits) == original.map(f64::to_bits) {
+                original_world
+            } else {
+                lon_lat_to_world(computed[0], computed[1])
+            };
+            for (slot, (world_x, world_y)) in
+                [original_world, computed_world].into_iter().enumerate()
+            {
+                for zoom in 0..PYRAMID_ZOOMS {
+                    let units = world_units(zoom);
+                    match (axis(world_x * units, units), axis(world_y * units, units)) {
+                        (Some((column, column_class)), Some((row, row_class))) => runs
+                            [zoom * 2 + slot]
+                            .add(pack(column, row, column_class, row_class), record.id, index),
+                        _ => exact = false,
+                    }
+                }
+            }
+        }
+        let id_of = |index: u32| images[index as usize].id;
+        for (level, runs) in self.levels.iter_mut().zip(runs) {
+            level.merge(runs.finish(), &id_of);
+        }
+        self.exact &= exact;
+    }
+
+    fn tile(
+        &self,
+        tile: TileId,
+        config: &ProjectionConfig,
+        variant: GeometryVariant,
+        id_of: impl Fn(u32) -> u64,
+    ) -> Option<Vec<(u64, u32)>> {
+        let zoom = usize::from(tile.z());
+        if !self.exact
+            || zoom >= PYRAMID_ZOOMS
+            || config.extent != DEFAULT_EXTENT
+            || i64::from(config.buffer) % CELL != 0
+            || config.buffer > MAX_BUFFER
+        {
+            return None;
+        }
+        let level = &self.levels[zoom * 2 + variant_slot(variant)];
+        let buffer_cells = i64::from(config.buffer) / CELL;
+        let grid = i64::from(OVERVIEW_GRID);
+        let last = grid << zoom;
+        let origin_x = i64::from(tile.x()) * grid;
+        let origin_y = i64::from(tile.y()) * grid;
+        let span = grid + 2 * buffer_cells + 1;
+        let mut best: Vec<Option<(u64, u32)>> = vec![None; (span * span) as usize];
+        let first_column = (origin_x - buffer_cells).max(0);
+        let last_column = (origin_x + grid + buffer_cells).min(last);
+        for row in (origin_y - buffer_cells).max(0)..=(origin_y + grid + buffer_cells).min(last) {
+            let low = pack(first_column as u32, row as u32, 0, 0);
+            let high = pack(last_column as u32, row as u32, 7, 7);
+            let start = level.keys.partition_point(|&key| key < low);
+            let end = level.keys.partition_point(|&key| key <= high);
+            for (&key, &index) in level.keys[start..end].iter().zip(&level.images[start..end]) {
+                let (column, row, column_class, row_class) = unpack(key);
+                let Some(x) = local_cell(column - origin_x, column_class, buffer_cells) else {
+                    continue;
+                };
+                let Some(y) = local_cell(row - origin_y, row_class, buffer_cells) else {
+                    continue;
+                };
+                let slot = &mut best[((y + buffer_cells) * span + x + buffer_cells) as usize];
+                let id = id_of(index);
+                if slot.is_none_or(|(kept, _)| id < kept) {
+                    *slot = Some((id, index));
+                }
+            }
+        }
+        let mut chosen: Vec<(u64, u32)> = best.into_iter().flatten().collect();
+        chosen.sort_unstable_by_key(|&(id, _)| id);
+        Some(chosen)
+    }
+
+    fn bytes(&self) -> usize {
+        self.levels.iter().map(Level::bytes).sum::<usize>()
+            + self.levels.capacity() * std::mem::size_of::<Level>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_round_trip() {
+        for (column, row, column_class, row_class) in [
+            (0, 0, 0, 0),
+            (2048, 2048, 4, 4),
+            (17, 2000, 3, 1),
+            (4095, 4095, 7, 7),
+        ] {
+            let key = pack(column, row, column_class, row_class);
+            assert_eq!(
+                unpack(key),
+                (i64::from(column), i64::from(row), column_class, row_class)
+            );
+        }
+    }
+
+    #[test]
+    fn first_units_of_cells_get_classes() {
+        assert_eq!(axis(127.5, 4096.0), Some((2, HALF_BEFORE)));
+        assert_eq!(axis(127.7, 4096.0), Some((2, BEFORE)));
+        assert_eq!(axis(128.0, 4096.0), Some((2, ON)));
+        assert_eq!(axis(128.2, 4096.0), Some((2, AFTER)));
+        assert_eq!(axis(130.0, 4096.0), Some((2, PLAIN)));
+        assert_eq!(axis(4096.6, 4096.0), None);
+    }
+
+    #[test]
+    fn buffer_edges_and_negative_halves() {
+        // No buffer: the tile's first unit excludes points before it, the last unit (4096)
+        // keeps points up to it.
+        assert_eq!(local_cell(0, BEFORE, 0), None);
+        assert_eq!(local_cell(0, ON, 0), Some(0));
+        assert_eq!(local_cell(64, BEFORE, 0), Some(64));
+        assert_eq!(local_cell(64, AFTER, 0), None);
+        assert_eq!(local_cell(64, PLAIN, 0), None);
+        // One cell of buffer: −0.5 rounds to −1, the previous cell.
+        assert_eq!(local_cell(0, HALF_BEFORE, 1), Some(-1));
+        assert_eq!(local_cell(0, BEFORE, 1), Some(0));
+        assert_eq!(local_cell(-1, HALF_BEFORE, 1), None);
+        assert_eq!(local_cell(-1, ON, 1), Some(-1));
+        assert_eq!(local_cell(-2, PLAIN, 1), None);
+    }
+}
