@@ -265,3 +265,154 @@ fn parse_response(raw: &[u8]) -> Response {
         body: raw[end + 4..].to_vec(),
     }
 }
+
+/// What `streetlevel serve` printed and how it exited, for runs that must fail before serving.
+#[derive(Debug, Clone)]
+pub struct Failed {
+    /// Whether it exited successfully (a failed start does not).
+    pub success: bool,
+    /// Its standard output (a server that started prints `listening on` here).
+    pub stdout: String,
+    /// Its error output, where the reason is.
+    pub stderr: String,
+}
+
+/// Runs `streetlevel serve --data dir` with `extra` arguments on `127.0.0.1:0` and waits for it
+/// to exit. Standard input is closed and `--exit-on-stdin-eof` given, so a server that starts
+/// anyway stops at once instead of hanging the test; its `listening on` line then shows it.
+pub fn serve_expecting_failure(binary: &Path, dir: &Path, extra: &[&str]) -> Failed {
+    let output = Command::new(binary)
+        .arg("serve")
+        .arg("--data")
+        .arg(dir)
+        .args(["--addr", "127.0.0.1:0", "--exit-on-stdin-eof"])
+        .args(extra)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .output()
+        .expect("the streetlevel binary runs");
+    Failed {
+        success: output.status.success(),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+/// A kept-alive HTTP/1.1 connection: several requests, one after another, on one socket.
+/// Every read gives up after `deadline` (a bound against hanging, not a measurement).
+#[derive(Debug)]
+pub struct Connection {
+    stream: TcpStream,
+    addr: SocketAddr,
+    buffered: Vec<u8>,
+}
+
+impl Connection {
+    /// Connects to `addr`; reads fail after `deadline` without data.
+    pub fn open(addr: SocketAddr, deadline: Duration) -> Connection {
+        let stream = TcpStream::connect(addr).expect("connect to the server");
+        stream.set_read_timeout(Some(deadline)).expect("timeout");
+        Connection {
+            stream,
+            addr,
+            buffered: Vec::new(),
+        }
+    }
+
+    /// The socket, for raw writes and reads.
+    pub fn stream(&mut self) -> &mut TcpStream {
+        &mut self.stream
+    }
+
+    /// Sends `GET target` (keep-alive) without waiting for the answer.
+    pub fn send_get(&mut self, target: &str, headers: &[(&str, &str)]) {
+        let mut head = format!("GET {target} HTTP/1.1\r\nHost: {}\r\n", self.addr);
+        for (name, value) in headers {
+            let _ = write!(head, "{name}: {value}\r\n");
+        }
+        head.push_str("\r\n");
+        self.stream
+            .write_all(head.as_bytes())
+            .expect("send the request");
+    }
+
+    /// Reads one response whose body has a `Content-Length` (every response of this server).
+    pub fn read_response(&mut self) -> Response {
+        let head_end = loop {
+            if let Some(end) = self
+                .buffered
+                .windows(4)
+                .position(|window| window == b"\r\n\r\n")
+            {
+                break end + 4;
+            }
+            self.fill();
+        };
+        let head = parse_response(&self.buffered[..head_end]);
+        let length: usize = head
+            .header("content-length")
+            .map_or(0, |value| value.parse().expect("a numeric Content-Length"));
+        while self.buffered.len() < head_end + length {
+            self.fill();
+        }
+        let rest = self.buffered.split_off(head_end + length);
+        let body = self.buffered[head_end..].to_vec();
+        self.buffered = rest;
+        Response { body, ..head }
+    }
+
+    /// `GET target` and its response.
+    pub fn get(&mut self, target: &str, headers: &[(&str, &str)]) -> Response {
+        self.send_get(target, headers);
+        self.read_response()
+    }
+
+    /// Whether response bytes have arrived and wait to be read, looking without blocking.
+    pub fn has_unread_data(&mut self) -> bool {
+        if !self.buffered.is_empty() {
+            return true;
+        }
+        self.stream.set_nonblocking(true).expect("non-blocking");
+        let mut probe = [0_u8; 1];
+        let peeked = self.stream.peek(&mut probe);
+        self.stream.set_nonblocking(false).expect("blocking");
+        match peeked {
+            Ok(read) => read > 0,
+            Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => false,
+            Err(error) => panic!("cannot look at the socket: {error}"),
+        }
+    }
+
+    /// Reads until the server closes the connection and returns what arrived before; a reset
+    /// counts as closed. `Err` (`WouldBlock` or `TimedOut`) when the deadline passes with the
+    /// connection still open.
+    pub fn read_until_closed(&mut self) -> std::io::Result<Vec<u8>> {
+        let mut received = std::mem::take(&mut self.buffered);
+        let mut chunk = [0_u8; 4096];
+        loop {
+            match self.stream.read(&mut chunk) {
+                Ok(0) => return Ok(received),
+                Ok(read) => received.extend_from_slice(&chunk[..read]),
+                Err(error)
+                    if matches!(
+                        error.kind(),
+                        std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::ConnectionAborted
+                    ) =>
+                {
+                    return Ok(received);
+                }
+                Err(error) => return Err(error),
+            }
+        }
+    }
+
+    fn fill(&mut self) {
+        let mut chunk = [0_u8; 16 * 1024];
+        let read = self
+            .stream
+            .read(&mut chunk)
+            .expect("the response arrives before the deadline");
+        assert!(read > 0, "the server closed the connection mid-response");
+        self.buffered.extend_from_slice(&chunk[..read]);
+    }
+}

@@ -7,7 +7,7 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
-import { PASSWORD, USERNAME, api, launchBrowser, startCallback, startService } from './harness.mjs';
+import { PASSWORD, USERNAME, api, launchBrowser, serveData, startCallback, startService } from './harness.mjs';
 import { decodePng, variety } from './png.mjs';
 
 const WAIT_MS = 60_000;
@@ -130,6 +130,36 @@ describe('web surface in Chromium', () => {
     await page.goto(`${service.baseUrl}/dashboard`);
     await page.getByRole('heading', { name: 'Dashboard App' }).waitFor();
     await page.close();
+  });
+
+  test('embed without the npm packages: the fallback still image loads', async () => {
+    // A second server on the same data, pointed at a node_modules folder that does not exist.
+    const fallback = await serveData(service.data, ['--assets-dir', join(service.data, 'absent-node-modules')]);
+    const page = await context.newPage();
+    try {
+      await page.goto(`${fallback.baseUrl}/embed?image_key=${sequence[0]}&style=split`);
+      await page.getByText('The interactive viewer is not available').waitFor();
+      const still = page.locator('img.still');
+      assert.equal(await still.getAttribute('alt'), `Street-level image ${sequence[0]}`);
+      await page.waitForFunction(() => document.querySelector('img.still')?.complete === true, null, { timeout: WAIT_MS });
+      const size = await still.evaluate((image) => ({ width: image.naturalWidth, height: image.naturalHeight }));
+      assert.ok(size.width > 0 && size.height > 0, `the still image decoded: ${JSON.stringify(size)}`);
+      const shot = await screenshot(page, 'embed-fallback');
+      const box = await still.boundingBox();
+      const x = Math.max(0, Math.floor(box.x));
+      const y = Math.max(0, Math.floor(box.y));
+      const region = {
+        x,
+        y,
+        width: Math.min(shot.width - x, Math.floor(box.width)),
+        height: Math.min(shot.height - y, Math.floor(box.height)),
+      };
+      const score = variety(shot, region);
+      assert.ok(score.colours > 20 && score.deviation > 5, `the still image is not blank: ${JSON.stringify(score)}`);
+    } finally {
+      await page.close();
+      await fallback.stop();
+    }
   });
 
   for (const style of ['photo', 'split', 'classic']) {

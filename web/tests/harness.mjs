@@ -99,7 +99,27 @@ export async function startService({ images = 40, callbackUrl }) {
   const app = keyValues(
     run(bin, ['apps', 'create', '--data', data, '--name', 'Browser Test App', '--callback', callbackUrl, '--scopes', 'read']),
   );
-  const child = spawn(bin, ['serve', '--data', data, '--addr', '127.0.0.1:0'], {
+  const server = await serveData(data);
+  return {
+    baseUrl: server.baseUrl,
+    data,
+    app: {
+      clientId: app.client_id,
+      clientToken: app.client_token,
+      clientSecret: app.client_secret,
+    },
+    log: server.log,
+    async stop() {
+      await server.stop();
+      rmSync(root, { recursive: true, force: true });
+    },
+  };
+}
+
+// `streetlevel serve` on an existing data directory with extra arguments (for example
+// `--assets-dir`), on 127.0.0.1:0; resolves once it prints its address.
+export async function serveData(data, extraArgs = []) {
+  const child = spawn(binary(), ['serve', '--data', data, '--addr', '127.0.0.1:0', ...extraArgs], {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let log = '';
@@ -121,12 +141,6 @@ export async function startService({ images = 40, callbackUrl }) {
   );
   return {
     baseUrl: address,
-    data,
-    app: {
-      clientId: app.client_id,
-      clientToken: app.client_token,
-      clientSecret: app.client_secret,
-    },
     log: () => log,
     async stop() {
       if (child.exitCode === null) {
@@ -134,7 +148,6 @@ export async function startService({ images = 40, callbackUrl }) {
         child.kill('SIGTERM');
         await withTimeout(exited, 10_000, 'streetlevel serve stopping').catch(() => child.kill('SIGKILL'));
       }
-      rmSync(root, { recursive: true, force: true });
     },
   };
 }

@@ -45,7 +45,9 @@ pub fn run(root: &Path, data: Option<&Path>, addr: &str) -> Result<()> {
     if let Err(error) = crate::browser::ensure_node_modules(&root.join("web")) {
         eprintln!("warning: the embed viewer's npm packages are not installed: {error:#}");
     }
-    let token = client_token(&binary, &data)?;
+    let credentials = read_credentials(&data);
+    let token = client_token(&binary, &data, credentials.as_ref())?;
+    let sign_in = credentials.as_ref().and_then(fixture_user);
     let mut child = Command::new(&binary)
         .arg("serve")
         .arg("--data")
@@ -60,7 +62,7 @@ pub fn run(root: &Path, data: Option<&Path>, addr: &str) -> Result<()> {
     for line in lines.by_ref() {
         let line = line?;
         if let Some(base) = line.strip_prefix("listening on ") {
-            print_help(base.trim(), &data, &token);
+            print_help(base.trim(), &data, &token, sign_in.as_ref());
             break;
         }
         println!("{line}");
@@ -76,7 +78,7 @@ pub fn run(root: &Path, data: Option<&Path>, addr: &str) -> Result<()> {
 }
 
 #[allow(clippy::print_stdout)]
-fn print_help(base: &str, data: &Path, token: &str) {
+fn print_help(base: &str, data: &Path, token: &str, sign_in: Option<&(String, String)>) {
     println!();
     println!("streetlevel is serving {}", data.display());
     println!("  base URL:  {base}");
@@ -84,16 +86,36 @@ fn print_help(base: &str, data: &Path, token: &str) {
     println!(
         "  an image:  curl -H 'Authorization: OAuth {token}' '{base}/images?bbox=13.17,55.69,13.21,55.71&limit=1&fields=id,geometry,captured_at,thumb_256_url'"
     );
+    if let Some((username, password)) = sign_in {
+        println!("  dashboard: {base}/dashboard (sign in as {username} / {password})");
+    }
     println!();
 }
 
-/// The fixture app's client token from `DIR/credentials.json`; without one, an app is
-/// registered with `streetlevel apps create` once and its output kept in `DIR/dev-app.txt`.
-fn client_token(binary: &Path, data: &Path) -> Result<String> {
-    let from_credentials = std::fs::read_to_string(data.join("credentials.json"))
-        .ok()
-        .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
-        .and_then(|value| value.get("client_token")?.as_str().map(str::to_owned));
+/// `DIR/credentials.json`, which the fixture generator writes, if there is one.
+fn read_credentials(data: &Path) -> Option<serde_json::Value> {
+    let text = std::fs::read_to_string(data.join("credentials.json")).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
+/// The fixture user's username and password from the credentials.
+fn fixture_user(credentials: &serde_json::Value) -> Option<(String, String)> {
+    let user = credentials.get("user")?;
+    Some((
+        user.get("username")?.as_str()?.to_owned(),
+        user.get("password")?.as_str()?.to_owned(),
+    ))
+}
+
+/// The fixture app's client token from the credentials; without one, an app is registered
+/// with `streetlevel apps create` once and its output kept in `DIR/dev-app.txt`.
+fn client_token(
+    binary: &Path,
+    data: &Path,
+    credentials: Option<&serde_json::Value>,
+) -> Result<String> {
+    let from_credentials =
+        credentials.and_then(|value| value.get("client_token")?.as_str().map(str::to_owned));
     if let Some(token) = from_credentials {
         return Ok(token);
     }

@@ -29,11 +29,14 @@ pub struct Config {
     pub media_key: Vec<u8>,
     /// How long a signed media URL stays valid.
     pub media_url_lifetime: Duration,
-    /// Time allowed to read a request's headers.
+    /// Time allowed to read a request's headers; a kept-alive connection idle for this long
+    /// between requests is closed too, so an idle client holds a connection slot at most this
+    /// long.
     pub header_read_timeout: Duration,
     /// Largest accepted request body in bytes.
     pub max_body_bytes: usize,
-    /// Connections served at once; further connections wait to be accepted.
+    /// Connections served at once; further connections wait in the listen queue, unanswered,
+    /// until a served one closes.
     pub max_connections: usize,
     /// Encoded tiles kept in memory.
     pub tile_cache_entries: usize,

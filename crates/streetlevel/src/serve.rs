@@ -49,6 +49,11 @@ pub struct Args {
     /// Tile requests per day per app.
     #[arg(long)]
     limit_tiles_per_day: Option<NonZeroU32>,
+    /// The npm `node_modules` folder holding the embed page's viewer and map packages
+    /// (default: the source tree's `web/node_modules`). Without them the embed page shows a
+    /// still image.
+    #[arg(long)]
+    assets_dir: Option<PathBuf>,
     /// Serve `GET /__panic` (a handler that panics), for tests of panic handling.
     #[arg(long, hide = true)]
     debug_panic_route: bool,
@@ -78,8 +83,7 @@ impl MediaSource for DataDirMedia {
         else {
             return Ok(None);
         };
-        let bytes = streetlevel_fixtures::render_original(&metadata)
-            .map_err(|error| ServerError::Internal(format!("cannot render {image}: {error}")))?;
+        let bytes = streetlevel_fixtures::render_original(&metadata);
         keep(
             &streetlevel_fixtures::original_path(&self.media_dir, image),
             &bytes,
@@ -162,6 +166,7 @@ struct FileConfig {
     limit_entity_per_min: Option<NonZeroU32>,
     limit_search_per_min: Option<NonZeroU32>,
     limit_tiles_per_day: Option<NonZeroU32>,
+    assets_dir: Option<PathBuf>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -210,8 +215,36 @@ fn media_key(data: &Path, from_config: Option<&str>) -> anyhow::Result<Vec<u8>> 
     }
 }
 
-/// The server and quota settings from the flags, the config file and the defaults.
-fn settings(args: &Args) -> anyhow::Result<(Config, streetlevel_ratelimit::Config)> {
+/// Everything `serve` takes from its flags, the config file and the defaults.
+struct Settings {
+    config: Config,
+    limits: streetlevel_ratelimit::Config,
+    /// `None`: the web crate's default (`web/node_modules` of the source tree).
+    assets_dir: Option<PathBuf>,
+}
+
+/// A public URL must be absolute `http` or `https` with a host: it is pasted in front of
+/// every path the server hands out.
+fn check_public_url(name: &str, url: Option<&String>) -> anyhow::Result<()> {
+    let Some(url) = url else {
+        return Ok(());
+    };
+    let rest = ["http://", "https://"].iter().find_map(|scheme| {
+        url.get(..scheme.len())
+            .filter(|prefix| prefix.eq_ignore_ascii_case(scheme))
+            .map(|_| &url[scheme.len()..])
+    });
+    anyhow::ensure!(
+        rest.is_some_and(|rest| !rest.is_empty() && !rest.starts_with('/')),
+        "{name} {url:?} is not an absolute http:// or https:// URL"
+    );
+    Ok(())
+}
+
+/// The server and quota settings: a flag wins over the config file, which wins over the
+/// default. `--public-url` (or `public_url`) sets every surface whose own URL (`base_url`,
+/// `tiles_url`, `web_url`, `media_url`, file only) is not given.
+fn settings(args: &Args) -> anyhow::Result<Settings> {
     let file = read_file_config(args.config.as_deref())?;
     anyhow::ensure!(
         args.data.is_dir(),
@@ -221,6 +254,19 @@ fn settings(args: &Args) -> anyhow::Result<(Config, streetlevel_ratelimit::Confi
     );
     let defaults = Config::default();
     let public_url = args.public_url.clone().or(file.public_url);
+    for (name, url) in [
+        ("the public URL", public_url.as_ref()),
+        ("base_url", file.base_url.as_ref()),
+        ("tiles_url", file.tiles_url.as_ref()),
+        ("web_url", file.web_url.as_ref()),
+        ("media_url", file.media_url.as_ref()),
+    ] {
+        check_public_url(name, url)?;
+    }
+    anyhow::ensure!(
+        file.header_read_timeout_seconds != Some(0),
+        "header_read_timeout_seconds must be at least 1"
+    );
     let config = Config {
         bind: args.addr,
         base_url: file.base_url.or_else(|| public_url.clone()),
@@ -265,11 +311,19 @@ fn settings(args: &Args) -> anyhow::Result<(Config, streetlevel_ratelimit::Confi
         trace_member: config.trace_member(),
         ..limits_defaults
     };
-    Ok((config, limits))
+    Ok(Settings {
+        config,
+        limits,
+        assets_dir: args.assets_dir.clone().or(file.assets_dir),
+    })
 }
 
 async fn serve(args: Args) -> anyhow::Result<()> {
-    let (config, limits) = settings(&args)?;
+    let Settings {
+        config,
+        limits,
+        assets_dir,
+    } = settings(&args)?;
     let rate_limits =
         Arc::new(streetlevel_ratelimit::RateLimits::new(limits).context("invalid rate limits")?);
     let started = std::time::Instant::now();
@@ -308,19 +362,22 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         let app = thumb_cell.get()?.upgrade()?;
         Some(app.media_url(&MediaObject::Thumb(id, ThumbSize::W2048)))
     });
-    let web_config = WebConfig {
+    let mut web_config = WebConfig {
         web_url: config.web_url.clone(),
         base_url: config.base_url.clone(),
         tiles_url: config.tiles_url.clone(),
         short_name: config.short_name.clone(),
         ..WebConfig::default()
     };
+    if let Some(assets_dir) = assets_dir {
+        web_config.assets_dir = assets_dir;
+    }
     let registry =
         Registry::open(&Store::database_path(&args.data)).context("cannot open the web tables")?;
     let web = Web::new(
         web_config,
         Arc::clone(&auth),
-        registry,
+        &registry,
         Arc::new(images),
         OsRandom,
     )
@@ -396,5 +453,36 @@ async fn shutdown_signal(exit_on_stdin_eof: bool) {
         () = interrupt => tracing::info!("interrupted, shutting down"),
         () = terminate => tracing::info!("terminated, shutting down"),
         () = stdin_closed => tracing::info!("standard input closed, shutting down"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_public_url;
+
+    #[test]
+    fn public_urls_must_be_absolute_http_or_https() {
+        for good in [
+            "http://127.0.0.1:8080",
+            "https://streetlevel.example/",
+            "HTTPS://Streetlevel.Example/prefix",
+        ] {
+            assert!(
+                check_public_url("url", Some(&good.to_owned())).is_ok(),
+                "{good}"
+            );
+        }
+        for bad in [
+            "streetlevel.example",
+            "https://",
+            "http:///path",
+            "ftp://streetlevel.example",
+            "/relative",
+            "",
+        ] {
+            let error = check_public_url("tiles_url", Some(&bad.to_owned())).unwrap_err();
+            assert!(error.to_string().contains("tiles_url"), "{bad}: {error}");
+        }
+        assert!(check_public_url("url", None).is_ok());
     }
 }

@@ -45,6 +45,14 @@ fn get(target: &str) -> Response {
         .request("GET", target, &[("Authorization", &auth)], b"")
 }
 
+/// The path and query of an absolute URL the server handed out, to request it again.
+fn local_target(url: &Value) -> String {
+    let url = url.as_str().expect("a URL string");
+    url.strip_prefix(&world().server.base())
+        .unwrap_or_else(|| panic!("{url} is not on this server"))
+        .to_owned()
+}
+
 fn get_json(target: &str) -> Value {
     let response = get(target);
     assert_eq!(
@@ -1061,14 +1069,8 @@ fn signed_thumbnails_work_without_a_token_and_tampering_fails() {
         "/{}?fields=thumb_256_url,thumb_1024_url",
         image.id
     ));
-    let base = world().server.base();
     for (field, width) in [("thumb_256_url", 256), ("thumb_1024_url", 1024)] {
-        let target = body[field]
-            .as_str()
-            .unwrap()
-            .strip_prefix(&base)
-            .unwrap()
-            .to_owned();
+        let target = local_target(&body[field]);
         let response = world().server.get(&target);
         assert_eq!(response.status, 200, "{field}");
         assert_eq!(response.header("content-type"), Some("image/jpeg"));
@@ -1096,14 +1098,8 @@ fn meshes_and_sfm_clusters_are_served_from_lazy_data_sets() {
         body["sfm_cluster"]["id"],
         image.sfm_cluster.unwrap().to_string()
     );
-    let base = world().server.base();
     let fetch = |url: &Value| {
-        let target = url
-            .as_str()
-            .unwrap()
-            .strip_prefix(&base)
-            .unwrap()
-            .to_owned();
+        let target = local_target(url);
         let response = world().server.get(&target);
         assert_eq!(response.status, 200, "{target}");
         response.body
