@@ -206,6 +206,7 @@ mod line_phases {
     use super::{Coord, LineString, ProjectionConfig, TileProjector, black_box, line_tile, lines};
     use divan::Bencher;
     use streetlevel_mvt::clip::{ClipBox, clip_line_string};
+    use streetlevel_mvt::geo::Simplify;
     use streetlevel_mvt::simplify::simplify_line_string;
 
     fn projected() -> Vec<LineString<f64>> {
@@ -263,6 +264,19 @@ mod line_phases {
             black_box(&lines)
                 .iter()
                 .map(|line| clip_line_string(line, &clip_box).0.len())
+                .sum::<usize>()
+        });
+    }
+
+    /// geo's `Simplify` (Ramer–Douglas–Peucker alone, no radial pass first) on the same
+    /// lines: the baseline of `simplify`.
+    #[divan::bench]
+    fn simplify_geo(bencher: Bencher) {
+        let lines = projected();
+        bencher.bench(|| {
+            black_box(&lines)
+                .iter()
+                .map(|line| line.simplify(1.0).0.len())
                 .sum::<usize>()
         });
     }
