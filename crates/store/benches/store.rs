@@ -95,24 +95,10 @@ fn resident_bytes() -> usize {
         .map_or(0, |pages| pages * 4096)
 }
 
-fn build(count: usize) -> Store {
-    common::build(count, synthetic_images)
-}
-
-static STORE_1M: LazyLock<Store> = LazyLock::new(|| {
-    build(if wanted("1M", true) {
-        scale(1_000_000)
-    } else {
-        0
-    })
-});
-static STORE_10M: LazyLock<Store> = LazyLock::new(|| {
-    build(if wanted("10M", true) {
-        scale(10_000_000)
-    } else {
-        0
-    })
-});
+static STORE_1M: LazyLock<Store> =
+    LazyLock::new(|| common::build_if_wanted("1M", true, 1_000_000, synthetic_images));
+static STORE_10M: LazyLock<Store> =
+    LazyLock::new(|| common::build_if_wanted("10M", true, 10_000_000, synthetic_images));
 
 fn bench_directory() -> PathBuf {
     std::env::temp_dir().join(format!("streetlevel-store-bench-{}", std::process::id()))

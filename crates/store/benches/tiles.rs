@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::{CENTRE, Step, benchmarking, scale, wanted};
+use common::{CENTRE, Step, benchmarking, wanted};
 
 use std::hint::black_box;
 use std::sync::LazyLock;
@@ -67,24 +67,10 @@ fn synthetic_images(first: u64, count: u64) -> Vec<Image> {
     })
 }
 
-fn build(count: usize) -> Store {
-    common::build(count, synthetic_images)
-}
-
-static STORE_1M: LazyLock<Store> = LazyLock::new(|| {
-    build(if wanted("1M", true) {
-        scale(1_000_000)
-    } else {
-        0
-    })
-});
-static STORE_10M: LazyLock<Store> = LazyLock::new(|| {
-    build(if wanted("10M", false) {
-        scale(10_000_000)
-    } else {
-        0
-    })
-});
+static STORE_1M: LazyLock<Store> =
+    LazyLock::new(|| common::build_if_wanted("1M", true, 1_000_000, synthetic_images));
+static STORE_10M: LazyLock<Store> =
+    LazyLock::new(|| common::build_if_wanted("10M", false, 10_000_000, synthetic_images));
 
 fn store(size: &str) -> &'static Store {
     if size == "10M" { &STORE_10M } else { &STORE_1M }

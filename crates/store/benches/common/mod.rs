@@ -72,6 +72,22 @@ pub fn synthetic_images(
     images
 }
 
+/// The store of the size named `name` with `count` images (scaled down under `cargo test`)
+/// if that size is [`wanted`], else an empty one.
+pub fn build_if_wanted(
+    name: &str,
+    by_default: bool,
+    count: usize,
+    images: impl Fn(u64, u64) -> Vec<Image>,
+) -> Store {
+    let count = if wanted(name, by_default) {
+        scale(count)
+    } else {
+        0
+    };
+    build(count, images)
+}
+
 /// A store of `count` images of `images(first, count)`, inserted in batches of 1M.
 pub fn build(count: usize, images: impl Fn(u64, u64) -> Vec<Image>) -> Store {
     let mut store = Store::in_memory();
