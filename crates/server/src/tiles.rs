@@ -318,6 +318,9 @@ fn add_images(
 }
 
 #[cfg(test)]
+mod overview_limits;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
