@@ -31,9 +31,16 @@ impl Command {
 /// The largest command count (29 bits).
 pub const MAX_COMMAND_COUNT: u32 = (1 << 29) - 1;
 
-/// The command integer for `command` repeated `count` times.
-pub fn command_integer(command: Command, count: u32) -> u32 {
-    (count << 3) | command.id()
+/// The command integer for `command` repeated `count` times, or
+/// [`MvtError::BadCommandCount`] when `count` does not fit the integer's 29 bits.
+pub fn command_integer(command: Command, count: u32) -> Result<u32, MvtError> {
+    if count > MAX_COMMAND_COUNT {
+        return Err(MvtError::BadCommandCount {
+            command: command.id(),
+            count,
+        });
+    }
+    Ok((count << 3) | command.id())
 }
 
 /// Splits a command integer into its command and count.
@@ -138,14 +145,11 @@ struct Writer<'a> {
 
 impl Writer<'_> {
     fn command(&mut self, command: Command, count: usize) -> Result<(), MvtError> {
-        let count = u32::try_from(count)
-            .ok()
-            .filter(|count| *count <= MAX_COMMAND_COUNT)
-            .ok_or(MvtError::BadCommandCount {
-                command: command.id(),
-                count: u32::MAX,
-            })?;
-        self.out.push(command_integer(command, count));
+        let count = u32::try_from(count).map_err(|_| MvtError::BadCommandCount {
+            command: command.id(),
+            count: u32::MAX,
+        })?;
+        self.out.push(command_integer(command, count)?);
         Ok(())
     }
 
@@ -480,7 +484,11 @@ mod tests {
         assert!(matches!(
             decode_geometry(
                 1,
-                &[command_integer(Command::MoveTo, MAX_COMMAND_COUNT), 2, 2]
+                &[
+                    command_integer(Command::MoveTo, MAX_COMMAND_COUNT).unwrap(),
+                    2,
+                    2
+                ]
             ),
             Err(MvtError::BadCommandCount { .. })
         ));

@@ -243,8 +243,15 @@ pub struct TileRange {
 }
 
 impl TileRange {
-    /// The tiles at zoom `z` that a box touches, edges included.
+    /// The tiles at zoom `z` that a box touches, edges included. The box is validated as
+    /// [`LonLatBounds::new`] does, since its fields are public.
     pub fn covering(bounds: &LonLatBounds, z: u8) -> Result<Self, MvtError> {
+        LonLatBounds::new(
+            bounds.min_lon,
+            bounds.min_lat,
+            bounds.max_lon,
+            bounds.max_lat,
+        )?;
         let north_west = TileId::containing(bounds.min_lon, bounds.max_lat, z)?;
         let south_east = TileId::containing(bounds.max_lon, bounds.min_lat, z)?;
         Ok(Self {
@@ -256,14 +263,23 @@ impl TileRange {
         })
     }
 
-    /// The number of tiles in the range.
+    /// The number of tiles in the range (0 for a hand-built range whose minimum exceeds its
+    /// maximum; [`TileRange::covering`] never makes one).
     pub fn len(&self) -> u64 {
-        u64::from(self.max_x - self.min_x + 1) * u64::from(self.max_y - self.min_y + 1)
+        let span = |min: u32, max: u32| {
+            if min > max {
+                0
+            } else {
+                u64::from(max - min) + 1
+            }
+        };
+        span(self.min_x, self.max_x) * span(self.min_y, self.max_y)
     }
 
-    /// Never true: a range holds at least one tile.
+    /// Whether the range holds no tile: only a hand-built range with a minimum above its
+    /// maximum.
     pub fn is_empty(&self) -> bool {
-        false
+        self.min_x > self.max_x || self.min_y > self.max_y
     }
 
     /// Whether the range holds the tile.
@@ -409,6 +425,44 @@ mod tests {
             range.into_iter().collect::<Vec<_>>(),
             vec![TileId::new(10, 500, 300).unwrap()]
         );
+    }
+
+    #[test]
+    fn covering_rejects_a_hand_built_inverted_box() {
+        let inverted = LonLatBounds {
+            min_lon: 14.0,
+            min_lat: 55.0,
+            max_lon: 13.0,
+            max_lat: 56.0,
+        };
+        assert!(matches!(
+            TileRange::covering(&inverted, 10),
+            Err(MvtError::InvalidBounds { .. })
+        ));
+        let not_finite = LonLatBounds {
+            min_lon: f64::NAN,
+            ..inverted
+        };
+        assert!(matches!(
+            TileRange::covering(&not_finite, 10),
+            Err(MvtError::InvalidBounds { .. })
+        ));
+    }
+
+    #[test]
+    fn a_hand_built_inverted_range_is_empty() {
+        let range = TileRange {
+            z: 3,
+            min_x: 5,
+            min_y: 1,
+            max_x: 4,
+            max_y: 2,
+        };
+        assert!(range.is_empty());
+        assert_eq!(range.len(), 0);
+        assert_eq!(range.into_iter().count(), 0);
+        let covering = TileRange::covering(&TileId::new(3, 4, 2).unwrap().bounds(), 3).unwrap();
+        assert!(!covering.is_empty());
     }
 
     #[test]
