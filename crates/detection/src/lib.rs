@@ -26,6 +26,10 @@ const BASE64: GeneralPurpose = GeneralPurpose::new(
 
 /// Decodes a detection `geometry` string to polygons in normalized image coordinates
 /// (`0..=1`, origin top-left, `y` down): tile coordinates divided by the extent.
+///
+/// Vertices outside the grid (below 0 or above the extent, which our encoder never writes
+/// but the vector tile format allows) are returned as they are, outside `0..=1`, rather than
+/// refused or moved: a caller that draws them clips to the image as it would any polygon.
 pub fn decode_normalized(geometry: &str) -> Result<MultiPolygon<f64>, DetectionError> {
     decode_scaled(geometry, 1.0, 1.0)
 }

@@ -21,43 +21,107 @@ fn rectangle(min_x: f64, min_y: f64, max_x: f64, max_y: f64) -> LineString<f64> 
     ])
 }
 
-/// Every vertex of `decoded` lies within one pixel of a vertex of `original`, and the rings
-/// have as many vertices.
+/// `decoded` is `original` within one pixel per vertex, in order: the same vertices, the
+/// same cyclic sequence, read from any starting vertex in either direction (the encoder
+/// orients rings as the specification wants and may start a reversed ring elsewhere).
 fn assert_ring_close(original: &LineString<f64>, decoded: &LineString<f64>) {
-    assert_eq!(
-        decoded.0.len(),
-        original.0.len(),
-        "{decoded:?} vs {original:?}"
+    // Closed rings repeat their first vertex; compare the open sequences.
+    let open = |ring: &LineString<f64>| ring.0[..ring.0.len() - 1].to_vec();
+    let (original, decoded) = (open(original), open(decoded));
+    assert_eq!(decoded.len(), original.len(), "{decoded:?} vs {original:?}");
+    let close =
+        |a: &Coord<f64>, b: &Coord<f64>| (a.x - b.x).abs() <= 1.0 && (a.y - b.y).abs() <= 1.0;
+    let count = original.len();
+    let matches = (0..count).any(|shift| {
+        let forward =
+            (0..count).all(|index| close(&decoded[index], &original[(index + shift) % count]));
+        let backward = (0..count)
+            .all(|index| close(&decoded[index], &original[(shift + count - index) % count]));
+        forward || backward
+    });
+    assert!(
+        matches,
+        "{decoded:?} is not {original:?} within a pixel per vertex"
     );
-    for vertex in decoded.coords() {
-        assert!(
-            original
-                .coords()
-                .any(|candidate| (candidate.x - vertex.x).abs() <= 1.0
-                    && (candidate.y - vertex.y).abs() <= 1.0),
-            "{vertex:?} is not within a pixel of {original:?}"
-        );
+}
+
+/// A simple ring around `centre` (normalized image coordinates): vertices at increasing
+/// angles with varying radii, in either winding.
+fn star(centre: (f64, f64), radii: &[f64], jitter: &[f64], clockwise: bool) -> LineString<f64> {
+    let count = radii.len() as f64;
+    let mut ring: Vec<Coord<f64>> = radii
+        .iter()
+        .zip(jitter)
+        .enumerate()
+        .map(|(index, (radius, jitter))| {
+            let angle = std::f64::consts::TAU * (index as f64 + jitter) / count;
+            Coord {
+                x: centre.0 + radius * angle.cos(),
+                y: centre.1 + radius * angle.sin(),
+            }
+        })
+        .collect();
+    if clockwise {
+        ring.reverse();
     }
+    LineString::new(ring)
+}
+
+fn scale(ring: &LineString<f64>, width: f64, height: f64) -> LineString<f64> {
+    ring.coords()
+        .map(|coord| Coord {
+            x: coord.x * width,
+            y: coord.y * height,
+        })
+        .collect()
+}
+
+/// One star-shaped polygon of 3 to 12 vertices with an optional star-shaped hole, each in
+/// either winding, in normalized coordinates around `centre` (radius at most 0.2).
+fn star_polygon(centre: (f64, f64)) -> impl Strategy<Value = Polygon<f64>> {
+    (3usize..=12, 3usize..=8).prop_flat_map(move |(outer, inner)| {
+        (
+            prop::collection::vec(0.1..0.2f64, outer),
+            prop::collection::vec(0.0..0.5f64, outer),
+            any::<bool>(),
+            prop::option::of((
+                prop::collection::vec(0.02..0.06f64, inner),
+                prop::collection::vec(0.0..0.5f64, inner),
+                any::<bool>(),
+            )),
+        )
+            .prop_map(move |(radii, jitter, clockwise, hole)| {
+                let holes = hole
+                    .map(|(radii, jitter, clockwise)| star(centre, &radii, &jitter, clockwise))
+                    .into_iter()
+                    .collect();
+                Polygon::new(star(centre, &radii, &jitter, clockwise), holes)
+            })
+    })
 }
 
 proptest! {
     #[test]
     fn pixel_polygon_round_trips_within_one_pixel(
-        width in 1u32..=8192,
-        height in 1u32..=8192,
-        corners in (0.0..0.3f64, 0.0..0.3f64, 0.7..1.0f64, 0.7..1.0f64),
-        second in any::<bool>(),
+        // Up to 8192 pixels a grid cell is at most two pixels, so rounding to the grid moves
+        // a vertex by at most one.
+        width in 64u32..=8192,
+        height in 64u32..=8192,
+        polygons in (1usize..=3).prop_flat_map(|count| {
+            let centres = [(0.25, 0.25), (0.75, 0.3), (0.5, 0.75)];
+            centres[..count].iter().map(|centre| star_polygon(*centre)).collect::<Vec<_>>()
+        }),
     ) {
         let (width_f, height_f) = (f64::from(width), f64::from(height));
-        let (min_x, min_y, max_x, max_y) = corners;
-        // Grid cells are at most two pixels; keep shapes many cells wide.
-        prop_assume!(width >= 64 && height >= 64);
-        let outer = rectangle(min_x * width_f, min_y * height_f, max_x * width_f, max_y * height_f);
-        let hole = rectangle(0.4 * width_f, 0.4 * height_f, 0.6 * width_f, 0.6 * height_f);
-        let mut polygons = vec![Polygon::new(outer.clone(), vec![hole.clone()])];
-        if second {
-            polygons.push(Polygon::new(rectangle(0.0, 0.0, 0.1 * width_f, 0.1 * height_f), vec![]));
-        }
+        let polygons: Vec<Polygon<f64>> = polygons
+            .iter()
+            .map(|polygon| {
+                Polygon::new(
+                    scale(polygon.exterior(), width_f, height_f),
+                    polygon.interiors().iter().map(|hole| scale(hole, width_f, height_f)).collect(),
+                )
+            })
+            .collect();
         let geometry = encode_pixels(&MultiPolygon::new(polygons.clone()), width, height).unwrap();
         let decoded = decode_pixels(&geometry, width, height).unwrap();
         prop_assert_eq!(decoded.0.len(), polygons.len());
@@ -276,4 +340,31 @@ fn mvt_reader_reads_our_detection_geometry() {
         .collect();
     assert_eq!(scaled, ours.0[0].exterior().0);
     assert_eq!(theirs.interiors().len(), 1);
+}
+
+#[test]
+fn vertices_outside_the_grid_are_returned_as_they_are() {
+    let geometry = tile_base64(|tile| {
+        let beyond: Geometry =
+            polygon![(x: -512, y: -512), (x: 4608, y: -512), (x: 4608, y: 2048)].into();
+        tile.layer(LAYER_NAME, DETECTION_EXTENT)
+            .unwrap()
+            .add_feature(None, &beyond, &[])
+            .unwrap();
+    });
+    let normalized = decode_normalized(&geometry).unwrap();
+    let xs: Vec<f64> = normalized.0[0].exterior().coords().map(|c| c.x).collect();
+    assert!(
+        [-0.125, 1.125]
+            .iter()
+            .all(|want| xs.iter().any(|x| (x - want).abs() < 1e-12)),
+        "{xs:?}"
+    );
+    let pixels = decode_pixels(&geometry, 800, 600).unwrap();
+    assert!(
+        pixels.0[0]
+            .exterior()
+            .coords()
+            .any(|c| (c.x + 100.0).abs() < 1e-9 && (c.y + 75.0).abs() < 1e-9)
+    );
 }
