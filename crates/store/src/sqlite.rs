@@ -290,26 +290,57 @@ pub(crate) fn insert_detections(
 
 /// Reads every entity into `store` (which must be empty), in one read transaction.
 pub(crate) fn load(connection: &Connection, store: &mut Store) -> Result<(), StoreError> {
-    load_with(connection, store, PARALLEL_LOAD)
+    load_with(connection, store, PARALLEL_LOAD, &mut || {}).map(|_| ())
 }
 
-/// [`load`], reading images in two halves from `parallel_from` images on.
+/// How [`load_with`] read the images.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ImageRead {
+    /// All of them through the main connection.
+    OnePass,
+    /// In two halves through two connections on the same snapshot.
+    Halves,
+}
+
+/// [`load`], reading images in two halves from `parallel_from` images on. `after_first_read`
+/// runs once the main transaction's snapshot is fixed and before a second connection opens
+/// (tests write there to play a concurrent writer).
 fn load_with(
     connection: &Connection,
     store: &mut Store,
     parallel_from: i64,
-) -> Result<(), StoreError> {
+    after_first_read: &mut dyn FnMut(),
+) -> Result<ImageRead, StoreError> {
     connection.execute_batch("BEGIN")?;
-    let result = load_all(connection, store, parallel_from);
-    connection.execute_batch("COMMIT")?;
-    result
+    let result = load_all(connection, store, parallel_from, after_first_read);
+    let commit = connection.execute_batch("COMMIT");
+    // A read transaction's COMMIT only ends it: the load's own error says more.
+    let read = result?;
+    commit?;
+    Ok(read)
+}
+
+fn image_count(connection: &Connection) -> Result<i64, StoreError> {
+    Ok(connection.query_row("SELECT count(*) FROM store_images", [], |row| row.get(0))?)
 }
 
 fn load_all(
     connection: &Connection,
     store: &mut Store,
     parallel_from: i64,
-) -> Result<(), StoreError> {
+    after_first_read: &mut dyn FnMut(),
+) -> Result<ImageRead, StoreError> {
+    // The first read fixes this transaction's snapshot (WAL): everything below, and the
+    // second connection's half of the images, must come from it.
+    let n_images = image_count(connection)?;
+    after_first_read();
+    let upper_half = match connection.path().filter(|path| !path.is_empty()) {
+        Some(path) if n_images >= parallel_from => {
+            open_upper_half(connection, Path::new(path), n_images)?
+        }
+        _ => None,
+    };
+
     let mut statement = connection.prepare("SELECT id, username FROM store_creators")?;
     let mut rows = statement.query([])?;
     while let Some(row) = rows.next()? {
@@ -345,7 +376,7 @@ fn load_all(
         });
     }
 
-    load_images(connection, store, parallel_from)?;
+    let read = load_images(connection, store, n_images, upper_half)?;
 
     let mut statement = connection.prepare(
         "SELECT id, aligned_direction, first_seen_at, last_seen_at, object_value, object_type,
@@ -394,7 +425,7 @@ fn load_all(
         });
     }
     store.index_new_detections(0);
-    Ok(())
+    Ok(read)
 }
 
 /// Tables of at least this many images are read by two connections at once, each half.
@@ -406,32 +437,53 @@ const IMAGE_COLUMNS: &str = "SELECT id, captured_at, lon, lat, computed_lon, com
     make, model, merge_cc, mesh, sequence, sfm_cluster, quality_score, organization
     FROM store_images";
 
+/// A second read-only connection in a read transaction on the same images as `connection`'s,
+/// and the first ID of the upper half it is to read; `None` when a writer committed between
+/// the two transactions' first reads (then one connection reads everything).
+///
+/// Both transactions' snapshots are fixed by their first read (WAL), and the main one's was
+/// fixed before this opens. The store only ever inserts into `store_images`, so a later
+/// snapshot with as many images as `n_images` holds exactly the same images; a count that
+/// differs means the halves could disagree.
+fn open_upper_half(
+    connection: &Connection,
+    path: &Path,
+    n_images: i64,
+) -> Result<Option<(Connection, i64)>, StoreError> {
+    let upper = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    upper.busy_timeout(streetlevel_sqlite::BUSY_TIMEOUT)?;
+    upper.execute_batch("BEGIN")?;
+    if image_count(&upper)? != n_images {
+        return Ok(None);
+    }
+    let split: Option<i64> = connection
+        .query_row(
+            "SELECT id FROM store_images ORDER BY id LIMIT 1 OFFSET ?1",
+            [n_images / 2],
+            |row| row.get(0),
+        )
+        .optional()?;
+    Ok(split.map(|split| (upper, split)))
+}
+
 /// Reads the images straight into the store's records (no intermediate [`Image`]), then
-/// indexes them once. A large table on disk is read in two halves by ID: this thread pushes
-/// the lower half while a second connection reads the upper half into a buffer.
+/// indexes them once. With `upper_half` (a large table on disk) they are read in two halves
+/// by ID: this thread pushes the lower half while the second connection reads the upper half
+/// into a buffer.
 fn load_images(
     connection: &Connection,
     store: &mut Store,
-    parallel_from: i64,
-) -> Result<(), StoreError> {
-    let count: i64 =
-        connection.query_row("SELECT count(*) FROM store_images", [], |row| row.get(0))?;
+    n_images: i64,
+    upper_half: Option<(Connection, i64)>,
+) -> Result<ImageRead, StoreError> {
     store
         .images
-        .reserve_exact(usize::try_from(count).unwrap_or(0));
-    let path = connection.path().filter(|path| !path.is_empty());
-    let split: Option<i64> = match path {
-        Some(_) if count >= parallel_from => connection
-            .query_row(
-                "SELECT id FROM store_images ORDER BY id LIMIT 1 OFFSET ?1",
-                [count / 2],
-                |row| row.get(0),
-            )
-            .optional()?,
-        _ => None,
-    };
+        .reserve_exact(usize::try_from(n_images).unwrap_or(0));
     let mut parameters = Vec::new();
-    let (Some(path), Some(split)) = (path, split) else {
+    let Some((upper_connection, split)) = upper_half else {
         let mut statement = connection.prepare(IMAGE_COLUMNS)?;
         let mut rows = statement.query([])?;
         while let Some(row) = rows.next()? {
@@ -439,10 +491,10 @@ fn load_images(
             store.push_image(&values, &names);
         }
         store.index_new_images(0);
-        return Ok(());
+        return Ok(ImageRead::OnePass);
     };
     let upper = std::thread::scope(|scope| {
-        let upper = scope.spawn(|| read_images_buffered(Path::new(path), split));
+        let upper = scope.spawn(|| read_images_buffered(upper_connection, split));
         let lower = (|| {
             let mut statement = connection.prepare(&format!("{IMAGE_COLUMNS} WHERE id < ?1"))?;
             let mut rows = statement.query([split])?;
@@ -474,7 +526,7 @@ fn load_images(
     }
     drop(upper);
     store.index_new_images(0);
-    Ok(())
+    Ok(ImageRead::Halves)
 }
 
 /// An image read by the second loading thread, its names interned in [`BufferedImages`].
@@ -495,13 +547,9 @@ struct BufferedImages {
     parameters: ParameterPool,
 }
 
-/// Reads the images with IDs from `first` on through a read-only connection of its own.
-fn read_images_buffered(path: &Path, first: i64) -> Result<BufferedImages, StoreError> {
-    let connection = Connection::open_with_flags(
-        path,
-        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )?;
-    connection.busy_timeout(streetlevel_sqlite::BUSY_TIMEOUT)?;
+/// Reads the images with IDs from `first` on through the second connection (in its read
+/// transaction from [`open_upper_half`]), then ends that transaction.
+fn read_images_buffered(connection: Connection, first: i64) -> Result<BufferedImages, StoreError> {
     let mut buffered = BufferedImages {
         images: Vec::new(),
         strings: Interner::default(),
@@ -530,6 +578,9 @@ fn read_images_buffered(path: &Path, first: i64) -> Result<BufferedImages, Store
         };
         buffered.images.push(image);
     }
+    drop(rows);
+    drop(statement);
+    connection.execute_batch("COMMIT")?;
     Ok(buffered)
 }
 
@@ -669,23 +720,28 @@ mod tests {
         }
     }
 
+    /// A fresh data directory holding `images`.
+    fn directory_with(name: &str, images: &[Image]) -> std::path::PathBuf {
+        let directory =
+            std::env::temp_dir().join(format!("streetlevel-store-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&directory);
+        let mut store = Store::open(&directory).unwrap();
+        store.insert_images(images).unwrap();
+        directory
+    }
+
     #[test]
     fn loading_in_two_halves_gives_the_same_store_as_one_pass() {
-        let directory = std::env::temp_dir().join(format!(
-            "streetlevel-store-split-load-{}",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_dir_all(&directory);
         let images: Vec<Image> = (0..500).map(image).collect();
-        let mut store = Store::open(&directory).unwrap();
-        store.insert_images(&images).unwrap();
-        drop(store);
+        let directory = directory_with("split-load", &images);
 
         let connection = open(&Store::database_path(&directory)).unwrap();
         let mut one_pass = Store::in_memory();
-        load_with(&connection, &mut one_pass, i64::MAX).unwrap();
+        let read = load_with(&connection, &mut one_pass, i64::MAX, &mut || {}).unwrap();
+        assert_eq!(read, ImageRead::OnePass);
         let mut halves = Store::in_memory();
-        load_with(&connection, &mut halves, 1).unwrap();
+        let read = load_with(&connection, &mut halves, 1, &mut || {}).unwrap();
+        assert_eq!(read, ImageRead::Halves);
         let _ = std::fs::remove_dir_all(&directory);
 
         let ids: Vec<ImageId> = images.iter().map(|image| image.id).collect();
@@ -694,5 +750,46 @@ mod tests {
         let all = |store: &Store| store.search_images(&ImageFilter::default(), 1000, None);
         assert_eq!(all(&halves), all(&one_pass));
         assert_eq!(all(&halves).items.len(), images.len());
+    }
+
+    /// Another process commits images after the load's transaction took its snapshot but
+    /// before the second connection takes its own: the second connection's snapshot would
+    /// hold them, so the load must not read a half through it.
+    #[test]
+    fn a_write_during_a_load_does_not_reach_one_half() {
+        let images: Vec<Image> = (0..500).map(image).collect();
+        let directory = directory_with("load-during-write", &images);
+        // IDs in both halves: 5000 above every stored ID below `i64::MAX`, 500 below them.
+        let late: Vec<Image> = [5000, 5001, 500]
+            .into_iter()
+            .map(|id| Image {
+                id: ImageId(id),
+                ..image(1)
+            })
+            .collect();
+        let mut writer = Store::open(&directory).unwrap();
+        let connection = open(&Store::database_path(&directory)).unwrap();
+
+        let mut loaded = Store::in_memory();
+        let read = load_with(&connection, &mut loaded, 1, &mut || {
+            writer.insert_images(&late).unwrap();
+        })
+        .unwrap();
+        assert_eq!(read, ImageRead::OnePass);
+        assert_eq!(loaded.image_count(), images.len());
+        for image in &late {
+            assert_eq!(loaded.image(image.id), None);
+        }
+        let ids: Vec<ImageId> = images.iter().map(|image| image.id).collect();
+        assert_eq!(loaded.images(&ids), images);
+
+        // With no writer in between, the next load reads in halves and sees them.
+        let mut next = Store::in_memory();
+        let read = load_with(&connection, &mut next, 1, &mut || {}).unwrap();
+        assert_eq!(read, ImageRead::Halves);
+        assert_eq!(next.image_count(), images.len() + late.len());
+        assert_eq!(next.image(late[0].id).as_ref(), Some(&late[0]));
+        drop(writer);
+        let _ = std::fs::remove_dir_all(&directory);
     }
 }
