@@ -81,8 +81,7 @@ fn dense_images(tile: TileId, values: &mut Values) -> Vec<Image> {
     let mut images = Vec::new();
     for row in 0..=OVERVIEW_GRID {
         for column in 0..=OVERVIEW_GRID {
-            for (original, computed) in [((17.3, 40.7), (32.5, 9.1)), ((45.9, 3.2), (5.6, 60.4))]
-            {
+            for (original, computed) in [((17.3, 40.7), (32.5, 9.1)), ((45.9, 3.2), (5.6, 60.4))] {
                 let geometry = point_in(
                     tile,
                     unit_in_cell(column, original.0),
@@ -113,7 +112,7 @@ fn dense_images(tile: TileId, values: &mut Values) -> Vec<Image> {
                     geometry,
                     height: 3000,
                     width: 4000,
-                    is_pano: values.next() % 2 == 0,
+                    is_pano: values.next() & 1 == 1,
                     make: Some(String::from("GoPro")),
                     model: Some(String::from("MAX")),
                     merge_cc: Some(values.id()),
@@ -152,7 +151,11 @@ fn request(store: &Store, tileset: Tileset, tile_id: TileId) -> (Vec<u8>, usize,
         Reply::bytes(MVT_CONTENT_TYPE, encoded.bytes.clone()),
         "overview-limits",
     );
-    (encoded.bytes.to_vec(), features, response.into_body().to_vec())
+    (
+        encoded.bytes.to_vec(),
+        features,
+        response.into_body().to_vec(),
+    )
 }
 
 fn gzip_default(bytes: &[u8]) -> usize {
@@ -194,7 +197,12 @@ fn dense_overview_tiles_stay_within_the_size_and_feature_bounds_and_repeat() {
     let (mut max_features, mut max_server_gzip, mut max_default_gzip) = (0, 0, 0);
     for tile_id in tiles {
         for tileset in coverage {
-            let what = format!("{tileset:?} {}/{}/{}", tile_id.z(), tile_id.x(), tile_id.y());
+            let what = format!(
+                "{tileset:?} {}/{}/{}",
+                tile_id.z(),
+                tile_id.x(),
+                tile_id.y()
+            );
             let (bytes, features, sent) = request(&store, tileset, tile_id);
             // Every cell is filled, and thinning kept one image of the two in each.
             assert!(
@@ -213,7 +221,10 @@ fn dense_overview_tiles_stay_within_the_size_and_feature_bounds_and_repeat() {
                 sent.len(),
                 bytes.len()
             );
-            assert_ne!(sent, bytes, "{what}: the server gzips tiles for clients asking");
+            assert_ne!(
+                sent, bytes,
+                "{what}: the server gzips tiles for clients asking"
+            );
             let (again, _, sent_again) = request(&store, tileset, tile_id);
             assert!(
                 again == bytes && sent_again == sent,
