@@ -9,7 +9,7 @@ use std::path::Path;
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, Transaction, params};
 use streetlevel_model::{
-    CameraType, Creator, CreatorId, Detection, DetectionId, Image, ImageId, MapFeature,
+    CameraType, Creator, CreatorId, Detection, DetectionId, EntityKind, Image, ImageId, MapFeature,
     MapFeatureId, ObjectType, Organization, OrganizationId, Point, Sequence, SequenceId, Timestamp,
 };
 
@@ -425,7 +425,23 @@ fn load_all(
         });
     }
     store.index_new_detections(0);
+    if let Some((id, first, second)) = store.first_shared_id() {
+        return Err(StoreError::CorruptRow {
+            table: table_of(second),
+            reason: format!("id {id} belongs to both a {first} and a {second}"),
+        });
+    }
     Ok(read)
+}
+
+/// The table holding entities of `kind`.
+fn table_of(kind: EntityKind) -> &'static str {
+    match kind {
+        EntityKind::Image => "store_images",
+        EntityKind::MapFeature => "store_map_features",
+        EntityKind::Detection => "store_detections",
+        EntityKind::Organization => "store_organizations",
+    }
 }
 
 /// Tables of at least this many images are read by two connections at once, each half.

@@ -417,6 +417,55 @@ impl Store {
             .collect()
     }
 
+    /// The lowest ID held by two kinds of entity, with both kinds (in [`Store::kind_of`]'s
+    /// order, so the first is the one `kind_of` answers). Inserts refuse such IDs, but
+    /// `SQLite` keys are per table, so a load checks. A merge of the ID indices, which are
+    /// sorted already: linear, no hashing.
+    pub(crate) fn first_shared_id(&self) -> Option<(u64, EntityKind, EntityKind)> {
+        let mut organizations: Vec<u64> = self
+            .organizations
+            .iter()
+            .filter(|record| record.organization.is_some())
+            .map(|record| record.id.0)
+            .collect();
+        organizations.sort_unstable();
+        let mut image_ids = self
+            .id_order
+            .iter()
+            .map(|&index| self.images[index as usize].id);
+        let mut map_feature_ids = self.map_feature_ids.keys().copied();
+        let mut detection_ids = self.detection_ids.keys().copied();
+        let mut organization_ids = organizations.into_iter();
+        let mut sources: [(EntityKind, &mut dyn Iterator<Item = u64>); 4] = [
+            (EntityKind::Image, &mut image_ids),
+            (EntityKind::MapFeature, &mut map_feature_ids),
+            (EntityKind::Detection, &mut detection_ids),
+            (EntityKind::Organization, &mut organization_ids),
+        ];
+        let mut heads: [Option<u64>; 4] = sources.each_mut().map(|(_, ids)| ids.next());
+        let mut previous: Option<(u64, EntityKind)> = None;
+        loop {
+            // The source with the lowest next ID; on ties the earlier kind.
+            let mut lowest: Option<(u64, usize)> = None;
+            for (position, head) in heads.iter().enumerate() {
+                if let Some(id) = *head
+                    && lowest.is_none_or(|(lowest_id, _)| id < lowest_id)
+                {
+                    lowest = Some((id, position));
+                }
+            }
+            let (id, position) = lowest?;
+            let (kind, ids) = &mut sources[position];
+            heads[position] = ids.next();
+            if let Some((previous_id, previous_kind)) = previous
+                && previous_id == id
+            {
+                return Some((id, previous_kind, *kind));
+            }
+            previous = Some((id, *kind));
+        }
+    }
+
     // ---- helpers shared with search and tiles ---------------------------------------------
 
     /// The index of the image with this ID, by binary search over the ID order.

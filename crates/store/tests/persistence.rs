@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use common::{dataset, insert_all};
-use streetlevel_model::{EntityId, ImageId};
+use streetlevel_model::{EntityId, EntityKind, ImageId};
 use streetlevel_sqlite::MigrationError;
 use streetlevel_store::{
     DetectionFilter, ImageFilter, MapFeatureFilter, S2CellId, Store, StoreError,
@@ -171,4 +171,111 @@ fn processes_opening_a_new_directory_at_once_all_succeed() {
             assert_eq!(opener.join().unwrap().unwrap(), 0);
         }
     });
+}
+
+/// Runs `sql` on the store's database through a connection of its own (another process).
+fn execute_elsewhere(directory: &TempDir, sql: &str) {
+    let connection = rusqlite::Connection::open(Store::database_path(&directory.0)).unwrap();
+    connection
+        .busy_timeout(std::time::Duration::from_secs(5))
+        .unwrap();
+    connection.execute_batch(sql).unwrap();
+}
+
+/// Raw rows with the columns a table requires, for writing what the store never would.
+fn raw_insert(directory: &TempDir, table: &str, id: u64) {
+    let id = id as i64;
+    let sql = match table {
+        "store_images" => format!(
+            "INSERT INTO store_images (id, captured_at, lon, lat, creator, height, width,
+                is_pano, sequence) VALUES ({id}, 0, 13.2, 55.7, 1, 10, 10, 0, 'raw')"
+        ),
+        "store_map_features" => format!(
+            "INSERT INTO store_map_features (id, first_seen_at, last_seen_at, object_value,
+                object_type, lon, lat, images)
+             VALUES ({id}, 0, 0, 'object--street-light', 'point', 13.2, 55.7, x'')"
+        ),
+        "store_detections" => format!(
+            "INSERT INTO store_detections (id, created_at, geometry, image, value)
+             VALUES ({id}, 0, '', 1, 'object--street-light')"
+        ),
+        "store_organizations" => {
+            format!("INSERT INTO store_organizations (id, slug, name) VALUES ({id}, 'raw', 'Raw')")
+        }
+        other => panic!("no raw insert for {other}"),
+    };
+    execute_elsewhere(directory, &sql);
+}
+
+#[test]
+fn an_id_held_by_two_kinds_on_disk_fails_the_load() {
+    let data = dataset(8, 30);
+    // (existing entity's ID, the table that gets a second row with it, the two kinds).
+    let image_id = data.images[3].id.0;
+    let cases = [
+        (image_id, "store_map_features", "Image", "MapFeature"),
+        (image_id, "store_organizations", "Image", "Organization"),
+        (
+            data.detections[2].id.0,
+            "store_map_features",
+            "MapFeature",
+            "Detection",
+        ),
+        (
+            data.organizations[1].id.0,
+            "store_detections",
+            "Detection",
+            "Organization",
+        ),
+        (
+            data.map_features[0].id.0,
+            "store_images",
+            "Image",
+            "MapFeature",
+        ),
+    ];
+    for (id, table, first, second) in cases {
+        let directory = TempDir::new();
+        let mut store = Store::open(&directory.0).unwrap();
+        insert_all(&mut store, &data);
+        drop(store);
+        raw_insert(&directory, table, id);
+        let error = Store::open(&directory.0).unwrap_err();
+        let StoreError::CorruptRow { reason, .. } = &error else {
+            panic!("{id} in {table}: {error}");
+        };
+        assert_eq!(
+            reason,
+            &format!("id {id} belongs to both a {first} and a {second}"),
+            "{table}"
+        );
+    }
+    // Above `i64::MAX` (negative in SQL) too.
+    let directory = TempDir::new();
+    let mut store = Store::open(&directory.0).unwrap();
+    let mut image = data.images[0].clone();
+    image.id = ImageId(u64::MAX - 5);
+    store.insert_images(&[image]).unwrap();
+    drop(store);
+    raw_insert(&directory, "store_detections", u64::MAX - 5);
+    let error = Store::open(&directory.0).unwrap_err();
+    assert!(
+        matches!(
+            &error,
+            StoreError::CorruptRow { table: "store_detections", reason }
+                if reason.contains(&(u64::MAX - 5).to_string())
+        ),
+        "{error}"
+    );
+    // And a store whose IDs are all distinct still loads.
+    raw_insert(&directory, "store_map_features", 77);
+    execute_elsewhere(
+        &directory,
+        &format!(
+            "DELETE FROM store_detections WHERE id = {}",
+            (u64::MAX - 5) as i64
+        ),
+    );
+    let store = Store::open(&directory.0).unwrap();
+    assert_eq!(store.kind_of(EntityId(77)), Some(EntityKind::MapFeature));
 }
