@@ -9,7 +9,10 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use common::{dataset, insert_all};
-use streetlevel_model::{EntityId, EntityKind, ImageId};
+use streetlevel_model::{
+    Detection, DetectionId, EntityId, EntityKind, Image, ImageId, MapFeature, MapFeatureId,
+    OrganizationId, SequenceId,
+};
 use streetlevel_sqlite::MigrationError;
 use streetlevel_store::{
     DetectionFilter, ImageFilter, MapFeatureFilter, S2CellId, Store, StoreError,
@@ -180,6 +183,124 @@ fn execute_elsewhere(directory: &TempDir, sql: &str) {
         .busy_timeout(std::time::Duration::from_secs(5))
         .unwrap();
     connection.execute_batch(sql).unwrap();
+}
+
+/// A trigger that makes `SQLite` refuse rows of `table` with this ID, which the store's own
+/// checks know nothing about.
+fn refuse_in_sqlite(directory: &TempDir, table: &str, id: u64) {
+    execute_elsewhere(
+        directory,
+        &format!(
+            "CREATE TRIGGER refuse_{table} BEFORE INSERT ON {table} WHEN NEW.id = {}
+             BEGIN SELECT RAISE(ABORT, 'refused by the test'); END;",
+            id as i64
+        ),
+    );
+}
+
+/// Everything a failed write must leave as it was.
+fn state(store: &Store) -> (u64, [usize; 4], String) {
+    (
+        store.generation(),
+        [
+            store.image_count(),
+            store.map_feature_count(),
+            store.detection_count(),
+            store.sequence_count(),
+        ],
+        answers(store),
+    )
+}
+
+#[test]
+fn a_write_sqlite_refuses_changes_nothing_in_memory_or_on_disk() {
+    let directory = TempDir::new();
+    let data = dataset(21, 40);
+    let mut store = Store::open(&directory.0).unwrap();
+    insert_all(&mut store, &data);
+    let before = state(&store);
+    let (generation, counts, before_answers) = before.clone();
+
+    // Batches whose last entity SQLite refuses: the rows before it must not stay either.
+    // The IDs are free in every kind, one of them above `i64::MAX` (negative in SQL).
+    let fresh_ids = [10_000_001, 10_000_002, u64::MAX - 200_000];
+    let mut images: Vec<Image> = fresh_ids
+        .iter()
+        .map(|&id| Image {
+            id: ImageId(id),
+            sequence: SequenceId::from("a sequence of its own"),
+            ..data.images[0].clone()
+        })
+        .collect();
+    images[0].organization = Some(OrganizationId(424_242));
+    refuse_in_sqlite(&directory, "store_images", fresh_ids[2]);
+    let error = store.insert_images(&images).unwrap_err();
+    assert!(matches!(error, StoreError::Database(_)), "{error}");
+
+    let features: Vec<MapFeature> = [20_000_001, 20_000_002]
+        .into_iter()
+        .map(|id| MapFeature {
+            id: MapFeatureId(id),
+            ..data.map_features[0].clone()
+        })
+        .collect();
+    refuse_in_sqlite(&directory, "store_map_features", 20_000_002);
+    let error = store.insert_map_features(&features).unwrap_err();
+    assert!(matches!(error, StoreError::Database(_)), "{error}");
+
+    let detections: Vec<Detection> = [30_000_001, 30_000_002]
+        .into_iter()
+        .map(|id| Detection {
+            id: DetectionId(id),
+            image: data.images[1].id,
+            map_feature: Some(data.map_features[1].id),
+            ..data.detections[0].clone()
+        })
+        .collect();
+    refuse_in_sqlite(&directory, "store_detections", 30_000_002);
+    let error = store.insert_detections(&detections).unwrap_err();
+    assert!(matches!(error, StoreError::Database(_)), "{error}");
+
+    assert_eq!(state(&store), before);
+    let refused = fresh_ids
+        .iter()
+        .chain(&[20_000_001, 20_000_002, 30_000_001, 30_000_002]);
+    for &id in refused {
+        assert_eq!(store.kind_of(EntityId(id)), None, "{id}");
+    }
+    assert_eq!(store.image(images[0].id), None);
+    assert_eq!(store.sequence_image_ids(&images[0].sequence), None);
+    assert!(
+        store
+            .images_of_organization(OrganizationId(424_242))
+            .is_empty()
+    );
+    assert_eq!(store.map_feature(features[0].id), None);
+    assert_eq!(store.detection(detections[0].id), None);
+    assert_eq!(
+        store.detections_of_image(data.images[1].id).len(),
+        data.detections
+            .iter()
+            .filter(|detection| detection.image == data.images[1].id)
+            .count()
+    );
+
+    // What is on disk gives the same store.
+    let reloaded = Store::open(&directory.0).unwrap();
+    assert_eq!(
+        (reloaded.image_count(), reloaded.map_feature_count()),
+        (counts[0], counts[1])
+    );
+    assert_eq!(answers(&reloaded), before_answers);
+    drop(reloaded);
+
+    // The connection is not left inside a transaction: what SQLite accepts goes through.
+    store.insert_images(&images[..2]).unwrap();
+    assert_eq!(store.generation(), generation + 1);
+    drop(store);
+    let reloaded = Store::open(&directory.0).unwrap();
+    assert_eq!(reloaded.image_count(), counts[0] + 2);
+    assert_eq!(reloaded.image(images[1].id).as_ref(), Some(&images[1]));
 }
 
 /// Raw rows with the columns a table requires, for writing what the store never would.
