@@ -6,6 +6,9 @@
 mod common;
 
 use proptest::prelude::*;
+use rand::Rng;
+use rand::rngs::StdRng;
+use streetlevel_model::Image;
 use streetlevel_store::{S2CellId, Store};
 
 #[test]
@@ -59,7 +62,7 @@ proptest! {
     }
 
     #[test]
-    fn every_image_is_in_exactly_one_cell_per_level(seed in any::<u64>(), n in 0usize..200, level in 10u8..=20) {
+    fn every_image_is_in_exactly_one_cell_per_level(seed in any::<u64>(), n in 0usize..200, level in 0u8..=30) {
         let data = common::dataset(seed, n);
         let mut store = Store::in_memory();
         common::insert_all(&mut store, &data);
@@ -78,5 +81,68 @@ proptest! {
         let mut expected = data.images.clone();
         expected.sort_by_key(|image| image.id);
         prop_assert_eq!(found, expected);
+    }
+
+    #[test]
+    fn each_cell_holds_what_the_s2_crate_puts_there(seed in any::<u64>(), n in 0usize..200) {
+        let data = common::dataset(seed, n);
+        let mut store = Store::in_memory();
+        common::insert_all(&mut store, &data);
+        let mut rng = common::rng(seed ^ 0x52);
+        let (mut n_empty, mut n_full) = (0, 0);
+        for _ in 0..40 {
+            let cell = random_cell(&mut rng, &data.images);
+            let level = cell.level();
+            // Brute force: the reference leaf of every image, cut to the level.
+            let mut expected: Vec<&Image> = data
+                .images
+                .iter()
+                .filter(|image| {
+                    let leaf = s2::cellid::CellID(reference_leaf(image.geometry.lat, image.geometry.lon));
+                    leaf.parent(level) == cell
+                })
+                .collect();
+            expected.sort_by_key(|image| image.id);
+            n_empty += usize::from(expected.is_empty());
+            n_full += usize::from(!expected.is_empty());
+            let ours = S2CellId::new(cell.0).unwrap();
+            prop_assert_eq!(u64::from(ours.level()), level);
+            let found = store.images_in_s2_cell(ours);
+            prop_assert_eq!(found.iter().collect::<Vec<_>>(), expected, "cell {:x} level {}", cell.0, level);
+        }
+        // Cells away from the images are asked too, and cells with images when there are any.
+        prop_assert!(n_empty > 0);
+        prop_assert!(n_full > 0 || data.images.is_empty());
+    }
+}
+
+/// A cell of a random level 0–30: around an image, next to one along the curve (often
+/// empty), or anywhere in the area or the world.
+fn random_cell(rng: &mut StdRng, images: &[Image]) -> s2::cellid::CellID {
+    let level = rng.random_range(0..=30u64);
+    let (lat, lng) = match rng.random_range(0..4) {
+        0 | 1 if !images.is_empty() => {
+            let image = &images[rng.random_range(0..images.len())];
+            (image.geometry.lat, image.geometry.lon)
+        }
+        2 => {
+            let point = common::random_point(rng);
+            (point.lat, point.lon)
+        }
+        _ => (
+            rng.random_range(-90.0..=90.0),
+            rng.random_range(-180.0..=180.0),
+        ),
+    };
+    let cell = s2::cellid::CellID(reference_leaf(lat, lng)).parent(level);
+    let neighbour = match rng.random_range(0..4) {
+        0 => cell.next(),
+        1 => cell.prev(),
+        _ => cell,
+    };
+    if neighbour.is_valid() {
+        neighbour
+    } else {
+        cell
     }
 }
