@@ -11,14 +11,12 @@ mod common;
 
 use std::collections::HashSet;
 
-use common::brute_sequences;
+use common::{TileImageRow, TileSequenceRow, brute_sequences};
 use proptest::prelude::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use streetlevel_model::{CreatorId, Image, ImageId, Point, SequenceId, Timestamp};
-use streetlevel_mvt::{
-    Geometry, MAX_LATITUDE, ProjectionConfig, TileId, TileProjector, world_to_lon_lat,
-};
+use streetlevel_model::{CreatorId, Image, ImageId, OrganizationId, Point, SequenceId, Timestamp};
+use streetlevel_mvt::{MAX_LATITUDE, ProjectionConfig, TileId, TileProjector, world_to_lon_lat};
 use streetlevel_store::{GeometryVariant, Store};
 
 /// Global units across the world at z5 and extent 4096.
@@ -63,6 +61,8 @@ fn random_point(rng: &mut StdRng, lons: &[f64], lats: &[f64]) -> Point {
     Point::new(random_lon(rng, lons), random_lat(rng, lats))
 }
 
+/// An image whose tile properties (creator, organization, panorama, compass angles, one or
+/// both or none) vary with its ID, so that a tile item with another image's properties shows.
 fn image(id: u64, geometry: Point, computed: Option<Point>, sequence: u64) -> Image {
     Image {
         id: ImageId(id),
@@ -71,17 +71,17 @@ fn image(id: u64, geometry: Point, computed: Option<Point>, sequence: u64) -> Im
         camera_parameters: None,
         camera_type: None,
         captured_at: Timestamp(id as i64 & 0xffff),
-        compass_angle: None,
+        compass_angle: (id % 4 != 0).then(|| (id % 360) as f64 + 0.5),
         computed_altitude: None,
-        computed_compass_angle: None,
+        computed_compass_angle: (id % 3 != 0).then(|| (id % 359) as f64 + 0.25),
         computed_geometry: computed,
         computed_rotation: None,
-        creator: CreatorId(1),
+        creator: CreatorId(1 + id % 3),
         exif_orientation: None,
         geometry,
         height: 3000,
         width: 4000,
-        is_pano: false,
+        is_pano: id % 5 == 0,
         make: None,
         model: None,
         merge_cc: None,
@@ -89,7 +89,7 @@ fn image(id: u64, geometry: Point, computed: Option<Point>, sequence: u64) -> Im
         sequence: SequenceId(format!("s{sequence}")),
         sfm_cluster: None,
         quality_score: None,
-        organization: None,
+        organization: (id % 2 == 0).then_some(OrganizationId(100 + id % 7)),
     }
 }
 
@@ -124,19 +124,12 @@ fn brute_overview(
     tile: TileId,
     config: ProjectionConfig,
     variant: GeometryVariant,
-) -> Vec<(ImageId, Geometry)> {
+) -> Vec<TileImageRow> {
     let projector = TileProjector::new(tile, config).unwrap();
     common::brute_overview(
         &common::brute_tile_images(images, &projector, variant),
         config.extent,
     )
-}
-
-fn ids_and_geometries(items: Vec<streetlevel_store::TileImage<'_>>) -> Vec<(ImageId, Geometry)> {
-    items
-        .into_iter()
-        .map(|item| (item.id, item.geometry))
-        .collect()
 }
 
 /// A tile at a random z0–5 around a random image, or one of its neighbours.
@@ -177,9 +170,9 @@ proptest! {
                 GeometryVariant::Original
             };
             let expected = brute_overview(&images, tile, config, variant);
-            let scanned = ids_and_geometries(store.tile_overview_by_scan(tile, &config, variant).unwrap());
+            let scanned = TileImageRow::all(&store.tile_overview_by_scan(tile, &config, variant).unwrap());
             prop_assert_eq!(&scanned, &expected, "scan, tile {} buffer {}", tile, buffer);
-            let got = ids_and_geometries(store.tile_overview(tile, &config, variant).unwrap());
+            let got = TileImageRow::all(&store.tile_overview(tile, &config, variant).unwrap());
             prop_assert_eq!(&got, &expected, "pyramid, tile {} buffer {}", tile, buffer);
         }
     }
@@ -208,8 +201,8 @@ fn half_units_before_a_tile_edge_go_to_the_right_tile_and_cell() {
         };
         for tile in [left, right] {
             let expected = brute_overview(&images, tile, config, GeometryVariant::Original);
-            let got = ids_and_geometries(
-                store
+            let got = TileImageRow::all(
+                &store
                     .tile_overview(tile, &config, GeometryVariant::Original)
                     .unwrap(),
             );
@@ -277,15 +270,6 @@ fn walks(seed: u64, count: usize) -> Vec<Image> {
     images
 }
 
-fn sequence_rows(
-    items: Vec<streetlevel_store::TileSequence<'_>>,
-) -> Vec<(SequenceId, ImageId, Geometry)> {
-    items
-        .into_iter()
-        .map(|item| (item.id.clone(), item.image_id, item.geometry))
-        .collect()
-}
-
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
 
@@ -326,9 +310,9 @@ proptest! {
             };
             let projector = TileProjector::new(tile, config).unwrap();
             let expected = brute_sequences(&images, &projector, variant);
-            let scanned = sequence_rows(store.tile_sequences_by_scan(tile, &config, variant).unwrap());
+            let scanned = TileSequenceRow::all(&store.tile_sequences_by_scan(tile, &config, variant).unwrap());
             prop_assert_eq!(&scanned, &expected, "scan, tile {}", tile);
-            let got = sequence_rows(store.tile_sequences(tile, &config, variant).unwrap());
+            let got = TileSequenceRow::all(&store.tile_sequences(tile, &config, variant).unwrap());
             prop_assert_eq!(&got, &expected, "precomputed, tile {}", tile);
         }
     }
@@ -372,8 +356,8 @@ fn points_on_tile_corners_match_the_scan_at_every_low_zoom() {
                     ..ProjectionConfig::default()
                 };
                 let expected = brute_overview(&images, tile, config, GeometryVariant::Original);
-                let got = ids_and_geometries(
-                    store
+                let got = TileImageRow::all(
+                    &store
                         .tile_overview(tile, &config, GeometryVariant::Original)
                         .unwrap(),
                 );

@@ -13,7 +13,7 @@ use streetlevel_model::{
 };
 use streetlevel_mvt::geo::{Coord, LineString, MultiLineString};
 use streetlevel_mvt::{Geometry, TileProjector};
-use streetlevel_store::{GeometryVariant, OVERVIEW_GRID, Store};
+use streetlevel_store::{GeometryVariant, OVERVIEW_GRID, Store, TileImage, TileSequence};
 
 pub const VALUES: [&str; 5] = [
     "regulatory--stop--g1",
@@ -249,29 +249,110 @@ pub fn variant_point(image: &Image, variant: GeometryVariant) -> Point {
     }
 }
 
+/// Everything an item of the `image` or `overview` layer carries, owned: what the store's
+/// [`TileImage`] must equal.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TileImageRow {
+    pub id: ImageId,
+    pub geometry: Geometry,
+    pub captured_at: Timestamp,
+    pub creator_id: CreatorId,
+    pub sequence_id: SequenceId,
+    pub organization_id: Option<OrganizationId>,
+    pub is_pano: bool,
+    pub compass_angle: Option<f64>,
+}
+
+impl TileImageRow {
+    /// What the brute force expects for `image` at `geometry`: the computed variant's compass
+    /// angle falls back to the original one.
+    pub fn expected(image: &Image, geometry: Geometry, variant: GeometryVariant) -> Self {
+        let compass_angle = match variant {
+            GeometryVariant::Computed => image.computed_compass_angle.or(image.compass_angle),
+            GeometryVariant::Original => image.compass_angle,
+        };
+        TileImageRow {
+            id: image.id,
+            geometry,
+            captured_at: image.captured_at,
+            creator_id: image.creator,
+            sequence_id: image.sequence.clone(),
+            organization_id: image.organization,
+            is_pano: image.is_pano,
+            compass_angle,
+        }
+    }
+
+    pub fn of(item: &TileImage<'_>) -> Self {
+        TileImageRow {
+            id: item.id,
+            geometry: item.geometry.clone(),
+            captured_at: item.captured_at,
+            creator_id: item.creator_id,
+            sequence_id: item.sequence_id.clone(),
+            organization_id: item.organization_id,
+            is_pano: item.is_pano,
+            compass_angle: item.compass_angle,
+        }
+    }
+
+    pub fn all(items: &[TileImage<'_>]) -> Vec<Self> {
+        items.iter().map(Self::of).collect()
+    }
+}
+
+/// Everything an item of the `sequence` layer carries, owned.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TileSequenceRow {
+    pub id: SequenceId,
+    pub image_id: ImageId,
+    pub captured_at: Timestamp,
+    pub creator_id: CreatorId,
+    pub organization_id: Option<OrganizationId>,
+    pub is_pano: bool,
+    pub geometry: Geometry,
+}
+
+impl TileSequenceRow {
+    pub fn all(items: &[TileSequence<'_>]) -> Vec<Self> {
+        items
+            .iter()
+            .map(|item| TileSequenceRow {
+                id: item.id.clone(),
+                image_id: item.image_id,
+                captured_at: item.captured_at,
+                creator_id: item.creator_id,
+                organization_id: item.organization_id,
+                is_pano: item.is_pano,
+                geometry: item.geometry.clone(),
+            })
+            .collect()
+    }
+}
+
 pub fn brute_tile_images(
     images: &[Image],
     projector: &TileProjector,
     variant: GeometryVariant,
-) -> Vec<(ImageId, Geometry)> {
-    let mut found: Vec<(ImageId, Geometry)> = images
+) -> Vec<TileImageRow> {
+    let mut found: Vec<TileImageRow> = images
         .iter()
         .filter_map(|image| {
             let point = variant_point(image, variant);
             projector
                 .point(point.lon, point.lat)
-                .map(|geometry| (image.id, geometry))
+                .map(|geometry| TileImageRow::expected(image, geometry, variant))
         })
         .collect();
-    found.sort_by_key(|(id, _)| *id);
+    found.sort_by_key(|row| row.id);
     found
 }
 
-pub fn brute_overview(found: &[(ImageId, Geometry)], extent: u32) -> Vec<(ImageId, Geometry)> {
+pub fn brute_overview(found: &[TileImageRow], extent: u32) -> Vec<TileImageRow> {
     let cell_size = f64::from(extent) / f64::from(OVERVIEW_GRID);
-    let mut best: HashMap<(i64, i64), (ImageId, Geometry)> = HashMap::new();
-    for (id, geometry) in found {
-        let Geometry::Points(points) = geometry else {
+    let mut best: HashMap<(i64, i64), &TileImageRow> = HashMap::new();
+    for row in found {
+        let Geometry::Points(points) = &row.geometry else {
             panic!("not a point")
         };
         let point = points.0[0];
@@ -279,13 +360,13 @@ pub fn brute_overview(found: &[(ImageId, Geometry)], extent: u32) -> Vec<(ImageI
             (f64::from(point.x()) / cell_size).floor() as i64,
             (f64::from(point.y()) / cell_size).floor() as i64,
         );
-        let slot = best.entry(cell).or_insert((*id, geometry.clone()));
-        if *id < slot.0 {
-            *slot = (*id, geometry.clone());
+        let slot = best.entry(cell).or_insert(row);
+        if row.id < slot.id {
+            *slot = row;
         }
     }
-    let mut kept: Vec<_> = best.into_values().collect();
-    kept.sort_by_key(|(id, _)| *id);
+    let mut kept: Vec<TileImageRow> = best.into_values().cloned().collect();
+    kept.sort_by_key(|row| row.id);
     kept
 }
 
@@ -293,7 +374,7 @@ pub fn brute_sequences(
     images: &[Image],
     projector: &TileProjector,
     variant: GeometryVariant,
-) -> Vec<(SequenceId, ImageId, Geometry)> {
+) -> Vec<TileSequenceRow> {
     let mut by_sequence: HashMap<&SequenceId, Vec<&Image>> = HashMap::new();
     for image in images {
         by_sequence.entry(&image.sequence).or_default().push(image);
@@ -312,9 +393,18 @@ pub fn brute_sequences(
             })
             .collect();
         if let Some(geometry) = projector.multi_line_string(&MultiLineString::new(vec![line])) {
-            found.push((id.clone(), members[0].id, geometry));
+            let first = members[0];
+            found.push(TileSequenceRow {
+                id: id.clone(),
+                image_id: first.id,
+                captured_at: first.captured_at,
+                creator_id: first.creator,
+                organization_id: first.organization,
+                is_pano: first.is_pano,
+                geometry,
+            });
         }
     }
-    found.sort_by(|a, b| a.0.cmp(&b.0));
+    found.sort_by(|a, b| a.id.cmp(&b.id));
     found
 }
