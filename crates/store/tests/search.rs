@@ -9,8 +9,11 @@ use common::{Dataset, Ids, MAKES, MODELS, PATTERNS, dataset, insert_all, random_
 use proptest::prelude::*;
 use rand::Rng;
 use rand::rngs::StdRng;
+use std::collections::HashSet;
+
 use streetlevel_model::{
-    Detection, Image, ImageId, MapFeature, OrganizationId, SequenceId, Timestamp,
+    Detection, DetectionId, Image, ImageId, MapFeature, MapFeatureId, OrganizationId, Point,
+    SequenceId, Timestamp,
 };
 use streetlevel_store::{
     BoundingBox, Cursor, DetectionFilter, ImageFilter, MapFeatureFilter, Page, Store, TimeRange,
@@ -99,12 +102,8 @@ fn brute_images(data: &Dataset, filter: &ImageFilter) -> Vec<Image> {
         .images
         .iter()
         .filter(|image| {
-            filter.bbox.is_none_or(|bbox| {
-                image.geometry.lon >= bbox.min_lon()
-                    && image.geometry.lon <= bbox.max_lon()
-                    && image.geometry.lat >= bbox.min_lat()
-                    && image.geometry.lat <= bbox.max_lat()
-            }) && creator.is_none_or(|creator| creator == Some(image.creator))
+            in_box(filter.bbox, image.geometry)
+                && creator.is_none_or(|creator| creator == Some(image.creator))
                 && filter.is_pano.is_none_or(|pano| image.is_pano == pano)
                 && text_matches(&filter.make, &image.make)
                 && text_matches(&filter.model, &image.model)
@@ -138,11 +137,31 @@ fn in_range(range: &TimeRange, time: Timestamp) -> bool {
     range.start.is_none_or(|start| time >= start) && range.end.is_none_or(|end| time <= end)
 }
 
+/// The brute force's own wildcard matcher, independent of the store's: a `*` tries every
+/// split of the rest of the value.
+fn glob(pattern: &[u8], value: &[u8]) -> bool {
+    match pattern.split_first() {
+        None => value.is_empty(),
+        Some((b'*', rest)) => (0..=value.len()).any(|skip| glob(rest, &value[skip..])),
+        Some((byte, rest)) => value.first() == Some(byte) && glob(rest, &value[1..]),
+    }
+}
+
 fn any_pattern(patterns: Option<&Vec<String>>, value: &str) -> bool {
     patterns.is_none_or(|patterns| {
         patterns
             .iter()
-            .any(|pattern| wildcard_match(pattern, value))
+            .any(|pattern| glob(pattern.as_bytes(), value.as_bytes()))
+    })
+}
+
+/// Inclusive on every edge, compared by hand (not through `BoundingBox::contains`).
+fn in_box(bbox: Option<BoundingBox>, point: Point) -> bool {
+    bbox.is_none_or(|bbox| {
+        point.lon >= bbox.min_lon()
+            && point.lon <= bbox.max_lon()
+            && point.lat >= bbox.min_lat()
+            && point.lat <= bbox.max_lat()
     })
 }
 
@@ -159,9 +178,7 @@ fn brute_map_features(data: &Dataset, filter: &MapFeatureFilter) -> Vec<MapFeatu
         .map_features
         .iter()
         .filter(|feature| {
-            filter
-                .bbox
-                .is_none_or(|bbox| bbox.contains(feature.geometry))
+            in_box(filter.bbox, feature.geometry)
                 && any_pattern(filter.object_values.as_ref(), &feature.object_value)
                 && in_range(&filter.first_seen_at, feature.first_seen_at)
                 && in_range(&filter.last_seen_at, feature.last_seen_at)
@@ -182,7 +199,7 @@ fn brute_detections(data: &Dataset, filter: &DetectionFilter) -> Vec<Detection> 
             any_pattern(filter.values.as_ref(), &detection.value)
                 && (!needs_image
                     || image.is_some_and(|image| {
-                        filter.bbox.is_none_or(|bbox| bbox.contains(image.geometry))
+                        in_box(filter.bbox, image.geometry)
                             && in_range(&filter.captured_at, image.captured_at)
                     }))
         })
@@ -190,6 +207,72 @@ fn brute_detections(data: &Dataset, filter: &DetectionFilter) -> Vec<Detection> 
         .collect();
     found.sort_by_key(|detection| detection.id);
     found
+}
+
+fn random_map_feature_filter(rng: &mut StdRng, data: &Dataset) -> MapFeatureFilter {
+    MapFeatureFilter {
+        bbox: rng.random_bool(0.5).then(|| random_bbox(rng, data)),
+        object_values: random_patterns(rng),
+        first_seen_at: random_range(rng),
+        last_seen_at: random_range(rng),
+    }
+}
+
+fn random_detection_filter(rng: &mut StdRng, data: &Dataset) -> DetectionFilter {
+    DetectionFilter {
+        bbox: rng.random_bool(0.5).then(|| random_bbox(rng, data)),
+        captured_at: random_range(rng),
+        values: random_patterns(rng),
+    }
+}
+
+/// Every ID the data set uses, of any kind.
+fn all_ids(data: &Dataset) -> HashSet<u64> {
+    data.images
+        .iter()
+        .map(|image| image.id.0)
+        .chain(data.map_features.iter().map(|feature| feature.id.0))
+        .chain(data.detections.iter().map(|detection| detection.id.0))
+        .chain(
+            data.organizations
+                .iter()
+                .map(|organization| organization.id.0),
+        )
+        .collect()
+}
+
+fn owned<T: Clone>(page: Page<&T>) -> Page<T> {
+    Page {
+        items: page.items.into_iter().cloned().collect(),
+        next: page.next,
+    }
+}
+
+/// Pages through `search` to the end, letting `add` insert entities after every page that
+/// announces a next one. Returns what the pages held and, per page, its cursor's ID with what
+/// was added after it.
+fn page_while_adding<T, A>(
+    store: &mut Store,
+    search: impl Fn(&Store, Option<Cursor>) -> Page<T>,
+    mut add: impl FnMut(&mut Store) -> Vec<A>,
+) -> (Vec<T>, Vec<(u64, Vec<A>)>) {
+    let mut seen = Vec::new();
+    let mut added_after = Vec::new();
+    let mut after = None;
+    loop {
+        let page = search(store, after);
+        seen.extend(page.items);
+        let Some(cursor) = page.next else {
+            return (seen, added_after);
+        };
+        // Each page moves on (else this would loop for ever).
+        assert!(
+            after.is_none_or(|previous| cursor > previous),
+            "{cursor} repeats"
+        );
+        after = Some(cursor);
+        added_after.push((cursor.last_id(), add(store)));
+    }
 }
 
 /// Pages through a search with `limit`, checking each page's shape, and returns everything.
@@ -248,38 +331,87 @@ proptest! {
         insert_all(&mut store, &data);
         let mut rng = rng(seed ^ 0xadd);
         let mut ids = Ids::new();
-        // New IDs must not collide with existing ones; `Ids` draws from the same space, so
-        // skip collisions.
-        let existing: std::collections::HashSet<u64> = data.images.iter().map(|image| image.id.0)
-            .chain(data.map_features.iter().map(|feature| feature.id.0))
-            .chain(data.detections.iter().map(|detection| detection.id.0))
-            .chain(data.organizations.iter().map(|organization| organization.id.0))
-            .collect();
+        let existing = all_ids(&data);
         let filter = random_image_filter(&mut rng, &data);
-        let mut after = None;
-        let mut seen: Vec<Image> = Vec::new();
-        let mut final_data = data.clone();
-        let mut added_after: Vec<(u64, Vec<Image>)> = Vec::new();
-        loop {
-            let page = store.search_images(&filter, limit, after);
-            seen.extend(page.items.iter().cloned());
-            let Some(cursor) = page.next else { break };
-            after = Some(cursor);
-            let added: Vec<Image> = (0..rng.random_range(0..6))
-                .map(|_| random_image(&mut rng, &mut ids, &data))
-                .filter(|image| !existing.contains(&image.id.0))
-                .collect();
-            store.insert_images(&added).unwrap();
-            final_data.images.extend(added.iter().cloned());
-            added_after.push((cursor.last_id(), added));
-        }
+        let (seen, added_after) = page_while_adding(
+            &mut store,
+            |store, after| store.search_images(&filter, limit, after),
+            |store| {
+                let added: Vec<Image> = (0..rng.random_range(0..6))
+                    .map(|_| random_image(&mut rng, &mut ids, &data))
+                    .filter(|image| !existing.contains(&image.id.0))
+                    .collect();
+                store.insert_images(&added).unwrap();
+                added
+            },
+        );
         // Expected: the original matches, plus added matches above the cursor of their time.
         let mut expected = brute_images(&data, &filter);
-        for (cursor, added) in &added_after {
-            let only_added = Dataset { images: added.clone(), ..final_data.clone() };
-            expected.extend(brute_images(&only_added, &filter).into_iter().filter(|image| image.id.0 > *cursor));
+        for (cursor, added) in added_after {
+            let only_added = Dataset { images: added, ..data.clone() };
+            expected.extend(brute_images(&only_added, &filter).into_iter().filter(|image| image.id.0 > cursor));
         }
         expected.sort_by_key(|image| image.id);
+        prop_assert_eq!(seen, expected);
+    }
+
+    #[test]
+    fn paging_continues_while_map_features_are_added(seed in any::<u64>(), n in 1usize..120, limit in 1usize..20) {
+        let data = dataset(seed, n);
+        let mut store = Store::in_memory();
+        insert_all(&mut store, &data);
+        let mut rng = rng(seed ^ 0xadd2);
+        let mut ids = Ids::new();
+        let existing = all_ids(&data);
+        let filter = random_map_feature_filter(&mut rng, &data);
+        let (seen, added_after) = page_while_adding(
+            &mut store,
+            |store, after| owned(store.search_map_features(&filter, limit, after)),
+            |store| {
+                let added: Vec<MapFeature> = (0..rng.random_range(0..6))
+                    .map(|_| common::random_map_feature(&mut rng, &mut ids, &data.images))
+                    .filter(|feature| !existing.contains(&feature.id.0))
+                    .collect();
+                store.insert_map_features(&added).unwrap();
+                added
+            },
+        );
+        let mut expected = brute_map_features(&data, &filter);
+        for (cursor, added) in added_after {
+            let only_added = Dataset { map_features: added, ..data.clone() };
+            expected.extend(brute_map_features(&only_added, &filter).into_iter().filter(|feature| feature.id.0 > cursor));
+        }
+        expected.sort_by_key(|feature| feature.id);
+        prop_assert_eq!(seen, expected);
+    }
+
+    #[test]
+    fn paging_continues_while_detections_are_added(seed in any::<u64>(), n in 1usize..120, limit in 1usize..20) {
+        let data = dataset(seed, n);
+        let mut store = Store::in_memory();
+        insert_all(&mut store, &data);
+        let mut rng = rng(seed ^ 0xadd3);
+        let mut ids = Ids::new();
+        let existing = all_ids(&data);
+        let filter = random_detection_filter(&mut rng, &data);
+        let (seen, added_after) = page_while_adding(
+            &mut store,
+            |store, after| owned(store.search_detections(&filter, limit, after)),
+            |store| {
+                let added: Vec<Detection> = (0..rng.random_range(0..6))
+                    .map(|_| common::random_detection(&mut rng, &mut ids, &data.images, &data.map_features))
+                    .filter(|detection| !existing.contains(&detection.id.0))
+                    .collect();
+                store.insert_detections(&added).unwrap();
+                added
+            },
+        );
+        let mut expected = brute_detections(&data, &filter);
+        for (cursor, added) in added_after {
+            let only_added = Dataset { detections: added, ..data.clone() };
+            expected.extend(brute_detections(&only_added, &filter).into_iter().filter(|detection| detection.id.0 > cursor));
+        }
+        expected.sort_by_key(|detection| detection.id);
         prop_assert_eq!(seen, expected);
     }
 
@@ -290,12 +422,7 @@ proptest! {
         insert_all(&mut store, &data);
         let mut rng = rng(seed ^ 0xfea7);
         for _ in 0..8 {
-            let filter = MapFeatureFilter {
-                bbox: rng.random_bool(0.5).then(|| random_bbox(&mut rng, &data)),
-                object_values: random_patterns(&mut rng),
-                first_seen_at: random_range(&mut rng),
-                last_seen_at: random_range(&mut rng),
-            };
+            let filter = random_map_feature_filter(&mut rng, &data);
             let expected = brute_map_features(&data, &filter);
             let paged = collect_pages(limit, |after| store.search_map_features(&filter, limit, after), |feature| feature.id.0);
             let paged: Vec<MapFeature> = paged.into_iter().cloned().collect();
@@ -310,16 +437,17 @@ proptest! {
         insert_all(&mut store, &data);
         let mut rng = rng(seed ^ 0xde7);
         for _ in 0..8 {
-            let filter = DetectionFilter {
-                bbox: rng.random_bool(0.5).then(|| random_bbox(&mut rng, &data)),
-                captured_at: random_range(&mut rng),
-                values: random_patterns(&mut rng),
-            };
+            let filter = random_detection_filter(&mut rng, &data);
             let expected = brute_detections(&data, &filter);
             let paged = collect_pages(limit, |after| store.search_detections(&filter, limit, after), |detection| detection.id.0);
             let paged: Vec<Detection> = paged.into_iter().cloned().collect();
             prop_assert_eq!(paged, expected);
         }
+    }
+
+    #[test]
+    fn the_wildcard_matcher_agrees_with_the_reference(pattern in "[ab*]{0,6}", value in "[ab]{0,8}") {
+        prop_assert_eq!(wildcard_match(&pattern, &value), glob(pattern.as_bytes(), value.as_bytes()));
     }
 
     #[test]
@@ -556,7 +684,7 @@ fn brute_detections_indexed(data: &Dataset, filter: &DetectionFilter) -> Vec<Det
             let image = images.get(&detection.image);
             any_pattern(filter.values.as_ref(), &detection.value)
                 && image.is_some_and(|image| {
-                    filter.bbox.is_none_or(|bbox| bbox.contains(image.geometry))
+                    in_box(filter.bbox, image.geometry)
                         && in_range(&filter.captured_at, image.captured_at)
                 })
         })
@@ -571,4 +699,100 @@ fn the_store_can_be_shared_between_threads() {
     fn shareable<T: Send + Sync>() {}
     shareable::<Store>();
     shareable::<std::sync::Arc<std::sync::RwLock<Store>>>();
+}
+
+#[test]
+fn wildcard_examples() {
+    let cases = [
+        ("*", "", true),
+        ("*", "regulatory--stop--g1", true),
+        ("**", "", true),
+        ("regulatory--*", "regulatory--stop--g1", true),
+        ("regulatory--*", "regulatory--", true),
+        ("regulatory--*", "regulatory-", false),
+        ("regulatory--*", "warning--regulatory--", false),
+        ("*--g1", "regulatory--stop--g1", true),
+        ("*--g1", "--g1", true),
+        ("*--g1", "regulatory--stop--g12", false),
+        ("a*b*c", "abc", true),
+        ("a*b*c", "aXbYbZc", true),
+        ("a*b*c", "acb", false),
+        ("a*b*c", "aXbYc!", false),
+        ("a*b*c", "Abc", false),
+        ("object--street-light", "object--street-light", true),
+        ("object--street-light", "object--street-lights", false),
+        ("object--street-light", "Object--street-light", false),
+        ("", "", true),
+        ("", "a", false),
+        ("a", "", false),
+    ];
+    for (pattern, value, expected) in cases {
+        assert_eq!(
+            wildcard_match(pattern, value),
+            expected,
+            "store: {pattern:?} {value:?}"
+        );
+        assert_eq!(
+            glob(pattern.as_bytes(), value.as_bytes()),
+            expected,
+            "reference: {pattern:?} {value:?}"
+        );
+    }
+
+    // The same patterns through the searches, over one map feature and one detection per
+    // value (IDs in the values' order, so results come in that order).
+    let mut values: Vec<&str> = cases.iter().map(|(_, value, _)| *value).collect();
+    values.sort_unstable();
+    values.dedup();
+    let data = dataset(17, 3);
+    let features: Vec<MapFeature> = values
+        .iter()
+        .enumerate()
+        .map(|(number, value)| MapFeature {
+            id: MapFeatureId(50_000_000 + number as u64),
+            object_value: (*value).to_owned(),
+            ..data.map_features[0].clone()
+        })
+        .collect();
+    let detections: Vec<Detection> = values
+        .iter()
+        .enumerate()
+        .map(|(number, value)| Detection {
+            id: DetectionId(60_000_000 + number as u64),
+            value: (*value).to_owned(),
+            ..data.detections[0].clone()
+        })
+        .collect();
+    let mut store = Store::in_memory();
+    store.insert_map_features(&features).unwrap();
+    store.insert_detections(&detections).unwrap();
+    for (pattern, _, _) in cases {
+        let expected: Vec<&str> = values
+            .iter()
+            .copied()
+            .filter(|value| glob(pattern.as_bytes(), value.as_bytes()))
+            .collect();
+        let filter = MapFeatureFilter {
+            object_values: Some(vec![pattern.to_owned()]),
+            ..MapFeatureFilter::default()
+        };
+        let found: Vec<&str> = store
+            .search_map_features(&filter, 100, None)
+            .items
+            .iter()
+            .map(|feature| feature.object_value.as_str())
+            .collect();
+        assert_eq!(found, expected, "map features, {pattern:?}");
+        let filter = DetectionFilter {
+            values: Some(vec![pattern.to_owned()]),
+            ..DetectionFilter::default()
+        };
+        let found: Vec<&str> = store
+            .search_detections(&filter, 100, None)
+            .items
+            .iter()
+            .map(|detection| detection.value.as_str())
+            .collect();
+        assert_eq!(found, expected, "detections, {pattern:?}");
+    }
 }
