@@ -11,8 +11,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 
-use crate::suite::{debug_binary, run_with_deadline, skip_or_fail};
-use crate::{cargo, run_command};
+use crate::suite::{build_test_binaries, debug_binary, run_with_deadline, skip_or_fail};
 
 /// The suite's name in messages.
 const NAME: &str = "the browser suite";
@@ -56,11 +55,8 @@ pub(crate) fn run(root: &Path) -> Result<()> {
             &format!("`npm ci` in web/ failed ({error:#}); it needs the npm registry"),
         );
     }
-    run_command(
-        root,
-        &cargo(),
-        &["build", "--package", "streetlevel", "--locked"],
-    )?;
+    // The dev-profile binary the cargo tests built (a no-op build after them).
+    build_test_binaries(root)?;
     let binary = debug_binary(root);
     let mut command = Command::new("node");
     command

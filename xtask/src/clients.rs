@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use anyhow::{Result, bail};
 
-use crate::suite::{debug_binary, run_with_deadline, skip_or_fail};
-use crate::{cargo, python, run_command};
+use crate::python;
+use crate::suite::{build_test_binaries, debug_binary, run_with_deadline, skip_or_fail};
 
 /// The pytest suite of the Python SDK, relative to the workspace root.
 const PYTHON_SDK_SUITE: &str = "tests/clients/python/sdk";
@@ -43,12 +43,8 @@ fn python_sdk(root: &Path) -> Result<()> {
             );
         }
     };
-    // The dev-profile binary the cargo tests built; this only links if anything changed.
-    run_command(
-        root,
-        &cargo(),
-        &["build", "--package", "streetlevel", "--locked"],
-    )?;
+    // The dev-profile binary the cargo tests built (a no-op build after them).
+    build_test_binaries(root)?;
     let binary = debug_binary(root);
     let mut command = Command::new(&python);
     command

@@ -1,5 +1,5 @@
 //! What the client and browser suites share: skipping or failing when their tools are
-//! missing, finding the binary cargo built, and bounding a run in time.
+//! missing, building and finding the binaries cargo's tests built, and bounding a run in time.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus};
@@ -7,7 +7,27 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
-use crate::in_ci;
+use crate::{cargo, in_ci, run_command};
+
+/// The arguments of the workspace test build: `cargo xtask test` runs `cargo test` with
+/// them, and every later step builds its binaries with them plus `--no-run`.
+pub(crate) const WORKSPACE_TEST_ARGS: [&str; 3] = ["test", "--workspace", "--locked"];
+
+/// Builds the workspace as `cargo test --workspace` does, without running anything, and
+/// returns the target directory's `debug` folder.
+///
+/// The binaries a suite runs (the `streetlevel` binary, the sample writers' examples) are
+/// taken from this build rather than from `cargo build -p streetlevel` or `cargo run -p
+/// ...`: those resolve features for one package without the dev-dependencies, so they would
+/// rebuild about fifty crates (serde, tokio, hyper, geo, rusqlite ...) that the test build
+/// already compiled with the workspace's unified features. After `cargo test --workspace`
+/// this is a no-op; run alone it builds what is missing.
+pub(crate) fn build_test_binaries(root: &Path) -> Result<PathBuf> {
+    let mut args = WORKSPACE_TEST_ARGS.to_vec();
+    args.push("--no-run");
+    run_command(root, &cargo(), &args)?;
+    Ok(target_dir(root).join("debug"))
+}
 
 /// Under CI a suite that cannot run fails; elsewhere it is skipped with a one-line hint.
 pub(crate) fn skip_or_fail(suite: &str, reason: &str) -> Result<()> {
@@ -20,7 +40,12 @@ pub(crate) fn skip_or_fail(suite: &str, reason: &str) -> Result<()> {
 
 /// The dev-profile `streetlevel` binary: under `CARGO_TARGET_DIR`, else `<root>/target`.
 pub(crate) fn debug_binary(root: &Path) -> PathBuf {
-    let target = match std::env::var_os("CARGO_TARGET_DIR") {
+    target_dir(root).join("debug").join("streetlevel")
+}
+
+/// Cargo's target directory: `CARGO_TARGET_DIR`, else `<root>/target`.
+fn target_dir(root: &Path) -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR") {
         Some(dir) if !dir.is_empty() => {
             let dir = PathBuf::from(dir);
             if dir.is_absolute() {
@@ -30,8 +55,7 @@ pub(crate) fn debug_binary(root: &Path) -> PathBuf {
             }
         }
         _ => root.join("target"),
-    };
-    target.join("debug").join("streetlevel")
+    }
 }
 
 /// Runs `command` in its own process group and kills the whole group (the suite and the

@@ -4,7 +4,7 @@ use std::path::Path;
 
 use anyhow::Result;
 
-use crate::suite::skip_or_fail;
+use crate::suite::{WORKSPACE_TEST_ARGS, build_test_binaries, skip_or_fail};
 use crate::{browser, cargo, clients, python, run_command};
 
 pub(crate) fn run(root: &Path) -> Result<()> {
@@ -25,7 +25,7 @@ pub(crate) fn run(root: &Path) -> Result<()> {
             "warnings",
         ],
     )?;
-    run_command(root, &cargo, &["test", "--workspace", "--locked"])?;
+    run_command(root, &cargo, &WORKSPACE_TEST_ARGS)?;
     mvt_python_cross_check(root)?;
     clients::run(root)?;
     browser::run(root)?;
@@ -49,32 +49,24 @@ fn mvt_python_cross_check(root: &Path) -> Result<()> {
             return skip_or_fail(WHAT, &format!("cannot set up target/venv ({error:#})"));
         }
     };
-    let cargo = cargo();
+    // The examples the workspace test build compiled; running them through `cargo run -p`
+    // would rebuild their dependencies with one package's features.
+    let examples = build_test_binaries(root)?.join("examples");
     let samples = root.join("target/mvt-cross-check");
-    let samples = samples.to_string_lossy();
-    for (package, example) in [
-        ("streetlevel-mvt", "write_sample_tiles"),
-        ("streetlevel-detection", "write_sample_detection"),
-    ] {
+    for example in ["write_sample_tiles", "write_sample_detection"] {
+        let example = examples.join(format!("{example}{}", std::env::consts::EXE_SUFFIX));
         run_command(
             root,
-            &cargo,
-            &[
-                "run",
-                "--quiet",
-                "--locked",
-                "--package",
-                package,
-                "--example",
-                example,
-                "--",
-                &samples,
-            ],
+            &example.to_string_lossy(),
+            &[&samples.to_string_lossy()],
         )?;
     }
     run_command(
         root,
         &python.to_string_lossy(),
-        &["tests/clients/python/check_mvt.py", &samples],
+        &[
+            "tests/clients/python/check_mvt.py",
+            &samples.to_string_lossy(),
+        ],
     )
 }
