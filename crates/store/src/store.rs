@@ -528,8 +528,17 @@ impl Store {
             .unwrap_or_default()
     }
 
-    /// Approximate heap and inline bytes held by the image table and its indices, without the
-    /// text of strings (sequence keys, usernames, makes, models).
+    /// Approximate bytes held by the image table and the structures kept per image or per
+    /// sequence: the image records, the ID order, the image R-tree, the S2 index, the image
+    /// lists of creators, organizations and sequences, the sequence records, the sequence key
+    /// index (its entries and control bytes) and the sequence R-tree. Vectors count at their
+    /// capacity.
+    ///
+    /// Not counted: the text of strings (sequence keys, usernames, makes, models), the camera
+    /// pool and camera parameter lists (shared by all images of a camera), the creator and
+    /// organization records and their hash maps, map features and detections, and the
+    /// low-zoom structures ([`Store::overview_memory_bytes`],
+    /// [`Store::sequence_lines_memory_bytes`]).
     pub fn image_memory_bytes(&self) -> usize {
         let record = std::mem::size_of::<ImageRecord>() * self.images.capacity();
         let id_index = self.id_order.capacity() * 4;
@@ -546,7 +555,12 @@ impl Store {
             )
             .chain(self.sequences.iter().map(|seq| seq.members.capacity() * 4))
             .sum();
-        record + id_index + tree + s2 + lists
+        let sequence_records = std::mem::size_of::<SequenceRecord>() * self.sequences.capacity();
+        // A hash table holds an entry and one control byte per slot.
+        let sequence_index =
+            self.sequence_index.capacity() * (std::mem::size_of::<(Box<str>, u32)>() + 1);
+        let sequence_tree = r_tree_bytes(self.sequence_tree.root());
+        record + id_index + tree + s2 + lists + sequence_records + sequence_index + sequence_tree
     }
 
     // ---- writes --------------------------------------------------------------------------
@@ -1122,4 +1136,65 @@ fn merge_sorted<K: Ord>(a: &[u32], b: &[u32], key: impl Fn(&u32) -> K) -> Vec<u3
     merged.extend_from_slice(&a[i..]);
     merged.extend_from_slice(&b[j..]);
     merged
+}
+
+#[cfg(test)]
+mod tests {
+    use streetlevel_model::{Point, Timestamp};
+
+    use super::*;
+
+    fn image(number: u64, sequence: &str) -> Image {
+        Image {
+            id: ImageId(1 + number),
+            altitude: None,
+            atomic_scale: None,
+            camera_parameters: None,
+            camera_type: None,
+            captured_at: Timestamp(0),
+            compass_angle: None,
+            computed_altitude: None,
+            computed_compass_angle: None,
+            computed_geometry: None,
+            computed_rotation: None,
+            creator: CreatorId(1),
+            exif_orientation: None,
+            geometry: Point::new(13.0 + number as f64 * 1e-3, 55.0),
+            height: 1,
+            width: 1,
+            is_pano: false,
+            make: None,
+            model: None,
+            merge_cc: None,
+            mesh: None,
+            sequence: SequenceId(sequence.to_owned()),
+            sfm_cluster: None,
+            quality_score: None,
+            organization: None,
+        }
+    }
+
+    #[test]
+    fn image_memory_counts_the_sequence_structures() {
+        const N_IMAGES: u64 = 1000;
+        let bytes = |sequence_of: &dyn Fn(u64) -> String| {
+            let images: Vec<Image> = (0..N_IMAGES)
+                .map(|number| image(number, &sequence_of(number)))
+                .collect();
+            let mut store = Store::in_memory();
+            store.insert_images(&images).unwrap();
+            store.image_memory_bytes()
+        };
+        let one_sequence = bytes(&|_| String::from("s"));
+        let own_sequences = bytes(&|number| format!("s{number}"));
+        // The image lists hold the same indices either way (one list or a thousand of one,
+        // each of capacity one at least): what grows is the sequence records, index and tree.
+        let per_sequence = std::mem::size_of::<SequenceRecord>()
+            + std::mem::size_of::<(Box<str>, u32)>()
+            + std::mem::size_of::<SequenceEntry>();
+        assert!(
+            own_sequences >= one_sequence + (N_IMAGES as usize - 1) * per_sequence,
+            "{one_sequence} {own_sequences} {per_sequence}"
+        );
+    }
 }
