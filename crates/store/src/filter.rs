@@ -7,7 +7,11 @@
 //!   (also none). A list of patterns matches when any one of them does.
 //! - Results come in ascending ID order. A page that is not the last carries a [`Cursor`]; the
 //!   next page holds the results with IDs above it, so paging continues exactly where it left
-//!   off, also when entities were added in between (new ones with higher IDs appear later).
+//!   off, also when entities were added in between: new ones with higher IDs appear later.
+//! - A cursor is the bare last ID, nothing more: an entity added with an ID below a cursor is
+//!   not returned by that cursor's later pages (a client paging at the time never sees it).
+//!   Writers must therefore hand out increasing IDs, as the fixtures generator does (one
+//!   increasing counter for every kind).
 
 use std::fmt;
 use std::str::FromStr;
@@ -161,6 +165,10 @@ pub struct DetectionFilter {
 
 /// Where the next page starts: after the entity with this ID. Its text form (`Display`,
 /// `FromStr`) is opaque to clients.
+///
+/// It holds no snapshot: pages after it return what matches with a higher ID at the time they
+/// are asked, so entities added meanwhile with an ID below it are skipped. Writers use
+/// increasing IDs so that nothing is skipped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Cursor(u64);
 
