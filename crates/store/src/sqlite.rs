@@ -597,6 +597,7 @@ fn read_images_buffered(connection: Connection, first: i64) -> Result<BufferedIm
     drop(rows);
     drop(statement);
     connection.execute_batch("COMMIT")?;
+    connection.close().map_err(|(_, error)| error)?;
     Ok(buffered)
 }
 

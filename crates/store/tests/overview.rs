@@ -71,9 +71,9 @@ fn image(id: u64, geometry: Point, computed: Option<Point>, sequence: u64) -> Im
         camera_parameters: None,
         camera_type: None,
         captured_at: Timestamp(id as i64 & 0xffff),
-        compass_angle: (id % 4 != 0).then(|| (id % 360) as f64 + 0.5),
+        compass_angle: (!id.is_multiple_of(4)).then_some((id % 360) as f64 + 0.5),
         computed_altitude: None,
-        computed_compass_angle: (id % 3 != 0).then(|| (id % 359) as f64 + 0.25),
+        computed_compass_angle: (!id.is_multiple_of(3)).then_some((id % 359) as f64 + 0.25),
         computed_geometry: computed,
         computed_rotation: None,
         creator: CreatorId(1 + id % 3),
@@ -81,7 +81,7 @@ fn image(id: u64, geometry: Point, computed: Option<Point>, sequence: u64) -> Im
         geometry,
         height: 3000,
         width: 4000,
-        is_pano: id % 5 == 0,
+        is_pano: id.is_multiple_of(5),
         make: None,
         model: None,
         merge_cc: None,
@@ -89,7 +89,7 @@ fn image(id: u64, geometry: Point, computed: Option<Point>, sequence: u64) -> Im
         sequence: SequenceId(format!("s{sequence}")),
         sfm_cluster: None,
         quality_score: None,
-        organization: (id % 2 == 0).then_some(OrganizationId(100 + id % 7)),
+        organization: id.is_multiple_of(2).then_some(OrganizationId(100 + id % 7)),
     }
 }
 
