@@ -7,7 +7,7 @@
 //! version, extent and values, then per feature its geometry and tags. Features share their
 //! layer's key and value tables through [`Properties`] instead of copying them.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
 
@@ -395,6 +395,7 @@ fn decode_layer(raw: RawLayer) -> Result<DecodedLayer, MvtError> {
         return Err(MvtError::InvalidValue(count));
     }
     let mut raw_features = raw_features;
+    merge_repeated_key_strings(&raw_features, &mut tags, &keys);
     keep_last_values_of_repeated_keys(&mut raw_features, &mut tags, keys.len(), values.len());
     let table = Arc::new(PropertyTable { keys, values, tags });
     let mut features = Vec::with_capacity(raw_features.len());
@@ -439,6 +440,37 @@ fn decode_layer(raw: RawLayer) -> Result<DecodedLayer, MvtError> {
         extent,
         features,
     })
+}
+
+/// Points the tags at the first of equal strings when a layer's key table holds a string
+/// twice, so that a feature naming both entries has that key once (its last value), as a
+/// decoder keyed by name sees it and as re-encoding would write it. Out-of-range indexes
+/// are left for validation. Nothing to do, and no allocation, for the usual table of
+/// distinct keys.
+fn merge_repeated_key_strings(features: &[RawFeature], tags: &mut [u32], keys: &[String]) {
+    let mut first: HashMap<&str, u32> = HashMap::new();
+    let mut canonical: Vec<u32> = Vec::new();
+    for (index, key) in keys.iter().enumerate() {
+        let index = index as u32;
+        let first_index = *first.entry(key.as_str()).or_insert(index);
+        if first_index != index && canonical.is_empty() {
+            canonical = (0..keys.len() as u32).collect();
+        }
+        if let Some(slot) = canonical.get_mut(index as usize) {
+            *slot = first_index;
+        }
+    }
+    if canonical.is_empty() {
+        return;
+    }
+    for feature in features {
+        let (start, end) = feature.tags;
+        for pair in tags[start..end].chunks_exact_mut(2) {
+            if let Some(&key) = canonical.get(pair[0] as usize) {
+                pair[0] = key;
+            }
+        }
+    }
 }
 
 /// Rewrites the tags of features that repeat a key so that each key appears once, with its
@@ -773,6 +805,51 @@ mod tests {
             r#"{"a": Int(2), "b": Int(1), "c": Int(0)}"#
         );
         assert_eq!(tile.layers[0].extent, 4096);
+    }
+
+    /// A key table may hold a string twice (the fuzzer's `decode_tile` target found that
+    /// re-encoding merged such a feature's two entries while decoding had kept both): a key
+    /// is a name, whichever entry of the table a tag points at.
+    #[test]
+    fn a_key_string_listed_twice_is_one_key() {
+        let layer = tile::Layer {
+            version: 2,
+            name: "l".into(),
+            features: vec![
+                tile::Feature {
+                    id: None,
+                    tags: vec![0, 0, 1, 1, 2, 2],
+                    r#type: Some(1),
+                    geometry: vec![9, 2, 2],
+                },
+                tile::Feature {
+                    id: None,
+                    tags: vec![2, 0, 1, 2],
+                    r#type: Some(1),
+                    geometry: vec![9, 4, 4],
+                },
+            ],
+            keys: vec!["a".into(), "b".into(), "a".into()],
+            values: (0..3)
+                .map(|number| tile::Value {
+                    int_value: Some(number),
+                    ..tile::Value::default()
+                })
+                .collect(),
+            extent: None,
+        };
+        let bytes = Tile {
+            layers: vec![layer],
+        }
+        .encode_to_vec();
+        assert_same(&bytes).unwrap();
+        let tile = DecodedTile::decode(&bytes).unwrap();
+        let first: Vec<(&str, &Value)> = tile.layers[0].features[0].properties.iter().collect();
+        assert_eq!(first, vec![("b", &Value::Int(1)), ("a", &Value::Int(2))]);
+        let second = &tile.layers[0].features[1].properties;
+        assert_eq!(second.len(), 2);
+        assert_eq!(second.get("a"), Some(&Value::Int(0)));
+        assert_eq!(second.get("b"), Some(&Value::Int(2)));
     }
 
     #[test]
