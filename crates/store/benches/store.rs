@@ -220,7 +220,7 @@ fn report() {
         for (label, size) in [
             ("0.01 deg box", 0.01),
             ("0.002 deg box", 0.002),
-            ("whole area", 0.199),
+            ("0.199 deg box, most of the area", 0.199),
         ] {
             let mut rng = StdRng::seed_from_u64(7);
             let samples: Vec<Duration> = (0..1000)
