@@ -763,18 +763,13 @@ mod tests {
         }
     }
 
-    #[test]
-    fn repeated_keys_keep_their_last_value() {
+    /// A tile of one layer `l` with these keys, the int values 0, 1 and 2, and `features`.
+    fn one_layer_tile(keys: &[&str], features: Vec<tile::Feature>) -> Vec<u8> {
         let layer = tile::Layer {
             version: 2,
             name: "l".into(),
-            features: vec![tile::Feature {
-                id: None,
-                tags: vec![0, 0, 1, 1, 0, 2, 2, 0],
-                r#type: Some(1),
-                geometry: vec![9, 2, 2],
-            }],
-            keys: vec!["a".into(), "b".into(), "c".into()],
+            features,
+            keys: keys.iter().map(|key| (*key).to_owned()).collect(),
             values: (0..3)
                 .map(|number| tile::Value {
                     int_value: Some(number),
@@ -783,10 +778,28 @@ mod tests {
                 .collect(),
             extent: None,
         };
-        let bytes = Tile {
+        Tile {
             layers: vec![layer],
         }
-        .encode_to_vec();
+        .encode_to_vec()
+    }
+
+    /// A point feature at (`at`, `at`) with these tags.
+    fn point_feature(tags: Vec<u32>, at: u32) -> tile::Feature {
+        tile::Feature {
+            id: None,
+            tags,
+            r#type: Some(1),
+            geometry: vec![9, at, at],
+        }
+    }
+
+    #[test]
+    fn repeated_keys_keep_their_last_value() {
+        let bytes = one_layer_tile(
+            &["a", "b", "c"],
+            vec![point_feature(vec![0, 0, 1, 1, 0, 2, 2, 0], 2)],
+        );
         let tile = DecodedTile::decode(&bytes).unwrap();
         let properties = &tile.layers[0].features[0].properties;
         let pairs: Vec<(&str, &Value)> = properties.iter().collect();
@@ -812,36 +825,13 @@ mod tests {
     /// is a name, whichever entry of the table a tag points at.
     #[test]
     fn a_key_string_listed_twice_is_one_key() {
-        let layer = tile::Layer {
-            version: 2,
-            name: "l".into(),
-            features: vec![
-                tile::Feature {
-                    id: None,
-                    tags: vec![0, 0, 1, 1, 2, 2],
-                    r#type: Some(1),
-                    geometry: vec![9, 2, 2],
-                },
-                tile::Feature {
-                    id: None,
-                    tags: vec![2, 0, 1, 2],
-                    r#type: Some(1),
-                    geometry: vec![9, 4, 4],
-                },
+        let bytes = one_layer_tile(
+            &["a", "b", "a"],
+            vec![
+                point_feature(vec![0, 0, 1, 1, 2, 2], 2),
+                point_feature(vec![2, 0, 1, 2], 4),
             ],
-            keys: vec!["a".into(), "b".into(), "a".into()],
-            values: (0..3)
-                .map(|number| tile::Value {
-                    int_value: Some(number),
-                    ..tile::Value::default()
-                })
-                .collect(),
-            extent: None,
-        };
-        let bytes = Tile {
-            layers: vec![layer],
-        }
-        .encode_to_vec();
+        );
         assert_same(&bytes).unwrap();
         let tile = DecodedTile::decode(&bytes).unwrap();
         let first: Vec<(&str, &Value)> = tile.layers[0].features[0].properties.iter().collect();
