@@ -11,13 +11,13 @@ mod common;
 
 use std::collections::HashSet;
 
-use common::{TileImageRow, TileSequenceRow, brute_sequences};
+use common::brute_sequences;
 use proptest::prelude::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use streetlevel_model::{CreatorId, Image, ImageId, OrganizationId, Point, SequenceId, Timestamp};
 use streetlevel_mvt::{MAX_LATITUDE, ProjectionConfig, TileId, TileProjector, world_to_lon_lat};
-use streetlevel_store::{GeometryVariant, Store};
+use streetlevel_store::{GeometryVariant, Store, TileImage};
 
 /// Global units across the world at z5 and extent 4096.
 const UNITS_Z5: f64 = 4096.0 * 32.0;
@@ -124,7 +124,7 @@ fn brute_overview(
     tile: TileId,
     config: ProjectionConfig,
     variant: GeometryVariant,
-) -> Vec<TileImageRow> {
+) -> Vec<TileImage<'_>> {
     let projector = TileProjector::new(tile, config).unwrap();
     common::brute_overview(
         &common::brute_tile_images(images, &projector, variant),
@@ -170,9 +170,9 @@ proptest! {
                 GeometryVariant::Original
             };
             let expected = brute_overview(&images, tile, config, variant);
-            let scanned = TileImageRow::all(&store.tile_overview_by_scan(tile, &config, variant).unwrap());
+            let scanned = store.tile_overview_by_scan(tile, &config, variant).unwrap();
             prop_assert_eq!(&scanned, &expected, "scan, tile {} buffer {}", tile, buffer);
-            let got = TileImageRow::all(&store.tile_overview(tile, &config, variant).unwrap());
+            let got = store.tile_overview(tile, &config, variant).unwrap();
             prop_assert_eq!(&got, &expected, "pyramid, tile {} buffer {}", tile, buffer);
         }
     }
@@ -201,11 +201,9 @@ fn half_units_before_a_tile_edge_go_to_the_right_tile_and_cell() {
         };
         for tile in [left, right] {
             let expected = brute_overview(&images, tile, config, GeometryVariant::Original);
-            let got = TileImageRow::all(
-                &store
-                    .tile_overview(tile, &config, GeometryVariant::Original)
-                    .unwrap(),
-            );
+            let got = store
+                .tile_overview(tile, &config, GeometryVariant::Original)
+                .unwrap();
             assert_eq!(got, expected, "tile {tile} buffer {buffer}");
         }
     }
@@ -310,9 +308,9 @@ proptest! {
             };
             let projector = TileProjector::new(tile, config).unwrap();
             let expected = brute_sequences(&images, &projector, variant);
-            let scanned = TileSequenceRow::all(&store.tile_sequences_by_scan(tile, &config, variant).unwrap());
+            let scanned = store.tile_sequences_by_scan(tile, &config, variant).unwrap();
             prop_assert_eq!(&scanned, &expected, "scan, tile {}", tile);
-            let got = TileSequenceRow::all(&store.tile_sequences(tile, &config, variant).unwrap());
+            let got = store.tile_sequences(tile, &config, variant).unwrap();
             prop_assert_eq!(&got, &expected, "precomputed, tile {}", tile);
         }
     }
@@ -356,11 +354,9 @@ fn points_on_tile_corners_match_the_scan_at_every_low_zoom() {
                     ..ProjectionConfig::default()
                 };
                 let expected = brute_overview(&images, tile, config, GeometryVariant::Original);
-                let got = TileImageRow::all(
-                    &store
-                        .tile_overview(tile, &config, GeometryVariant::Original)
-                        .unwrap(),
-                );
+                let got = store
+                    .tile_overview(tile, &config, GeometryVariant::Original)
+                    .unwrap();
                 assert_eq!(got, expected, "tile {tile} buffer {buffer}");
             }
         }

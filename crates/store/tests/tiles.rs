@@ -5,10 +5,7 @@
 
 mod common;
 
-use common::{
-    TileImageRow, TileSequenceRow, brute_overview, brute_sequences, brute_tile_images, dataset,
-    insert_all, rng,
-};
+use common::{brute_overview, brute_sequences, brute_tile_images, dataset, insert_all, rng};
 use proptest::prelude::*;
 use rand::Rng;
 use streetlevel_model::{CreatorId, Image, ImageId, ObjectType, Point, SequenceId, Timestamp};
@@ -45,7 +42,7 @@ proptest! {
             let tile = tile_around(anchor, 14);
             let projector = TileProjector::new(tile, config).unwrap();
             let expected = brute_tile_images(&data.images, &projector, variant);
-            let got = TileImageRow::all(&store.tile_images(tile, &config, variant).unwrap());
+            let got = store.tile_images(tile, &config, variant).unwrap();
             prop_assert_eq!(&got, &expected);
 
             for feature_type in [ObjectType::Point, ObjectType::TrafficSign] {
@@ -77,14 +74,14 @@ proptest! {
             };
             let projector = TileProjector::new(tile, sequence_config).unwrap();
             let expected = brute_sequences(&data.images, &projector, variant);
-            let got = TileSequenceRow::all(&store.tile_sequences(tile, &config, variant).unwrap());
+            let got = store.tile_sequences(tile, &config, variant).unwrap();
             prop_assert_eq!(got, expected);
 
             let z = rng.random_range(0..=5);
             let tile = tile_around(anchor, z);
             let projector = TileProjector::new(tile, config).unwrap();
             let expected = brute_overview(&brute_tile_images(&data.images, &projector, variant), config.extent);
-            let got = TileImageRow::all(&store.tile_overview(tile, &config, variant).unwrap());
+            let got = store.tile_overview(tile, &config, variant).unwrap();
             prop_assert_eq!(got, expected);
         }
     }

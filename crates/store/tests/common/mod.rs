@@ -249,108 +249,50 @@ pub fn variant_point(image: &Image, variant: GeometryVariant) -> Point {
     }
 }
 
-/// Everything an item of the `image` or `overview` layer carries, owned: what the store's
-/// [`TileImage`] must equal.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TileImageRow {
-    pub id: ImageId,
-    pub geometry: Geometry,
-    pub captured_at: Timestamp,
-    pub creator_id: CreatorId,
-    pub sequence_id: SequenceId,
-    pub organization_id: Option<OrganizationId>,
-    pub is_pano: bool,
-    pub compass_angle: Option<f64>,
-}
-
-impl TileImageRow {
-    /// What the brute force expects for `image` at `geometry`: the computed variant's compass
-    /// angle falls back to the original one.
-    pub fn expected(image: &Image, geometry: Geometry, variant: GeometryVariant) -> Self {
-        let compass_angle = match variant {
-            GeometryVariant::Computed => image.computed_compass_angle.or(image.compass_angle),
-            GeometryVariant::Original => image.compass_angle,
-        };
-        TileImageRow {
-            id: image.id,
-            geometry,
-            captured_at: image.captured_at,
-            creator_id: image.creator,
-            sequence_id: image.sequence.clone(),
-            organization_id: image.organization,
-            is_pano: image.is_pano,
-            compass_angle,
-        }
-    }
-
-    pub fn of(item: &TileImage<'_>) -> Self {
-        TileImageRow {
-            id: item.id,
-            geometry: item.geometry.clone(),
-            captured_at: item.captured_at,
-            creator_id: item.creator_id,
-            sequence_id: item.sequence_id.clone(),
-            organization_id: item.organization_id,
-            is_pano: item.is_pano,
-            compass_angle: item.compass_angle,
-        }
-    }
-
-    pub fn all(items: &[TileImage<'_>]) -> Vec<Self> {
-        items.iter().map(Self::of).collect()
+/// The tile item the brute force expects for `image` at `geometry`: the computed variant's
+/// compass angle falls back to the original one.
+pub fn expected_tile_image(
+    image: &Image,
+    geometry: Geometry,
+    variant: GeometryVariant,
+) -> TileImage<'_> {
+    let compass_angle = match variant {
+        GeometryVariant::Computed => image.computed_compass_angle.or(image.compass_angle),
+        GeometryVariant::Original => image.compass_angle,
+    };
+    TileImage {
+        id: image.id,
+        geometry,
+        captured_at: image.captured_at,
+        creator_id: image.creator,
+        sequence_id: &image.sequence,
+        organization_id: image.organization,
+        is_pano: image.is_pano,
+        compass_angle,
     }
 }
 
-/// Everything an item of the `sequence` layer carries, owned.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TileSequenceRow {
-    pub id: SequenceId,
-    pub image_id: ImageId,
-    pub captured_at: Timestamp,
-    pub creator_id: CreatorId,
-    pub organization_id: Option<OrganizationId>,
-    pub is_pano: bool,
-    pub geometry: Geometry,
-}
-
-impl TileSequenceRow {
-    pub fn all(items: &[TileSequence<'_>]) -> Vec<Self> {
-        items
-            .iter()
-            .map(|item| TileSequenceRow {
-                id: item.id.clone(),
-                image_id: item.image_id,
-                captured_at: item.captured_at,
-                creator_id: item.creator_id,
-                organization_id: item.organization_id,
-                is_pano: item.is_pano,
-                geometry: item.geometry.clone(),
-            })
-            .collect()
-    }
-}
-
-pub fn brute_tile_images(
-    images: &[Image],
+pub fn brute_tile_images<'a>(
+    images: &'a [Image],
     projector: &TileProjector,
     variant: GeometryVariant,
-) -> Vec<TileImageRow> {
-    let mut found: Vec<TileImageRow> = images
+) -> Vec<TileImage<'a>> {
+    let mut found: Vec<TileImage<'a>> = images
         .iter()
         .filter_map(|image| {
             let point = variant_point(image, variant);
             projector
                 .point(point.lon, point.lat)
-                .map(|geometry| TileImageRow::expected(image, geometry, variant))
+                .map(|geometry| expected_tile_image(image, geometry, variant))
         })
         .collect();
     found.sort_by_key(|row| row.id);
     found
 }
 
-pub fn brute_overview(found: &[TileImageRow], extent: u32) -> Vec<TileImageRow> {
+pub fn brute_overview<'a>(found: &[TileImage<'a>], extent: u32) -> Vec<TileImage<'a>> {
     let cell_size = f64::from(extent) / f64::from(OVERVIEW_GRID);
-    let mut best: HashMap<(i64, i64), &TileImageRow> = HashMap::new();
+    let mut best: HashMap<(i64, i64), &TileImage<'a>> = HashMap::new();
     for row in found {
         let Geometry::Points(points) = &row.geometry else {
             panic!("not a point")
@@ -365,16 +307,16 @@ pub fn brute_overview(found: &[TileImageRow], extent: u32) -> Vec<TileImageRow> 
             *slot = row;
         }
     }
-    let mut kept: Vec<TileImageRow> = best.into_values().cloned().collect();
+    let mut kept: Vec<TileImage<'a>> = best.into_values().cloned().collect();
     kept.sort_by_key(|row| row.id);
     kept
 }
 
-pub fn brute_sequences(
-    images: &[Image],
+pub fn brute_sequences<'a>(
+    images: &'a [Image],
     projector: &TileProjector,
     variant: GeometryVariant,
-) -> Vec<TileSequenceRow> {
+) -> Vec<TileSequence<'a>> {
     let mut by_sequence: HashMap<&SequenceId, Vec<&Image>> = HashMap::new();
     for image in images {
         by_sequence.entry(&image.sequence).or_default().push(image);
@@ -394,8 +336,8 @@ pub fn brute_sequences(
             .collect();
         if let Some(geometry) = projector.multi_line_string(&MultiLineString::new(vec![line])) {
             let first = members[0];
-            found.push(TileSequenceRow {
-                id: id.clone(),
+            found.push(TileSequence {
+                id,
                 image_id: first.id,
                 captured_at: first.captured_at,
                 creator_id: first.creator,
@@ -405,6 +347,6 @@ pub fn brute_sequences(
             });
         }
     }
-    found.sort_by(|a, b| a.id.cmp(&b.id));
+    found.sort_by_key(|item| item.id);
     found
 }
