@@ -419,51 +419,32 @@ impl Store {
 
     /// The lowest ID held by two kinds of entity, with both kinds (in [`Store::kind_of`]'s
     /// order, so the first is the one `kind_of` answers). Inserts refuse such IDs, but
-    /// `SQLite` keys are per table, so a load checks. A merge of the ID indices, which are
-    /// sorted already: linear, no hashing.
+    /// `SQLite` keys are per table, so a load checks: an entity of a later kind whose ID
+    /// `kind_of` places in an earlier kind is shared (one lookup per map feature, detection
+    /// and organization; images, the bulk, come first and are never looked up).
     pub(crate) fn first_shared_id(&self) -> Option<(u64, EntityKind, EntityKind)> {
-        let mut organizations: Vec<u64> = self
+        let map_features = self
+            .map_feature_ids
+            .keys()
+            .map(|&id| (id, EntityKind::MapFeature));
+        let detections = self
+            .detection_ids
+            .keys()
+            .map(|&id| (id, EntityKind::Detection));
+        let organizations = self
             .organizations
             .iter()
             .filter(|record| record.organization.is_some())
-            .map(|record| record.id.0)
-            .collect();
-        organizations.sort_unstable();
-        let mut image_ids = self
-            .id_order
-            .iter()
-            .map(|&index| self.images[index as usize].id);
-        let mut map_feature_ids = self.map_feature_ids.keys().copied();
-        let mut detection_ids = self.detection_ids.keys().copied();
-        let mut organization_ids = organizations.into_iter();
-        let mut sources: [(EntityKind, &mut dyn Iterator<Item = u64>); 4] = [
-            (EntityKind::Image, &mut image_ids),
-            (EntityKind::MapFeature, &mut map_feature_ids),
-            (EntityKind::Detection, &mut detection_ids),
-            (EntityKind::Organization, &mut organization_ids),
-        ];
-        let mut heads: [Option<u64>; 4] = sources.each_mut().map(|(_, ids)| ids.next());
-        let mut previous: Option<(u64, EntityKind)> = None;
-        loop {
-            // The source with the lowest next ID; on ties the earlier kind.
-            let mut lowest: Option<(u64, usize)> = None;
-            for (position, head) in heads.iter().enumerate() {
-                if let Some(id) = *head
-                    && lowest.is_none_or(|(lowest_id, _)| id < lowest_id)
-                {
-                    lowest = Some((id, position));
-                }
-            }
-            let (id, position) = lowest?;
-            let (kind, ids) = &mut sources[position];
-            heads[position] = ids.next();
-            if let Some((previous_id, previous_kind)) = previous
-                && previous_id == id
-            {
-                return Some((id, previous_kind, *kind));
-            }
-            previous = Some((id, *kind));
-        }
+            .map(|record| (record.id.0, EntityKind::Organization));
+        map_features
+            .chain(detections)
+            .chain(organizations)
+            .filter_map(|(id, kind)| {
+                let first = self.kind_of(EntityId(id))?;
+                (first != kind).then_some((id, first, kind))
+            })
+            // On equal IDs the earlier kind, as the chain lists them.
+            .min_by_key(|&(id, ..)| id)
     }
 
     // ---- helpers shared with search and tiles ---------------------------------------------
