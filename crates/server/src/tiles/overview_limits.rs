@@ -13,7 +13,7 @@ use http::header::{self, HeaderMap, HeaderValue};
 use streetlevel_model::{
     CameraType, CreatorId, Image, ImageId, OrganizationId, Point, SequenceId, Timestamp,
 };
-use streetlevel_mvt::{DEFAULT_EXTENT, TileId, world_to_lon_lat};
+use streetlevel_mvt::{DEFAULT_EXTENT, TileId};
 use streetlevel_store::{OVERVIEW_GRID, Store};
 
 use super::{TileCache, Tileset, tile};
@@ -58,11 +58,7 @@ impl Values {
 
 /// The lon/lat of tile-local units `(x, y)` of `tile` (the far edge, 4096, included).
 fn point_in(tile: TileId, x: f64, y: f64) -> Point {
-    let world_units = f64::from(DEFAULT_EXTENT) * f64::from(TileId::tiles_per_axis(tile.z()));
-    let (lon, lat) = world_to_lon_lat(
-        (f64::from(tile.x() * DEFAULT_EXTENT) + x) / world_units,
-        (f64::from(tile.y() * DEFAULT_EXTENT) + y) / world_units,
-    );
+    let (lon, lat) = tile.transform(DEFAULT_EXTENT).unwrap().to_lon_lat(x, y);
     Point::new(lon, lat)
 }
 
