@@ -275,6 +275,27 @@ fn page_while_adding<T, A>(
     }
 }
 
+/// What paging while adding must have seen: `original` (the matches of the data before
+/// paging began), plus the matches among each batch added after a page whose IDs lie above
+/// that page's cursor, in ID order.
+fn expected_while_adding<T>(
+    original: Vec<T>,
+    added_after: Vec<(u64, Vec<T>)>,
+    matches: impl Fn(Vec<T>) -> Vec<T>,
+    id_of: impl Fn(&T) -> u64,
+) -> Vec<T> {
+    let mut expected = original;
+    for (cursor, added) in added_after {
+        expected.extend(
+            matches(added)
+                .into_iter()
+                .filter(|item| id_of(item) > cursor),
+        );
+    }
+    expected.sort_by_key(&id_of);
+    expected
+}
+
 /// Pages through a search with `limit`, checking each page's shape, and returns everything.
 fn collect_pages<T: Clone>(
     limit: usize,
@@ -345,13 +366,12 @@ proptest! {
                 added
             },
         );
-        // Expected: the original matches, plus added matches above the cursor of their time.
-        let mut expected = brute_images(&data, &filter);
-        for (cursor, added) in added_after {
-            let only_added = Dataset { images: added, ..data.clone() };
-            expected.extend(brute_images(&only_added, &filter).into_iter().filter(|image| image.id.0 > cursor));
-        }
-        expected.sort_by_key(|image| image.id);
+        let expected = expected_while_adding(
+            brute_images(&data, &filter),
+            added_after,
+            |images| brute_images(&Dataset { images, ..data.clone() }, &filter),
+            |image| image.id.0,
+        );
         prop_assert_eq!(seen, expected);
     }
 
@@ -376,12 +396,12 @@ proptest! {
                 added
             },
         );
-        let mut expected = brute_map_features(&data, &filter);
-        for (cursor, added) in added_after {
-            let only_added = Dataset { map_features: added, ..data.clone() };
-            expected.extend(brute_map_features(&only_added, &filter).into_iter().filter(|feature| feature.id.0 > cursor));
-        }
-        expected.sort_by_key(|feature| feature.id);
+        let expected = expected_while_adding(
+            brute_map_features(&data, &filter),
+            added_after,
+            |map_features| brute_map_features(&Dataset { map_features, ..data.clone() }, &filter),
+            |feature| feature.id.0,
+        );
         prop_assert_eq!(seen, expected);
     }
 
@@ -406,12 +426,12 @@ proptest! {
                 added
             },
         );
-        let mut expected = brute_detections(&data, &filter);
-        for (cursor, added) in added_after {
-            let only_added = Dataset { detections: added, ..data.clone() };
-            expected.extend(brute_detections(&only_added, &filter).into_iter().filter(|detection| detection.id.0 > cursor));
-        }
-        expected.sort_by_key(|detection| detection.id);
+        let expected = expected_while_adding(
+            brute_detections(&data, &filter),
+            added_after,
+            |detections| brute_detections(&Dataset { detections, ..data.clone() }, &filter),
+            |detection| detection.id.0,
+        );
         prop_assert_eq!(seen, expected);
     }
 
