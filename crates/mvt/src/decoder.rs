@@ -445,22 +445,17 @@ fn decode_layer(raw: RawLayer) -> Result<DecodedLayer, MvtError> {
 /// Points the tags at the first of equal strings when a layer's key table holds a string
 /// twice, so that a feature naming both entries has that key once (its last value), as a
 /// decoder keyed by name sees it and as re-encoding would write it. Out-of-range indexes
-/// are left for validation. Nothing to do, and no allocation, for the usual table of
-/// distinct keys.
+/// are left for validation; a table of distinct keys, the usual one, rewrites nothing.
 fn merge_repeated_key_strings(features: &[RawFeature], tags: &mut [u32], keys: &[String]) {
-    let mut first: HashMap<&str, u32> = HashMap::new();
-    let mut canonical: Vec<u32> = Vec::new();
-    for (index, key) in keys.iter().enumerate() {
-        let index = index as u32;
-        let first_index = *first.entry(key.as_str()).or_insert(index);
-        if first_index != index && canonical.is_empty() {
-            canonical = (0..keys.len() as u32).collect();
-        }
-        if let Some(slot) = canonical.get_mut(index as usize) {
-            *slot = first_index;
-        }
-    }
-    if canonical.is_empty() {
+    let mut first: HashMap<&str, u32> = HashMap::with_capacity(keys.len());
+    let canonical: Vec<u32> = (0u32..)
+        .zip(keys)
+        .map(|(index, key)| *first.entry(key.as_str()).or_insert(index))
+        .collect();
+    if (0u32..)
+        .zip(&canonical)
+        .all(|(index, &first)| first == index)
+    {
         return;
     }
     for feature in features {
