@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 
-use crate::suite::{build_test_binaries, debug_binary, run_with_deadline, skip_or_fail};
+use crate::suite::{build_test_binaries, run_with_deadline, skip_or_fail};
 
 /// The suite's name in messages.
 const NAME: &str = "the browser suite";
@@ -56,8 +56,7 @@ pub(crate) fn run(root: &Path) -> Result<()> {
         );
     }
     // The dev-profile binary the cargo tests built (a no-op build after them).
-    build_test_binaries(root)?;
-    let binary = debug_binary(root);
+    let binary = build_test_binaries(root)?.join("streetlevel");
     let mut command = Command::new("node");
     command
         .args(["--test", "--test-concurrency=1", SUITE])

@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::{Result, bail};
 
 use crate::python;
-use crate::suite::{build_test_binaries, debug_binary, run_with_deadline, skip_or_fail};
+use crate::suite::{build_test_binaries, run_with_deadline, skip_or_fail};
 
 /// The pytest suite of the Python SDK, relative to the workspace root.
 const PYTHON_SDK_SUITE: &str = "tests/clients/python/sdk";
@@ -44,8 +44,7 @@ fn python_sdk(root: &Path) -> Result<()> {
         }
     };
     // The dev-profile binary the cargo tests built (a no-op build after them).
-    build_test_binaries(root)?;
-    let binary = debug_binary(root);
+    let binary = build_test_binaries(root)?.join("streetlevel");
     let mut command = Command::new(&python);
     command
         .args(["-m", "pytest", PYTHON_SDK_SUITE])

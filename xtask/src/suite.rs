@@ -14,7 +14,8 @@ use crate::{cargo, in_ci, run_command};
 pub(crate) const WORKSPACE_TEST_ARGS: [&str; 3] = ["test", "--workspace", "--locked"];
 
 /// Builds the workspace as `cargo test --workspace` does, without running anything, and
-/// returns the target directory's `debug` folder.
+/// returns the target directory's `debug` folder (under `CARGO_TARGET_DIR`, else
+/// `<root>/target`), which holds the `streetlevel` binary and `examples/`.
 ///
 /// The binaries a suite runs (the `streetlevel` binary, the sample writers' examples) are
 /// taken from this build rather than from `cargo build -p streetlevel` or `cargo run -p
@@ -36,11 +37,6 @@ pub(crate) fn skip_or_fail(suite: &str, reason: &str) -> Result<()> {
     }
     eprintln!("xtask test: skipping {suite}: {reason}");
     Ok(())
-}
-
-/// The dev-profile `streetlevel` binary: under `CARGO_TARGET_DIR`, else `<root>/target`.
-pub(crate) fn debug_binary(root: &Path) -> PathBuf {
-    target_dir(root).join("debug").join("streetlevel")
 }
 
 /// Cargo's target directory: `CARGO_TARGET_DIR`, else `<root>/target`.
