@@ -9,7 +9,7 @@ use proptest::prelude::*;
 use streetlevel_detection::{
     DETECTION_EXTENT, DetectionError, LAYER_NAME, decode_normalized, decode_pixels, encode_pixels,
 };
-use streetlevel_mvt::geo::{Coord, LineString, MultiPolygon, Polygon, point, polygon};
+use streetlevel_mvt::geo::{Coord, LineString, MapCoords, MultiPolygon, Polygon, point, polygon};
 use streetlevel_mvt::{Geometry, MvtError, TileBuilder, Value};
 
 fn rectangle(min_x: f64, min_y: f64, max_x: f64, max_y: f64) -> LineString<f64> {
@@ -67,15 +67,6 @@ fn star(centre: (f64, f64), radii: &[f64], jitter: &[f64], clockwise: bool) -> L
     LineString::new(ring)
 }
 
-fn scale(ring: &LineString<f64>, width: f64, height: f64) -> LineString<f64> {
-    ring.coords()
-        .map(|coord| Coord {
-            x: coord.x * width,
-            y: coord.y * height,
-        })
-        .collect()
-}
-
 /// One star-shaped polygon of 3 to 12 vertices with an optional star-shaped hole, each in
 /// either winding, in normalized coordinates around `centre` (radius at most 0.2).
 fn star_polygon(centre: (f64, f64)) -> impl Strategy<Value = Polygon<f64>> {
@@ -115,12 +106,7 @@ proptest! {
         let (width_f, height_f) = (f64::from(width), f64::from(height));
         let polygons: Vec<Polygon<f64>> = polygons
             .iter()
-            .map(|polygon| {
-                Polygon::new(
-                    scale(polygon.exterior(), width_f, height_f),
-                    polygon.interiors().iter().map(|hole| scale(hole, width_f, height_f)).collect(),
-                )
-            })
+            .map(|polygon| polygon.map_coords(|coord| Coord { x: coord.x * width_f, y: coord.y * height_f }))
             .collect();
         let geometry = encode_pixels(&MultiPolygon::new(polygons.clone()), width, height).unwrap();
         let decoded = decode_pixels(&geometry, width, height).unwrap();
