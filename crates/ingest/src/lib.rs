@@ -1,0 +1,25 @@
+#![doc = include_str!("../README.md")]
+
+mod description;
+mod error;
+mod exif_tags;
+mod jpeg;
+mod metadata;
+mod orientation;
+pub mod sequence;
+mod thumbnail;
+mod write;
+mod xmp;
+
+use sha2::{Digest, Sha256};
+
+pub use error::IngestError;
+pub use metadata::{Metadata, read_metadata};
+pub use thumbnail::{MAX_PIXELS, THUMBNAIL_QUALITY, Thumbnail, Thumbnails, thumbnails};
+pub use write::{MAX_EXIF_LEN, WriteTags, write_metadata};
+
+/// The SHA-256 of the file's bytes: importing the same file twice can be recognised and
+/// change nothing.
+pub fn content_hash(jpeg: &[u8]) -> [u8; 32] {
+    Sha256::digest(jpeg).into()
+}

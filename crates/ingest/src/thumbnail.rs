@@ -1,0 +1,248 @@
+//! Thumbnails: upright JPEGs 256, 1024 and 2048 pixels wide, from one DCT-scaled decode.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use fast_image_resize::images::Image;
+use fast_image_resize::{FilterType, PixelType, ResizeAlg, ResizeOptions, Resizer};
+use jpeg_decoder::PixelFormat;
+use streetlevel_model::ThumbnailSize;
+
+use crate::IngestError;
+use crate::jpeg::JpegFile;
+use crate::metadata::upright_size;
+use crate::orientation::{Rgb, make_upright};
+
+/// The most pixels (stored width times height, from the frame header) an image may have to
+/// be decoded. Decoding needs about 3 bytes a pixel at full scale, and a progressive JPEG keeps
+/// 2 bytes a sample of coefficients whatever the scale, so this bounds memory to roughly
+/// 1 GB for a hostile file.
+pub const MAX_PIXELS: u64 = 100_000_000;
+
+/// JPEG quality of the thumbnails (1 to 100).
+pub const THUMBNAIL_QUALITY: u8 = 85;
+
+/// One thumbnail: an upright JPEG without Exif.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Thumbnail {
+    /// Width in pixels.
+    pub width: u32,
+    /// Height in pixels.
+    pub height: u32,
+    /// The encoded JPEG.
+    pub jpeg: Vec<u8>,
+}
+
+/// The three thumbnails of an image.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Thumbnails {
+    /// 256 pixels wide (or the original's width when narrower).
+    pub px256: Thumbnail,
+    /// 1024 pixels wide (or the original's width when narrower).
+    pub px1024: Thumbnail,
+    /// 2048 pixels wide (or the original's width when narrower).
+    pub px2048: Thumbnail,
+}
+
+impl Thumbnails {
+    /// The thumbnail for `size`; `None` for [`ThumbnailSize::Original`], which is the
+    /// uploaded file itself.
+    pub fn get(&self, size: ThumbnailSize) -> Option<&Thumbnail> {
+        match size {
+            ThumbnailSize::Px256 => Some(&self.px256),
+            ThumbnailSize::Px1024 => Some(&self.px1024),
+            ThumbnailSize::Px2048 => Some(&self.px2048),
+            ThumbnailSize::Original => None,
+        }
+    }
+}
+
+/// Makes the thumbnails of one JPEG: 256, 1024 and 2048 pixels wide once upright (Exif
+/// `orientation` 1 to 8 applied, as read by [`crate::read_metadata`]), aspect ratio kept
+/// (height rounded, at least 1), never upscaled: an original narrower than a width gives a
+/// thumbnail of its own width. Quality [`THUMBNAIL_QUALITY`], no Exif, so every viewer shows
+/// them upright.
+///
+/// The image is decoded once, at the smallest DCT scale (1/8, 1/4, 1/2 or 1) that still gives
+/// the largest thumbnail's width, resized to it, turned upright, and each smaller thumbnail is
+/// resized from the one before (Lanczos3). An image over [`MAX_PIXELS`] is refused before
+/// anything is decoded.
+pub fn thumbnails(jpeg: &[u8], orientation: u8) -> Result<Thumbnails, IngestError> {
+    if !(1..=8).contains(&orientation) {
+        return Err(IngestError::InvalidMetadata(format!(
+            "orientation {orientation} is not 1 to 8"
+        )));
+    }
+    let frame = JpegFile::parse(jpeg)?.frame;
+    if u64::from(frame.width) * u64::from(frame.height) > MAX_PIXELS {
+        return Err(IngestError::TooManyPixels {
+            width: frame.width,
+            height: frame.height,
+            limit: MAX_PIXELS,
+        });
+    }
+    if frame.precision != 8 {
+        return Err(IngestError::Decode(format!(
+            "{}-bit samples are not supported",
+            frame.precision
+        )));
+    }
+    if frame.components != 1 && frame.components != 3 {
+        return Err(IngestError::Decode(format!(
+            "{} colour components (cmyk?) are not supported, only grey and ycbcr",
+            frame.components
+        )));
+    }
+    let (upright_width, upright_height) = upright_size(frame.width, frame.height, orientation);
+    let size_for = |target_width: u32| {
+        let width = target_width.min(upright_width);
+        let height = (f64::from(upright_height) * f64::from(width) / f64::from(upright_width))
+            .round()
+            .max(1.0) as u32;
+        (width, height)
+    };
+    let quarter_turn = orientation >= 5;
+
+    let (width_2048, height_2048) = size_for(2048);
+    let decoded = decode(jpeg, width_2048, quarter_turn)?;
+    let stored_size = if quarter_turn {
+        (height_2048, width_2048)
+    } else {
+        (width_2048, height_2048)
+    };
+    let image_2048 = make_upright(resize(decoded, stored_size)?, orientation);
+    let image_1024 = resize(image_2048.clone(), size_for(1024))?;
+    let image_256 = resize(image_1024.clone(), size_for(256))?;
+    Ok(Thumbnails {
+        px256: encode(&image_256)?,
+        px1024: encode(&image_1024)?,
+        px2048: encode(&image_2048)?,
+    })
+}
+
+/// Decodes at the smallest DCT scale whose stored axis that becomes the upright width (the
+/// height for a quarter turn) is at least `upright_width`.
+fn decode(jpeg: &[u8], upright_width: u32, quarter_turn: bool) -> Result<Rgb, IngestError> {
+    let decode_error = |error: jpeg_decoder::Error| IngestError::Decode(error.to_string());
+    let mut decoder = jpeg_decoder::Decoder::new(jpeg);
+    decoder.set_max_decoding_buffer_size(MAX_PIXELS as usize * 3);
+    // `jpeg-decoder` picks the smallest scale that reaches either requested length, so the
+    // axis that must not decide asks for the most it can.
+    let wanted = u16::try_from(upright_width).unwrap_or(u16::MAX);
+    let (request_width, request_height) = if quarter_turn {
+        (u16::MAX, wanted)
+    } else {
+        (wanted, u16::MAX)
+    };
+    // The decoder is fuzzed upstream, and the frame header was checked above for what its
+    // `info` would panic on; this catches a panic left in it so one hostile upload can never
+    // bring down the process that ingests the others.
+    let decoded = catch_unwind(AssertUnwindSafe(|| {
+        decoder
+            .scale(request_width, request_height)
+            .map_err(decode_error)?;
+        let pixels = decoder.decode().map_err(decode_error)?;
+        let info = decoder
+            .info()
+            .ok_or_else(|| IngestError::Decode(String::from("no frame was decoded")))?;
+        Ok((pixels, info))
+    }))
+    .map_err(|_| IngestError::Decode(String::from("the jpeg decoder failed on this file")))?;
+    let (pixels, info) = decoded?;
+    let (width, height) = (u32::from(info.width), u32::from(info.height));
+    let n_pixels = width as usize * height as usize;
+    let pixels = match info.pixel_format {
+        PixelFormat::RGB24 if pixels.len() == n_pixels * 3 => pixels,
+        PixelFormat::L8 if pixels.len() == n_pixels => {
+            pixels.iter().flat_map(|&grey| [grey, grey, grey]).collect()
+        }
+        format => {
+            return Err(IngestError::Decode(format!(
+                "decoder gave {} bytes of {format:?} for {width}x{height} pixels",
+                pixels.len()
+            )));
+        }
+    };
+    Ok(Rgb {
+        width,
+        height,
+        pixels,
+    })
+}
+
+/// `image` resized to `width` x `height` (returned as is when it has that size).
+fn resize(image: Rgb, (width, height): (u32, u32)) -> Result<Rgb, IngestError> {
+    if (image.width, image.height) == (width, height) {
+        return Ok(image);
+    }
+    let resize_error =
+        |error: &dyn std::error::Error| IngestError::Decode(format!("resizing: {error}"));
+    let source = Image::from_vec_u8(image.width, image.height, image.pixels, PixelType::U8x3)
+        .map_err(|error| resize_error(&error))?;
+    let mut target = Image::new(width, height, PixelType::U8x3);
+    Resizer::new()
+        .resize(
+            &source,
+            &mut target,
+            &ResizeOptions::new().resize_alg(ResizeAlg::Convolution(FilterType::Lanczos3)),
+        )
+        .map_err(|error| resize_error(&error))?;
+    Ok(Rgb {
+        width,
+        height,
+        pixels: target.into_vec(),
+    })
+}
+
+fn encode(image: &Rgb) -> Result<Thumbnail, IngestError> {
+    let encode_error = |error: &dyn std::fmt::Display| IngestError::Encode(error.to_string());
+    let width = u16::try_from(image.width).map_err(|error| encode_error(&error))?;
+    let height = u16::try_from(image.height).map_err(|error| encode_error(&error))?;
+    let mut jpeg = Vec::new();
+    jpeg_encoder::Encoder::new(&mut jpeg, THUMBNAIL_QUALITY)
+        .encode(&image.pixels, width, height, jpeg_encoder::ColorType::Rgb)
+        .map_err(|error| encode_error(&error))?;
+    Ok(Thumbnail {
+        width: image.width,
+        height: image.height,
+        jpeg,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn grey_jpeg(width: u16, height: u16) -> Vec<u8> {
+        let mut jpeg = Vec::new();
+        jpeg_encoder::Encoder::new(&mut jpeg, 50)
+            .encode(
+                &vec![90; usize::from(width) * usize::from(height) * 3],
+                width,
+                height,
+                jpeg_encoder::ColorType::Rgb,
+            )
+            .unwrap();
+        jpeg
+    }
+
+    #[test]
+    fn decodes_at_the_smallest_dct_scale_that_reaches_the_width() {
+        let panorama = grey_jpeg(4096, 2048);
+        let check = |upright_width: u32, quarter_turn: bool, expected: (u32, u32)| {
+            let decoded = decode(&panorama, upright_width, quarter_turn).unwrap();
+            assert_eq!(
+                (decoded.width, decoded.height),
+                expected,
+                "{upright_width} {quarter_turn}"
+            );
+            assert_eq!(decoded.pixels.len(), (expected.0 * expected.1 * 3) as usize);
+        };
+        check(2048, false, (2048, 1024));
+        check(2049, false, (4096, 2048));
+        check(1024, false, (1024, 512));
+        check(256, false, (512, 256));
+        // Turned a quarter, the stored height becomes the width.
+        check(1024, true, (2048, 1024));
+        check(2048, true, (4096, 2048));
+    }
+}
