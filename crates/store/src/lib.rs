@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+mod batch;
 mod error;
 pub mod filter;
 mod image_record;
@@ -11,6 +12,7 @@ mod sqlite;
 mod store;
 mod tiles;
 
+pub use batch::{BatchOutcome, ImportBatch, ImportedImage};
 pub use error::StoreError;
 pub use filter::{
     BoundingBox, Cursor, DetectionFilter, ImageFilter, MapFeatureFilter, Page, TimeRange,

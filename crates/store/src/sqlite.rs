@@ -9,18 +9,20 @@ use std::path::Path;
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, Transaction, params};
 use streetlevel_model::{
-    CameraType, Creator, CreatorId, Detection, DetectionId, EntityKind, Image, ImageId, MapFeature,
-    MapFeatureId, ObjectType, Organization, OrganizationId, Point, Sequence, SequenceId, Timestamp,
+    CameraType, Creator, CreatorId, Detection, DetectionId, EntityId, EntityKind, Image, ImageId,
+    MapFeature, MapFeatureId, ObjectType, Organization, OrganizationId, Point, Sequence,
+    SequenceId, Timestamp,
 };
 
 use crate::image_record::{Interner, NONE, ParameterPool, RecordNames, RecordValues};
 use crate::{Store, StoreError};
 
 /// The newest schema version this build writes.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// Migration `n` (1-based) brings the schema from version `n - 1` to `n`.
-const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = ["
+const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
+    "
 CREATE TABLE store_creators (
     id INTEGER PRIMARY KEY,
     username TEXT NOT NULL UNIQUE
@@ -84,7 +86,26 @@ CREATE TABLE store_detections (
     value TEXT NOT NULL,
     map_feature INTEGER
 );
-"];
+",
+    "
+-- The original's SHA-256 of every imported image: importing the same file again adds nothing.
+CREATE TABLE store_image_hashes (
+    sha256 BLOB PRIMARY KEY,
+    image INTEGER NOT NULL
+) WITHOUT ROWID;
+-- The next entity ID any writer (server, import, fixtures) may hand out; one row.
+CREATE TABLE store_next_id (
+    singleton INTEGER PRIMARY KEY CHECK (singleton = 0),
+    next INTEGER NOT NULL
+);
+-- One row per committed image write, so that other processes on the same file can follow.
+CREATE TABLE store_writes (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    first_image INTEGER NOT NULL,
+    last_image INTEGER NOT NULL
+);
+",
+];
 
 /// Opens the database file with WAL and a busy timeout, and migrates it.
 pub(crate) fn open(path: &Path) -> Result<Connection, StoreError> {
@@ -239,6 +260,255 @@ pub(crate) fn insert_images(
             image.organization.map(|id| to_sql_id(id.0)),
         ])?;
     }
+    log_write(transaction, images.iter().map(|image| image.id))
+}
+
+/// Records that images with IDs between the least and the greatest of `ids` were written, so
+/// that other processes on the same file can follow (see [`follow`]).
+fn log_write(
+    transaction: &Transaction<'_>,
+    ids: impl Iterator<Item = ImageId>,
+) -> Result<(), StoreError> {
+    let range = ids
+        .map(|id| to_sql_id(id.0))
+        .fold(None, |range, id| match range {
+            None => Some((id, id)),
+            Some((low, high)) => Some((id.min(low), id.max(high))),
+        });
+    if let Some((first, last)) = range {
+        transaction
+            .prepare_cached("INSERT INTO store_writes (first_image, last_image) VALUES (?1, ?2)")?
+            .execute(params![first, last])?;
+    }
+    Ok(())
+}
+
+/// The newest entry of the write log (0 for none).
+pub(crate) fn last_write(connection: &Connection) -> Result<i64, StoreError> {
+    Ok(connection.query_row(
+        "SELECT coalesce(max(seq), 0) FROM store_writes",
+        [],
+        |row| row.get(0),
+    )?)
+}
+
+/// Hands out `count` consecutive entity IDs above every ID in the file, in memory
+/// (`in_memory_next`) and handed out before, and returns the first.
+pub(crate) fn reserve_ids(
+    transaction: &Transaction<'_>,
+    count: u64,
+    in_memory_next: u64,
+) -> Result<u64, StoreError> {
+    let stored: Option<i64> = transaction
+        .query_row(
+            "SELECT next FROM store_next_id WHERE singleton = 0",
+            [],
+            |row| row.get(0),
+        )
+        .optional()?;
+    let greatest: Option<i64> = transaction.query_row(
+        "SELECT max(id) FROM (
+            SELECT max(id) AS id FROM store_images UNION ALL
+            SELECT max(id) FROM store_map_features UNION ALL
+            SELECT max(id) FROM store_detections UNION ALL
+            SELECT max(id) FROM store_organizations UNION ALL
+            SELECT max(id) FROM store_creators)",
+        [],
+        |row| row.get(0),
+    )?;
+    let first = [
+        stored.map_or(1, from_sql_id),
+        greatest.map_or(1, |id| from_sql_id(id) + 1),
+        in_memory_next,
+    ]
+    .into_iter()
+    .max()
+    .unwrap_or(1);
+    let next = first
+        .checked_add(count)
+        .filter(|next| i64::try_from(*next).is_ok())
+        .ok_or(StoreError::Full("entity ids"))?;
+    transaction.execute(
+        "INSERT OR REPLACE INTO store_next_id (singleton, next) VALUES (0, ?1)",
+        [to_sql_id(next)],
+    )?;
+    Ok(first)
+}
+
+/// The ID of the creator named `username`, if there is one.
+pub(crate) fn creator_by_username(
+    connection: &Connection,
+    username: &str,
+) -> Result<Option<CreatorId>, StoreError> {
+    let id: Option<i64> = connection
+        .query_row(
+            "SELECT id FROM store_creators WHERE username = ?1",
+            [username],
+            |row| row.get(0),
+        )
+        .optional()?;
+    Ok(id.map(|id| CreatorId(from_sql_id(id))))
+}
+
+/// The image holding each content hash, where one does.
+pub(crate) fn images_with_hashes(
+    connection: &Connection,
+    hashes: &[[u8; 32]],
+) -> Result<Vec<Option<ImageId>>, StoreError> {
+    let mut statement =
+        connection.prepare_cached("SELECT image FROM store_image_hashes WHERE sha256 = ?1")?;
+    hashes
+        .iter()
+        .map(|hash| {
+            let image: Option<i64> = statement
+                .query_row([hash.as_slice()], |row| row.get(0))
+                .optional()?;
+            Ok(image.map(|id| ImageId(from_sql_id(id))))
+        })
+        .collect()
+}
+
+pub(crate) fn insert_image_hashes(
+    transaction: &Transaction<'_>,
+    hashes: &[([u8; 32], ImageId)],
+) -> Result<(), StoreError> {
+    let mut statement = transaction
+        .prepare_cached("INSERT INTO store_image_hashes (sha256, image) VALUES (?1, ?2)")?;
+    for (hash, image) in hashes {
+        statement.execute(params![hash.as_slice(), to_sql_id(image.0)])?;
+    }
+    Ok(())
+}
+
+/// Loads into `store` what other connections wrote after the write log entry `after`: the
+/// images of each logged range that `store` lacks, and the creators, organizations and
+/// sequences they name that it lacks. Returns the newest log entry read and how many images
+/// were added.
+pub(crate) fn follow(
+    connection: &Connection,
+    store: &mut Store,
+    after: i64,
+) -> Result<(i64, usize), StoreError> {
+    connection.execute_batch("BEGIN")?;
+    let result = follow_in_transaction(connection, store, after);
+    let commit = connection.execute_batch("COMMIT");
+    let read = result?;
+    commit?;
+    Ok(read)
+}
+
+fn follow_in_transaction(
+    connection: &Connection,
+    store: &mut Store,
+    after: i64,
+) -> Result<(i64, usize), StoreError> {
+    let mut statement = connection.prepare_cached(
+        "SELECT seq, first_image, last_image FROM store_writes WHERE seq > ?1 ORDER BY seq",
+    )?;
+    let writes = statement
+        .query_map([after], |row| {
+            Ok((
+                row.get::<_, i64>(0)?,
+                row.get::<_, i64>(1)?,
+                row.get::<_, i64>(2)?,
+            ))
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    let Some(&(newest, _, _)) = writes.last() else {
+        return Ok((after, 0));
+    };
+    let first_new = store.images.len();
+    let mut added = std::collections::HashSet::new();
+    let mut statement =
+        connection.prepare_cached(&format!("{IMAGE_COLUMNS} WHERE id BETWEEN ?1 AND ?2"))?;
+    let mut parameters = Vec::new();
+    for (_, first, last) in writes {
+        let mut rows = statement.query([first, last])?;
+        while let Some(row) = rows.next()? {
+            let id = from_sql_id(row.get(0)?);
+            if store.kind_of(EntityId(id)).is_some() || !added.insert(id) {
+                continue;
+            }
+            let (values, names) = read_image_row(row, &mut parameters)?;
+            store.push_image(&values, &names);
+        }
+    }
+    let new_images = store.images.len() - first_new;
+    follow_names(connection, store, first_new)?;
+    store.index_new_images(first_new);
+    Ok((newest, new_images))
+}
+
+/// Reads the creators, organizations and sequences that images `first_new..` name and the
+/// store does not hold yet.
+fn follow_names(
+    connection: &Connection,
+    store: &mut Store,
+    first_new: usize,
+) -> Result<(), StoreError> {
+    let mut creators = std::collections::BTreeSet::new();
+    let mut organizations = std::collections::BTreeSet::new();
+    let mut sequences = std::collections::BTreeSet::new();
+    for record in &store.images[first_new..] {
+        let creator = &store.creators[record.creator as usize];
+        if creator.creator.is_none() {
+            creators.insert(creator.id);
+        }
+        if record.organization != NONE {
+            let organization = &store.organizations[record.organization as usize];
+            if organization.organization.is_none() {
+                organizations.insert(organization.id);
+            }
+        }
+        let sequence = &store.sequences[record.sequence as usize];
+        if sequence.explicit.is_none() {
+            sequences.insert(sequence.id.clone());
+        }
+    }
+    let mut statement =
+        connection.prepare_cached("SELECT username FROM store_creators WHERE id = ?1")?;
+    for id in creators {
+        if let Some(username) = statement
+            .query_row([to_sql_id(id.0)], |row| row.get::<_, String>(0))
+            .optional()?
+        {
+            store.push_creator(&Creator { id, username });
+        }
+    }
+    let mut statement = connection
+        .prepare_cached("SELECT slug, name, description FROM store_organizations WHERE id = ?1")?;
+    for id in organizations {
+        let row = statement
+            .query_row([to_sql_id(id.0)], |row| {
+                Ok(Organization {
+                    id,
+                    slug: row.get(0)?,
+                    name: row.get(1)?,
+                    description: row.get(2)?,
+                })
+            })
+            .optional()?;
+        if let Some(organization) = row {
+            store.push_organization(&organization);
+        }
+    }
+    let mut statement = connection
+        .prepare_cached("SELECT creator, organization FROM store_sequences WHERE id = ?1")?;
+    for id in sequences {
+        let row = statement
+            .query_row([id.as_str()], |row| {
+                Ok((row.get::<_, i64>(0)?, row.get::<_, Option<i64>>(1)?))
+            })
+            .optional()?;
+        if let Some((creator, organization)) = row {
+            store.push_sequence(&Sequence {
+                id,
+                creator: CreatorId(from_sql_id(creator)),
+                organization: organization.map(|id| OrganizationId(from_sql_id(id))),
+                image_ids: Vec::new(),
+            });
+        }
+    }
     Ok(())
 }
 
@@ -333,6 +603,7 @@ fn load_all(
     // The first read fixes this transaction's snapshot (WAL): everything below, and the
     // second connection's half of the images, must come from it.
     let n_images = image_count(connection)?;
+    store.followed_write = last_write(connection)?;
     after_first_read();
     let upper_half = match connection.path().filter(|path| !path.is_empty()) {
         Some(path) if n_images >= parallel_from => {

@@ -165,6 +165,13 @@ pub struct Store {
     /// Precomputed low-zoom tile data: lowest image ID per overview cell at z0–5 and
     /// simplified sequence lines at z6–11 (see `overview.rs`).
     pub(crate) overview: OverviewPyramid,
+    /// The newest entry of `SQLite`'s write log this store holds (see `batch.rs`).
+    pub(crate) followed_write: i64,
+    /// Content hashes of imported images, for a store without `SQLite` (with one, the
+    /// database answers).
+    pub(crate) image_hashes: HashMap<[u8; 32], ImageId>,
+    /// The least ID [`Store::reserve_ids`] may hand out next (the database keeps its own).
+    pub(crate) next_id: u64,
 }
 
 impl Store {
@@ -196,6 +203,9 @@ impl Store {
             detections_by_image: HashMap::new(),
             detections_by_map_feature: HashMap::new(),
             overview: OverviewPyramid::default(),
+            followed_write: 0,
+            image_hashes: HashMap::new(),
+            next_id: 1,
         }
     }
 
@@ -551,21 +561,7 @@ impl Store {
     pub fn insert_images(&mut self, images: &[Image]) -> Result<(), StoreError> {
         let mut batch = HashSet::new();
         for image in images {
-            self.check_new_id(image.id.0, &mut batch)?;
-            let invalid = |reason| StoreError::InvalidEntity {
-                what: "image",
-                id: image.id.to_string(),
-                reason,
-            };
-            if !image.geometry.is_valid() {
-                return Err(invalid("geometry out of range"));
-            }
-            if image
-                .computed_geometry
-                .is_some_and(|point| !point.is_valid())
-            {
-                return Err(invalid("computed_geometry out of range"));
-            }
+            self.check_new_image(image, &mut batch)?;
         }
         Self::check_capacity(self.images.len() + images.len(), "images")?;
         self.write(|transaction| sqlite::insert_images(transaction, images))?;
@@ -694,7 +690,7 @@ impl Store {
         Ok(())
     }
 
-    fn check_new_id(&self, id: u64, batch: &mut HashSet<u64>) -> Result<(), StoreError> {
+    pub(crate) fn check_new_id(&self, id: u64, batch: &mut HashSet<u64>) -> Result<(), StoreError> {
         if let Some(existing) = self.kind_of(EntityId(id)) {
             return Err(StoreError::DuplicateId { id, existing });
         }
@@ -707,14 +703,14 @@ impl Store {
         Ok(())
     }
 
-    fn check_capacity(total: usize, what: &'static str) -> Result<(), StoreError> {
+    pub(crate) fn check_capacity(total: usize, what: &'static str) -> Result<(), StoreError> {
         if total >= NONE as usize {
             return Err(StoreError::Full(what));
         }
         Ok(())
     }
 
-    fn write(
+    pub(crate) fn write(
         &self,
         statements: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
@@ -725,7 +721,10 @@ impl Store {
         let mut connection = database
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let transaction = connection.transaction()?;
+        // Immediate: a writer that reads before it writes (ID allocation, duplicate checks)
+        // must not find its lock upgrade refused by another process's writer.
+        let transaction =
+            connection.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         statements(&transaction)?;
         transaction.commit()?;
         Ok(())

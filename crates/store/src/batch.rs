@@ -1,0 +1,288 @@
+//! Imports and other processes' writes: batches of images known by the content hash of their
+//! originals, written in one transaction with their sequences (and whatever the importer
+//! records beside them); the entity ID allocator every writer shares; and following what
+//! other processes wrote to the same database file.
+//!
+//! Invariants: a batch is all or nothing, in `SQLite` and in memory; an image whose hash is
+//! already stored is never inserted again; IDs handed out are above every ID ever stored or
+//! handed out, so cursors stay valid (see the crate docs on paging).
+
+use std::collections::{HashMap, HashSet};
+
+use rusqlite::Transaction;
+use streetlevel_model::{Creator, CreatorId, Image, ImageId, Sequence};
+
+use crate::image_record::{RecordNames, RecordValues};
+use crate::{Store, StoreError, sqlite};
+
+/// One image of an [`ImportBatch`] and the SHA-256 of its original file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ImportedImage {
+    /// The image, with an ID from [`Store::reserve_ids`].
+    pub image: Image,
+    /// SHA-256 of the original's bytes.
+    pub content_hash: [u8; 32],
+}
+
+/// Images and the new sequences they belong to, inserted together or not at all.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ImportBatch {
+    /// New sequences; every image names one of them.
+    pub sequences: Vec<Sequence>,
+    /// The images, each with the hash of its original.
+    pub images: Vec<ImportedImage>,
+}
+
+/// What [`Store::insert_batch`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BatchOutcome {
+    /// The images inserted, in batch order.
+    pub inserted: Vec<ImageId>,
+    /// Images left out because their original was stored before: (batch ID, stored ID).
+    pub duplicates: Vec<(ImageId, ImageId)>,
+}
+
+impl Store {
+    /// Hands out `count` consecutive entity IDs and returns the first. They are above every
+    /// ID in memory, in the database file and handed out before, also by other processes
+    /// on the same file; unused ones are simply never seen.
+    pub fn reserve_ids(&mut self, count: u64) -> Result<u64, StoreError> {
+        let in_memory_next = self.greatest_id_in_memory().map_or(1, |id| id + 1);
+        let mut first = in_memory_next.max(self.next_id);
+        self.write(|transaction| {
+            first = sqlite::reserve_ids(transaction, count, first)?;
+            Ok(())
+        })?;
+        self.next_id = first
+            .checked_add(count)
+            .ok_or(StoreError::Full("entity ids"))?;
+        Ok(first)
+    }
+
+    fn greatest_id_in_memory(&self) -> Option<u64> {
+        let image = self
+            .id_order
+            .last()
+            .map(|&index| self.images[index as usize].id);
+        [
+            image,
+            self.map_feature_ids.keys().next_back().copied(),
+            self.detection_ids.keys().next_back().copied(),
+            self.organization_index.keys().max().copied(),
+            self.creator_index.keys().max().copied(),
+        ]
+        .into_iter()
+        .flatten()
+        .max()
+    }
+
+    /// The creator named `username`, created (with a new ID) if there is none, also when
+    /// another process created it since this store loaded.
+    pub fn ensure_creator(&mut self, username: &str) -> Result<CreatorId, StoreError> {
+        if let Some(creator) = self.creator_by_username(username) {
+            return Ok(creator.id);
+        }
+        let stored = match &self.database {
+            Some(database) => {
+                let connection = database
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                sqlite::creator_by_username(&connection, username)?
+            }
+            None => None,
+        };
+        let id = if let Some(id) = stored {
+            id
+        } else {
+            let id = CreatorId(self.reserve_ids(1)?);
+            let creator = Creator {
+                id,
+                username: username.to_owned(),
+            };
+            self.write(|transaction| {
+                sqlite::insert_creators(transaction, std::slice::from_ref(&creator))
+            })?;
+            id
+        };
+        self.push_creator(&Creator {
+            id,
+            username: username.to_owned(),
+        });
+        self.generation += 1;
+        Ok(id)
+    }
+
+    /// The stored image whose original has each hash, where one has.
+    pub fn images_with_hashes(
+        &self,
+        hashes: &[[u8; 32]],
+    ) -> Result<Vec<Option<ImageId>>, StoreError> {
+        match &self.database {
+            Some(database) => {
+                let connection = database
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                sqlite::images_with_hashes(&connection, hashes)
+            }
+            None => Ok(hashes
+                .iter()
+                .map(|hash| self.image_hashes.get(hash).copied())
+                .collect()),
+        }
+    }
+
+    /// Inserts a batch in one transaction: images whose original is already stored (or
+    /// appears earlier in the batch) are left out, as are sequences left without images.
+    /// `also` runs inside the same transaction with the outcome, so an importer can record
+    /// its own progress (a job marked done) atomically with the images.
+    pub fn insert_batch(
+        &mut self,
+        batch: &ImportBatch,
+        also: impl FnOnce(&Transaction<'_>, &BatchOutcome) -> rusqlite::Result<()>,
+    ) -> Result<BatchOutcome, StoreError> {
+        let mut ids = HashSet::new();
+        for imported in &batch.images {
+            self.check_new_image(&imported.image, &mut ids)?;
+        }
+        let mut sequence_keys = HashSet::new();
+        for sequence in &batch.sequences {
+            if self.sequence(&sequence.id).is_some() || !sequence_keys.insert(&sequence.id) {
+                return Err(StoreError::DuplicateKey {
+                    what: "sequence",
+                    key: sequence.id.to_string(),
+                });
+            }
+        }
+        if let Some(orphan) = batch
+            .images
+            .iter()
+            .find(|imported| !sequence_keys.contains(&imported.image.sequence))
+        {
+            return Err(StoreError::InvalidEntity {
+                what: "image",
+                id: orphan.image.id.to_string(),
+                reason: "its sequence is not in the batch",
+            });
+        }
+        Self::check_capacity(self.images.len() + batch.images.len(), "images")?;
+        let mut outcome = BatchOutcome::default();
+        let mut kept: Vec<&ImportedImage> = Vec::new();
+        let mut kept_sequences: Vec<Sequence> = Vec::new();
+        let known_in_memory = |hash: &[u8; 32]| self.image_hashes.get(hash).copied();
+        self.write(|transaction| {
+            let hashes: Vec<[u8; 32]> = batch
+                .images
+                .iter()
+                .map(|imported| imported.content_hash)
+                .collect();
+            let stored = sqlite::images_with_hashes(transaction, &hashes)?;
+            let mut in_batch: HashMap<[u8; 32], ImageId> = HashMap::new();
+            for (imported, stored) in batch.images.iter().zip(stored) {
+                let earlier = stored
+                    .or_else(|| known_in_memory(&imported.content_hash))
+                    .or_else(|| in_batch.get(&imported.content_hash).copied());
+                if let Some(existing) = earlier {
+                    outcome.duplicates.push((imported.image.id, existing));
+                } else {
+                    in_batch.insert(imported.content_hash, imported.image.id);
+                    outcome.inserted.push(imported.image.id);
+                    kept.push(imported);
+                }
+            }
+            let used: HashSet<_> = kept
+                .iter()
+                .map(|imported| &imported.image.sequence)
+                .collect();
+            kept_sequences = batch
+                .sequences
+                .iter()
+                .filter(|sequence| used.contains(&sequence.id))
+                .cloned()
+                .collect();
+            let images: Vec<Image> = kept.iter().map(|imported| imported.image.clone()).collect();
+            sqlite::insert_sequences(transaction, &kept_sequences)?;
+            sqlite::insert_images(transaction, &images)?;
+            let pairs: Vec<([u8; 32], ImageId)> = kept
+                .iter()
+                .map(|imported| (imported.content_hash, imported.image.id))
+                .collect();
+            sqlite::insert_image_hashes(transaction, &pairs)?;
+            also(transaction, &outcome)?;
+            Ok(())
+        })?;
+        for sequence in &kept_sequences {
+            self.push_sequence(sequence);
+        }
+        let first_new = self.images.len();
+        for imported in &kept {
+            let image = &imported.image;
+            self.push_image(&RecordValues::of(image), &RecordNames::of(image));
+            if self.database.is_none() {
+                self.image_hashes.insert(imported.content_hash, image.id);
+            }
+        }
+        self.index_new_images(first_new);
+        self.generation += 1;
+        Ok(outcome)
+    }
+
+    /// Loads what other processes wrote to the database file since this store loaded or
+    /// last followed (images, with the sequences, creators and organizations they name), so
+    /// that an import into a served data directory shows without a restart. Returns how many
+    /// images were added. A store without `SQLite` has nothing to follow.
+    pub fn follow(&mut self) -> Result<usize, StoreError> {
+        let Some(database) = self.database.take() else {
+            return Ok(0);
+        };
+        let after = self.followed_write;
+        let result = {
+            let connection = database
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            sqlite::follow(&connection, self, after)
+        };
+        self.database = Some(database);
+        let (newest, added) = result?;
+        self.followed_write = newest;
+        if added > 0 {
+            self.generation += 1;
+        }
+        Ok(added)
+    }
+
+    /// Whether another process (or this store, through [`Store::insert_batch`]) wrote images
+    /// since the last [`Store::follow`]: a cheap check under a read lock before taking the
+    /// write lock to follow.
+    pub fn has_writes_to_follow(&self) -> Result<bool, StoreError> {
+        let Some(database) = &self.database else {
+            return Ok(false);
+        };
+        let connection = database
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        Ok(sqlite::last_write(&connection)? > self.followed_write)
+    }
+
+    pub(crate) fn check_new_image(
+        &self,
+        image: &Image,
+        batch: &mut HashSet<u64>,
+    ) -> Result<(), StoreError> {
+        self.check_new_id(image.id.0, batch)?;
+        let invalid = |reason| StoreError::InvalidEntity {
+            what: "image",
+            id: image.id.to_string(),
+            reason,
+        };
+        if !image.geometry.is_valid() {
+            return Err(invalid("geometry out of range"));
+        }
+        if image
+            .computed_geometry
+            .is_some_and(|point| !point.is_valid())
+        {
+            return Err(invalid("computed_geometry out of range"));
+        }
+        Ok(())
+    }
+}
