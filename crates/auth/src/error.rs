@@ -83,6 +83,15 @@ pub enum AuthError {
     /// The authorization request's `redirect_uri` is not the app's callback URL; never redirect.
     #[error("redirect_uri does not match the callback url registered for the app")]
     RedirectUriMismatch,
+    /// An email address that is empty, too long, lacks an `@` or holds spaces.
+    #[error("invalid email address {0:?}")]
+    InvalidEmail(String),
+    /// Another user has this email address.
+    #[error("email address {0:?} is taken")]
+    EmailTaken(String),
+    /// The token may not do this: it is not a client token, or lacks a scope.
+    #[error("the token may not do this: {0}")]
+    NotPermitted(&'static str),
 }
 
 /// The `error` value of a failed token request (RFC 6749 section 5.2).

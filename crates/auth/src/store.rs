@@ -63,6 +63,11 @@ CREATE INDEX auth_tokens_by_client ON auth_tokens(client_id, kind);
 ALTER TABLE auth_apps ADD COLUMN owner_id INTEGER REFERENCES auth_users(user_id);
 CREATE INDEX auth_apps_by_owner ON auth_apps(owner_id);
 ",
+    // 3: users get an optional email: the official uploader signs in with email and password.
+    r"
+ALTER TABLE auth_users ADD COLUMN email TEXT;
+CREATE UNIQUE INDEX auth_users_by_email ON auth_users(email);
+",
 ];
 
 /// Users, sessions, apps, codes and tokens, persisted in `SQLite` tables prefixed `auth_`.

@@ -10,7 +10,7 @@ use crate::clock::duration_millis;
 use crate::form::{Params, parse_pairs};
 use crate::ids::{from_sql, to_sql};
 use crate::secret::{SecretKind, digest, generate};
-use crate::{AuthError, AuthStore, ClientId, Scopes, TokenError, TokenErrorCode, UserId};
+use crate::{AuthError, AuthStore, ClientId, Scope, Scopes, TokenError, TokenErrorCode, UserId};
 
 /// What a token stands for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -406,6 +406,50 @@ impl AuthStore {
             kind: stored.kind,
             expires_at: stored.expires_at,
         })
+    }
+
+    /// A user access token for the official uploader's sign-in: `client` must hold an app's
+    /// client token (see [`AuthStore::authenticate`]), and the new token carries the `upload` scope (and `read`) only
+    /// if the app may ask for them. It lasts as long as tokens from the code exchange.
+    pub fn issue_upload_token(
+        &self,
+        client: &Principal,
+        user_id: UserId,
+    ) -> Result<TokenResponse, AuthError> {
+        if client.kind != TokenKind::Client {
+            return Err(AuthError::NotPermitted(
+                "sign in with an app's client token",
+            ));
+        }
+        let app = self
+            .app(client.client_id)?
+            .ok_or(AuthError::UnknownApp(client.client_id))?;
+        if !app.scopes.contains(Scope::Upload) {
+            return Err(AuthError::NotPermitted(
+                "the app may not ask for the upload scope",
+            ));
+        }
+        let scopes = Scopes::from_scopes(&[Scope::Read, Scope::Upload]);
+        let scopes = Scopes::from_scopes(
+            &scopes
+                .iter()
+                .filter(|scope| app.scopes.contains(*scope))
+                .collect::<Vec<_>>(),
+        );
+        let now = self.now();
+        let access_token = generate(self.random.as_ref(), SecretKind::UserToken);
+        NewToken {
+            token: &access_token,
+            kind: TokenKind::User,
+            client_id: client.client_id,
+            user_id: Some(user_id),
+            scopes,
+            grant_id: None,
+            issued_at: now,
+            expires_at: Some(self.user_token_expiry(now)),
+        }
+        .insert(&self.connection())?;
+        Ok(self.user_token_response(access_token))
     }
 
     /// Revokes any access token (user, client or embed). Returns whether it was live.

@@ -133,17 +133,79 @@ impl AuthStore {
     /// Checks a username and password; [`AuthError::InvalidCredentials`] for an unknown user
     /// or a wrong password alike, after the same argon2 work.
     pub fn verify_password(&self, username: &str, password: &str) -> Result<User, AuthError> {
-        let row: Option<(i64, String)> = self
+        let row: Option<(i64, String, String)> = self
             .connection()
             .query_row(
-                "SELECT user_id, password_hash FROM auth_users WHERE username = ?1",
+                "SELECT user_id, username, password_hash FROM auth_users WHERE username = ?1",
                 [username],
-                |row| Ok((row.get(0)?, row.get(1)?)),
+                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
             )
             .optional()?;
-        let (user_id, stored) = match row {
-            Some((user_id, stored)) => (Some(user_id), stored),
-            None => (None, self.dummy_hash()?),
+        self.check_password(row, password)
+    }
+
+    /// Checks an email address (or, failing that, a username) and password, as the official
+    /// uploader's sign-in sends them; errors as [`AuthStore::verify_password`].
+    pub fn verify_login(&self, login: &str, password: &str) -> Result<User, AuthError> {
+        let row: Option<(i64, String, String)> = self
+            .connection()
+            .query_row(
+                "SELECT user_id, username, password_hash FROM auth_users
+                 WHERE email = ?1 OR username = ?1 ORDER BY email = ?1 DESC LIMIT 1",
+                [login],
+                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+            )
+            .optional()?;
+        self.check_password(row, password)
+    }
+
+    /// Gives a user an email address (unique), or removes it with `None`.
+    pub fn set_email(&self, user_id: UserId, email: Option<&str>) -> Result<(), AuthError> {
+        if let Some(email) = email {
+            let valid = email.len() <= 254
+                && email.contains('@')
+                && !email.chars().any(|c| c.is_whitespace() || c.is_control());
+            if !valid {
+                return Err(AuthError::InvalidEmail(email.to_owned()));
+            }
+        }
+        let changed = self.connection().execute(
+            "UPDATE auth_users SET email = ?2 WHERE user_id = ?1",
+            params![to_sql(user_id.0), email],
+        );
+        match changed {
+            Ok(0) => Err(AuthError::UnknownUser(user_id.0)),
+            Ok(_) => Ok(()),
+            Err(rusqlite::Error::SqliteFailure(error, _))
+                if error.code == ErrorCode::ConstraintViolation =>
+            {
+                Err(AuthError::EmailTaken(email.unwrap_or_default().to_owned()))
+            }
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    /// The user's email address, if they have one.
+    pub fn email(&self, user_id: UserId) -> Result<Option<String>, AuthError> {
+        Ok(self
+            .connection()
+            .query_row(
+                "SELECT email FROM auth_users WHERE user_id = ?1",
+                [to_sql(user_id.0)],
+                |row| row.get(0),
+            )
+            .optional()?
+            .flatten())
+    }
+
+    fn check_password(
+        &self,
+        row: Option<(i64, String, String)>,
+        password: &str,
+    ) -> Result<User, AuthError> {
+        let (user_id, username, stored) = match row {
+            Some((user_id, username, stored)) => (Some(user_id), username, stored),
+            None => (None, String::new(), self.dummy_hash()?),
         };
         let parsed = PasswordHash::new(&stored)
             .map_err(|error| AuthError::PasswordHashing(error.to_string()))?;
@@ -154,7 +216,7 @@ impl AuthStore {
         match user_id {
             Some(user_id) if matches => Ok(User {
                 id: UserId(from_sql(user_id)),
-                username: username.to_owned(),
+                username,
             }),
             _ => Err(AuthError::InvalidCredentials),
         }

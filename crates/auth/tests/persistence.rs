@@ -97,7 +97,7 @@ fn the_auth_tables_share_the_file_with_others() {
             row.get(0)
         })
         .unwrap();
-    assert_eq!(version, 2);
+    assert_eq!(version, 3);
     let mode: String = other
         .query_row("PRAGMA journal_mode", [], |row| row.get(0))
         .unwrap();
@@ -111,7 +111,7 @@ fn the_auth_tables_share_the_file_with_others() {
         newer,
         AuthError::Migration(MigrationError::SchemaTooNew {
             found: 99,
-            supported: 2,
+            supported: 3,
             ..
         })
     ));
