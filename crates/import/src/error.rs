@@ -1,0 +1,78 @@
+//! The error type of imports and uploads.
+
+/// Why an import, an upload or a job could not go on.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ImportError {
+    /// An upload session key that is not a plain file name.
+    #[error("invalid upload session key {0:?}: use 1 to 200 letters, digits, '.', '_' or '-'")]
+    InvalidKey(String),
+    /// The `Offset` of an upload is not the number of bytes stored.
+    #[error("offset {given} does not match the {stored} bytes stored for this session")]
+    OffsetMismatch {
+        /// The offset the client sent.
+        given: u64,
+        /// The bytes stored.
+        stored: u64,
+    },
+    /// The session was handed to a job: its bytes can no longer change.
+    #[error("upload session {0:?} is finished and takes no more bytes")]
+    SessionFinished(String),
+    /// A handle that no upload session of the caller has.
+    #[error("unknown file handle {0:?}")]
+    UnknownHandle(String),
+    /// One upload session is larger than allowed.
+    #[error("an upload session may hold at most {limit} bytes")]
+    SessionTooLarge {
+        /// The limit in bytes.
+        limit: u64,
+    },
+    /// The user's unprocessed uploads would exceed their allowance.
+    #[error("the uploads waiting for processing may hold at most {limit} bytes per user")]
+    QuotaExceeded {
+        /// The limit in bytes.
+        limit: u64,
+    },
+    /// The disk is full.
+    #[error("no space left on the server's disk")]
+    DiskFull,
+    /// A finish call with a file type this server does not process.
+    #[error("file_type {0:?} is not supported: use mly_bundle_manifest or zip")]
+    UnsupportedFileType(String),
+    /// A manifest or archive that cannot be read.
+    #[error("invalid upload: {0}")]
+    InvalidUpload(String),
+    /// The organization named does not exist.
+    #[error("unknown organization {0}")]
+    UnknownOrganization(u64),
+    /// An import path that cannot be read.
+    #[error("cannot read {path}: {source}")]
+    ReadPath {
+        /// The path.
+        path: std::path::PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// A file operation failed.
+    #[error("i/o error: {0}")]
+    Io(std::io::Error),
+    /// The upload tables failed.
+    #[error("database error: {0}")]
+    Database(#[from] rusqlite::Error),
+    /// The upload tables' schema could not be brought up to date.
+    #[error(transparent)]
+    Migration(#[from] streetlevel_sqlite::MigrationError),
+    /// The store refused a write.
+    #[error(transparent)]
+    Store(#[from] streetlevel_store::StoreError),
+}
+
+impl From<std::io::Error> for ImportError {
+    fn from(error: std::io::Error) -> Self {
+        if error.kind() == std::io::ErrorKind::StorageFull {
+            ImportError::DiskFull
+        } else {
+            ImportError::Io(error)
+        }
+    }
+}

@@ -1,0 +1,122 @@
+//! `streetlevel import`: JPEG files and folders from disk into a data directory.
+
+use std::path::{Path, PathBuf};
+use std::sync::RwLock;
+
+use streetlevel_ingest::sequence::CutRules;
+use streetlevel_model::{OrganizationId, SequenceId};
+use streetlevel_store::Store;
+
+use crate::ImportError;
+use crate::jobs::base62;
+use crate::pipeline::{Grouping, Owner, Progress, Report, Run, Sources, read_lock};
+
+/// How `import_paths` imports.
+#[derive(Debug, Clone)]
+pub struct ImportOptions {
+    /// The creator's username.
+    pub username: String,
+    /// The organization the images are contributed to; it must exist.
+    pub organization: Option<OrganizationId>,
+    /// How files are cut into sequences.
+    pub rules: CutRules,
+}
+
+impl Default for ImportOptions {
+    fn default() -> Self {
+        ImportOptions {
+            username: String::from("import"),
+            organization: None,
+            rules: CutRules::default(),
+        }
+    }
+}
+
+/// Imports every file named and every `.jpg`/`.jpeg` file under the folders named
+/// (recursively, in name order) into the data directory whose store is `store`. Files
+/// imported before (the same bytes) are reported as duplicates and change nothing; each
+/// sequence is written in one transaction.
+pub fn import_paths(
+    store: &RwLock<Store>,
+    data_dir: &Path,
+    paths: &[PathBuf],
+    options: &ImportOptions,
+    progress: &(dyn Fn(Progress) + Sync),
+) -> Result<Report, ImportError> {
+    let mut files = Vec::new();
+    for path in paths {
+        collect(path, true, &mut files)?;
+    }
+    if let Some(organization) = options.organization
+        && read_lock(store).organization(organization).is_none()
+    {
+        return Err(ImportError::UnknownOrganization(organization.0));
+    }
+    let owner = Owner {
+        username: options.username.clone(),
+        organization: options.organization,
+    };
+    let sequence_key = |_: usize| {
+        let bytes: [u8; 22] = rand::random();
+        SequenceId(base62(&bytes, 22))
+    };
+    let run = Run {
+        store,
+        media_dir: &Store::media_dir(data_dir),
+        owner: &owner,
+        grouping: Grouping::Cut(options.rules.clone()),
+        first_id: None,
+        sequence_key: &sequence_key,
+        one_batch: false,
+        progress,
+    };
+    run.import(&Files(files), None)
+}
+
+/// Adds `path` (a file, or the JPEGs under a folder) to `files`.
+fn collect(path: &Path, named: bool, files: &mut Vec<PathBuf>) -> Result<(), ImportError> {
+    let read_error = |source| ImportError::ReadPath {
+        path: path.to_path_buf(),
+        source,
+    };
+    let metadata = std::fs::metadata(path).map_err(read_error)?;
+    if metadata.is_dir() {
+        let mut entries = std::fs::read_dir(path)
+            .map_err(read_error)?
+            .map(|entry| entry.map(|entry| entry.path()))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(read_error)?;
+        entries.sort();
+        for entry in entries {
+            collect(&entry, false, files)?;
+        }
+    } else if named || is_jpeg_name(path) {
+        files.push(path.to_path_buf());
+    }
+    Ok(())
+}
+
+/// Whether a file name ends in `.jpg` or `.jpeg`, in any case.
+pub(crate) fn is_jpeg_name(path: &Path) -> bool {
+    path.extension()
+        .and_then(|extension| extension.to_str())
+        .is_some_and(|extension| {
+            extension.eq_ignore_ascii_case("jpg") || extension.eq_ignore_ascii_case("jpeg")
+        })
+}
+
+struct Files(Vec<PathBuf>);
+
+impl Sources for Files {
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    fn name(&self, index: usize) -> String {
+        self.0[index].display().to_string()
+    }
+
+    fn read(&self, index: usize) -> Result<Vec<u8>, String> {
+        std::fs::read(&self.0[index]).map_err(|error| format!("cannot read the file: {error}"))
+    }
+}

@@ -1,0 +1,597 @@
+//! The processing queue: a finish call becomes a job row; one worker takes jobs oldest first
+//! and imports their sessions through the pipeline.
+//!
+//! Invariants: a job's images become visible in the same transaction that marks it
+//! published, so nothing half-processed is ever visible; a job interrupted by a crash is
+//! taken again on the next start with the IDs it reserved before, so it neither loses nor
+//! duplicates images; a session's bytes are deleted only after that transaction.
+
+use std::io::Read as _;
+use std::path::Path;
+use std::sync::{Mutex, PoisonError, RwLock};
+
+use rusqlite::{OptionalExtension, params};
+use sha2::{Digest, Sha256};
+use streetlevel_model::{ImageId, OrganizationId, SequenceId};
+use streetlevel_store::Store;
+
+use crate::pipeline::{Grouping, Outcome, Owner, Progress, Run, Sources, read_lock, write_lock};
+use crate::tables::now_millis;
+use crate::{ImportError, Uploads};
+
+/// The largest manifest read (the uploader's lists a few hundred handles).
+const MAX_MANIFEST_BYTES: u64 = 16 << 20;
+/// The most images one job may hold.
+const MAX_JOB_IMAGES: usize = 20_000;
+/// The largest JPEG taken out of a zip.
+const MAX_ZIP_ENTRY_BYTES: u64 = 256 << 20;
+
+/// What a finish call hands over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileType {
+    /// `mly_bundle_manifest`: JSON listing the handles of image sessions in capture order.
+    Manifest,
+    /// `zip`: an archive of JPEGs, one sequence.
+    Zip,
+}
+
+impl FileType {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FileType::Manifest => "mly_bundle_manifest",
+            FileType::Zip => "zip",
+        }
+    }
+
+    /// The type of a wire name.
+    pub fn parse(text: &str) -> Result<Self, ImportError> {
+        match text {
+            "mly_bundle_manifest" => Ok(FileType::Manifest),
+            "zip" => Ok(FileType::Zip),
+            other => Err(ImportError::UnsupportedFileType(
+                other.chars().take(64).collect(),
+            )),
+        }
+    }
+}
+
+/// Where a job is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobState {
+    /// Waiting for the worker.
+    Received,
+    /// The worker is on it (or was, when the process stopped).
+    Processing,
+    /// Its images are visible.
+    Published,
+    /// It could not be processed; see the reason.
+    Failed,
+}
+
+impl JobState {
+    /// The name in the status JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Received => "received",
+            JobState::Processing => "processing",
+            JobState::Published => "published",
+            JobState::Failed => "failed",
+        }
+    }
+
+    fn parse(text: &str) -> Self {
+        match text {
+            "received" => JobState::Received,
+            "processing" => JobState::Processing,
+            "published" => JobState::Published,
+            _ => JobState::Failed,
+        }
+    }
+}
+
+/// A job as the status view shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Job {
+    /// The job's ID, the `cluster_id` the finish call answered.
+    pub id: u64,
+    /// The uploading user.
+    pub user_id: u64,
+    /// What was handed over.
+    pub file_type: FileType,
+    /// The organization the images go to.
+    pub organization: Option<u64>,
+    /// Where it is.
+    pub state: JobState,
+    /// Why it failed.
+    pub reason: Option<String>,
+    /// Files handed over.
+    pub files: u64,
+    /// New images.
+    pub images: u64,
+    /// Files stored before.
+    pub duplicates: u64,
+    /// Files refused, with the reason.
+    pub refused: Vec<(String, String)>,
+    /// Milliseconds since the epoch.
+    pub created_at: i64,
+    /// Milliseconds since the epoch.
+    pub updated_at: i64,
+}
+
+#[derive(serde::Deserialize)]
+struct Manifest {
+    image_handles: Vec<String>,
+}
+
+impl Uploads {
+    /// Queues a job for the caller's session `handle` and returns its ID (the `cluster_id`).
+    pub fn finish(
+        &self,
+        user_id: u64,
+        username: &str,
+        handle: &str,
+        file_type: &str,
+        organization: Option<OrganizationId>,
+    ) -> Result<u64, ImportError> {
+        let file_type = FileType::parse(file_type)?;
+        let key = self.key_of(user_id, handle)?;
+        let sessions = match file_type {
+            FileType::Zip => vec![key.clone()],
+            FileType::Manifest => {
+                let manifest = self.read_manifest(user_id, &key)?;
+                manifest
+                    .image_handles
+                    .iter()
+                    .map(|handle| self.key_of(user_id, handle))
+                    .collect::<Result<Vec<_>, _>>()?
+            }
+        };
+        let mut connection = self.connection();
+        let transaction = connection.transaction()?;
+        let now = now_millis();
+        transaction.execute(
+            "INSERT INTO import_jobs (user_id, username, organization, file_type, sessions,
+                state, created_at, updated_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, 'received', ?6, ?6)",
+            params![
+                user_id as i64,
+                username,
+                organization.map(|id| id.0 as i64),
+                file_type.as_str(),
+                serde_json::to_string(&sessions).unwrap_or_default(),
+                now
+            ],
+        )?;
+        let job = transaction.last_insert_rowid();
+        let mut take = transaction.prepare(
+            "UPDATE import_sessions SET job = coalesce(job, ?3), size = coalesce(size, ?4)
+             WHERE user_id = ?1 AND key = ?2",
+        )?;
+        for key in sessions.iter().chain(std::iter::once(&key)) {
+            let size = std::fs::metadata(self.session_path(user_id, key))
+                .ok()
+                .map(|metadata| metadata.len() as i64);
+            take.execute(params![user_id as i64, key, job, size])?;
+        }
+        drop(take);
+        transaction.commit()?;
+        drop(connection);
+        self.notify();
+        Ok(job as u64)
+    }
+
+    fn read_manifest(&self, user_id: u64, key: &str) -> Result<Manifest, ImportError> {
+        let path = self.session_path(user_id, key);
+        let mut text = Vec::new();
+        std::fs::File::open(&path)
+            .map_err(|_| ImportError::InvalidUpload(String::from("the manifest's bytes are gone")))?
+            .take(MAX_MANIFEST_BYTES + 1)
+            .read_to_end(&mut text)?;
+        if text.len() as u64 > MAX_MANIFEST_BYTES {
+            return Err(ImportError::InvalidUpload(String::from(
+                "the manifest is too large",
+            )));
+        }
+        let manifest: Manifest = serde_json::from_slice(&text).map_err(|error| {
+            ImportError::InvalidUpload(format!("the manifest is not valid JSON: {error}"))
+        })?;
+        if manifest.image_handles.is_empty() || manifest.image_handles.len() > MAX_JOB_IMAGES {
+            return Err(ImportError::InvalidUpload(format!(
+                "a manifest lists 1 to {MAX_JOB_IMAGES} image handles"
+            )));
+        }
+        Ok(manifest)
+    }
+
+    /// The jobs of a user, newest first.
+    pub fn jobs_of(&self, user_id: u64) -> Result<Vec<Job>, ImportError> {
+        self.query_jobs(
+            "WHERE user_id = ?1 ORDER BY id DESC LIMIT 200",
+            user_id as i64,
+        )
+    }
+
+    /// One job.
+    pub fn job(&self, id: u64) -> Result<Option<Job>, ImportError> {
+        Ok(self.query_jobs("WHERE id = ?1", id as i64)?.pop())
+    }
+
+    fn query_jobs(&self, filter: &str, value: i64) -> Result<Vec<Job>, ImportError> {
+        let connection = self.connection();
+        let mut statement = connection.prepare(&format!(
+            "SELECT id, user_id, file_type, organization, state, reason, sessions, images,
+                duplicates, refused, created_at, updated_at
+             FROM import_jobs {filter}"
+        ))?;
+        let jobs = statement
+            .query_map([value], |row| {
+                let sessions: String = row.get(6)?;
+                let refused: String = row.get(9)?;
+                let file_type: String = row.get(2)?;
+                Ok(Job {
+                    id: row.get::<_, i64>(0)? as u64,
+                    user_id: row.get::<_, i64>(1)? as u64,
+                    file_type: FileType::parse(&file_type).unwrap_or(FileType::Manifest),
+                    organization: row.get::<_, Option<i64>>(3)?.map(|id| id as u64),
+                    state: JobState::parse(&row.get::<_, String>(4)?),
+                    reason: row.get(5)?,
+                    files: serde_json::from_str::<Vec<String>>(&sessions)
+                        .map_or(0, |sessions| sessions.len() as u64),
+                    images: row.get::<_, i64>(7)? as u64,
+                    duplicates: row.get::<_, i64>(8)? as u64,
+                    refused: serde_json::from_str(&refused).unwrap_or_default(),
+                    created_at: row.get(10)?,
+                    updated_at: row.get(11)?,
+                })
+            })?
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(jobs)
+    }
+
+    /// Processes the oldest waiting job (or the one a crash interrupted); `None` when there
+    /// is none. A job that cannot be processed is marked failed with the reason.
+    pub fn process_next(&self, store: &RwLock<Store>) -> Result<Option<u64>, ImportError> {
+        let next = self
+            .connection()
+            .query_row(
+                "SELECT id, user_id, username, organization, file_type, sessions, first_id
+                 FROM import_jobs WHERE state IN ('received', 'processing') ORDER BY id LIMIT 1",
+                [],
+                |row| {
+                    let sessions: String = row.get(5)?;
+                    let file_type: String = row.get(4)?;
+                    let work = PendingJob {
+                        id: row.get(0)?,
+                        user_id: row.get::<_, i64>(1)? as u64,
+                        owner: Owner {
+                            username: row.get(2)?,
+                            organization: row
+                                .get::<_, Option<i64>>(3)?
+                                .map(|id| OrganizationId(id as u64)),
+                        },
+                        sessions: serde_json::from_str(&sessions).unwrap_or_default(),
+                        first_id: row.get::<_, Option<i64>>(6)?.map(|id| id as u64),
+                    };
+                    Ok((work, file_type))
+                },
+            )
+            .optional()?;
+        let Some((work, file_type)) = next else {
+            return Ok(None);
+        };
+        let job = work.id;
+        self.set_state(job, "processing", None)?;
+        tracing::info!(job, file_type, "processing an upload");
+        let result = match FileType::parse(&file_type) {
+            Ok(FileType::Manifest) => self.process_manifest(store, &work),
+            Ok(FileType::Zip) => self.process_zip(store, &work),
+            Err(error) => Err(error),
+        };
+        if let Err(error) = result {
+            tracing::warn!(job, %error, "an upload failed");
+            self.set_state(job, "failed", Some(&error.to_string()))?;
+        }
+        Ok(Some(job as u64))
+    }
+
+    /// Processes jobs until `stop` is set: the one background worker of a server. Jobs run
+    /// one at a time, oldest first; between them it waits for a finish call or a second.
+    pub fn run_worker(&self, store: &RwLock<Store>, stop: &std::sync::atomic::AtomicBool) {
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            match self.process_next(store) {
+                Ok(Some(_)) => {}
+                Ok(None) => self.wait_for_work(std::time::Duration::from_secs(1)),
+                Err(error) => {
+                    tracing::error!(%error, "the upload queue failed");
+                    std::thread::sleep(std::time::Duration::from_secs(1));
+                }
+            }
+        }
+    }
+
+    fn set_state(&self, job: i64, state: &str, reason: Option<&str>) -> Result<(), ImportError> {
+        self.connection().execute(
+            "UPDATE import_jobs SET state = ?2, reason = ?3, updated_at = ?4 WHERE id = ?1",
+            params![job, state, reason, now_millis()],
+        )?;
+        Ok(())
+    }
+
+    /// The first of `count` IDs for the job: reserved once and kept, so a retry after a
+    /// crash writes the same images.
+    fn job_ids(
+        &self,
+        store: &RwLock<Store>,
+        work: &PendingJob,
+        count: usize,
+    ) -> Result<u64, ImportError> {
+        if let Some(first_id) = work.first_id {
+            return Ok(first_id);
+        }
+        let first_id = write_lock(store).reserve_ids(count as u64)?;
+        self.connection().execute(
+            "UPDATE import_jobs SET first_id = ?2 WHERE id = ?1",
+            params![work.id, first_id as i64],
+        )?;
+        Ok(first_id)
+    }
+
+    fn process_manifest(
+        &self,
+        store: &RwLock<Store>,
+        work: &PendingJob,
+    ) -> Result<(), ImportError> {
+        let mut present = Vec::new();
+        let mut processed_before = Vec::new();
+        for key in &work.sessions {
+            let path = self.session_path(work.user_id, key);
+            if path.exists() {
+                present.push(key.clone());
+            } else {
+                processed_before.push(key.clone());
+            }
+        }
+        let first_id = self.job_ids(store, work, present.len().max(1))?;
+        let sources = SessionFiles {
+            uploads: self,
+            user_id: work.user_id,
+            keys: &present,
+        };
+        let earlier = self.images_of_sessions(work.user_id, &processed_before)?;
+        self.run(store, work, first_id, &sources, &present, &earlier)?;
+        for key in &present {
+            let _ = std::fs::remove_file(self.session_path(work.user_id, key));
+        }
+        Ok(())
+    }
+
+    fn process_zip(&self, store: &RwLock<Store>, work: &PendingJob) -> Result<(), ImportError> {
+        let Some(key) = work.sessions.first() else {
+            return Err(ImportError::InvalidUpload(String::from("no archive")));
+        };
+        let path = self.session_path(work.user_id, key);
+        if !path.exists() {
+            return Err(ImportError::InvalidUpload(String::from(
+                "the archive was processed by an earlier job",
+            )));
+        }
+        let archive = ZipEntries::open(&path)?;
+        let first_id = self.job_ids(store, work, archive.names.len().max(1))?;
+        self.run(store, work, first_id, &archive, &[], &[])?;
+        let _ = std::fs::remove_file(&path);
+        Ok(())
+    }
+
+    /// Runs the pipeline and, in the transaction that publishes the images, marks the job
+    /// published with its counts and records which image each session became.
+    fn run(
+        &self,
+        store: &RwLock<Store>,
+        work: &PendingJob,
+        first_id: u64,
+        sources: &dyn Sources,
+        session_keys: &[String],
+        earlier: &[(String, Option<ImageId>)],
+    ) -> Result<(), ImportError> {
+        if let Some(organization) = work.owner.organization
+            && read_lock(store).organization(organization).is_none()
+        {
+            return Err(ImportError::UnknownOrganization(organization.0));
+        }
+        let job = work.id;
+        let sequence_key = move |index: usize| derived_sequence_key(job, index);
+        let run = Run {
+            store,
+            media_dir: &Store::media_dir(&self.data_dir),
+            owner: &work.owner,
+            grouping: Grouping::OneSequence,
+            first_id: Some(first_id),
+            sequence_key: &sequence_key,
+            one_batch: true,
+            progress: &|_: Progress| {},
+        };
+        let user_id = work.user_id as i64;
+        let report = run.import(
+            sources,
+            Some(Box::new(|transaction, outcome| {
+                let mut remember = transaction.prepare(
+                    "UPDATE import_sessions SET image = ?3 WHERE user_id = ?1 AND key = ?2",
+                )?;
+                let pairs = outcome
+                    .inserted
+                    .iter()
+                    .map(|&id| (id, id))
+                    .chain(outcome.duplicates.iter().copied());
+                for (id, image) in pairs {
+                    if let Some(key) = session_keys.get((id.0 - first_id) as usize) {
+                        remember.execute(params![user_id, key, image.0 as i64])?;
+                    }
+                }
+                transaction.execute(
+                    "UPDATE import_jobs SET state = 'published', reason = NULL, images = ?2,
+                        duplicates = ?3, updated_at = ?4 WHERE id = ?1",
+                    params![
+                        job,
+                        outcome.inserted.len() as i64,
+                        outcome.duplicates.len() as i64,
+                        now_millis()
+                    ],
+                )?;
+                Ok(())
+            })),
+        )?;
+        // Details for the status view, after the images are published.
+        let mut refused: Vec<(String, String)> = Vec::new();
+        let mut duplicates = report.duplicates() as i64;
+        for (key, image) in earlier {
+            if image.is_some() {
+                duplicates += 1;
+            } else {
+                refused.push((key.clone(), String::from("its bytes are no longer stored")));
+            }
+        }
+        for file in &report.files {
+            if let Outcome::Refused(reason) = &file.outcome {
+                refused.push((file.file.clone(), reason.clone()));
+            }
+        }
+        self.connection().execute(
+            "UPDATE import_jobs SET duplicates = ?2, refused = ?3 WHERE id = ?1",
+            params![
+                job,
+                duplicates,
+                serde_json::to_string(&refused).unwrap_or_default()
+            ],
+        )?;
+        Ok(())
+    }
+
+    /// The image each session became when an earlier job processed it.
+    fn images_of_sessions(
+        &self,
+        user_id: u64,
+        keys: &[String],
+    ) -> Result<Vec<(String, Option<ImageId>)>, ImportError> {
+        let connection = self.connection();
+        let mut statement = connection
+            .prepare("SELECT image FROM import_sessions WHERE user_id = ?1 AND key = ?2")?;
+        keys.iter()
+            .map(|key| {
+                let image: Option<i64> = statement
+                    .query_row(params![user_id as i64, key], |row| row.get(0))
+                    .optional()?
+                    .flatten();
+                Ok((key.clone(), image.map(|id| ImageId(id as u64))))
+            })
+            .collect()
+    }
+}
+
+struct PendingJob {
+    id: i64,
+    user_id: u64,
+    owner: Owner,
+    sessions: Vec<String>,
+    first_id: Option<u64>,
+}
+
+/// A sequence key (22 letters and digits, like the original service's) that depends only on
+/// the job and the sequence's position in it, so a retried job writes the same keys.
+fn derived_sequence_key(job: i64, index: usize) -> SequenceId {
+    let digest = Sha256::digest(format!("streetlevel upload {job} sequence {index}").as_bytes());
+    SequenceId(base62(&digest, 22))
+}
+
+pub(crate) fn base62(bytes: &[u8], length: usize) -> String {
+    const ALPHABET: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+    bytes
+        .iter()
+        .cycle()
+        .take(length)
+        .map(|byte| char::from(ALPHABET[usize::from(*byte) % ALPHABET.len()]))
+        .collect()
+}
+
+struct SessionFiles<'a> {
+    uploads: &'a Uploads,
+    user_id: u64,
+    keys: &'a [String],
+}
+
+impl Sources for SessionFiles<'_> {
+    fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    fn name(&self, index: usize) -> String {
+        self.keys[index].clone()
+    }
+
+    fn read(&self, index: usize) -> Result<Vec<u8>, String> {
+        std::fs::read(self.uploads.session_path(self.user_id, &self.keys[index]))
+            .map_err(|error| format!("cannot read the upload: {error}"))
+    }
+}
+
+/// The JPEG entries of a zip archive, read one at a time.
+struct ZipEntries {
+    archive: Mutex<zip::ZipArchive<std::fs::File>>,
+    names: Vec<(usize, String)>,
+}
+
+impl ZipEntries {
+    fn open(path: &Path) -> Result<Self, ImportError> {
+        let archive = zip::ZipArchive::new(std::fs::File::open(path)?)
+            .map_err(|error| ImportError::InvalidUpload(format!("not a zip archive: {error}")))?;
+        let mut names: Vec<(usize, String)> = (0..archive.len())
+            .filter_map(|index| {
+                let name = archive.name_for_index(index)?;
+                crate::files::is_jpeg_name(Path::new(name)).then(|| (index, name.to_owned()))
+            })
+            .collect();
+        if names.is_empty() || names.len() > MAX_JOB_IMAGES {
+            return Err(ImportError::InvalidUpload(format!(
+                "an archive holds 1 to {MAX_JOB_IMAGES} JPEG files"
+            )));
+        }
+        names.sort_by_key(|(_, name)| natural_key(name));
+        Ok(ZipEntries {
+            archive: Mutex::new(archive),
+            names,
+        })
+    }
+}
+
+/// `2.jpg` before `10.jpg`: the uploader numbers entries in capture order.
+fn natural_key(name: &str) -> (u64, String) {
+    let stem = name.split('.').next().unwrap_or(name);
+    (stem.parse().unwrap_or(u64::MAX), name.to_owned())
+}
+
+impl Sources for ZipEntries {
+    fn len(&self) -> usize {
+        self.names.len()
+    }
+
+    fn name(&self, index: usize) -> String {
+        self.names[index].1.clone()
+    }
+
+    fn read(&self, index: usize) -> Result<Vec<u8>, String> {
+        let mut archive = self.archive.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut entry = archive
+            .by_index(self.names[index].0)
+            .map_err(|error| format!("cannot read the archive entry: {error}"))?;
+        let mut bytes = Vec::new();
+        entry
+            .by_ref()
+            .take(MAX_ZIP_ENTRY_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|error| format!("cannot read the archive entry: {error}"))?;
+        if bytes.len() as u64 > MAX_ZIP_ENTRY_BYTES {
+            return Err(format!("larger than {MAX_ZIP_ENTRY_BYTES} bytes"));
+        }
+        Ok(bytes)
+    }
+}

@@ -1,0 +1,572 @@
+//! The pipeline that `streetlevel import` and upload jobs share: read every file's metadata
+//! and hash, leave out what is stored already, group into sequences, then per batch make the
+//! thumbnails, write the media and insert the images in one store transaction.
+//!
+//! Memory stays bounded by the largest batch's metadata and one file per worker thread: the
+//! bytes are read twice (metadata, then media) rather than held. The store's write lock is
+//! taken only for the ID reservation and each batch's insert, never while files are read or
+//! thumbnails are made.
+
+use std::path::Path;
+use std::sync::RwLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use rusqlite::Transaction;
+use streetlevel_ingest::Metadata;
+use streetlevel_ingest::sequence::{CutRules, cut};
+use streetlevel_model::{
+    CameraType, CreatorId, Image, ImageId, OrganizationId, Point, Sequence, SequenceId,
+};
+use streetlevel_store::{BatchOutcome, ImportBatch, ImportedImage, Store};
+
+use crate::ImportError;
+use crate::media::{original_path, thumbnail_path, write_atomically};
+
+/// Whose images these are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owner {
+    /// The creator's username (created in the store if new).
+    pub username: String,
+    /// The organization the images are contributed to.
+    pub organization: Option<OrganizationId>,
+}
+
+/// What happened to one file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Imported as this image.
+    Imported(ImageId),
+    /// The same bytes were imported before, as this image.
+    Duplicate(ImageId),
+    /// Not imported, for this reason.
+    Refused(String),
+}
+
+/// One file's outcome.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileOutcome {
+    /// The file's name or path.
+    pub file: String,
+    /// What happened.
+    pub outcome: Outcome,
+}
+
+/// What an import did, file by file.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Report {
+    /// Every file, in the order given.
+    pub files: Vec<FileOutcome>,
+    /// The sequences created.
+    pub sequences: Vec<SequenceId>,
+}
+
+impl Report {
+    /// How many files became new images.
+    pub fn imported(&self) -> usize {
+        self.count(|outcome| matches!(outcome, Outcome::Imported(_)))
+    }
+
+    /// How many files were stored before.
+    pub fn duplicates(&self) -> usize {
+        self.count(|outcome| matches!(outcome, Outcome::Duplicate(_)))
+    }
+
+    /// How many files were refused.
+    pub fn refused(&self) -> usize {
+        self.count(|outcome| matches!(outcome, Outcome::Refused(_)))
+    }
+
+    fn count(&self, which: impl Fn(&Outcome) -> bool) -> usize {
+        self.files
+            .iter()
+            .filter(|file| which(&file.outcome))
+            .count()
+    }
+}
+
+/// How far an import has come: `done` of `total` files in the current step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Progress {
+    /// Reading metadata.
+    Reading {
+        /// Files read.
+        done: usize,
+        /// Files in all.
+        total: usize,
+    },
+    /// Making thumbnails and storing images.
+    Storing {
+        /// Files stored.
+        done: usize,
+        /// Files to store.
+        total: usize,
+    },
+}
+
+/// Where an import's files come from: paths on disk, entries of a zip, upload sessions.
+pub(crate) trait Sources: Sync {
+    fn len(&self) -> usize;
+    fn name(&self, index: usize) -> String;
+    /// The file's bytes, or why they cannot be read.
+    fn read(&self, index: usize) -> Result<Vec<u8>, String>;
+}
+
+/// How files become sequences.
+#[derive(Debug, Clone)]
+pub(crate) enum Grouping {
+    /// By camera and capture time, as the uploader cuts them.
+    Cut(CutRules),
+    /// All files one sequence in capture order (an upload whose client cut it already).
+    OneSequence,
+}
+
+/// The fixed inputs of one run of the pipeline.
+pub(crate) struct Run<'a> {
+    pub(crate) store: &'a RwLock<Store>,
+    pub(crate) media_dir: &'a Path,
+    pub(crate) owner: &'a Owner,
+    pub(crate) grouping: Grouping,
+    /// The first of `sources.len()` reserved IDs (file `i` becomes image `first_id + i`);
+    /// `None` reserves them.
+    pub(crate) first_id: Option<u64>,
+    /// The key of the `n`-th sequence created.
+    pub(crate) sequence_key: &'a (dyn Fn(usize) -> SequenceId + Sync),
+    /// One store transaction for everything (uploads: visible at once) rather than one per
+    /// sequence (imports from disk: progress survives an interruption).
+    pub(crate) one_batch: bool,
+    pub(crate) progress: &'a (dyn Fn(Progress) + Sync),
+}
+
+struct Read {
+    metadata: Metadata,
+    content_hash: [u8; 32],
+}
+
+pub(crate) type Also<'a> =
+    Box<dyn FnOnce(&Transaction<'_>, &BatchOutcome) -> rusqlite::Result<()> + 'a>;
+
+impl Run<'_> {
+    /// Imports `sources`; `also` runs in the transaction of the last batch (which exists even
+    /// when nothing is new, so a job is marked done exactly once).
+    pub(crate) fn import(
+        &self,
+        sources: &dyn Sources,
+        also: Option<Also<'_>>,
+    ) -> Result<Report, ImportError> {
+        let total = sources.len();
+        let mut outcomes: Vec<Option<Outcome>> = vec![None; total];
+        let (kept, mut reads) = self.read_new(sources, &mut outcomes)?;
+        let groups = self.group(&kept, &reads, &mut outcomes);
+        let creator = write_lock(self.store).ensure_creator(&self.owner.username)?;
+        let first_id = match self.first_id {
+            Some(first_id) => first_id,
+            None => write_lock(self.store).reserve_ids(total as u64)?,
+        };
+        let to_store: usize = groups.iter().map(Vec::len).sum();
+        let stored_count = AtomicUsize::new(0);
+        (self.progress)(Progress::Storing {
+            done: 0,
+            total: to_store,
+        });
+        let mut sequences = Vec::new();
+        let mut batch = ImportBatch::default();
+        let mut also = also;
+        let n_groups = groups.len();
+        for (group_index, group) in groups.into_iter().enumerate() {
+            let sequence = (self.sequence_key)(group_index);
+            let media = parallel_map(group.len(), |position| {
+                let index = group[position];
+                let result = self.write_media(
+                    sources,
+                    index,
+                    ImageId(first_id + index as u64),
+                    reads[index].as_ref(),
+                );
+                let done = stored_count.fetch_add(1, Ordering::Relaxed) + 1;
+                (self.progress)(Progress::Storing {
+                    done,
+                    total: to_store,
+                });
+                result
+            });
+            let mut members = Vec::new();
+            for (&index, written) in group.iter().zip(media) {
+                match written {
+                    Ok(()) => members.push(index),
+                    Err(reason) => outcomes[index] = Some(Outcome::Refused(reason)),
+                }
+            }
+            self.add_sequence(
+                &mut batch, &members, &mut reads, first_id, &sequence, creator,
+            );
+            let last = group_index + 1 == n_groups;
+            if !self.one_batch || last {
+                let outcome = self.insert(
+                    &std::mem::take(&mut batch),
+                    if last { also.take() } else { None },
+                )?;
+                record(&mut outcomes, &outcome, first_id);
+            }
+            if !members.is_empty() {
+                sequences.push(sequence);
+            }
+        }
+        if let Some(also) = also.take() {
+            // Nothing to insert: the caller's bookkeeping still runs in a transaction.
+            self.insert(&ImportBatch::default(), Some(also))?;
+        }
+        // A sequence whose images all turned out stored already (another process imported
+        // them meanwhile) was not created.
+        {
+            let store = read_lock(self.store);
+            sequences.retain(|sequence| store.sequence(sequence).is_some());
+        }
+        let files = outcomes
+            .into_iter()
+            .enumerate()
+            .map(|(index, outcome)| FileOutcome {
+                file: sources.name(index),
+                outcome: outcome.unwrap_or_else(|| Outcome::Refused(String::from("not processed"))),
+            })
+            .collect();
+        Ok(Report { files, sequences })
+    }
+
+    /// Adds the images of one sequence (`members`, in capture order) and the sequence to
+    /// `batch`, taking their metadata out of `reads`.
+    fn add_sequence(
+        &self,
+        batch: &mut ImportBatch,
+        members: &[usize],
+        reads: &mut [Option<Read>],
+        first_id: u64,
+        sequence: &SequenceId,
+        creator: CreatorId,
+    ) {
+        let bearings: Vec<Option<f64>> = {
+            let metadata: Vec<&Metadata> = members
+                .iter()
+                .filter_map(|&index| reads[index].as_ref().map(|read| &read.metadata))
+                .collect();
+            (0..metadata.len())
+                .map(|position| track_bearing(&metadata, position))
+                .collect()
+        };
+        for (&index, bearing) in members.iter().zip(bearings) {
+            let Some(read) = reads[index].take() else {
+                continue;
+            };
+            let image = image_record(
+                ImageId(first_id + index as u64),
+                &read.metadata,
+                bearing,
+                sequence,
+                creator,
+                self.owner.organization,
+            );
+            batch.images.push(ImportedImage {
+                image,
+                content_hash: read.content_hash,
+            });
+        }
+        if !members.is_empty() {
+            batch.sequences.push(Sequence {
+                id: sequence.clone(),
+                creator,
+                organization: self.owner.organization,
+                image_ids: Vec::new(),
+            });
+        }
+    }
+
+    /// Reads every file's metadata and hash (in parallel); returns the files to import (not
+    /// refused, not stored before, not a repeat within this import) and what was read.
+    fn read_new(
+        &self,
+        sources: &dyn Sources,
+        outcomes: &mut [Option<Outcome>],
+    ) -> Result<(Vec<usize>, Vec<Option<Read>>), ImportError> {
+        let total = sources.len();
+        let done = AtomicUsize::new(0);
+        (self.progress)(Progress::Reading { done: 0, total });
+        let reads = parallel_map(total, |index| {
+            let read = sources.read(index).and_then(|bytes| {
+                let metadata =
+                    streetlevel_ingest::read_metadata(&bytes).map_err(|error| error.to_string())?;
+                Ok(Read {
+                    metadata,
+                    content_hash: streetlevel_ingest::content_hash(&bytes),
+                })
+            });
+            let done = done.fetch_add(1, Ordering::Relaxed) + 1;
+            (self.progress)(Progress::Reading { done, total });
+            read
+        });
+        let mut candidates = Vec::new();
+        let reads: Vec<Option<Read>> = reads
+            .into_iter()
+            .enumerate()
+            .map(|(index, read)| match read {
+                Ok(read) => {
+                    candidates.push(index);
+                    Some(read)
+                }
+                Err(reason) => {
+                    outcomes[index] = Some(Outcome::Refused(reason));
+                    None
+                }
+            })
+            .collect();
+        // Stored before, or earlier in this import: no work at all.
+        let hashes: Vec<[u8; 32]> = candidates
+            .iter()
+            .filter_map(|&index| reads[index].as_ref().map(|read| read.content_hash))
+            .collect();
+        let stored = read_lock(self.store).images_with_hashes(&hashes)?;
+        let mut seen = std::collections::HashMap::new();
+        let mut kept = Vec::new();
+        for (&index, stored) in candidates.iter().zip(stored) {
+            let Some(read) = &reads[index] else { continue };
+            if let Some(existing) = stored {
+                outcomes[index] = Some(Outcome::Duplicate(existing));
+            } else if let Some(&first) = seen.get(&read.content_hash) {
+                outcomes[index] = Some(Outcome::Refused(format!(
+                    "the same bytes as {}",
+                    sources.name(first)
+                )));
+            } else {
+                seen.insert(read.content_hash, index);
+                kept.push(index);
+            }
+        }
+        Ok((kept, reads))
+    }
+
+    /// Splits the kept files into sequences; files the rules drop get their reason.
+    fn group(
+        &self,
+        kept: &[usize],
+        reads: &[Option<Read>],
+        outcomes: &mut [Option<Outcome>],
+    ) -> Vec<Vec<usize>> {
+        let metadata: Vec<Metadata> = kept
+            .iter()
+            .filter_map(|&index| reads[index].as_ref().map(|read| read.metadata.clone()))
+            .collect();
+        match &self.grouping {
+            Grouping::Cut(rules) => {
+                let result = cut(&metadata, rules);
+                for (position, reason) in result.dropped {
+                    outcomes[kept[position]] = Some(Outcome::Refused(reason.to_string()));
+                }
+                result
+                    .sequences
+                    .into_iter()
+                    .map(|sequence| {
+                        sequence
+                            .into_iter()
+                            .map(|position| kept[position])
+                            .collect()
+                    })
+                    .collect()
+            }
+            Grouping::OneSequence => {
+                let mut order: Vec<usize> = (0..kept.len()).collect();
+                order.sort_by_key(|&position| metadata[position].captured_at);
+                if order.is_empty() {
+                    Vec::new()
+                } else {
+                    vec![order.into_iter().map(|position| kept[position]).collect()]
+                }
+            }
+        }
+    }
+
+    /// Reads the file again, checks it is the one whose metadata was read, and writes its
+    /// thumbnails and original.
+    fn write_media(
+        &self,
+        sources: &dyn Sources,
+        index: usize,
+        image: ImageId,
+        read: Option<&Read>,
+    ) -> Result<(), String> {
+        let Some(read) = read else {
+            return Err(String::from("not read"));
+        };
+        let bytes = sources.read(index)?;
+        if streetlevel_ingest::content_hash(&bytes) != read.content_hash {
+            return Err(String::from("the file changed while it was imported"));
+        }
+        let thumbnails = streetlevel_ingest::thumbnails(&bytes, read.metadata.orientation)
+            .map_err(|error| error.to_string())?;
+        for (width, thumbnail) in [
+            (256, &thumbnails.px256),
+            (1024, &thumbnails.px1024),
+            (2048, &thumbnails.px2048),
+        ] {
+            write_atomically(
+                &thumbnail_path(self.media_dir, image, width),
+                &thumbnail.jpeg,
+            )
+            .map_err(|error| format!("cannot write a thumbnail: {error}"))?;
+        }
+        write_atomically(&original_path(self.media_dir, image), &bytes)
+            .map_err(|error| format!("cannot write the original: {error}"))
+    }
+
+    fn insert(
+        &self,
+        batch: &ImportBatch,
+        also: Option<Also<'_>>,
+    ) -> Result<BatchOutcome, ImportError> {
+        let mut store = write_lock(self.store);
+        let outcome = store.insert_batch(batch, |transaction, outcome| match also {
+            Some(also) => also(transaction, outcome),
+            None => Ok(()),
+        })?;
+        Ok(outcome)
+    }
+}
+
+/// Files the store left out because another writer stored the same bytes meanwhile are
+/// duplicates; the others are imported.
+fn record(outcomes: &mut [Option<Outcome>], outcome: &BatchOutcome, first_id: u64) {
+    let index = |id: ImageId| (id.0 - first_id) as usize;
+    for &id in &outcome.inserted {
+        outcomes[index(id)] = Some(Outcome::Imported(id));
+    }
+    for &(id, existing) in &outcome.duplicates {
+        outcomes[index(id)] = Some(Outcome::Duplicate(existing));
+    }
+}
+
+/// The image an imported file becomes. Values come from the file; the computed ones (no
+/// reconstruction runs here) repeat them, and a missing compass falls back to the direction
+/// of travel along the sequence.
+fn image_record(
+    id: ImageId,
+    metadata: &Metadata,
+    bearing: Option<f64>,
+    sequence: &SequenceId,
+    creator: CreatorId,
+    organization: Option<OrganizationId>,
+) -> Image {
+    let point = Point::new(metadata.longitude, metadata.latitude);
+    let (width, height) = metadata.upright_size();
+    let camera_parameters = match metadata.camera_type {
+        // The viewer needs a focal length; without calibration this is a typical phone
+        // camera's (focal length over the larger side), with no radial distortion.
+        CameraType::Perspective | CameraType::Fisheye => Some(vec![0.85, 0.0, 0.0]),
+        CameraType::Equirectangular => None,
+    };
+    Image {
+        id,
+        altitude: metadata.altitude,
+        atomic_scale: None,
+        camera_parameters,
+        camera_type: Some(metadata.camera_type),
+        captured_at: metadata.captured_at,
+        compass_angle: metadata.compass_angle,
+        computed_altitude: metadata.altitude,
+        computed_compass_angle: metadata.compass_angle.or(bearing),
+        computed_geometry: Some(point),
+        computed_rotation: None,
+        creator,
+        // Thumbnails are stored upright, so viewers must not rotate them again.
+        exif_orientation: Some(1),
+        geometry: point,
+        height,
+        width,
+        is_pano: metadata.is_pano,
+        make: metadata.make.clone(),
+        model: metadata.model.clone(),
+        merge_cc: None,
+        mesh: None,
+        sequence: sequence.clone(),
+        sfm_cluster: None,
+        quality_score: None,
+        organization,
+    }
+}
+
+/// The direction of travel at `position` of a sequence: towards the next image, or from the
+/// previous one for the last; `None` for a lone image or one that did not move.
+fn track_bearing(sequence: &[&Metadata], position: usize) -> Option<f64> {
+    let (from, to) = if position + 1 < sequence.len() {
+        (sequence[position], sequence[position + 1])
+    } else if position > 0 {
+        (sequence[position - 1], sequence[position])
+    } else {
+        return None;
+    };
+    let (lat1, lat2) = (from.latitude.to_radians(), to.latitude.to_radians());
+    let delta_lon = (to.longitude - from.longitude).to_radians();
+    let y = delta_lon.sin() * lat2.cos();
+    let x = lat1.cos() * lat2.sin() - lat1.sin() * lat2.cos() * delta_lon.cos();
+    if x.abs() < 1e-12 && y.abs() < 1e-12 {
+        return None;
+    }
+    Some(y.atan2(x).to_degrees().rem_euclid(360.0))
+}
+
+/// `work(0..count)` on as many threads as the machine has cores, results in index order.
+fn parallel_map<T: Send>(count: usize, work: impl Fn(usize) -> T + Sync) -> Vec<T> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, std::num::NonZero::get)
+        .min(count.max(1));
+    let next = AtomicUsize::new(0);
+    let mut results: Vec<(usize, T)> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let index = next.fetch_add(1, Ordering::Relaxed);
+                        if index >= count {
+                            return done;
+                        }
+                        done.push((index, work(index)));
+                    }
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|worker| {
+                worker
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect()
+    });
+    results.sort_by_key(|(index, _)| *index);
+    results.into_iter().map(|(_, result)| result).collect()
+}
+
+pub(crate) fn read_lock(store: &RwLock<Store>) -> std::sync::RwLockReadGuard<'_, Store> {
+    store
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+pub(crate) fn write_lock(store: &RwLock<Store>) -> std::sync::RwLockWriteGuard<'_, Store> {
+    store
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parallel_map_keeps_order() {
+        let squares = parallel_map(100, |index| index * index);
+        assert_eq!(
+            squares,
+            (0..100).map(|index| index * index).collect::<Vec<_>>()
+        );
+        assert!(parallel_map(0, |index| index).is_empty());
+    }
+}

@@ -1,0 +1,166 @@
+//! The processing queue through the library: a job interrupted by a crash is redone with the
+//! IDs it reserved and publishes everything once; the pipeline's bookkeeping is atomic.
+#![allow(clippy::unwrap_used, clippy::panic)]
+
+use std::path::PathBuf;
+use std::sync::RwLock;
+
+use streetlevel_import::{JobState, UploadLimits, Uploads};
+use streetlevel_ingest::{WriteTags, write_metadata};
+use streetlevel_model::Timestamp;
+use streetlevel_store::{BoundingBox, ImageFilter, Store};
+
+fn scratch(name: &str) -> PathBuf {
+    let dir =
+        std::env::temp_dir().join(format!("streetlevel-import-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A small geotagged JPEG, the `index`-th of a street going north.
+fn photo(index: u32) -> Vec<u8> {
+    let (width, height) = (320_u16, 240_u16);
+    let pixels: Vec<u8> = (0..u32::from(width) * u32::from(height))
+        .flat_map(|pixel| [index as u8 * 40, (pixel % 251) as u8, 90])
+        .collect();
+    let mut jpeg = Vec::new();
+    jpeg_encoder::Encoder::new(&mut jpeg, 80)
+        .encode(&pixels, width, height, jpeg_encoder::ColorType::Rgb)
+        .unwrap();
+    let mut tags = WriteTags {
+        latitude: Some(55.8 + f64::from(index) * 5.0 / 111_320.0),
+        longitude: Some(13.3),
+        direction: Some(0.0),
+        ..WriteTags::default()
+    };
+    tags.set_capture_time_utc(Timestamp(1_714_557_600_000 + i64::from(index) * 2000));
+    write_metadata(&jpeg, &tags).unwrap()
+}
+
+fn upload(uploads: &Uploads, key: &str, bytes: &[u8]) -> String {
+    let mut appender = uploads.append(1, key, 0).unwrap();
+    appender.write(bytes).unwrap();
+    appender.finish().unwrap()
+}
+
+fn images_near(store: &Store) -> Vec<u64> {
+    let filter = ImageFilter {
+        bbox: Some(BoundingBox::new(13.29, 55.79, 13.31, 55.81).unwrap()),
+        ..ImageFilter::default()
+    };
+    store
+        .search_images(&filter, 2000, None)
+        .items
+        .iter()
+        .map(|image| image.id.0)
+        .collect()
+}
+
+#[test]
+fn a_job_interrupted_by_a_crash_is_redone_with_the_ids_it_reserved() {
+    let data = scratch("crash");
+    let first_id;
+    let job;
+    {
+        let uploads = Uploads::open(&data, UploadLimits::default()).unwrap();
+        let handles: Vec<String> = (0..3)
+            .map(|index| upload(&uploads, &format!("mly_tools_{index}.jpg"), &photo(index)))
+            .collect();
+        let manifest = serde_json::json!({"image_handles": handles}).to_string();
+        let manifest = upload(&uploads, "uuid_a.json", manifest.as_bytes());
+        job = uploads
+            .finish(1, "dana", &manifest, "mly_bundle_manifest", None)
+            .unwrap();
+        // What a worker that crashed mid-job leaves: IDs reserved and recorded, the state
+        // `processing`, perhaps some media written, nothing in the store.
+        let mut store = Store::open(&data).unwrap();
+        first_id = store.reserve_ids(3).unwrap();
+        let connection = rusqlite::Connection::open(Store::database_path(&data)).unwrap();
+        connection
+            .execute(
+                "UPDATE import_jobs SET state = 'processing', first_id = ?2 WHERE id = ?1",
+                rusqlite::params![job as i64, first_id as i64],
+            )
+            .unwrap();
+        std::fs::create_dir_all(data.join("media/images")).unwrap();
+        std::fs::write(data.join(format!("media/images/{first_id}.jpg")), b"half").unwrap();
+        assert!(images_near(&store).is_empty());
+    }
+    // The restart.
+    let uploads = Uploads::open(&data, UploadLimits::default()).unwrap();
+    let store = RwLock::new(Store::open(&data).unwrap());
+    assert_eq!(uploads.process_next(&store).unwrap(), Some(job));
+    assert_eq!(uploads.process_next(&store).unwrap(), None);
+    let done = uploads.job(job).unwrap().unwrap();
+    assert_eq!(done.state, JobState::Published, "{done:?}");
+    assert_eq!((done.images, done.duplicates), (3, 0));
+    let mut ids = images_near(&store.read().unwrap());
+    ids.sort_unstable();
+    assert_eq!(ids, [first_id, first_id + 1, first_id + 2]);
+    // The half-written original was replaced by the real one.
+    let original = std::fs::read(data.join(format!("media/images/{first_id}.jpg"))).unwrap();
+    assert_eq!(original, photo(0));
+    // The sessions' bytes are gone, and their offsets stay what they were.
+    assert!(!data.join("uploads/1/mly_tools_0.jpg").exists());
+    assert_eq!(
+        uploads.offset(1, "mly_tools_0.jpg").unwrap(),
+        photo(0).len() as u64
+    );
+    // Another process sees the same: the store on disk holds the three images.
+    let reopened = Store::open(&data).unwrap();
+    assert_eq!(images_near(&reopened).len(), 3);
+}
+
+#[test]
+fn a_session_handed_to_a_job_takes_no_more_bytes() {
+    let data = scratch("finished");
+    let uploads = Uploads::open(&data, UploadLimits::default()).unwrap();
+    let bytes = photo(5);
+    let handle = upload(&uploads, "mly_tools_5.jpg", &bytes);
+    let manifest = serde_json::json!({"image_handles": [handle]}).to_string();
+    let manifest = upload(&uploads, "uuid_b.json", manifest.as_bytes());
+    uploads
+        .finish(1, "dana", &manifest, "mly_bundle_manifest", None)
+        .unwrap();
+    let stored = bytes.len() as u64;
+    let mut appender = uploads.append(1, "mly_tools_5.jpg", stored).unwrap();
+    assert!(appender.write(b"more").is_err());
+    assert_eq!(uploads.offset(1, "mly_tools_5.jpg").unwrap(), stored);
+    // An empty append still answers the handle, as the uploader expects.
+    let appender = uploads.append(1, "mly_tools_5.jpg", stored).unwrap();
+    assert_eq!(appender.finish().unwrap(), handle);
+    // Another user's session of the same key is separate.
+    assert_eq!(uploads.offset(2, "mly_tools_5.jpg").unwrap(), 0);
+}
+
+#[test]
+fn limits_refuse_the_excess_and_keep_what_was_stored() {
+    let data = scratch("limits");
+    let uploads = Uploads::open(
+        &data,
+        UploadLimits {
+            max_session_bytes: 100,
+            max_pending_bytes_per_user: 150,
+        },
+    )
+    .unwrap();
+    let mut appender = uploads.append(1, "a.jpg", 0).unwrap();
+    appender.write(&[1; 60]).unwrap();
+    assert!(matches!(
+        appender.write(&[2; 60]),
+        Err(streetlevel_import::ImportError::SessionTooLarge { limit: 100 })
+    ));
+    appender.finish().unwrap();
+    assert_eq!(uploads.offset(1, "a.jpg").unwrap(), 60);
+    let mut appender = uploads.append(1, "b.jpg", 0).unwrap();
+    appender.write(&[3; 90]).unwrap();
+    assert!(matches!(
+        appender.write(&[4; 10]),
+        Err(streetlevel_import::ImportError::QuotaExceeded { limit: 150 })
+    ));
+    assert_eq!(uploads.offset(1, "b.jpg").unwrap(), 90);
+    // Another user has their own allowance.
+    let mut appender = uploads.append(2, "a.jpg", 0).unwrap();
+    appender.write(&[5; 100]).unwrap();
+}
