@@ -40,6 +40,19 @@ pub struct Caller {
     pub app_id: u64,
     /// The user, for user access tokens.
     pub user_id: Option<u64>,
+    /// Whether the token is a user's with the `upload` scope.
+    pub may_upload: bool,
+}
+
+/// A successful sign-in of the official uploader.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UploadLogin {
+    /// The new user access token (scopes `read` and `upload`).
+    pub access_token: String,
+    /// The signed-in user.
+    pub user_id: u64,
+    /// Their username.
+    pub username: String,
 }
 
 /// Token checks and the token exchange (spec 5), implemented over the auth crate.
@@ -50,6 +63,18 @@ pub trait Authenticator: Send + Sync {
 
     /// `POST /token` (spec 5.4): the JSON response body.
     fn exchange_token(&self, parts: &Parts, body: &Bytes) -> Result<serde_json::Value, Error>;
+
+    /// The uploader's `POST /login`: the request carries an app's client token, the body an
+    /// email address (or username) and a password.
+    fn upload_login(
+        &self,
+        parts: &Parts,
+        login: &str,
+        password: &str,
+    ) -> Result<UploadLogin, Error>;
+
+    /// The username of a user, if the user exists.
+    fn username(&self, user_id: u64) -> Result<Option<String>, Error>;
 }
 
 /// The collaborators of the server.
@@ -68,6 +93,8 @@ pub struct Services {
     pub clock: Arc<dyn Clock>,
     /// The web pages, if any.
     pub web: Option<Arc<dyn WebSurface>>,
+    /// Upload sessions and the processing queue, if uploads are enabled.
+    pub uploads: Option<Arc<streetlevel_import::Uploads>>,
 }
 
 /// The request-answering core, shared by all connections.
@@ -75,7 +102,7 @@ pub struct App {
     config: Config,
     urls: PublicUrls,
     signer: Signer,
-    services: Services,
+    pub(crate) services: Services,
     trace_member: String,
     request_seed: u64,
     request_counter: AtomicU64,
@@ -137,14 +164,42 @@ impl App {
         if parts.method == Method::OPTIONS {
             return reply::preflight(&parts.headers);
         }
-        let is_head = parts.method == Method::HEAD;
         let result = match body {
             Ok(body) => self.dispatch(&parts, body, &request_id).await,
             Err(error) => Err(error),
         };
+        self.complete(&parts, &request_id, started, result)
+    }
+
+    /// Answers `POST /upload/<key>`, whose body streams to disk instead of being read first.
+    pub async fn respond_upload(
+        self: &Arc<Self>,
+        parts: Parts,
+        key: String,
+        body: hyper::body::Incoming,
+    ) -> Response<Bytes> {
+        let started = Instant::now();
+        let request_id = self.next_request_id();
+        let result = self
+            .receive_upload(&parts, key, body)
+            .await
+            .map(Dispatched::Reply);
+        self.complete(&parts, &request_id, started, result)
+    }
+
+    /// The response for a handler's result: errors mapped, CORS and caching headers added,
+    /// and the request logged.
+    fn complete(
+        &self,
+        parts: &Parts,
+        request_id: &str,
+        started: Instant,
+        result: Result<Dispatched, Error>,
+    ) -> Response<Bytes> {
+        let is_head = parts.method == Method::HEAD;
         let response = match result {
             Ok(Dispatched::Reply(reply)) => {
-                reply::finish(&parts.headers, is_head, reply, &request_id)
+                reply::finish(&parts.headers, is_head, reply, request_id)
             }
             Ok(Dispatched::Response(mut response)) => {
                 reply::add_cors(response.headers_mut());
@@ -157,8 +212,8 @@ impl App {
                 reply::finish(
                     &parts.headers,
                     is_head,
-                    self.error_reply(&error, &request_id),
-                    &request_id,
+                    self.error_reply(&error, request_id),
+                    request_id,
                 )
             }
         };
@@ -224,28 +279,66 @@ impl App {
                 .await
                 .map(Dispatched::Reply)
             }
-            Route::Other => {
+            Route::Login if parts.method == Method::POST && is_json(parts) => {
+                // The uploader's sign-in hashes a password (argon2): off the async workers.
+                let app = Arc::clone(self);
+                let parts = parts.clone();
+                run_blocking(move || app.upload_login(&parts, &body))
+                    .await
+                    .map(Dispatched::Reply)
+            }
+            Route::Me
+            | Route::Upload(_)
+            | Route::FinishUpload
+            | Route::Logging
+            | Route::Uploads => {
+                // These read and write SQLite and the upload files.
+                let app = Arc::clone(self);
+                let parts = parts.clone();
+                run_blocking(move || match &route {
+                    Route::Me => app.me(&parts),
+                    Route::Upload(key) if parts.method != Method::POST => {
+                        app.upload_offset(&parts, key)
+                    }
+                    Route::FinishUpload => app.finish_upload(&parts, &body),
+                    Route::Logging => app.logging(&parts),
+                    Route::Uploads => app.upload_status(&parts),
+                    // Upload bodies stream to disk through `respond_upload`.
+                    _ => Err(Error::MethodNotAllowed(parts.method.to_string())),
+                })
+                .await
+                .map(Dispatched::Reply)
+            }
+            Route::Login | Route::Other => {
                 if self.config.debug_panic_route && parts.uri.path() == "/__panic" {
                     return catch(requested_panic).map(Dispatched::Reply);
                 }
-                let Some(web) = self.services.web.clone() else {
-                    return Err(Error::UnknownPath(parts.uri.path().to_owned()));
-                };
-                // Pages hash passwords (argon2) and read SQLite: off the async workers, so a
-                // burst of sign-ins cannot stall the API.
-                let owned_parts = parts.clone();
-                let owned_request_id = request_id.to_owned();
-                let response = tokio::task::spawn_blocking(move || {
-                    web.handle(&owned_parts, &body, &owned_request_id)
-                })
-                .await
-                .map_err(|error| Error::Internal(format!("web page failed: {error}")))?;
-                response
-                    .map(Dispatched::Response)
-                    .ok_or_else(|| Error::UnknownPath(parts.uri.path().to_owned()))
+                self.web_page(parts, body, request_id).await
             }
             route => catch(|| self.handle(&route, parts, &query)).map(Dispatched::Reply),
         }
+    }
+
+    async fn web_page(
+        &self,
+        parts: &Parts,
+        body: Bytes,
+        request_id: &str,
+    ) -> Result<Dispatched, Error> {
+        let Some(web) = self.services.web.clone() else {
+            return Err(Error::UnknownPath(parts.uri.path().to_owned()));
+        };
+        // Pages hash passwords (argon2) and read SQLite: off the async workers, so a burst of
+        // sign-ins cannot stall the API.
+        let owned_parts = parts.clone();
+        let owned_request_id = request_id.to_owned();
+        let response =
+            tokio::task::spawn_blocking(move || web.handle(&owned_parts, &body, &owned_request_id))
+                .await
+                .map_err(|error| Error::Internal(format!("web page failed: {error}")))?;
+        response
+            .map(Dispatched::Response)
+            .ok_or_else(|| Error::UnknownPath(parts.uri.path().to_owned()))
     }
 
     fn handle(&self, route: &Route, parts: &Parts, query: &Query) -> Result<Reply, Error> {
@@ -295,7 +388,7 @@ impl App {
                 }
                 return Ok(reply);
             }
-            Route::Media | Route::Token | Route::Other => {
+            _ => {
                 return Err(Error::UnknownPath(parts.uri.path().to_owned()));
             }
         };
@@ -334,6 +427,15 @@ impl App {
             self.services.clock.now_unix_seconds(),
         )
     }
+}
+
+/// Whether the request body is JSON (the uploader's sign-in, as opposed to the web form).
+fn is_json(parts: &Parts) -> bool {
+    parts
+        .headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.trim_start().starts_with("application/json"))
 }
 
 /// The handler of the debug route: it panics, on purpose.

@@ -70,6 +70,9 @@ pub enum Error {
     /// The request body could not be read or parsed.
     #[error("invalid request body: {0}")]
     BadBody(String),
+    /// An upload, a finish call or a job failed (see [`upload_status`] for the statuses).
+    #[error("upload failed: {0}")]
+    Upload(#[from] streetlevel_import::ImportError),
     /// A bug or an unexpected failure; the details are logged, not sent.
     #[error("internal error: {0}")]
     Internal(String),
@@ -100,6 +103,7 @@ impl Error {
             Error::RateLimited(rejection) => rejection.status(),
             Error::TokenExchange { status, .. } => *status,
             Error::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Error::Upload(error) => upload_status(error).0,
             Error::Io(_) | Error::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -201,6 +205,7 @@ impl Error {
                 100,
                 None,
             ),
+            Error::Upload(upload) => return upload_body(upload, trace_member, trace_id),
             Error::Io(_) | Error::Internal(_) => {
                 graph_error("An unknown error has occurred.", "OAuthException", 1, None)
             }
@@ -208,6 +213,61 @@ impl Error {
         error.insert(trace_member.to_owned(), Value::from(trace_id));
         json!({ "error": Value::Object(error) })
     }
+}
+
+/// The Graph-style body of an upload error, with the `debug_info` member from which the
+/// uploader (`mapillary_tools`) decides whether to retry.
+fn upload_body(
+    upload: &streetlevel_import::ImportError,
+    trace_member: &str,
+    trace_id: &str,
+) -> Value {
+    let (status, kind, retriable) = upload_status(upload);
+    let message = if status.is_server_error() && status != StatusCode::INSUFFICIENT_STORAGE {
+        String::from("An unknown error has occurred.")
+    } else {
+        capitalise(&upload.to_string())
+    };
+    let mut error = graph_error(&message, "OAuthException", 100, None);
+    error.insert(trace_member.to_owned(), Value::from(trace_id));
+    json!({
+        "error": Value::Object(error),
+        "debug_info": {"retriable": retriable, "type": kind, "message": message},
+    })
+}
+
+/// The status, the uploader's error type and whether the uploader should retry, for an
+/// upload error: a wrong offset is retried at once after asking for the offset again, a full
+/// disk later (5xx), anything the client sent wrong never.
+pub fn upload_status(error: &streetlevel_import::ImportError) -> (StatusCode, &'static str, bool) {
+    use streetlevel_import::ImportError as E;
+    match error {
+        E::OffsetMismatch { .. } => (StatusCode::PRECONDITION_FAILED, "OffsetInvalidError", true),
+        E::SessionFinished(_) => (StatusCode::CONFLICT, "SessionFinishedError", false),
+        E::SessionTooLarge { .. } | E::QuotaExceeded { .. } => {
+            (StatusCode::PAYLOAD_TOO_LARGE, "UploadTooLargeError", false)
+        }
+        E::DiskFull => (
+            StatusCode::INSUFFICIENT_STORAGE,
+            "InsufficientStorageError",
+            true,
+        ),
+        E::InvalidKey(_)
+        | E::UnknownHandle(_)
+        | E::UnsupportedFileType(_)
+        | E::InvalidUpload(_)
+        | E::UnknownOrganization(_)
+        | E::ReadPath { .. } => (StatusCode::BAD_REQUEST, "InvalidUploadError", false),
+        _ => (StatusCode::INTERNAL_SERVER_ERROR, "InternalError", true),
+    }
+}
+
+/// `text` with its first letter in upper case (error messages start lower-case).
+pub(crate) fn capitalise(text: &str) -> String {
+    let mut chars = text.chars();
+    chars.next().map_or_else(String::new, |first| {
+        first.to_uppercase().chain(chars).collect()
+    })
 }
 
 fn graph_error(message: &str, kind: &str, code: u32, subcode: Option<u32>) -> Map<String, Value> {

@@ -12,11 +12,13 @@ pub mod reply;
 mod route;
 mod server;
 pub mod tiles;
+mod upload;
 
-pub use app::{App, Authenticator, Caller, Services, WebSurface};
+pub use app::{App, Authenticator, Caller, Services, UploadLogin, WebSurface};
 pub use clock::{Clock, FixedClock, SystemClock};
 pub use config::{Config, PublicUrls};
 pub use error::Error;
 pub use media::{DirectoryMedia, MediaSource};
 pub use route::Route;
 pub use server::Server;
+pub use upload::{BODY_IDLE_TIMEOUT, job_json};

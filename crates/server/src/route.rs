@@ -37,6 +37,19 @@ pub enum Route {
     DetectionsOf(String),
     /// `GET /<id>/tiles` (the viewer's image pyramid).
     ImageTiles(String),
+    /// `POST /login`: with a JSON body the official uploader's sign-in, otherwise the web
+    /// surface's sign-in page.
+    Login,
+    /// `GET /me`: the signed-in user.
+    Me,
+    /// `GET|POST /upload/<session key>`: the resumable upload sessions.
+    Upload(String),
+    /// `POST /finish_upload`: hands uploaded sessions to the processing queue.
+    FinishUpload,
+    /// `POST /logging`: the uploader's telemetry, accepted and ignored.
+    Logging,
+    /// `GET /uploads`: the status of the caller's uploads.
+    Uploads,
     /// Anything else (the web surface may answer it).
     Other,
 }
@@ -58,6 +71,12 @@ impl Route {
                 y: (*y).to_owned(),
             },
             ["token"] => Route::Token,
+            ["login"] => Route::Login,
+            ["me"] => Route::Me,
+            ["upload", key] => Route::Upload((*key).to_owned()),
+            ["finish_upload"] => Route::FinishUpload,
+            ["logging"] => Route::Logging,
+            ["uploads"] => Route::Uploads,
             ["images"] => Route::SearchImages,
             ["map_features"] => Route::SearchMapFeatures,
             ["detections"] => Route::SearchDetections,
@@ -72,8 +91,11 @@ impl Route {
     /// The methods the route answers (besides `OPTIONS`).
     pub fn allows(&self, method: &Method) -> bool {
         match self {
-            Route::Token => method == Method::POST,
-            Route::Other => true,
+            Route::Token | Route::FinishUpload | Route::Logging => method == Method::POST,
+            Route::Upload(_) => {
+                method == Method::GET || method == Method::HEAD || method == Method::POST
+            }
+            Route::Login | Route::Other => true,
             _ => method == Method::GET || method == Method::HEAD,
         }
     }
@@ -112,6 +134,13 @@ mod tests {
             }
         );
         assert_eq!(Route::of("/connect"), Route::Other);
+        assert_eq!(
+            Route::of("/upload/mly_tools_ab.jpg"),
+            Route::Upload(String::from("mly_tools_ab.jpg"))
+        );
+        assert_eq!(Route::of("/upload/a/b"), Route::Other);
+        assert_eq!(Route::of("/me/"), Route::Me);
+        assert_eq!(Route::of("/finish_upload"), Route::FinishUpload);
         assert_eq!(Route::of("/media/thumb/1/256"), Route::Media);
     }
 }

@@ -18,7 +18,7 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
 use crate::app::App;
-use crate::{Config, Error, PublicUrls, Services};
+use crate::{Config, Error, PublicUrls, Route, Services};
 
 /// A bound, not yet running server.
 pub struct Server {
@@ -117,6 +117,12 @@ impl Server {
 
 async fn serve_one(app: Arc<App>, request: Request<Incoming>) -> Response<Full<Bytes>> {
     let (parts, body) = request.into_parts();
+    if parts.method == http::Method::POST
+        && let Route::Upload(key) = Route::of(parts.uri.path())
+    {
+        // Upload bodies go to disk as they arrive, not through the in-memory body limit.
+        return app.respond_upload(parts, key, body).await.map(Full::new);
+    }
     let limit = app.config().max_body_bytes;
     let body = match Limited::new(body, limit).collect().await {
         Ok(collected) => Ok(collected.to_bytes()),

@@ -68,6 +68,21 @@ pub enum UsersCommand {
         /// The new user's name.
         #[arg(long)]
         username: String,
+        /// Their email address: the official uploader signs in with it.
+        #[arg(long)]
+        email: Option<String>,
+    },
+    /// Set (or with no `--email`, remove) a user's email address.
+    SetEmail {
+        /// The data directory.
+        #[arg(long)]
+        data: PathBuf,
+        /// The user's name.
+        #[arg(long)]
+        username: String,
+        /// The email address.
+        #[arg(long)]
+        email: Option<String>,
     },
     /// List the users of a data directory.
     List {
@@ -153,7 +168,11 @@ pub fn run_apps(command: AppsCommand) -> anyhow::Result<()> {
 pub fn run_users(command: UsersCommand) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     match command {
-        UsersCommand::Create { data, username } => {
+        UsersCommand::Create {
+            data,
+            username,
+            email,
+        } => {
             let mut password = String::new();
             std::io::stdin()
                 .lock()
@@ -165,13 +184,31 @@ pub fn run_users(command: UsersCommand) -> anyhow::Result<()> {
             }
             let store = open(&data, true)?;
             let user = store.create_user(&username, password)?;
+            if let Some(email) = email.as_deref() {
+                store.set_email(user.id, Some(email))?;
+            }
+            writeln!(out, "user_id: {}", user.id)?;
+        }
+        UsersCommand::SetEmail {
+            data,
+            username,
+            email,
+        } => {
+            let store = open(&data, false)?;
+            let user = store
+                .users()?
+                .into_iter()
+                .find(|user| user.username == username)
+                .with_context(|| format!("no user named {username:?}"))?;
+            store.set_email(user.id, email.as_deref())?;
             writeln!(out, "user_id: {}", user.id)?;
         }
         UsersCommand::List { data } => {
             let store = open(&data, false)?;
-            writeln!(out, "user_id\tusername")?;
+            writeln!(out, "user_id\tusername\temail")?;
             for user in store.users()? {
-                writeln!(out, "{}\t{}", user.id, user.username)?;
+                let email = store.email(user.id)?.unwrap_or_default();
+                writeln!(out, "{}\t{}\t{email}", user.id, user.username)?;
             }
         }
     }

@@ -3,6 +3,8 @@
 pub use streetlevel_auth as auth;
 pub use streetlevel_detection as detection;
 pub use streetlevel_fixtures as fixtures;
+pub use streetlevel_import as import;
+pub use streetlevel_ingest as ingest;
 pub use streetlevel_model as model;
 pub use streetlevel_mvt as mvt;
 pub use streetlevel_ratelimit as ratelimit;

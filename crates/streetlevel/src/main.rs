@@ -1,8 +1,9 @@
-//! The `streetlevel` command line: `serve`, `fixtures`, and the admin commands `apps` and
-//! `users`. Each subcommand lives in its own module of this binary.
+//! The `streetlevel` command line: `serve`, `fixtures`, `import`, and the admin commands
+//! `apps` and `users`. Each subcommand lives in its own module of this binary.
 
 mod admin;
 mod fixtures;
+mod import;
 mod serve;
 
 use clap::{Parser, Subcommand};
@@ -21,6 +22,8 @@ enum Command {
     Serve(serve::Args),
     /// Generate a deterministic, realistic data set into a data directory.
     Fixtures(fixtures::Args),
+    /// Import geotagged JPEG files and folders into a data directory.
+    Import(import::Args),
     /// Manage developer apps.
     #[command(subcommand)]
     Apps(admin::AppsCommand),
@@ -34,6 +37,7 @@ fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(args) => serve::run(args),
         Command::Fixtures(args) => fixtures::run(args),
+        Command::Import(args) => import::run(&args),
         Command::Apps(command) => admin::run_apps(command),
         Command::Users(command) => admin::run_users(command),
     }

@@ -6,10 +6,12 @@
 use std::net::SocketAddr;
 use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock, PoisonError, RwLock, Weak};
 
 use anyhow::Context;
 use streetlevel_auth::{AuthStore, OsRandom};
+use streetlevel_import::{UploadLimits, Uploads};
 use streetlevel_model::{ImageId, MediaId};
 use streetlevel_server::media::{MediaObject, ThumbSize};
 use streetlevel_server::{
@@ -167,6 +169,8 @@ struct FileConfig {
     limit_search_per_min: Option<NonZeroU32>,
     limit_tiles_per_day: Option<NonZeroU32>,
     assets_dir: Option<PathBuf>,
+    max_upload_session_bytes: Option<u64>,
+    max_pending_upload_bytes_per_user: Option<u64>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -221,6 +225,7 @@ struct Settings {
     limits: streetlevel_ratelimit::Config,
     /// `None`: the web crate's default (`web/node_modules` of the source tree).
     assets_dir: Option<PathBuf>,
+    upload_limits: UploadLimits,
 }
 
 /// A public URL must be absolute `http` or `https` with a host: it is pasted in front of
@@ -311,10 +316,20 @@ fn settings(args: &Args) -> anyhow::Result<Settings> {
         trace_member: config.trace_member(),
         ..limits_defaults
     };
+    let upload_defaults = UploadLimits::default();
+    let upload_limits = UploadLimits {
+        max_session_bytes: file
+            .max_upload_session_bytes
+            .unwrap_or(upload_defaults.max_session_bytes),
+        max_pending_bytes_per_user: file
+            .max_pending_upload_bytes_per_user
+            .unwrap_or(upload_defaults.max_pending_bytes_per_user),
+    };
     Ok(Settings {
         config,
         limits,
         assets_dir: args.assets_dir.clone().or(file.assets_dir),
+        upload_limits,
     })
 }
 
@@ -323,6 +338,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         config,
         limits,
         assets_dir,
+        upload_limits,
     } = settings(&args)?;
     let rate_limits =
         Arc::new(streetlevel_ratelimit::RateLimits::new(limits).context("invalid rate limits")?);
@@ -374,6 +390,9 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     }
     let registry =
         Registry::open(&Store::database_path(&args.data)).context("cannot open the web tables")?;
+    let uploads = Arc::new(
+        Uploads::open(&args.data, upload_limits).context("cannot open the upload tables")?,
+    );
     let web = Web::new(
         web_config,
         Arc::clone(&auth),
@@ -381,15 +400,18 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         Arc::new(images),
         OsRandom,
     )
-    .context("cannot start the web pages")?;
+    .context("cannot start the web pages")?
+    .with_uploads(Arc::clone(&uploads));
+
     let services = Services {
-        store,
+        store: Arc::clone(&store),
         auth,
         rate_limits: Arc::clone(&rate_limits),
         media: Arc::new(media),
-        media_cache_dir: media_dir.join("cache"),
+        media_cache_dir: media_dir.join(streetlevel_import::THUMBNAIL_CACHE_DIR),
         clock: Arc::new(SystemClock),
         web: Some(Arc::new(web)),
+        uploads: Some(Arc::clone(&uploads)),
     };
     let server = Server::bind(config, services)
         .await
@@ -403,10 +425,78 @@ async fn serve(args: Args) -> anyhow::Result<()> {
             rate_limits.retain_recent();
         }
     });
+    let background = Background::start(uploads, store)?;
     server.run(shutdown_signal(args.exit_on_stdin_eof)).await?;
     cleaner.abort();
+    background.stop().await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The work a server does besides answering requests: the upload worker (a thread, since
+/// processing is blocking work) and the follower of other processes' writes.
+struct Background {
+    stop: Arc<AtomicBool>,
+    worker: std::thread::JoinHandle<()>,
+    follower: tokio::task::JoinHandle<()>,
+}
+
+impl Background {
+    fn start(uploads: Arc<Uploads>, store: Arc<RwLock<Store>>) -> anyhow::Result<Self> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let worker = {
+            let (store, stop) = (Arc::clone(&store), Arc::clone(&stop));
+            std::thread::Builder::new()
+                .name(String::from("upload worker"))
+                .spawn(move || uploads.run_worker(&store, &stop))
+                .context("cannot start the upload worker")?
+        };
+        let follower = tokio::spawn(follow_other_writers(store));
+        Ok(Background {
+            stop,
+            worker,
+            follower,
+        })
+    }
+
+    /// Stops both; the worker first finishes the job it is on (each is one transaction).
+    async fn stop(self) {
+        self.follower.abort();
+        self.stop.store(true, Ordering::Relaxed);
+        let worker = self.worker;
+        let _ = tokio::task::spawn_blocking(move || worker.join()).await;
+    }
+}
+
+/// Loads, every second, what other processes (`streetlevel import`) wrote to the database,
+/// so their images show without a restart. The write lock is taken only when there is
+/// something to load.
+async fn follow_other_writers(store: Arc<RwLock<Store>>) {
+    let mut interval = tokio::time::interval(std::time::Duration::from_secs(1));
+    loop {
+        interval.tick().await;
+        let store = Arc::clone(&store);
+        let followed = tokio::task::spawn_blocking(move || {
+            let pending = store
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .has_writes_to_follow()?;
+            if !pending {
+                return Ok(0);
+            }
+            store
+                .write()
+                .unwrap_or_else(PoisonError::into_inner)
+                .follow()
+        })
+        .await;
+        match followed {
+            Ok(Ok(0)) => {}
+            Ok(Ok(images)) => tracing::info!(images, "loaded images written by another process"),
+            Ok(Err(error)) => tracing::warn!(%error, "cannot follow the database"),
+            Err(error) => tracing::warn!(%error, "the follower failed"),
+        }
+    }
 }
 
 #[allow(clippy::print_stdout)]

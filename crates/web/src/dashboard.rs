@@ -6,6 +6,8 @@
 //! [`crate::Registry`].
 
 use std::fmt::Write as _;
+use streetlevel_import::Job;
+use streetlevel_model::Timestamp;
 
 use bytes::Bytes;
 use http::request::Parts;
@@ -203,6 +205,14 @@ impl Web {
         }
         main.push_str("</section>");
         main.push_str(&create_form(&csrf, outcome));
+        if let Some(uploads) = &self.uploads {
+            match uploads.jobs_of(session.user.id.0) {
+                Ok(jobs) => main.push_str(&uploads_section(&jobs)),
+                Err(_) => main.push_str(
+                    r#"<p role="alert" class="alert">The server could not read your uploads.</p>"#,
+                ),
+            }
+        }
         let signed_in = SignedIn {
             username: &session.user.username,
             csrf: &csrf,
@@ -212,6 +222,44 @@ impl Web {
             html::page("Developer dashboard", Some(&signed_in), &main),
         )
     }
+}
+
+/// The user's uploads from the official uploader, newest first: what each became.
+fn uploads_section(jobs: &[Job]) -> String {
+    let mut html =
+        String::from(r#"<section aria-labelledby="uploads"><h2 id="uploads">Your uploads</h2>"#);
+    if jobs.is_empty() {
+        html.push_str("<p>No uploads yet. Upload photos with <code>mapillary_tools</code>.</p>");
+    } else {
+        html.push_str(
+            "<table><thead><tr><th>Upload</th><th>Received</th><th>State</th><th>Files</th>\
+             <th>New images</th><th>Stored before</th><th>Refused</th></tr></thead><tbody>",
+        );
+        for job in jobs {
+            let mut refused = job.refused.len().to_string();
+            let mut reasons = String::new();
+            if let Some(reason) = &job.reason {
+                let _ = write!(reasons, "<br>{}", escape(reason));
+            }
+            for (file, why) in &job.refused {
+                let _ = write!(reasons, "<br>{}: {}", escape(file), escape(why));
+            }
+            refused.push_str(&reasons);
+            let _ = write!(
+                html,
+                r#"<tr data-upload="{id}"><td>{id}</td><td>{created}</td><td data-state="{state}">{state}</td><td>{files}</td><td>{images}</td><td>{duplicates}</td><td>{refused}</td></tr>"#,
+                id = job.id,
+                created = escape(&Timestamp(job.created_at).to_iso8601()),
+                state = job.state.as_str(),
+                files = job.files,
+                images = job.images,
+                duplicates = job.duplicates,
+            );
+        }
+        html.push_str("</tbody></table>");
+    }
+    html.push_str("</section>");
+    html
 }
 
 fn server_failed() -> (StatusCode, Outcome) {

@@ -1,6 +1,7 @@
 //! [`Web`]: the pages, and the routing of a request to them.
 
 use std::sync::Arc;
+use streetlevel_import::Uploads;
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -27,6 +28,8 @@ pub struct Web {
     pub(crate) random: Box<dyn RandomSource>,
     /// The embed page's app and its read-only token.
     pub(crate) embed: (ClientId, String),
+    /// Upload jobs, shown on the dashboard when uploads are enabled.
+    pub(crate) uploads: Option<Arc<Uploads>>,
 }
 
 impl std::fmt::Debug for Web {
@@ -70,7 +73,15 @@ impl Web {
             images,
             random: Box::new(random),
             embed,
+            uploads: None,
         })
+    }
+
+    /// Shows the signed-in user's uploads (from the official uploader) on the dashboard.
+    #[must_use]
+    pub fn with_uploads(mut self, uploads: Arc<Uploads>) -> Self {
+        self.uploads = Some(uploads);
+        self
     }
 
     /// The read-only token the embed page publishes.

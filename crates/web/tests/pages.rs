@@ -970,3 +970,44 @@ fn other_paths_are_left_to_the_server() {
         StatusCode::METHOD_NOT_ALLOWED
     );
 }
+
+#[test]
+fn the_dashboard_lists_ones_uploads_with_their_state_and_reason() {
+    let data = unique_dir("uploads");
+    let uploads = Arc::new(
+        streetlevel_import::Uploads::open(&data, streetlevel_import::UploadLimits::default())
+            .unwrap(),
+    );
+    let h = harness();
+    let Harness { web, auth, clock } = h;
+    let h = Harness {
+        web: web.with_uploads(Arc::clone(&uploads)),
+        auth,
+        clock,
+    };
+    let alice = sign_in(&h.web, "alice");
+    let empty = body(&get(&h.web, "/dashboard", &alice));
+    assert!(empty.contains("No uploads yet"), "{empty}");
+
+    // alice (user 1) hands over an archive that is not one.
+    let mut appender = uploads.append(1, "mly_tools_broken.zip", 0).unwrap();
+    appender.write(b"not a zip archive").unwrap();
+    let handle = appender.finish().unwrap();
+    let job = uploads.finish(1, "alice", &handle, "zip", None).unwrap();
+    let received = body(&get(&h.web, "/dashboard", &alice));
+    assert!(
+        received.contains(&format!(r#"<tr data-upload="{job}">"#)),
+        "{received}"
+    );
+    assert!(received.contains(r#"data-state="received""#), "{received}");
+
+    let store = std::sync::RwLock::new(streetlevel_store::Store::open(&data).unwrap());
+    assert_eq!(uploads.process_next(&store).unwrap(), Some(job));
+    let failed = body(&get(&h.web, "/dashboard", &alice));
+    assert!(failed.contains(r#"data-state="failed""#), "{failed}");
+    assert!(failed.contains("not a zip archive"), "{failed}");
+    // Nobody else sees it.
+    let bob = sign_in(&h.web, "bob");
+    let other = body(&get(&h.web, "/dashboard", &bob));
+    assert!(!other.contains("data-upload"), "{other}");
+}

@@ -1,0 +1,152 @@
+//! `streetlevel import`: geotagged JPEG files and folders into a data directory, with a
+//! progress bar and a summary of what was imported, skipped and refused (and why).
+//!
+//! A server running on the same data directory shows the new images within a second or two
+//! (it follows the database's write log); nothing needs a restart.
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::sync::{Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use indicatif::{ProgressBar, ProgressStyle};
+use streetlevel_import::{ImportOptions, Outcome, Progress, import_paths};
+use streetlevel_ingest::sequence::CutRules;
+use streetlevel_model::OrganizationId;
+use streetlevel_store::Store;
+
+/// Options of `streetlevel import`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The data directory (created if it does not exist).
+    #[arg(long)]
+    data: PathBuf,
+    /// The username the images are credited to.
+    #[arg(long, default_value = "import")]
+    user: String,
+    /// The ID of an existing organization the images are contributed to.
+    #[arg(long)]
+    organization: Option<u64>,
+    /// Start a new sequence after a gap longer than this many seconds.
+    #[arg(long, default_value_t = CutRules::default().cutoff_time_seconds)]
+    cutoff_time: f64,
+    /// Start a new sequence after a jump longer than this many metres.
+    #[arg(long, default_value_t = CutRules::default().cutoff_distance_meters)]
+    cutoff_distance: f64,
+    /// Drop an image within this many metres of the previous one ...
+    #[arg(long, default_value_t = CutRules::default().duplicate_distance_meters)]
+    duplicate_distance: f64,
+    /// ... whose compass differs by at most this many degrees.
+    #[arg(long, default_value_t = CutRules::default().duplicate_angle_degrees)]
+    duplicate_angle: f64,
+    /// Refuse images that imply a faster speed than this from the previous one.
+    #[arg(long, default_value_t = CutRules::default().max_speed_kmh)]
+    max_speed_kmh: f64,
+    /// JPEG files, or folders searched recursively for `.jpg` and `.jpeg` files.
+    #[arg(required = true)]
+    paths: Vec<PathBuf>,
+}
+
+/// Imports; fails (non-zero exit) only when no file could be imported or found stored.
+#[allow(clippy::print_stdout)]
+pub fn run(args: &Args) -> anyhow::Result<()> {
+    std::fs::create_dir_all(&args.data)
+        .with_context(|| format!("cannot create the data directory {}", args.data.display()))?;
+    let store = Store::open(&args.data)
+        .with_context(|| format!("cannot open the data directory {}", args.data.display()))?;
+    let store = RwLock::new(store);
+    let options = ImportOptions {
+        username: args.user.clone(),
+        organization: args.organization.map(OrganizationId),
+        rules: CutRules {
+            cutoff_time_seconds: args.cutoff_time,
+            cutoff_distance_meters: args.cutoff_distance,
+            duplicate_distance_meters: args.duplicate_distance,
+            duplicate_angle_degrees: args.duplicate_angle,
+            max_speed_kmh: args.max_speed_kmh,
+            ..CutRules::default()
+        },
+    };
+    let bar = Mutex::new(None::<(&'static str, ProgressBar)>);
+    let started = Instant::now();
+    let storing_started = Mutex::new(None::<Instant>);
+    let show = |progress: Progress| {
+        if matches!(progress, Progress::Storing { .. }) {
+            storing_started
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .get_or_insert_with(Instant::now);
+        }
+        let (label, done, total) = match progress {
+            Progress::Reading { done, total } => ("files read", done, total),
+            Progress::Storing { done, total } => ("images stored", done, total),
+        };
+        let mut bar = bar
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if bar.as_ref().is_none_or(|(shown, _)| *shown != label) {
+            if let Some((_, old)) = bar.take() {
+                old.finish();
+            }
+            let new = ProgressBar::new(total as u64);
+            if let Ok(style) = ProgressStyle::with_template(&format!(
+                "{{elapsed_precise}} [{{bar:40}}] {{pos}}/{{len}} {label} ({{per_sec}}, eta {{eta}})"
+            )) {
+                new.set_style(style);
+            }
+            *bar = Some((label, new));
+        }
+        if let Some((_, bar)) = bar.as_ref() {
+            bar.set_position(done as u64);
+        }
+    };
+    let report = import_paths(&store, &args.data, &args.paths, &options, &show)?;
+    if let Some((_, bar)) = bar
+        .into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+    {
+        bar.finish();
+    }
+    let mut out = std::io::stdout().lock();
+    for file in &report.files {
+        match &file.outcome {
+            Outcome::Imported(_) => {}
+            Outcome::Duplicate(id) => {
+                writeln!(out, "skipped {}: imported before as image {id}", file.file)?;
+            }
+            Outcome::Refused(reason) => {
+                writeln!(out, "refused {}: {reason}", file.file)?;
+            }
+        }
+    }
+    writeln!(
+        out,
+        "imported {} images in {} sequences, skipped {} imported before, refused {}",
+        report.imported(),
+        report.sequences.len(),
+        report.duplicates(),
+        report.refused()
+    )?;
+    // How long reading (metadata and hashes) and storing (thumbnails, originals, the
+    // database) took: docs/PERFORMANCE.md quotes these.
+    let total = started.elapsed();
+    let storing = storing_started
+        .into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .map_or(Duration::ZERO, |at| at.elapsed());
+    writeln!(
+        out,
+        "took {:.2} s: reading {:.2} s, thumbnails and storing {:.2} s ({:.1} images/s)",
+        total.as_secs_f64(),
+        total.saturating_sub(storing).as_secs_f64(),
+        storing.as_secs_f64(),
+        report.imported() as f64 / total.as_secs_f64().max(1e-9),
+    )?;
+    anyhow::ensure!(
+        report.imported() + report.duplicates() > 0,
+        "no image could be imported from {} files",
+        report.files.len()
+    );
+    Ok(())
+}

@@ -1,0 +1,796 @@
+//! Black-box tests of bringing your own imagery: `streetlevel import` and the official
+//! uploader's HTTP protocol (sign-in, resumable sessions, finish, status), against the real
+//! binary on `127.0.0.1:0`. Photos are made here: a JPEG with EXIF written by the ingest crate.
+#![allow(clippy::unwrap_used, clippy::panic, clippy::expect_used)]
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use streetlevel_ingest::{WriteTags, write_metadata};
+use streetlevel_model::Timestamp;
+use streetlevel_mvt::{TileId, Value as TileValue};
+use streetlevel_tests::{Response, Server, run};
+
+const BINARY: &str = env!("CARGO_BIN_EXE_streetlevel");
+/// 2024-05-01T10:00:00Z.
+const START_MILLIS: i64 = 1_714_557_600_000;
+
+/// A fresh, empty directory under the system temp directory.
+fn temp_dir(name: &str) -> PathBuf {
+    let dir =
+        std::env::temp_dir().join(format!("streetlevel-uploads-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A 1200 x 900 JPEG whose colours depend on `seed`, geotagged at `position` (lat, lon) when
+/// given, taken `seconds` after [`START_MILLIS`], facing north-east.
+fn photo(seed: u8, position: Option<(f64, f64)>, seconds: i64) -> Vec<u8> {
+    let (width, height) = (1200_u32, 900_u32);
+    let picture = image::RgbImage::from_fn(width, height, |x, y| {
+        image::Rgb([
+            seed.wrapping_mul(37),
+            (x * 255 / width) as u8,
+            (y * 255 / height) as u8,
+        ])
+    });
+    let mut jpeg = Vec::new();
+    image::codecs::jpeg::JpegEncoder::new_with_quality(&mut jpeg, 80)
+        .encode_image(&picture)
+        .unwrap();
+    let mut tags = WriteTags {
+        latitude: position.map(|(lat, _)| lat),
+        longitude: position.map(|(_, lon)| lon),
+        altitude: Some(40.0),
+        direction: Some(45.0),
+        make: Some(String::from("TestCam")),
+        model: Some(String::from("TC-1")),
+        ..WriteTags::default()
+    };
+    tags.set_capture_time_utc(Timestamp(START_MILLIS + seconds * 1000));
+    write_metadata(&jpeg, &tags).unwrap()
+}
+
+/// Photos `count` along a street going north from `start`, 5 m and 2 s apart.
+fn street(start: (f64, f64), count: usize, seed: u8) -> Vec<Vec<u8>> {
+    (0..count)
+        .map(|index| {
+            let lat = start.0 + index as f64 * 5.0 / 111_320.0;
+            photo(seed + index as u8, Some((lat, start.1)), index as i64 * 2)
+        })
+        .collect()
+}
+
+fn write_photos(dir: &Path, photos: &[Vec<u8>]) {
+    std::fs::create_dir_all(dir).unwrap();
+    for (index, bytes) in photos.iter().enumerate() {
+        std::fs::write(dir.join(format!("img_{index:02}.jpg")), bytes).unwrap();
+    }
+}
+
+/// Runs `streetlevel import`; its exit status and standard output.
+fn import(data: &Path, user: &str, paths: &[&Path]) -> (bool, String) {
+    let output = Command::new(BINARY)
+        .arg("import")
+        .arg("--data")
+        .arg(data)
+        .args(["--user", user])
+        .args(paths)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+    )
+}
+
+/// Registers an app with `scopes` and returns its client token.
+fn client_token(data: &Path, scopes: &str) -> String {
+    let created = run(
+        Path::new(BINARY),
+        &[
+            "apps",
+            "create",
+            "--data",
+            data.to_str().unwrap(),
+            "--name",
+            "uploader",
+            "--callback",
+            "http://127.0.0.1/callback",
+            "--scopes",
+            scopes,
+        ],
+    );
+    created
+        .lines()
+        .find_map(|line| line.strip_prefix("client_token: "))
+        .unwrap()
+        .trim()
+        .to_owned()
+}
+
+fn get(server: &Server, token: &str, target: &str) -> Response {
+    server.request(
+        "GET",
+        target,
+        &[("Authorization", &format!("OAuth {token}"))],
+        b"",
+    )
+}
+
+/// The images in a box around Lund's test streets, as `/images` returns them.
+fn images_in(server: &Server, token: &str, bbox: &str) -> Vec<Value> {
+    let response = get(
+        server,
+        token,
+        &format!(
+            "/images?bbox={bbox}&limit=2000&fields=id,sequence,captured_at,creator,geometry,thumb_256_url,thumb_1024_url,width,height,compass_angle,camera_type"
+        ),
+    );
+    assert_eq!(
+        response.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&response.body)
+    );
+    response.json()["data"].as_array().unwrap().clone()
+}
+
+/// Polls `check` every 50 ms until it returns `Some`, for at most `limit`.
+fn eventually<T>(limit: Duration, mut check: impl FnMut() -> Option<T>) -> T {
+    let started = Instant::now();
+    loop {
+        if let Some(value) = check() {
+            return value;
+        }
+        assert!(started.elapsed() < limit, "not reached within {limit:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Fetches a signed media URL (no token) and decodes the JPEG: its width and height.
+fn thumbnail_size(url: &str) -> (u32, u32) {
+    let target = url.split_once("://").unwrap().1;
+    let (authority, path) = target.split_at(target.find('/').unwrap());
+    let response = streetlevel_tests::request(authority.parse().unwrap(), "GET", path, &[], b"");
+    assert_eq!(response.status, 200);
+    let picture = image::load_from_memory(&response.body).unwrap();
+    (picture.width(), picture.height())
+}
+
+/// The `id` properties of the `image` layer of the z14 coverage tile around a point.
+fn tile_image_ids(server: &Server, token: &str, lon: f64, lat: f64) -> Vec<u64> {
+    let tile = TileId::containing(lon, lat, 14).unwrap();
+    let response = get(
+        server,
+        token,
+        &format!("/maps/vtp/svc1_public/2/14/{}/{}", tile.x(), tile.y()),
+    );
+    assert_eq!(response.status, 200);
+    let decoded = streetlevel_mvt::decode(&response.body).unwrap();
+    decoded
+        .layers
+        .iter()
+        .filter(|layer| layer.name == "image")
+        .flat_map(|layer| layer.features.iter())
+        .filter_map(|feature| match feature.properties.get("id") {
+            Some(TileValue::Uint(id)) => Some(*id),
+            Some(TileValue::Int(id)) => Some(*id as u64),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A data directory with five photos of one street imported by alice, from a folder that also
+/// holds a broken file, a photo without GPS and a text file; the folder and the command's output.
+fn imported_street(root: &Path) -> (PathBuf, PathBuf, String) {
+    let data = root.join("data");
+    let photos = root.join("photos");
+    write_photos(&photos, &street((55.7000, 13.1900), 5, 10));
+    std::fs::write(photos.join("broken.jpg"), b"not a jpeg at all").unwrap();
+    std::fs::write(photos.join("nogps.jpg"), photo(99, None, 100)).unwrap();
+    std::fs::write(photos.join("notes.txt"), b"ignored: not named .jpg").unwrap();
+    let (success, out) = import(&data, "alice", &[&photos]);
+    assert!(success, "{out}");
+    (data, photos, out)
+}
+
+#[test]
+fn import_reports_each_file_and_reimporting_changes_nothing() {
+    let root = temp_dir("import");
+    let (data, photos, out) = imported_street(&root);
+    assert!(
+        out.contains("imported 5 images in 1 sequences, skipped 0 imported before, refused 2"),
+        "{out}"
+    );
+    let refusal = |name: &str| {
+        out.lines()
+            .find(|line| line.starts_with("refused") && line.contains(name))
+            .unwrap_or_else(|| panic!("no refusal of {name} in {out}"))
+            .to_owned()
+    };
+    assert!(refusal("broken.jpg").contains("not a jpeg"), "{out}");
+    assert!(refusal("nogps.jpg").contains("no gps position"), "{out}");
+    assert!(!out.contains("notes.txt"), "{out}");
+
+    // The same files again: nothing new, and the command still succeeds.
+    let (success, again) = import(&data, "alice", &[&photos]);
+    assert!(success, "{again}");
+    assert!(
+        again.contains("imported 0 images in 0 sequences, skipped 5 imported before, refused 2"),
+        "{again}"
+    );
+    assert_eq!(
+        again.matches("imported before as image").count(),
+        5,
+        "{again}"
+    );
+
+    // Nothing importable at all is a failure.
+    let junk = root.join("junk");
+    std::fs::create_dir_all(&junk).unwrap();
+    std::fs::write(junk.join("a.jpg"), b"\xff\xd8\xff").unwrap();
+    let (success, out) = import(&data, "alice", &[&junk]);
+    assert!(!success, "{out}");
+    assert!(out.contains("refused"), "{out}");
+}
+
+#[test]
+fn imported_images_are_served_with_their_sequence_thumbnails_and_tiles() {
+    let root = temp_dir("served");
+    let (data, _, _) = imported_street(&root);
+    let token = client_token(&data, "read");
+    let server = Server::start(Path::new(BINARY), &data, &[]);
+    let mut images = images_in(&server, &token, "13.18,55.69,13.20,55.71");
+    assert_eq!(images.len(), 5);
+    images.sort_by_key(|image| image["captured_at"].as_i64().unwrap());
+    let sequence = images[0]["sequence"].as_str().unwrap().to_owned();
+    for (index, image) in images.iter().enumerate() {
+        assert_eq!(image["sequence"], sequence.as_str());
+        assert_eq!(image["creator"]["username"], "alice");
+        assert_eq!(
+            image["captured_at"].as_i64().unwrap(),
+            START_MILLIS + index as i64 * 2000
+        );
+        assert!((image["compass_angle"].as_f64().unwrap() - 45.0).abs() < 1e-9);
+        assert_eq!(image["camera_type"], "perspective");
+        assert_eq!(
+            (image["width"].as_u64(), image["height"].as_u64()),
+            (Some(1200), Some(900))
+        );
+        let lat = image["geometry"]["coordinates"][1].as_f64().unwrap();
+        assert!(
+            (lat - (55.7 + index as f64 * 5.0 / 111_320.0)).abs() < 1e-6,
+            "{image}"
+        );
+    }
+    // The viewer's sequence call answers in capture order.
+    let ids = get(
+        &server,
+        &token,
+        &format!("/image_ids?sequence_id={sequence}"),
+    )
+    .json();
+    let listed: Vec<&str> = ids["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|item| item["id"].as_str().unwrap())
+        .collect();
+    let expected: Vec<&str> = images
+        .iter()
+        .map(|image| image["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed, expected);
+    assert_eq!(
+        thumbnail_size(images[0]["thumb_256_url"].as_str().unwrap()),
+        (256, 192)
+    );
+    assert_eq!(
+        thumbnail_size(images[0]["thumb_1024_url"].as_str().unwrap()),
+        (1024, 768)
+    );
+    let in_tile = tile_image_ids(&server, &token, 13.19, 55.7);
+    for image in &images {
+        let id: u64 = image["id"].as_str().unwrap().parse().unwrap();
+        assert!(
+            in_tile.contains(&id),
+            "{id} not in the z14 tile {in_tile:?}"
+        );
+    }
+
+    // An import into the served directory shows without a restart.
+    let more = root.join("more");
+    write_photos(&more, &street((55.7100, 13.2100), 3, 50));
+    let (success, out) = import(&data, "bob", &[&more]);
+    assert!(success, "{out}");
+    let shown = eventually(Duration::from_secs(10), || {
+        let images = images_in(&server, &token, "13.205,55.705,13.215,55.715");
+        (images.len() == 3).then_some(images)
+    });
+    assert!(
+        shown
+            .iter()
+            .all(|image| image["creator"]["username"] == "bob")
+    );
+    assert_eq!(
+        images_in(&server, &token, "13.18,55.69,13.20,55.71").len(),
+        5
+    );
+}
+
+/// The uploader's requests, as `mapillary_tools` sends them.
+struct Uploader<'a> {
+    server: &'a Server,
+    token: String,
+}
+
+impl Uploader<'_> {
+    fn headers(&self) -> String {
+        format!("Authorization: OAuth {}\r\n", self.token)
+    }
+
+    fn offset(&self, key: &str) -> u64 {
+        let response = get(self.server, &self.token, &format!("/upload/{key}"));
+        assert_eq!(
+            response.status,
+            200,
+            "{}",
+            String::from_utf8_lossy(&response.body)
+        );
+        response.json()["offset"].as_u64().unwrap()
+    }
+
+    /// `POST /upload/<key>` with `Offset` and a chunked body, as the uploader sends it.
+    fn append(&self, key: &str, offset: u64, bytes: &[u8]) -> Response {
+        let mut stream = TcpStream::connect(self.server.addr).unwrap();
+        let head = format!(
+            "POST /upload/{key} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n{}Offset: {offset}\r\nX-Entity-Name: {key}\r\nTransfer-Encoding: chunked\r\n\r\n",
+            self.server.addr,
+            self.headers()
+        );
+        stream.write_all(head.as_bytes()).unwrap();
+        for chunk in bytes.chunks(7000) {
+            stream
+                .write_all(format!("{:x}\r\n", chunk.len()).as_bytes())
+                .unwrap();
+            stream.write_all(chunk).unwrap();
+            stream.write_all(b"\r\n").unwrap();
+        }
+        stream.write_all(b"0\r\n\r\n").unwrap();
+        let mut raw = Vec::new();
+        stream.read_to_end(&mut raw).unwrap();
+        parse(&raw)
+    }
+
+    /// Sends the first `sent` bytes of a body announced as `total` bytes long, then drops
+    /// the connection, as a network failure would.
+    fn append_and_drop(&self, key: &str, sent: &[u8], total: usize) {
+        let mut stream = TcpStream::connect(self.server.addr).unwrap();
+        let head = format!(
+            "POST /upload/{key} HTTP/1.1\r\nHost: {}\r\n{}Offset: 0\r\nContent-Length: {total}\r\n\r\n",
+            self.server.addr,
+            self.headers()
+        );
+        stream.write_all(head.as_bytes()).unwrap();
+        stream.write_all(sent).unwrap();
+        stream.flush().unwrap();
+        drop(stream);
+    }
+
+    fn upload(&self, key: &str, bytes: &[u8]) -> String {
+        let offset = self.offset(key);
+        let response = self.append(key, offset, &bytes[offset as usize..]);
+        assert_eq!(
+            response.status,
+            200,
+            "{}",
+            String::from_utf8_lossy(&response.body)
+        );
+        response.json()["h"].as_str().unwrap().to_owned()
+    }
+
+    fn post_json(&self, target: &str, body: &Value) -> Response {
+        self.server.request(
+            "POST",
+            target,
+            &[
+                ("Authorization", &format!("OAuth {}", self.token)),
+                ("Content-Type", "application/json"),
+            ],
+            body.to_string().as_bytes(),
+        )
+    }
+
+    /// The job's status once it is no longer waiting or running.
+    fn settled(&self, cluster_id: &str) -> Value {
+        eventually(Duration::from_secs(60), || {
+            let jobs = get(self.server, &self.token, "/uploads").json();
+            let job = jobs["data"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|job| job["id"] == cluster_id)
+                .cloned()?;
+            matches!(job["state"].as_str(), Some("published" | "failed")).then_some(job)
+        })
+    }
+}
+
+fn parse(raw: &[u8]) -> Response {
+    let end = raw
+        .windows(4)
+        .position(|window| window == b"\r\n\r\n")
+        .unwrap();
+    let head = String::from_utf8_lossy(&raw[..end]).into_owned();
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    let headers = head
+        .split("\r\n")
+        .skip(1)
+        .filter_map(|line| line.split_once(':'))
+        .map(|(name, value)| (name.trim().to_ascii_lowercase(), value.trim().to_owned()))
+        .collect::<Vec<_>>();
+    let mut body = raw[end + 4..].to_vec();
+    if headers
+        .iter()
+        .any(|(name, value)| name == "transfer-encoding" && value.contains("chunked"))
+    {
+        body = dechunk(&body);
+    }
+    Response {
+        status,
+        headers,
+        body,
+    }
+}
+
+fn dechunk(mut raw: &[u8]) -> Vec<u8> {
+    let mut body = Vec::new();
+    loop {
+        let line_end = raw.windows(2).position(|window| window == b"\r\n").unwrap();
+        let size = usize::from_str_radix(std::str::from_utf8(&raw[..line_end]).unwrap().trim(), 16)
+            .unwrap();
+        if size == 0 {
+            return body;
+        }
+        body.extend_from_slice(&raw[line_end + 2..line_end + 2 + size]);
+        raw = &raw[line_end + 4 + size..];
+    }
+}
+
+fn sign_in(server: &Server, client_token: &str, email: &str, password: &str) -> Response {
+    server.request(
+        "POST",
+        "/login",
+        &[
+            ("Authorization", &format!("OAuth {client_token}")),
+            ("Content-Type", "application/json"),
+        ],
+        json!({"email": email, "password": password, "locale": "en_US"})
+            .to_string()
+            .as_bytes(),
+    )
+}
+
+/// A data directory with a user carol (email carol@example.com) and two apps, one that may
+/// ask for `upload` and one that may not, served: the server and both client tokens.
+fn uploading_world(name: &str) -> (PathBuf, Server, String, String) {
+    let data = temp_dir(name).join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let upload_app = client_token(&data, "read,upload");
+    let read_app = client_token(&data, "read");
+    let mut create = Command::new(BINARY)
+        .args(["users", "create", "--data", data.to_str().unwrap()])
+        .args(["--username", "carol", "--email", "carol@example.com"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    create
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"correct horse\n")
+        .unwrap();
+    assert!(create.wait().unwrap().success());
+    let server = Server::start(Path::new(BINARY), &data, &[]);
+    (data, server, upload_app, read_app)
+}
+
+/// carol's upload token.
+fn signed_in(server: &Server, upload_app: &str) -> String {
+    let response = sign_in(server, upload_app, "carol@example.com", "correct horse");
+    assert_eq!(
+        response.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&response.body)
+    );
+    response.json()["access_token"].as_str().unwrap().to_owned()
+}
+
+#[test]
+fn sign_in_needs_the_password_and_an_app_that_may_upload() {
+    let (_, server, upload_app, read_app) = uploading_world("sign-in");
+    let wrong = sign_in(&server, &upload_app, "carol@example.com", "wrong");
+    assert_eq!(wrong.status, 401);
+    assert_eq!(wrong.json()["error"]["code"], 190);
+    let unknown = sign_in(&server, &upload_app, "nobody@example.com", "correct horse");
+    assert_eq!(unknown.status, 401);
+    let no_scope = sign_in(&server, &read_app, "carol@example.com", "correct horse");
+    assert_eq!(no_scope.status, 403);
+    let response = sign_in(&server, &upload_app, "carol@example.com", "correct horse");
+    assert_eq!(response.status, 200);
+    let body = response.json();
+    let token = body["access_token"].as_str().unwrap();
+    let me = get(&server, token, "/me?fields=id,username").json();
+    assert_eq!(me["username"], "carol");
+    assert_eq!(me["id"], body["user_id"]);
+    // A client token may not upload, nor ask who it is.
+    assert_eq!(
+        get(&server, &upload_app, "/upload/mly_tools_a.jpg").status,
+        403
+    );
+    assert_eq!(get(&server, &upload_app, "/me").status, 403);
+    assert_eq!(
+        get(&server, "not-a-token", "/upload/mly_tools_a.jpg").status,
+        401
+    );
+}
+
+#[test]
+fn an_interrupted_upload_resumes_at_the_stored_offset_also_after_a_restart() {
+    let (data, mut server, upload_app, _) = uploading_world("resume");
+    let uploader = Uploader {
+        server: &server,
+        token: signed_in(&server, &upload_app),
+    };
+    let bytes = photo(7, Some((55.72, 13.22)), 0);
+    let key = "mly_tools_0123456789abcdef.jpg";
+    assert_eq!(uploader.offset(key), 0);
+    let half = bytes.len() / 2;
+    uploader.append_and_drop(key, &bytes[..half], bytes.len());
+    let stored = eventually(Duration::from_secs(10), || {
+        let offset = uploader.offset(key);
+        (offset == half as u64).then_some(offset)
+    });
+    let wrong_offset = uploader.append(key, 3, &bytes[3..]);
+    assert_eq!(wrong_offset.status, 412);
+    let body = wrong_offset.json();
+    assert_eq!(body["debug_info"]["type"], "OffsetInvalidError");
+    assert_eq!(body["debug_info"]["retriable"], true);
+    assert_eq!(
+        uploader.offset(key),
+        stored,
+        "a refused append changes nothing"
+    );
+    let bad_key = get(&server, &uploader.token, "/upload/..hidden");
+    assert_eq!(bad_key.status, 400);
+
+    // The stored half survives a restart; the rest is appended at its offset.
+    let token = uploader.token.clone();
+    assert!(server.terminate());
+    let server = Server::start(Path::new(BINARY), &data, &[]);
+    let uploader = Uploader {
+        server: &server,
+        token,
+    };
+    assert_eq!(uploader.offset(key), stored);
+    let rest = uploader.append(key, stored, &bytes[half..]);
+    assert_eq!(rest.status, 200);
+    let handle = rest.json()["h"].as_str().unwrap().to_owned();
+    assert_eq!(uploader.offset(key), bytes.len() as u64);
+    let stored_bytes = std::fs::read(
+        std::fs::read_dir(data.join("uploads"))
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path()
+            .join(key),
+    )
+    .unwrap();
+    assert_eq!(stored_bytes, bytes);
+    // A complete session answers the same handle to an empty append.
+    assert_eq!(uploader.upload(key, &bytes), handle);
+}
+
+#[test]
+fn a_finished_manifest_publishes_one_sequence_once() {
+    let (_, server, upload_app, _) = uploading_world("manifest");
+    let uploader = Uploader {
+        server: &server,
+        token: signed_in(&server, &upload_app),
+    };
+    let me = get(&server, &uploader.token, "/me").json();
+    let photos = street((55.7200, 13.2200), 4, 120);
+    let handles: Vec<String> = photos
+        .iter()
+        .enumerate()
+        .map(|(index, photo)| uploader.upload(&format!("mly_tools_{index:032x}.jpg"), photo))
+        .collect();
+    let manifest = json!({"image_handles": handles, "upload_type": "images", "version": "1"});
+    let manifest_handle = uploader.upload(
+        "uuid_0123456789abcdef.json",
+        manifest.to_string().as_bytes(),
+    );
+    let finish = |handle: &str| {
+        uploader.post_json(
+            "/finish_upload",
+            &json!({"file_handle": handle, "file_type": "mly_bundle_manifest"}),
+        )
+    };
+    let finished = finish(&manifest_handle);
+    assert_eq!(
+        finished.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&finished.body)
+    );
+    let job = uploader.settled(finished.json()["cluster_id"].as_str().unwrap());
+    assert_eq!(job["state"], "published", "{job}");
+    assert_eq!(
+        (job["images"].as_u64(), job["duplicates"].as_u64()),
+        (Some(4), Some(0)),
+        "{job}"
+    );
+    let bbox = "13.215,55.715,13.225,55.725";
+    let mut images = images_in(&server, &uploader.token, bbox);
+    assert_eq!(images.len(), 4);
+    let sequence = images[0]["sequence"].as_str().unwrap().to_owned();
+    assert!(
+        images
+            .iter()
+            .all(|image| image["sequence"] == sequence.as_str())
+    );
+    assert!(
+        images
+            .iter()
+            .all(|image| image["creator"]["id"] == me["id"])
+    );
+    images.sort_by_key(|image| image["captured_at"].as_i64().unwrap());
+    let order = get(
+        &server,
+        &uploader.token,
+        &format!("/image_ids?sequence_id={sequence}"),
+    )
+    .json();
+    let listed: Vec<&Value> = order["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|item| &item["id"])
+        .collect();
+    let expected: Vec<&Value> = images.iter().map(|image| &image["id"]).collect();
+    assert_eq!(listed, expected);
+
+    // The same manifest again: a new job that adds nothing.
+    let again = finish(&manifest_handle);
+    assert_eq!(again.status, 200);
+    let again = uploader.settled(again.json()["cluster_id"].as_str().unwrap());
+    assert_eq!(
+        (again["images"].as_u64(), again["duplicates"].as_u64()),
+        (Some(0), Some(4)),
+        "{again}"
+    );
+    assert_eq!(images_in(&server, &uploader.token, bbox).len(), 4);
+
+    // Bad finish calls get clear errors and change nothing.
+    for body in [
+        json!({"file_handle": "h1.nope", "file_type": "mly_bundle_manifest"}),
+        json!({"file_handle": manifest_handle, "file_type": "mly_camm_video"}),
+        json!({"file_type": "zip"}),
+        json!({"file_handle": manifest_handle, "file_type": "zip", "organization_id": "12345"}),
+    ] {
+        let response = uploader.post_json("/finish_upload", &body);
+        assert_eq!(
+            response.status,
+            400,
+            "{body}: {}",
+            String::from_utf8_lossy(&response.body)
+        );
+        assert!(response.json()["error"]["message"].is_string());
+    }
+    let logging = uploader.post_json(
+        "/logging",
+        &json!({"action_type": "upload_finished_upload"}),
+    );
+    assert_eq!(logging.status, 200);
+    assert_eq!(images_in(&server, &uploader.token, bbox).len(), 4);
+}
+
+#[test]
+fn a_zip_and_hostile_files_are_processed_without_harm() {
+    let (_, server, upload_app, _) = uploading_world("zip");
+    let uploader = Uploader {
+        server: &server,
+        token: signed_in(&server, &upload_app),
+    };
+    // The uploader's zip: entries 0.jpg, 1.jpg, ... stored (not deflated), in capture order.
+    let photos = street((55.7300, 13.2300), 3, 200);
+    let mut archive = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    let options =
+        zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored);
+    for (index, photo) in photos.iter().enumerate() {
+        archive.start_file(format!("{index}.jpg"), options).unwrap();
+        archive.write_all(photo).unwrap();
+    }
+    let archive = archive.finish().unwrap().into_inner();
+    let handle = uploader.upload("mly_tools_sequence.zip", &archive);
+    let finished = uploader.post_json(
+        "/finish_upload",
+        &json!({"file_handle": handle, "file_type": "zip"}),
+    );
+    assert_eq!(finished.status, 200);
+    let job = uploader.settled(finished.json()["cluster_id"].as_str().unwrap());
+    assert_eq!(job["state"], "published", "{job}");
+    assert_eq!(job["images"], 3, "{job}");
+    assert_eq!(
+        images_in(&server, &uploader.token, "13.225,55.725,13.235,55.735").len(),
+        3
+    );
+
+    // A manifest naming a truncated photo, garbage and a photo without GPS: each is refused
+    // with its reason, the good one is published, and the server carries on.
+    let good = photo(230, Some((55.7400, 13.2400)), 0);
+    let mut truncated = photo(231, Some((55.7401, 13.2400)), 2);
+    truncated.truncate(truncated.len() / 3);
+    let files: [(&str, Vec<u8>); 4] = [
+        ("mly_tools_good.jpg", good),
+        ("mly_tools_truncated.jpg", truncated),
+        (
+            "mly_tools_garbage.jpg",
+            vec![0xFF, 0xD8, 0xFF, 0xE1, 0xFF, 0xFF, 0, 0, 0],
+        ),
+        ("mly_tools_nogps.jpg", photo(232, None, 4)),
+    ];
+    let handles: Vec<String> = files
+        .iter()
+        .map(|(key, bytes)| uploader.upload(key, bytes))
+        .collect();
+    let manifest = json!({"image_handles": handles, "upload_type": "images", "version": "1"});
+    let manifest_handle = uploader.upload("uuid_hostile.json", manifest.to_string().as_bytes());
+    let finished = uploader.post_json(
+        "/finish_upload",
+        &json!({"file_handle": manifest_handle, "file_type": "mly_bundle_manifest"}),
+    );
+    let job = uploader.settled(finished.json()["cluster_id"].as_str().unwrap());
+    assert_eq!(job["state"], "published", "{job}");
+    assert_eq!(job["images"], 1, "{job}");
+    let refused: Vec<&str> = job["refused"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|item| item["file"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        refused,
+        [
+            "mly_tools_truncated.jpg",
+            "mly_tools_garbage.jpg",
+            "mly_tools_nogps.jpg"
+        ],
+        "{job}"
+    );
+    assert!(job["refused"].as_array().unwrap().iter().all(|item| {
+        item["reason"]
+            .as_str()
+            .is_some_and(|reason| !reason.is_empty())
+    }));
+    // A finished garbage archive fails with its reason.
+    let handle = uploader.upload("mly_tools_junk.zip", b"PK\x03\x04 not really");
+    let finished = uploader.post_json(
+        "/finish_upload",
+        &json!({"file_handle": handle, "file_type": "zip"}),
+    );
+    let job = uploader.settled(finished.json()["cluster_id"].as_str().unwrap());
+    assert_eq!(job["state"], "failed", "{job}");
+    assert!(job["reason"].as_str().unwrap().contains("zip"), "{job}");
+    assert_eq!(get(&server, &uploader.token, "/me").status, 200);
+}
