@@ -69,6 +69,7 @@ pub fn import_paths(
         sequence_key: &sequence_key,
         one_batch: false,
         progress,
+        thumbnail_nanos: std::sync::atomic::AtomicU64::new(0),
     };
     run.import(&Files(files), None)
 }

@@ -410,6 +410,7 @@ impl Uploads {
             sequence_key: &sequence_key,
             one_batch: true,
             progress: &|_: Progress| {},
+            thumbnail_nanos: std::sync::atomic::AtomicU64::new(0),
         };
         let user_id = work.user_id as i64;
         let report = run.import(

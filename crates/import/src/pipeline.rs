@@ -58,6 +58,8 @@ pub struct Report {
     pub files: Vec<FileOutcome>,
     /// The sequences created.
     pub sequences: Vec<SequenceId>,
+    /// Time spent making thumbnails, summed over the worker threads.
+    pub thumbnail_time: std::time::Duration,
 }
 
 impl Report {
@@ -135,6 +137,8 @@ pub(crate) struct Run<'a> {
     /// sequence (imports from disk: progress survives an interruption).
     pub(crate) one_batch: bool,
     pub(crate) progress: &'a (dyn Fn(Progress) + Sync),
+    /// Nanoseconds spent in `thumbnails`, for the report.
+    pub(crate) thumbnail_nanos: std::sync::atomic::AtomicU64,
 }
 
 struct Read {
@@ -229,7 +233,13 @@ impl Run<'_> {
                 outcome: outcome.unwrap_or_else(|| Outcome::Refused(String::from("not processed"))),
             })
             .collect();
-        Ok(Report { files, sequences })
+        Ok(Report {
+            files,
+            sequences,
+            thumbnail_time: std::time::Duration::from_nanos(
+                self.thumbnail_nanos.load(Ordering::Relaxed),
+            ),
+        })
     }
 
     /// Adds the images of one sequence (`members`, in capture order) and the sequence to
@@ -398,8 +408,12 @@ impl Run<'_> {
         if streetlevel_ingest::content_hash(&bytes) != read.content_hash {
             return Err(String::from("the file changed while it was imported"));
         }
+        let started = std::time::Instant::now();
         let thumbnails = streetlevel_ingest::thumbnails(&bytes, read.metadata.orientation)
-            .map_err(|error| error.to_string())?;
+            .map_err(|error| error.to_string());
+        let elapsed = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.thumbnail_nanos.fetch_add(elapsed, Ordering::Relaxed);
+        let thumbnails = thumbnails?;
         for (width, thumbnail) in [
             (256, &thumbnails.px256),
             (1024, &thumbnails.px1024),

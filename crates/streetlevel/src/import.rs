@@ -137,11 +137,13 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         .map_or(Duration::ZERO, |at| at.elapsed());
     writeln!(
         out,
-        "took {:.2} s: reading {:.2} s, thumbnails and storing {:.2} s ({:.1} images/s)",
+        "took {:.2} s: reading {:.2} s, thumbnails and storing {:.2} s ({:.1} images/s; \
+         thumbnails {:.2} s of CPU)",
         total.as_secs_f64(),
         total.saturating_sub(storing).as_secs_f64(),
         storing.as_secs_f64(),
         report.imported() as f64 / total.as_secs_f64().max(1e-9),
+        report.thumbnail_time.as_secs_f64(),
     )?;
     anyhow::ensure!(
         report.imported() + report.duplicates() > 0,
