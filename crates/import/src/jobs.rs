@@ -299,15 +299,35 @@ impl Uploads {
     /// one at a time, oldest first; between them it waits for a finish call or a second.
     pub fn run_worker(&self, store: &RwLock<Store>, stop: &std::sync::atomic::AtomicBool) {
         while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-            match self.process_next(store) {
-                Ok(Some(_)) => {}
-                Ok(None) => self.wait_for_work(std::time::Duration::from_secs(1)),
-                Err(error) => {
+            let processed =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.process_next(store)));
+            match processed {
+                Ok(Ok(Some(_))) => {}
+                Ok(Ok(None)) => self.wait_for_work(std::time::Duration::from_secs(1)),
+                Ok(Err(error)) => {
                     tracing::error!(%error, "the upload queue failed");
                     std::thread::sleep(std::time::Duration::from_secs(1));
                 }
+                Err(_) => {
+                    // A bug must not stop the queue, nor make the job fail again after every
+                    // restart: the job being processed (only one is) is marked failed.
+                    tracing::error!("processing an upload panicked");
+                    if let Err(error) = self.fail_processing("processing failed unexpectedly") {
+                        tracing::error!(%error, "cannot mark the upload failed");
+                    }
+                }
             }
         }
+    }
+
+    /// Marks the job that is being processed failed (there is one worker, so at most one).
+    fn fail_processing(&self, reason: &str) -> Result<(), ImportError> {
+        self.connection().execute(
+            "UPDATE import_jobs SET state = 'failed', reason = ?1, updated_at = ?2
+             WHERE state = 'processing'",
+            params![reason, now_millis()],
+        )?;
+        Ok(())
     }
 
     fn set_state(&self, job: i64, state: &str, reason: Option<&str>) -> Result<(), ImportError> {

@@ -57,7 +57,28 @@ pub struct Appender {
     written: u64,
     /// How many more bytes this request may add, and which limit says so.
     allowance: u64,
-    limit: ImportError,
+    limit: Limit,
+}
+
+/// What stops an [`Appender`] from taking more bytes.
+#[derive(Debug, Clone)]
+enum Limit {
+    /// [`UploadLimits::max_session_bytes`].
+    Session(u64),
+    /// [`UploadLimits::max_pending_bytes_per_user`].
+    User(u64),
+    /// The session was handed to a job (its key).
+    Finished(String),
+}
+
+impl Limit {
+    fn error(&self) -> ImportError {
+        match self {
+            Limit::Session(limit) => ImportError::SessionTooLarge { limit: *limit },
+            Limit::User(limit) => ImportError::QuotaExceeded { limit: *limit },
+            Limit::Finished(key) => ImportError::SessionFinished(key.clone()),
+        }
+    }
 }
 
 impl Uploads {
@@ -129,7 +150,7 @@ impl Uploads {
                 handle,
                 written: 0,
                 allowance: 0,
-                limit: ImportError::SessionFinished(key.to_owned()),
+                limit: Limit::Finished(key.to_owned()),
             });
         }
         let pending = directory_size(path.parent().unwrap_or(&path))?;
@@ -139,19 +160,9 @@ impl Uploads {
             .max_pending_bytes_per_user
             .saturating_sub(pending);
         let (allowance, limit) = if by_session <= by_user {
-            (
-                by_session,
-                ImportError::SessionTooLarge {
-                    limit: self.limits.max_session_bytes,
-                },
-            )
+            (by_session, Limit::Session(self.limits.max_session_bytes))
         } else {
-            (
-                by_user,
-                ImportError::QuotaExceeded {
-                    limit: self.limits.max_pending_bytes_per_user,
-                },
-            )
+            (by_user, Limit::User(self.limits.max_pending_bytes_per_user))
         };
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent)?;
@@ -220,10 +231,7 @@ impl Appender {
         }
         let total = self.written + bytes.len() as u64;
         let Some(file) = self.file.as_mut().filter(|_| total <= self.allowance) else {
-            return Err(std::mem::replace(
-                &mut self.limit,
-                ImportError::InvalidUpload(String::new()),
-            ));
+            return Err(self.limit.error());
         };
         file.write_all(bytes)?;
         self.written = total;

@@ -317,4 +317,52 @@ mod tests {
         assert_eq!(unauthorized["error"]["mlytrace_id"], "T2");
         assert_eq!(Error::Internal(String::from("boom")).status().as_u16(), 500);
     }
+
+    #[test]
+    fn upload_errors_tell_the_uploader_whether_to_retry() {
+        use streetlevel_import::ImportError;
+        let disk_full = ImportError::from(std::io::Error::from(std::io::ErrorKind::StorageFull));
+        for (error, status, kind, retriable) in [
+            (
+                ImportError::OffsetMismatch {
+                    given: 3,
+                    stored: 10,
+                },
+                412,
+                "OffsetInvalidError",
+                true,
+            ),
+            (disk_full, 507, "InsufficientStorageError", true),
+            (
+                ImportError::QuotaExceeded { limit: 1 },
+                413,
+                "UploadTooLargeError",
+                false,
+            ),
+            (
+                ImportError::SessionFinished(String::from("k")),
+                409,
+                "SessionFinishedError",
+                false,
+            ),
+            (
+                ImportError::UnknownHandle(String::from("h")),
+                400,
+                "InvalidUploadError",
+                false,
+            ),
+        ] {
+            let error = Error::Upload(error);
+            let body = error.to_body("svctrace_id", "T3");
+            assert_eq!(error.status().as_u16(), status, "{error}");
+            assert_eq!(body["debug_info"]["type"], kind, "{error}");
+            assert_eq!(body["debug_info"]["retriable"], retriable, "{error}");
+            assert_eq!(body["error"]["svctrace_id"], "T3");
+            assert!(
+                body["error"]["message"]
+                    .as_str()
+                    .is_some_and(|m| !m.is_empty())
+            );
+        }
+    }
 }
