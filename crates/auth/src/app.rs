@@ -24,6 +24,18 @@ pub struct App {
     /// The user who registered it, if a user did (the dashboard lists a user's apps); apps made
     /// by an operator on the command line or by the service itself have none.
     pub owner: Option<UserId>,
+    /// Whether every authorization request of the app must carry a PKCE `code_challenge`.
+    pub require_pkce: bool,
+}
+
+/// What registering an app may set besides its name, callback URL and scopes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AppOptions {
+    /// The user who registers it (see [`App::owner`]).
+    pub owner: Option<UserId>,
+    /// Refuse authorization requests without a PKCE `code_challenge` (see
+    /// [`App::require_pkce`]); meant for public clients, which cannot keep a secret.
+    pub require_pkce: bool,
 }
 
 /// A new app's identifiers and secrets in clear: shown once, stored only as digests.
@@ -87,6 +99,21 @@ impl AuthStore {
         callback_url: &str,
         scopes: Scopes,
     ) -> Result<AppCredentials, AuthError> {
+        let options = AppOptions {
+            owner,
+            ..AppOptions::default()
+        };
+        self.create_app_with(name, callback_url, scopes, &options)
+    }
+
+    /// Registers an app with `options` (see [`AuthStore::create_app`]).
+    pub fn create_app_with(
+        &self,
+        name: &str,
+        callback_url: &str,
+        scopes: Scopes,
+        options: &AppOptions,
+    ) -> Result<AppCredentials, AuthError> {
         validate_app(name, callback_url)?;
         let client_secret = generate(self.random.as_ref(), SecretKind::ClientSecret);
         let client_token = generate(self.random.as_ref(), SecretKind::ClientToken);
@@ -109,7 +136,8 @@ impl AuthStore {
             name,
             callback_url,
             scopes,
-            owner,
+            owner: options.owner,
+            require_pkce: options.require_pkce,
         };
         app.insert(&transaction, &credentials, self.now())?;
         transaction.commit()?;
@@ -139,6 +167,7 @@ impl AuthStore {
             callback_url,
             scopes,
             owner: None,
+            require_pkce: false,
         };
         app.insert(&transaction, credentials, self.now())?;
         transaction.commit()?;
@@ -279,6 +308,7 @@ struct NewApp<'a> {
     callback_url: &'a str,
     scopes: Scopes,
     owner: Option<UserId>,
+    require_pkce: bool,
 }
 
 impl NewApp<'_> {
@@ -291,8 +321,9 @@ impl NewApp<'_> {
     ) -> Result<(), AuthError> {
         connection.execute(
             "INSERT INTO auth_apps
-                 (client_id, name, callback_url, scopes, secret_digest, created_at, owner_id)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                 (client_id, name, callback_url, scopes, secret_digest, created_at, owner_id,
+                  require_pkce)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
             params![
                 to_sql(credentials.client_id.0),
                 self.name,
@@ -301,6 +332,7 @@ impl NewApp<'_> {
                 digest(&credentials.client_secret).as_slice(),
                 now.0,
                 self.owner.map(|owner| to_sql(owner.0)),
+                self.require_pkce,
             ],
         )?;
         insert_app_token(
@@ -314,7 +346,8 @@ impl NewApp<'_> {
 }
 
 /// The columns [`app_from_row`] reads, in its order.
-const APP_COLUMNS: &str = "client_id, name, callback_url, scopes, created_at, owner_id";
+const APP_COLUMNS: &str =
+    "client_id, name, callback_url, scopes, created_at, owner_id, require_pkce";
 
 fn validate_app(name: &str, callback_url: &str) -> Result<(), AuthError> {
     if name.trim().is_empty() {
@@ -384,18 +417,21 @@ fn app_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Result<App, AuthErr
         scopes,
         created_at: Timestamp(0),
         owner: None,
+        require_pkce: false,
     });
     let client_id = ClientId(from_sql(row.get(0)?));
     let name: String = row.get(1)?;
     let callback_url: String = row.get(2)?;
     let created_at = Timestamp(row.get(4)?);
     let owner: Option<i64> = row.get(5)?;
+    let require_pkce: bool = row.get(6)?;
     Ok(app.map(|app| App {
         client_id,
         name,
         callback_url,
         created_at,
         owner: owner.map(|owner| UserId(from_sql(owner))),
+        require_pkce,
         ..app
     }))
 }

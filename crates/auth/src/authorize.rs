@@ -7,7 +7,7 @@ use crate::clock::duration_millis;
 use crate::form::{Params, encode, parse_pairs, redirect_url};
 use crate::ids::to_sql;
 use crate::secret::{SecretKind, digest, generate};
-use crate::{App, AuthError, AuthStore, ClientId, Scopes, UserId};
+use crate::{App, AuthError, AuthStore, ClientId, CodeChallenge, Scopes, UserId};
 
 /// The `error` value of an authorization redirect (spec section 5.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -47,12 +47,14 @@ pub struct AuthorizationRequest {
     pub scopes: Scopes,
     /// The app's `state`, echoed unchanged.
     pub state: Option<String>,
+    /// The PKCE challenge the code will be bound to, if the request sent one.
+    pub code_challenge: Option<CodeChallenge>,
 }
 
 impl AuthorizationRequest {
     /// The redirect URL carrying `error` (and `state` if supplied) back to the app.
     pub fn error_redirect(&self, error: AuthorizationErrorCode) -> String {
-        error_location(&self.redirect_uri, error, self.state.as_deref())
+        error_location(&self.redirect_uri, error, None, self.state.as_deref())
     }
 
     /// The request as a query string, for the consent form to send back so the approval
@@ -70,6 +72,13 @@ impl AuthorizationRequest {
         if let Some(state) = &self.state {
             query.push_str("&state=");
             query.push_str(&encode(state));
+        }
+        if let Some(challenge) = &self.code_challenge {
+            // The method is always spelled out, so an implied `plain` stays what it was.
+            query.push_str("&code_challenge=");
+            query.push_str(&encode(&challenge.challenge));
+            query.push_str("&code_challenge_method=");
+            query.push_str(challenge.method.as_str());
         }
         query
     }
@@ -91,8 +100,16 @@ pub enum Authorization {
     },
 }
 
-fn error_location(callback: &str, error: AuthorizationErrorCode, state: Option<&str>) -> String {
+fn error_location(
+    callback: &str,
+    error: AuthorizationErrorCode,
+    description: Option<&str>,
+    state: Option<&str>,
+) -> String {
     let mut params = vec![("error", error.as_str())];
+    if let Some(description) = description {
+        params.push(("error_description", description));
+    }
     if let Some(state) = state {
         params.push(("state", state));
     }
@@ -106,7 +123,9 @@ impl AuthStore {
     /// malformed `client_id`, or a `redirect_uri` that is not the app's callback URL; show
     /// the error on a page. Otherwise [`Authorization::Prompt`] to ask the user, or
     /// [`Authorization::Reject`] to redirect with `invalid_request` (`response_type` not
-    /// `code`, a repeated parameter) or `invalid_scope`.
+    /// `code`, a repeated parameter, a PKCE challenge that is malformed or uses a method not
+    /// allowed, none when the app requires one: these carry an `error_description`) or
+    /// `invalid_scope`.
     pub fn authorization_request(&self, query: Option<&str>) -> Result<Authorization, AuthError> {
         let params = Params::new(parse_pairs(query.unwrap_or("")));
         let unredirectable = |repeated: crate::form::Repeated| {
@@ -129,12 +148,13 @@ impl AuthStore {
             return Err(AuthError::RedirectUriMismatch);
         }
         let callback = app.callback_url.clone();
-        let reject = |error, state: Option<&str>| {
+        let reject_because = |error, description, state: Option<&str>| {
             Ok(Authorization::Reject {
-                location: error_location(&callback, error, state),
+                location: error_location(&callback, error, description, state),
                 error,
             })
         };
+        let reject = |error, state: Option<&str>| reject_because(error, None, state);
         let Ok(state) = params.get("state") else {
             return reject(AuthorizationErrorCode::InvalidRequest, None);
         };
@@ -151,19 +171,41 @@ impl AuthStore {
             Some(Ok(scopes)) if scopes.is_subset_of(app.scopes) => scopes,
             Some(_) => return reject(AuthorizationErrorCode::InvalidScope, state),
         };
+        let (Ok(challenge), Ok(method)) = (
+            params.get("code_challenge"),
+            params.get("code_challenge_method"),
+        ) else {
+            return reject(AuthorizationErrorCode::InvalidRequest, state);
+        };
+        let code_challenge = match CodeChallenge::from_request(
+            challenge,
+            method,
+            self.config.allow_plain_pkce,
+            app.require_pkce,
+        ) {
+            Ok(code_challenge) => code_challenge,
+            Err(description) => {
+                return reject_because(
+                    AuthorizationErrorCode::InvalidRequest,
+                    Some(description),
+                    state,
+                );
+            }
+        };
         let state = state.map(str::to_owned);
         Ok(Authorization::Prompt(AuthorizationRequest {
             redirect_uri: callback.clone(),
             redirect_uri_given: given_uri.is_some(),
             scopes,
             state,
+            code_challenge,
             app,
         }))
     }
 
     /// The user approved: issues a single-use code (valid for [`crate::Config::code_lifetime`])
-    /// bound to the app, redirect URI, user and scopes, and returns the redirect URL carrying
-    /// `code` and `state`. On `Err`, redirect to
+    /// bound to the app, redirect URI, user, scopes and PKCE challenge, and returns the
+    /// redirect URL carrying `code` and `state`. On `Err`, redirect to
     /// `request.error_redirect(AuthorizationErrorCode::ServerError)`.
     pub fn approve(
         &self,
@@ -177,8 +219,9 @@ impl AuthStore {
         let expires_at = now.saturating_add(duration_millis(self.config.code_lifetime));
         self.connection().execute(
             "INSERT INTO auth_codes (digest, client_id, user_id, redirect_uri, redirect_uri_given,
-                                     scopes, grant_id, expires_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                                     scopes, grant_id, expires_at, code_challenge,
+                                     code_challenge_method)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
             params![
                 digest(&code).as_slice(),
                 to_sql(request.app.client_id.0),
@@ -187,7 +230,15 @@ impl AuthStore {
                 request.redirect_uri_given,
                 request.scopes.to_string(),
                 grant_id.as_slice(),
-                expires_at
+                expires_at,
+                request
+                    .code_challenge
+                    .as_ref()
+                    .map(|challenge| challenge.challenge.as_str()),
+                request
+                    .code_challenge
+                    .as_ref()
+                    .map(|challenge| challenge.method.as_str()),
             ],
         )?;
         let mut params = vec![("code", code.as_str())];

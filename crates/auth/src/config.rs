@@ -1,4 +1,4 @@
-//! Lifetimes and password-hashing cost.
+//! Lifetimes, password-hashing cost and which PKCE methods are accepted.
 
 use std::time::Duration;
 
@@ -33,7 +33,7 @@ impl PasswordParams {
     };
 }
 
-/// Lifetimes of the things the store issues.
+/// Lifetimes of the things the store issues, and protocol choices.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
     /// How long a user access token is valid (`expires_in`).
@@ -46,6 +46,10 @@ pub struct Config {
     pub session_lifetime: Duration,
     /// Password hashing cost.
     pub password: PasswordParams,
+    /// Whether an authorization request may use PKCE's `plain` method (also implied by a
+    /// `code_challenge` without a method). Off by default: `plain` protects nothing once the
+    /// authorization request leaks, so RFC 9700 section 2.1.1 asks for `S256`.
+    pub allow_plain_pkce: bool,
 }
 
 impl Default for Config {
@@ -56,6 +60,7 @@ impl Default for Config {
             code_lifetime: Duration::from_secs(10 * 60),
             session_lifetime: Duration::from_secs(14 * 24 * 3600),
             password: PasswordParams::default(),
+            allow_plain_pkce: false,
         }
     }
 }

@@ -68,6 +68,12 @@ CREATE INDEX auth_apps_by_owner ON auth_apps(owner_id);
 ALTER TABLE auth_users ADD COLUMN email TEXT;
 CREATE UNIQUE INDEX auth_users_by_email ON auth_users(email);
 ",
+    // 4: PKCE (RFC 7636): a code keeps its request's challenge; an app may require one.
+    r"
+ALTER TABLE auth_codes ADD COLUMN code_challenge TEXT;
+ALTER TABLE auth_codes ADD COLUMN code_challenge_method TEXT;
+ALTER TABLE auth_apps ADD COLUMN require_pkce INTEGER NOT NULL DEFAULT 0;
+",
 ];
 
 /// Users, sessions, apps, codes and tokens, persisted in `SQLite` tables prefixed `auth_`.

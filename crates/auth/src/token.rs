@@ -9,6 +9,7 @@ use streetlevel_model::Timestamp;
 use crate::clock::duration_millis;
 use crate::form::{Params, parse_pairs};
 use crate::ids::{from_sql, to_sql};
+use crate::pkce::{CodeChallenge, CodeChallengeMethod, valid_verifier};
 use crate::secret::{SecretKind, digest, generate};
 use crate::{AuthError, AuthStore, ClientId, Scope, Scopes, TokenError, TokenErrorCode, UserId};
 
@@ -316,6 +317,7 @@ struct TokenRequest<'a> {
     refresh_token: Option<&'a str>,
     redirect_uri: Option<&'a str>,
     scope: Option<&'a str>,
+    code_verifier: Option<&'a str>,
 }
 
 impl<'a> TokenRequest<'a> {
@@ -333,6 +335,7 @@ impl<'a> TokenRequest<'a> {
             refresh_token: get("refresh_token")?,
             redirect_uri: get("redirect_uri")?,
             scope: get("scope")?,
+            code_verifier: get("code_verifier")?,
         })
     }
 }
@@ -371,6 +374,48 @@ fn grant<'a>(request: &TokenRequest<'a>) -> Result<Grant<'a>, TokenError> {
             TokenErrorCode::UnsupportedGrantType,
             format!("unsupported grant_type {other:?}: use authorization_code or refresh_token"),
         )),
+    }
+}
+
+/// The PKCE challenge of a code row; a method this build cannot read is kept as S256 with
+/// an empty challenge, which no verifier matches.
+fn stored_challenge(challenge: Option<String>, method: Option<&str>) -> Option<CodeChallenge> {
+    let challenge = challenge?;
+    match method.and_then(CodeChallengeMethod::parse) {
+        Some(method) => Some(CodeChallenge { challenge, method }),
+        None => Some(CodeChallenge {
+            challenge: String::new(),
+            method: CodeChallengeMethod::S256,
+        }),
+    }
+}
+
+/// RFC 7636 4.6: a code with a challenge needs the verifier that derives it; a verifier for a
+/// code without one is refused too (RFC 9700 2.1.1), so a downgrade cannot go unnoticed.
+fn check_code_verifier(
+    challenge: Option<&CodeChallenge>,
+    verifier: Option<&str>,
+) -> Result<(), TokenError> {
+    match (challenge, verifier) {
+        (None, None) => Ok(()),
+        (None, Some(_)) => Err(TokenError::grant(
+            "code_verifier was sent, but the authorization request had no code_challenge",
+        )),
+        (Some(_), None) => Err(TokenError::grant(
+            "code_verifier is required: the authorization request had a code_challenge",
+        )),
+        (Some(_), Some(verifier)) if !valid_verifier(verifier) => Err(TokenError::grant(
+            "code_verifier must be 43 to 128 characters of A-Z a-z 0-9 - . _ ~",
+        )),
+        (Some(challenge), Some(verifier)) => {
+            if challenge.is_derived_from(verifier) {
+                Ok(())
+            } else {
+                Err(TokenError::grant(
+                    "code_verifier does not match the code_challenge",
+                ))
+            }
+        }
     }
 }
 
@@ -468,7 +513,9 @@ impl AuthStore {
     /// The client authenticates with `Authorization: OAuth <client_secret>`, HTTP Basic, or
     /// `client_secret` in the body (exactly one of them). The body is JSON or form-encoded.
     /// A code is single use: presenting it again fails and revokes every token issued from
-    /// it. A refresh returns a new token and revokes the old one; presenting a rotated-away
+    /// it. A code whose authorization request carried a PKCE challenge needs the matching
+    /// `code_verifier`; one without needs none and refuses one. Like a wrong `redirect_uri`, a
+    /// failed PKCE check leaves the code unused. A refresh returns a new token and revokes the old one; presenting a rotated-away
     /// token again revokes the whole family.
     ///
     /// HTTP mapping for the server: `invalid_client` is 401, `server_error` 500, the rest
@@ -518,7 +565,7 @@ impl AuthStore {
         }
         match grant(&request)? {
             Grant::AuthorizationCode(code) => {
-                self.exchange_code(client_id, code, request.redirect_uri)
+                self.exchange_code(client_id, code, request.redirect_uri, request.code_verifier)
             }
             Grant::RefreshToken(refresh_token) => {
                 self.refresh(client_id, refresh_token, request.scope)
@@ -539,6 +586,7 @@ impl AuthStore {
         client_id: ClientId,
         code: &str,
         redirect_uri: Option<&str>,
+        code_verifier: Option<&str>,
     ) -> Result<TokenResponse, TokenError> {
         let now = self.now();
         let mut connection = self.connection();
@@ -546,7 +594,7 @@ impl AuthStore {
         let row = transaction
             .query_row(
                 "SELECT client_id, user_id, redirect_uri, redirect_uri_given, scopes, grant_id,
-                        expires_at, used_at
+                        expires_at, used_at, code_challenge, code_challenge_method
                  FROM auth_codes WHERE digest = ?1",
                 [digest(code).as_slice()],
                 |row| {
@@ -559,12 +607,22 @@ impl AuthStore {
                         row.get::<_, Vec<u8>>(5)?,
                         row.get::<_, i64>(6)?,
                         row.get::<_, Option<i64>>(7)?,
+                        stored_challenge(row.get(8)?, row.get::<_, Option<String>>(9)?.as_deref()),
                     ))
                 },
             )
             .optional()?;
-        let Some((code_client, user_id, bound_uri, uri_given, scopes, grant_id, expires_at, used)) =
-            row
+        let Some((
+            code_client,
+            user_id,
+            bound_uri,
+            uri_given,
+            scopes,
+            grant_id,
+            expires_at,
+            used,
+            challenge,
+        )) = row
         else {
             return Err(TokenError::grant("unknown authorization code"));
         };
@@ -593,6 +651,7 @@ impl AuthStore {
                 "redirect_uri does not match the one of the authorization request",
             ));
         }
+        check_code_verifier(challenge.as_ref(), code_verifier)?;
         let scopes = Scopes::parse(&scopes)?;
         transaction.execute(
             "UPDATE auth_codes SET used_at = ?2 WHERE digest = ?1",

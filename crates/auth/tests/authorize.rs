@@ -3,11 +3,11 @@
 
 mod common;
 
-use common::{CALLBACK, fixture, query_value};
+use common::{CALLBACK, CHALLENGE, fixture, query_value};
 use proptest::prelude::*;
 use streetlevel_auth::{
-    AuthError, AuthStore, Authorization, AuthorizationErrorCode, Scope, Scopes, UserId,
-    redirect_url,
+    AppOptions, AuthError, AuthStore, Authorization, AuthorizationErrorCode, CodeChallenge,
+    CodeChallengeMethod, Scope, Scopes, UserId, redirect_url,
 };
 
 fn reject(f: &common::Fixture, query: &str) -> (AuthorizationErrorCode, String) {
@@ -222,4 +222,160 @@ proptest! {
         prop_assert_eq!(Scopes::parse(&text).unwrap(), scopes);
         prop_assert_eq!(scopes.iter().collect::<Vec<_>>(), chosen);
     }
+}
+
+// PKCE (RFC 7636, RFC 9700 2.1.1).
+
+#[test]
+fn an_s256_challenge_is_accepted_and_kept_for_the_code() {
+    let f = fixture();
+    let id = f.app.client_id;
+    let request = f.request(&format!(
+        "client_id={id}&code_challenge={CHALLENGE}&code_challenge_method=S256"
+    ));
+    assert_eq!(
+        request.code_challenge,
+        Some(CodeChallenge {
+            challenge: CHALLENGE.to_owned(),
+            method: CodeChallengeMethod::S256,
+        })
+    );
+    assert_eq!(f.request(&format!("client_id={id}")).code_challenge, None);
+}
+
+#[test]
+fn plain_and_malformed_challenges_are_refused_with_a_description() {
+    let f = fixture();
+    let id = f.app.client_id;
+    let plain = "plain-verifier-with-at-least-forty-three-characters";
+    let cases = [
+        // RFC 7636 4.3: no method means plain.
+        (
+            format!("code_challenge={plain}"),
+            "code_challenge_method is missing, which means plain",
+        ),
+        (
+            format!("code_challenge={plain}&code_challenge_method=plain"),
+            "plain is not allowed",
+        ),
+        (
+            format!("code_challenge={CHALLENGE}&code_challenge_method=s256"),
+            "unsupported code_challenge_method",
+        ),
+        (
+            "code_challenge_method=S256".to_owned(),
+            "without code_challenge",
+        ),
+        (
+            "code_challenge=tooshort&code_challenge_method=S256".to_owned(),
+            "43 characters",
+        ),
+        (
+            format!("code_challenge={CHALLENGE}%3D&code_challenge_method=S256"),
+            "43 characters",
+        ),
+    ];
+    for (pkce, description) in cases {
+        let (error, location) = reject(&f, &format!("client_id={id}&state=p1&{pkce}"));
+        assert_eq!(error, AuthorizationErrorCode::InvalidRequest, "{pkce}");
+        assert!(
+            location.starts_with(&format!(
+                "{CALLBACK}?error=invalid_request&error_description="
+            )),
+            "{location}"
+        );
+        assert!(location.ends_with("&state=p1"), "{location}");
+        let described = query_value(&location, "error_description").unwrap();
+        assert!(described.contains(description), "{pkce}: {described}");
+    }
+    let (error, _) = reject(
+        &f,
+        &format!(
+            "client_id={id}&code_challenge={CHALLENGE}&code_challenge={CHALLENGE}&code_challenge_method=S256"
+        ),
+    );
+    assert_eq!(error, AuthorizationErrorCode::InvalidRequest);
+}
+
+#[test]
+fn plain_challenges_are_accepted_when_the_config_allows_them() {
+    let f = common::fixture_with(streetlevel_auth::Config {
+        allow_plain_pkce: true,
+        ..common::config()
+    });
+    let id = f.app.client_id;
+    let plain = "plain-verifier-with-at-least-forty-three-characters";
+    for query in [
+        format!("client_id={id}&code_challenge={plain}"),
+        format!("client_id={id}&code_challenge={plain}&code_challenge_method=plain"),
+    ] {
+        let request = f.request(&query);
+        assert_eq!(
+            request.code_challenge,
+            Some(CodeChallenge {
+                challenge: plain.to_owned(),
+                method: CodeChallengeMethod::Plain,
+            }),
+            "{query}"
+        );
+        // The consent form spells the implied method out and comes back the same.
+        assert!(
+            request
+                .query_string()
+                .ends_with("&code_challenge_method=plain")
+        );
+        assert_eq!(f.request(&request.query_string()), request);
+    }
+    // A plain challenge must still look like a verifier.
+    let (error, _) = reject(&f, &format!("client_id={id}&code_challenge=short"));
+    assert_eq!(error, AuthorizationErrorCode::InvalidRequest);
+}
+
+#[test]
+fn an_app_that_requires_pkce_refuses_requests_without_a_challenge() {
+    let f = fixture();
+    let options = AppOptions {
+        require_pkce: true,
+        ..AppOptions::default()
+    };
+    let strict = f
+        .store
+        .create_app_with("Public app", CALLBACK, Scopes::READ, &options)
+        .unwrap();
+    let stored = f.store.app(strict.client_id).unwrap().unwrap();
+    assert!(stored.require_pkce);
+    assert!(!f.store.app(f.app.client_id).unwrap().unwrap().require_pkce);
+    let (error, location) = reject(&f, &format!("client_id={}&state=r1", strict.client_id));
+    assert_eq!(error, AuthorizationErrorCode::InvalidRequest);
+    assert!(location.ends_with("&state=r1"), "{location}");
+    let described = query_value(&location, "error_description").unwrap();
+    assert!(described.contains("requires PKCE"), "{described}");
+    let request = f.request(&format!(
+        "client_id={}&code_challenge={CHALLENGE}&code_challenge_method=S256",
+        strict.client_id
+    ));
+    assert!(request.code_challenge.is_some());
+    // Apps that do not require it still take requests without a challenge.
+    assert_eq!(
+        f.request(&format!("client_id={}", f.app.client_id))
+            .code_challenge,
+        None
+    );
+}
+
+#[test]
+fn the_consent_form_query_keeps_the_challenge() {
+    let f = fixture();
+    let id = f.app.client_id;
+    let request = f.request(&format!(
+        "client_id={id}&state=c1&code_challenge={CHALLENGE}&code_challenge_method=S256"
+    ));
+    let query = request.query_string();
+    assert!(
+        query.contains(&format!(
+            "&code_challenge={CHALLENGE}&code_challenge_method=S256"
+        )),
+        "{query}"
+    );
+    assert_eq!(f.request(&query), request);
 }

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{CALLBACK, fixture};
+use common::{CALLBACK, CHALLENGE, VERIFIER, fixture};
 use serde_json::json;
 use streetlevel_auth::{AuthError, TokenErrorCode};
 
@@ -342,4 +342,143 @@ fn form_bodies_and_numeric_strings_are_accepted() {
     // Without a content type the body is sniffed.
     let json = json!({"grant_type": "authorization_code", "client_id": f.app.client_id.to_string(), "code": f.code()});
     assert_eq!(outcome(&f, Some(&auth), None, &json.to_string()).0, "ok");
+}
+
+// PKCE (RFC 7636, RFC 9700 2.1.1).
+
+/// The exchange of `code` with `code_verifier` when given, as JSON.
+fn exchange_with_verifier(
+    f: &common::Fixture,
+    code: &str,
+    verifier: Option<&str>,
+) -> Result<streetlevel_auth::TokenResponse, streetlevel_auth::TokenError> {
+    let mut body =
+        json!({"grant_type": "authorization_code", "client_id": f.app.client_id.0, "code": code});
+    if let Some(verifier) = verifier {
+        body["code_verifier"] = json!(verifier);
+    }
+    f.exchange_json(&body)
+}
+
+#[track_caller]
+fn check_grant_error(
+    outcome: Result<streetlevel_auth::TokenResponse, streetlevel_auth::TokenError>,
+    description_contains: &str,
+) {
+    let error = outcome.expect_err("an invalid_grant");
+    assert_eq!(error.code, TokenErrorCode::InvalidGrant, "{error}");
+    assert!(
+        error.description.contains(description_contains),
+        "{:?} lacks {description_contains:?}",
+        error.description
+    );
+}
+
+#[test]
+fn an_s256_code_is_exchanged_only_with_its_verifier() {
+    let f = fixture();
+    let code = f.code_with(&format!(
+        "&code_challenge={CHALLENGE}&code_challenge_method=S256"
+    ));
+    check_grant_error(
+        exchange_with_verifier(&f, &code, None),
+        "code_verifier is required",
+    );
+    // Well-formed but not the one: the RFC's verifier with one character changed.
+    let wrong = VERIFIER.replace('d', "e");
+    check_grant_error(
+        exchange_with_verifier(&f, &code, Some(&wrong)),
+        "does not match the code_challenge",
+    );
+    // The challenge itself is not a verifier.
+    check_grant_error(
+        exchange_with_verifier(&f, &code, Some(CHALLENGE)),
+        "does not match the code_challenge",
+    );
+    check_grant_error(
+        exchange_with_verifier(&f, &code, Some("short")),
+        "43 to 128 characters",
+    );
+    check_grant_error(
+        exchange_with_verifier(&f, &code, Some(&format!("{VERIFIER}+"))),
+        "43 to 128 characters",
+    );
+    // Failed checks leave the code unused, as a wrong redirect_uri does: the right verifier
+    // still redeems it, once.
+    let token = exchange_with_verifier(&f, &code, Some(VERIFIER)).unwrap();
+    assert_eq!(
+        f.store.check_token(&token.access_token).unwrap().user,
+        Some(f.user.id)
+    );
+    check_grant_error(
+        exchange_with_verifier(&f, &code, Some(VERIFIER)),
+        "already used",
+    );
+}
+
+#[test]
+fn a_verifier_for_a_code_without_a_challenge_is_invalid_grant() {
+    let f = fixture();
+    let code = f.code();
+    check_grant_error(
+        exchange_with_verifier(&f, &code, Some(VERIFIER)),
+        "no code_challenge",
+    );
+    assert!(exchange_with_verifier(&f, &code, None).is_ok());
+}
+
+#[test]
+fn the_verifier_is_read_from_form_bodies_too() {
+    let f = fixture();
+    let code = f.code_with(&format!(
+        "&code_challenge={CHALLENGE}&code_challenge_method=S256"
+    ));
+    let auth = format!("OAuth {}", f.app.client_secret);
+    let form = Some("application/x-www-form-urlencoded");
+    let body = |verifier: &str| {
+        format!(
+            "grant_type=authorization_code&client_id={}&code={code}&code_verifier={verifier}",
+            f.app.client_id
+        )
+    };
+    check(
+        &outcome(&f, Some(&auth), form, &body("")),
+        "invalid_grant",
+        "code_verifier is required",
+    );
+    check(&outcome(&f, Some(&auth), form, &body(VERIFIER)), "ok", "");
+}
+
+#[test]
+fn plain_pkce_works_when_the_config_allows_it() {
+    let f = common::fixture_with(streetlevel_auth::Config {
+        allow_plain_pkce: true,
+        ..common::config()
+    });
+    // Without a method the challenge is plain (RFC 7636 4.3): the verifier itself.
+    let plain = "plain-verifier-with-at-least-forty-three-characters.~_";
+    for extra in [
+        format!("&code_challenge={plain}"),
+        format!("&code_challenge={plain}&code_challenge_method=plain"),
+    ] {
+        let code = f.code_with(&extra);
+        check_grant_error(
+            exchange_with_verifier(&f, &code, Some(VERIFIER)),
+            "does not match",
+        );
+        check_grant_error(exchange_with_verifier(&f, &code, None), "is required");
+        assert!(
+            exchange_with_verifier(&f, &code, Some(plain)).is_ok(),
+            "{extra}"
+        );
+    }
+    // S256 still works beside it.
+    let code = f.code_with(&format!(
+        "&code_challenge={CHALLENGE}&code_challenge_method=S256"
+    ));
+    check_grant_error(
+        exchange_with_verifier(&f, &code, Some(CHALLENGE)),
+        "does not match",
+    );
+    assert!(exchange_with_verifier(&f, &code, Some(VERIFIER)).is_ok());
 }

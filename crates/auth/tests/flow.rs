@@ -8,10 +8,10 @@ use std::time::Duration;
 use common::{CALLBACK, fixture, query_value, token_endpoint};
 use oauth2::basic::{BasicClient, BasicErrorResponseType};
 use oauth2::{
-    AuthType, AuthUrl, AuthorizationCode, ClientId, ClientSecret, CsrfToken, RedirectUrl,
-    RefreshToken, RequestTokenError, Scope, TokenResponse, TokenUrl,
+    AuthType, AuthUrl, AuthorizationCode, ClientId, ClientSecret, CsrfToken, PkceCodeChallenge,
+    RedirectUrl, RefreshToken, RequestTokenError, Scope, TokenResponse, TokenUrl,
 };
-use streetlevel_auth::{AuthError, Authorization, Scopes, TokenKind};
+use streetlevel_auth::{AuthError, Authorization, CodeChallengeMethod, Scopes, TokenKind};
 
 type Client = oauth2::Client<
     oauth2::basic::BasicErrorResponse,
@@ -190,6 +190,65 @@ fn an_expired_code_is_invalid_grant() {
     fixture.clock.advance(Duration::from_secs(600));
     let outcome = client
         .exchange_code(AuthorizationCode::new(code))
+        .request(&http);
+    assert_eq!(server_error(outcome), BasicErrorResponseType::InvalidGrant);
+}
+
+#[test]
+fn a_pkce_flow_needs_the_clients_verifier() {
+    let fixture = fixture();
+    let client = client(fixture.app.client_id.0, &fixture.app.client_secret);
+    let http = token_endpoint(&fixture.store);
+    let authorize = |challenge: PkceCodeChallenge| {
+        let (auth_url, _) = client
+            .authorize_url(CsrfToken::new_random)
+            .set_pkce_challenge(challenge)
+            .url();
+        let Authorization::Prompt(request) = fixture
+            .store
+            .authorization_request(auth_url.query())
+            .unwrap()
+        else {
+            panic!("expected a prompt for {auth_url}");
+        };
+        assert_eq!(
+            request
+                .code_challenge
+                .as_ref()
+                .map(|challenge| challenge.method),
+            Some(CodeChallengeMethod::S256)
+        );
+        let location = fixture.store.approve(&request, fixture.user.id).unwrap();
+        AuthorizationCode::new(query_value(&location, "code").unwrap())
+    };
+
+    let (challenge, verifier) = PkceCodeChallenge::new_random_sha256();
+    let code = authorize(challenge);
+    // Another flow's verifier, and none at all, are refused.
+    let (_, other_verifier) = PkceCodeChallenge::new_random_sha256();
+    let outcome = client
+        .exchange_code(code.clone())
+        .set_pkce_verifier(other_verifier)
+        .request(&http);
+    assert_eq!(server_error(outcome), BasicErrorResponseType::InvalidGrant);
+    let outcome = client.exchange_code(code.clone()).request(&http);
+    assert_eq!(server_error(outcome), BasicErrorResponseType::InvalidGrant);
+    let token = client
+        .exchange_code(code)
+        .set_pkce_verifier(verifier)
+        .request(&http)
+        .unwrap();
+    let principal = fixture
+        .store
+        .check_token(token.access_token().secret())
+        .unwrap();
+    assert_eq!(principal.user, Some(fixture.user.id));
+
+    // A verifier for a code requested without a challenge is refused too.
+    let (_, verifier) = PkceCodeChallenge::new_random_sha256();
+    let outcome = client
+        .exchange_code(AuthorizationCode::new(fixture.code()))
+        .set_pkce_verifier(verifier)
         .request(&http);
     assert_eq!(server_error(outcome), BasicErrorResponseType::InvalidGrant);
 }

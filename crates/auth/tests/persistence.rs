@@ -97,7 +97,7 @@ fn the_auth_tables_share_the_file_with_others() {
             row.get(0)
         })
         .unwrap();
-    assert_eq!(version, 3);
+    assert_eq!(version, 4);
     let mode: String = other
         .query_row("PRAGMA journal_mode", [], |row| row.get(0))
         .unwrap();
@@ -111,7 +111,7 @@ fn the_auth_tables_share_the_file_with_others() {
         newer,
         AuthError::Migration(MigrationError::SchemaTooNew {
             found: 99,
-            supported: 3,
+            supported: 4,
             ..
         })
     ));
@@ -225,6 +225,7 @@ fn a_version_one_database_upgrades_in_place() {
     let client_id = streetlevel_auth::ClientId(u64::try_from(client_id).unwrap());
     let app = store.app(client_id).unwrap().unwrap();
     assert_eq!((app.name.as_str(), app.owner), ("Old app", None));
+    assert!(!app.require_pkce);
     let user = store.create_user("alice", PASSWORD).unwrap();
     store.set_app_owner(client_id, Some(user.id)).unwrap();
     drop(store);
@@ -233,4 +234,38 @@ fn a_version_one_database_upgrades_in_place() {
     assert_eq!(owned.len(), 1);
     assert_eq!(owned[0].client_id, client_id);
     assert_eq!(owned[0].owner, Some(user.id));
+}
+
+/// A pending code keeps its PKCE challenge across a restart.
+#[test]
+fn a_codes_challenge_survives_a_restart() {
+    let path = database("pkce");
+    let clock = FakeClock::new(START);
+    let (app, code) = {
+        let store = open(&path, &clock, 1);
+        let user = store.create_user("alice", PASSWORD).unwrap();
+        let app = store.create_app("Demo", CALLBACK, Scopes::ALL).unwrap();
+        let query = format!(
+            "client_id={}&code_challenge={}&code_challenge_method=S256",
+            app.client_id,
+            common::CHALLENGE
+        );
+        let request = common::prompt(store.authorization_request(Some(&query)).unwrap()).unwrap();
+        let code = common::query_value(&store.approve(&request, user.id).unwrap(), "code").unwrap();
+        (app, code)
+    };
+    let store = open(&path, &clock, 2);
+    let exchange = |verifier: Option<&str>| {
+        let mut body = serde_json::json!({"grant_type": "authorization_code", "client_id": app.client_id.0, "code": code});
+        if let Some(verifier) = verifier {
+            body["code_verifier"] = serde_json::json!(verifier);
+        }
+        store.exchange(
+            Some(&format!("OAuth {}", app.client_secret)),
+            Some("application/json"),
+            body.to_string().as_bytes(),
+        )
+    };
+    assert!(exchange(None).is_err());
+    assert!(exchange(Some(common::VERIFIER)).is_ok());
 }

@@ -5,7 +5,7 @@ use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use streetlevel_auth::{AuthStore, ClientId, Config, OsRandom, Scopes, SystemClock};
+use streetlevel_auth::{AppOptions, AuthStore, ClientId, Config, OsRandom, Scopes, SystemClock};
 
 /// The database file inside a data directory (shared with the store).
 const DATABASE_FILE: &str = "streetlevel.sqlite";
@@ -30,8 +30,11 @@ pub enum AppsCommand {
         /// The username of the user who owns the app (it is then on their dashboard).
         #[arg(long)]
         owner: Option<String>,
+        /// Refuse authorization requests without a PKCE code challenge (for public clients).
+        #[arg(long)]
+        require_pkce: bool,
     },
-    /// List the apps of a data directory (owner `-` when none).
+    /// List the apps of a data directory (owner `-` when none; pkce `required` or `-`).
     List {
         /// The data directory.
         #[arg(long)]
@@ -114,6 +117,7 @@ pub fn run_apps(command: AppsCommand) -> anyhow::Result<()> {
             callback,
             scopes,
             owner,
+            require_pkce,
         } => {
             let scopes = Scopes::parse(&scopes)?;
             let store = open(&data, true)?;
@@ -128,7 +132,11 @@ pub fn run_apps(command: AppsCommand) -> anyhow::Result<()> {
                 ),
                 None => None,
             };
-            let credentials = store.create_owned_app(owner, &name, &callback, scopes)?;
+            let options = AppOptions {
+                owner,
+                require_pkce,
+            };
+            let credentials = store.create_app_with(&name, &callback, scopes, &options)?;
             writeln!(out, "client_id: {}", credentials.client_id)?;
             writeln!(out, "client_token: {}", credentials.client_token)?;
             writeln!(out, "client_secret: {}", credentials.client_secret)?;
@@ -137,16 +145,17 @@ pub fn run_apps(command: AppsCommand) -> anyhow::Result<()> {
         AppsCommand::List { data } => {
             let store = open(&data, false)?;
             let users = store.users()?;
-            writeln!(out, "client_id\tscopes\towner\tcallback_url\tname")?;
+            writeln!(out, "client_id\tscopes\towner\tpkce\tcallback_url\tname")?;
             for app in store.apps()? {
                 let scopes = app.scopes;
                 let owner = app
                     .owner
                     .and_then(|owner| users.iter().find(|user| user.id == owner))
                     .map_or("-", |user| user.username.as_str());
+                let pkce = if app.require_pkce { "required" } else { "-" };
                 writeln!(
                     out,
-                    "{}\t{scopes}\t{owner}\t{}\t{}",
+                    "{}\t{scopes}\t{owner}\t{pkce}\t{}\t{}",
                     app.client_id, app.callback_url, app.name
                 )?;
             }
@@ -230,6 +239,7 @@ mod tests {
             callback: "https://my.example/cb".to_owned(),
             scopes: "read,write".to_owned(),
             owner: None,
+            require_pkce: true,
         })
         .unwrap();
         run_apps(AppsCommand::List { data: data.clone() }).unwrap();
@@ -239,6 +249,7 @@ mod tests {
             callback: "https://my.example/cb".to_owned(),
             scopes: "admin".to_owned(),
             owner: None,
+            require_pkce: false,
         };
         assert!(run_apps(bad_scope).is_err());
         let store = open(&data, false).unwrap();
@@ -246,6 +257,7 @@ mod tests {
         assert_eq!(apps.len(), 1);
         assert_eq!(apps[0].name, "My app");
         assert_eq!(apps[0].scopes.to_string(), "read,write");
+        assert!(apps[0].require_pkce);
         std::fs::remove_dir_all(&data).unwrap();
     }
 }

@@ -15,7 +15,7 @@ fn listed(fixture: &Fixture, client_id: &str) -> Vec<String> {
     let mut lines = list.lines();
     assert_eq!(
         lines.next(),
-        Some("client_id\tscopes\towner\tcallback_url\tname")
+        Some("client_id\tscopes\towner\tpkce\tcallback_url\tname")
     );
     lines
         .map(|line| line.split('\t').map(str::to_owned).collect::<Vec<_>>())
@@ -34,6 +34,8 @@ fn apps_are_created_with_an_owner_and_listed_with_it() {
     let fixture_app = credentials["client_id"].as_str().unwrap();
     assert_eq!(listed(&fixture, fixture_app)[2], "developer");
     assert_eq!(listed(&fixture, &fixture.client_id)[2], "-");
+    // Apps do not require PKCE unless created with --require-pkce.
+    assert_eq!(listed(&fixture, &fixture.client_id)[3], "-");
 
     let created = run(
         Path::new(BINARY),
@@ -48,6 +50,7 @@ fn apps_are_created_with_an_owner_and_listed_with_it() {
             "https://app.example/cb",
             "--owner",
             "developer",
+            "--require-pkce",
         ],
     );
     let client_id = created
@@ -60,6 +63,7 @@ fn apps_are_created_with_an_owner_and_listed_with_it() {
             client_id,
             "read",
             "developer",
+            "required",
             "https://app.example/cb",
             "Owned app"
         ]

@@ -1,7 +1,7 @@
 //! `GET/POST /connect`: the authorization page of spec section 5.3.
 //!
-//! Everything about the request (client, redirect URI, scopes, state) is checked by the auth
-//! crate, twice: when the page is shown and again when the answer comes back, from the query
+//! Everything about the request (client, redirect URI, scopes, state, PKCE challenge) is
+//! checked by the auth crate, twice: when the page is shown and again when the answer comes back, from the query
 //! the form carries. A request whose client or redirect URI is wrong gets an error page, never
 //! a redirect; every other outcome redirects to the app's registered callback URL.
 
@@ -126,6 +126,14 @@ fn consent_page(request: &AuthorizationRequest, session: &Session) -> Response<B
             scope_description(scope)
         );
     }
+    // The challenge travels in the form's `request` query, so the code is bound to it.
+    let pkce = match &request.code_challenge {
+        Some(challenge) => format!(
+            "This request is protected by PKCE ({}): only the app that started it can use your answer.",
+            challenge.method.as_str()
+        ),
+        None => "This request is not protected by PKCE.".to_owned(),
+    };
     let main = format!(
         r#"<section aria-labelledby="asks">
 <h2 id="asks"><span class="app-name">{app_name}</span> asks for access</h2>
@@ -133,6 +141,7 @@ fn consent_page(request: &AuthorizationRequest, session: &Session) -> Response<B
 <strong>{username}</strong> to:</p>
 <ul class="scopes">{scopes}</ul>
 <p>Your answer is sent to <code>{callback}</code>.</p>
+<p>{pkce}</p>
 <form method="post" action="/connect" class="actions">
 <input type="hidden" name="request" value="{request_query}">
 <input type="hidden" name="csrf" value="{csrf}">

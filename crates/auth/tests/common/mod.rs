@@ -13,6 +13,10 @@ use streetlevel_model::Timestamp;
 pub const CALLBACK: &str = "https://app.example/callback";
 pub const PASSWORD: &str = "correct horse battery staple";
 
+/// RFC 7636 appendix B: a PKCE code verifier and its S256 challenge.
+pub const VERIFIER: &str = "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk";
+pub const CHALLENGE: &str = "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM";
+
 /// 2024-05-01T00:00:00Z.
 pub const START: Timestamp = Timestamp(1_714_521_600_000);
 
@@ -32,8 +36,12 @@ pub fn config() -> Config {
 }
 
 pub fn fixture() -> Fixture {
+    fixture_with(config())
+}
+
+pub fn fixture_with(config: Config) -> Fixture {
     let clock = FakeClock::new(START);
-    let store = AuthStore::open_in_memory(config(), clock.clone(), SeededRandom::new(42))
+    let store = AuthStore::open_in_memory(config, clock.clone(), SeededRandom::new(42))
         .expect("store opens");
     let user = store.create_user("alice", PASSWORD).expect("user");
     let app = store
@@ -64,8 +72,13 @@ impl Fixture {
 
     /// Runs the authorization request for this app and approves it: the code.
     pub fn code(&self) -> String {
+        self.code_with("")
+    }
+
+    /// Like [`Fixture::code`], with `extra` (such as `&code_challenge=…`) appended to the query.
+    pub fn code_with(&self, extra: &str) -> String {
         let request = self.request(&format!(
-            "client_id={}&response_type=code",
+            "client_id={}&response_type=code{extra}",
             self.app.client_id
         ));
         let location = self.store.approve(&request, self.user.id).expect("approve");
