@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 
-use crate::suite::{build_test_binaries, run_with_deadline, skip_or_fail};
+use crate::suite::{Outcome, build_test_binaries, run_with_deadline, skip_or_fail};
 
 /// The suite's name in messages.
 const NAME: &str = "the browser suite";
@@ -26,7 +26,7 @@ const DEADLINE: Duration = Duration::from_secs(15 * 60);
 const DEFAULT_CHROMIUM: &str = "/usr/bin/chromium";
 
 /// Installs the npm packages if needed and runs the browser suite.
-pub(crate) fn run(root: &Path) -> Result<()> {
+pub(crate) fn run(root: &Path) -> Result<Outcome> {
     let web = root.join(WEB_DIR);
     for (tool, hint) in [
         (
@@ -71,7 +71,7 @@ pub(crate) fn run(root: &Path) -> Result<()> {
     if !status.success() {
         bail!("the browser suite failed ({status}): see the node test report above");
     }
-    Ok(())
+    Ok(Outcome::Passed)
 }
 
 /// `web/node_modules` from the committed lock file, unless already there.
@@ -87,6 +87,7 @@ pub(crate) fn ensure_node_modules(web: &Path) -> Result<()> {
     if installed {
         return Ok(());
     }
+    eprintln!("installing the embed viewer's npm packages into web/node_modules (npm ci)");
     eprintln!("$ (cd web && npm ci)");
     let status = Command::new("npm")
         .args(["ci", "--no-audit", "--no-fund"])

@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::{Result, bail};
 
 use crate::python;
-use crate::suite::{build_test_binaries, run_with_deadline, skip_or_fail};
+use crate::suite::{Outcome, build_test_binaries, run_with_deadline, skip_or_fail};
 
 /// The pytest suite of the Python SDK, relative to the workspace root.
 const PYTHON_SDK_SUITE: &str = "tests/clients/python/sdk";
@@ -20,11 +20,11 @@ const PYTHON_SDK_SUITE: &str = "tests/clients/python/sdk";
 const PYTHON_SDK_DEADLINE: Duration = Duration::from_secs(20 * 60);
 
 /// Runs every client suite.
-pub(crate) fn run(root: &Path) -> Result<()> {
+pub(crate) fn run(root: &Path) -> Result<Outcome> {
     python_sdk(root)
 }
 
-fn python_sdk(root: &Path) -> Result<()> {
+fn python_sdk(root: &Path) -> Result<Outcome> {
     if !python::available() {
         return skip_or_fail(
             "the Python SDK suite",
@@ -59,5 +59,5 @@ fn python_sdk(root: &Path) -> Result<()> {
     if !status.success() {
         bail!("the Python SDK suite failed ({status}): see the pytest summary above");
     }
-    Ok(())
+    Ok(Outcome::Passed)
 }

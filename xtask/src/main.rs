@@ -6,6 +6,8 @@
 mod bench;
 mod browser;
 mod clients;
+// Compiled with the `codegen` feature, and in tests, where the generators are dev-dependencies.
+#[cfg(any(test, feature = "codegen"))]
 mod codegen;
 mod fixtures;
 mod python;
@@ -32,7 +34,11 @@ struct Cli {
 #[derive(Subcommand)]
 enum Task {
     /// Run every check CI runs: fmt, clippy, tests, tidy and the client suites.
-    Test,
+    Test {
+        /// Run only this suite.
+        #[arg(long, value_enum)]
+        suite: Option<test::Suite>,
+    },
     /// Check the layering and documentation rules of ARCHITECTURE.md.
     Tidy,
     /// Run the divan benchmarks (all crates, or one with --package).
@@ -53,6 +59,10 @@ enum Task {
         /// Address to listen on.
         #[arg(long, default_value = "127.0.0.1:8080")]
         addr: String,
+        /// Flags for `streetlevel serve` after `--`, e.g. `-- --short-name mly --trace-member
+        /// fbtrace_id` (see `streetlevel serve --help`).
+        #[arg(last = true, value_name = "SERVE FLAGS")]
+        server_args: Vec<String>,
     },
     /// Generate a data set: `streetlevel fixtures` from a release build (see its --help).
     Fixtures {
@@ -73,14 +83,41 @@ fn main() -> Result<()> {
     let cli = Cli::parse();
     let root = project_root();
     match cli.command {
-        Task::Test => test::run(&root),
+        Task::Test { suite } => test::run(&root, suite),
         Task::Tidy => tidy::run(&root),
         Task::Bench { package, filter } => bench::run(&root, package.as_deref(), filter.as_deref()),
         Task::Release => release::run(&root),
-        Task::Serve { data, addr } => serve::run(&root, data.as_deref(), &addr),
+        Task::Serve {
+            data,
+            addr,
+            server_args,
+        } => serve::run(&root, data.as_deref(), &addr, &server_args),
+        #[cfg(feature = "codegen")]
         Task::Codegen { check } => codegen::run(&root, check),
+        #[cfg(not(feature = "codegen"))]
+        Task::Codegen { check } => codegen_with_feature(&root, check),
         Task::Fixtures { arguments } => fixtures::run(&root, &arguments),
     }
+}
+
+/// `cargo xtask codegen` without the `codegen` feature runs this xtask again with it, so that
+/// only this command compiles the protobuf code generators.
+#[cfg(not(feature = "codegen"))]
+fn codegen_with_feature(root: &Path, check: bool) -> Result<()> {
+    let mut args = vec![
+        "run",
+        "--package",
+        "xtask",
+        "--features",
+        "codegen",
+        "--",
+        "codegen",
+    ];
+    if check {
+        args.push("--check");
+    }
+    eprintln!("xtask codegen: building xtask with its `codegen` feature (the protobuf generators)");
+    run_command(root, &cargo(), &args)
 }
 
 /// The workspace root (the parent of this crate's folder).
@@ -112,4 +149,61 @@ pub(crate) fn cargo() -> String {
 /// Whether we run under CI, where a suite that cannot run is a failure, not a skip.
 pub(crate) fn in_ci() -> bool {
     std::env::var_os("CI").is_some_and(|value| !value.is_empty() && value != "false")
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::{Cli, Task, test::Suite};
+
+    fn parse(args: &[&str]) -> Result<Task, clap::Error> {
+        Cli::try_parse_from(std::iter::once("cargo xtask").chain(args.iter().copied()))
+            .map(|cli| cli.command)
+    }
+
+    #[test]
+    fn serve_passes_the_flags_after_a_double_dash_to_the_server() {
+        let task = parse(&[
+            "serve",
+            "--addr",
+            "127.0.0.1:0",
+            "--",
+            "--short-name",
+            "mly",
+            "--trace-member",
+            "fbtrace_id",
+        ])
+        .expect("valid arguments");
+        let Task::Serve {
+            addr, server_args, ..
+        } = task
+        else {
+            panic!("not parsed as serve");
+        };
+        assert_eq!(addr, "127.0.0.1:0");
+        assert_eq!(
+            server_args,
+            ["--short-name", "mly", "--trace-member", "fbtrace_id"]
+        );
+    }
+
+    #[test]
+    fn serve_refuses_server_flags_without_a_double_dash() {
+        let error = parse(&["serve", "--short-name", "mly"]).err();
+        assert!(error.is_some(), "--short-name is not a flag of xtask serve");
+    }
+
+    #[test]
+    fn test_runs_every_suite_unless_one_is_named() {
+        let Ok(Task::Test { suite }) = parse(&["test"]) else {
+            panic!("not parsed as test");
+        };
+        assert_eq!(suite, None);
+        let Ok(Task::Test { suite }) = parse(&["test", "--suite", "mvt-python"]) else {
+            panic!("not parsed as test");
+        };
+        assert_eq!(suite, Some(Suite::MvtPython));
+        assert!(parse(&["test", "--suite", "no-such-suite"]).is_err());
+    }
 }

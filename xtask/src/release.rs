@@ -6,6 +6,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
+use crate::suite::target_dir;
 use crate::{cargo, run_command};
 
 pub(crate) fn run(root: &Path) -> Result<()> {
@@ -23,11 +24,14 @@ pub(crate) fn run(root: &Path) -> Result<()> {
         fs::remove_dir_all(&staging).context("clearing the previous staging folder")?;
     }
     fs::create_dir_all(&staging)?;
+    let binary = target_dir(root)
+        .join("release")
+        .join(format!("streetlevel{}", std::env::consts::EXE_SUFFIX));
     fs::copy(
-        root.join("target/release/streetlevel"),
-        staging.join("streetlevel"),
+        &binary,
+        staging.join(binary.file_name().unwrap_or_default()),
     )
-    .context("copying the release binary")?;
+    .with_context(|| format!("copying the release binary {}", binary.display()))?;
     for document in ["README.md", "ARCHITECTURE.md"] {
         fs::copy(root.join(document), staging.join(document))?;
     }

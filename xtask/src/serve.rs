@@ -1,32 +1,30 @@
-//! `cargo xtask serve [--data DIR] [--addr HOST:PORT]`: builds the binary, creates the default
-//! fixtures if the data directory is absent, prints how to call the server and serves.
+//! `cargo xtask serve [--data DIR] [--addr HOST:PORT] [-- SERVE FLAGS]`: builds the binary,
+//! creates the default fixtures if the data directory is absent, prints how to call the server
+//! and serves, passing the flags after `--` on to `streetlevel serve`.
 
 use std::io::{BufRead, BufReader};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use anyhow::{Context, Result, bail};
 
+use crate::suite::target_dir;
 use crate::{cargo, run_command};
 
 /// Builds, prepares the data directory and runs `streetlevel serve` in the foreground.
 #[allow(clippy::print_stdout)]
-pub fn run(root: &Path, data: Option<&Path>, addr: &str) -> Result<()> {
-    run_command(
-        root,
-        &cargo(),
-        &["build", "--package", "streetlevel", "--bin", "streetlevel"],
-    )?;
-    let binary = root
-        .join("target")
-        .join("debug")
-        .join(format!("streetlevel{}", std::env::consts::EXE_SUFFIX));
+pub fn run(root: &Path, data: Option<&Path>, addr: &str, server_args: &[String]) -> Result<()> {
+    let binary = build(root)?;
     let data = data.map_or_else(
         || root.join("target").join("streetlevel-data"),
         Path::to_path_buf,
     );
     if !data.join("streetlevel.sqlite").exists() {
-        eprintln!("creating the default data set in {}", data.display());
+        eprintln!(
+            "xtask serve: generating the default data set into {} (about 2,000 images; \
+             their originals are rendered on first request)",
+            data.display()
+        );
         let status = Command::new(&binary)
             .arg("fixtures")
             .arg("--out")
@@ -35,9 +33,9 @@ pub fn run(root: &Path, data: Option<&Path>, addr: &str) -> Result<()> {
             // renders each original on its first request instead.
             .args(["--media", "lazy"])
             .status()
-            .context("could not run streetlevel fixtures")?;
+            .with_context(|| format!("could not run {} fixtures", binary.display()))?;
         if !status.success() {
-            bail!("streetlevel fixtures failed with {status}");
+            bail!("{} fixtures failed with {status}", binary.display());
         }
     }
     // The embed page needs mapillary-js and MapLibre; without them it still shows a plain
@@ -48,21 +46,30 @@ pub fn run(root: &Path, data: Option<&Path>, addr: &str) -> Result<()> {
     let credentials = read_credentials(&data);
     let token = client_token(&binary, &data, credentials.as_ref())?;
     let sign_in = credentials.as_ref().and_then(fixture_user);
+    eprintln!("xtask serve: starting the server");
+    // The server exits when its standard input closes, and the only writer is this process:
+    // however xtask ends (Ctrl-C, SIGTERM from an IDE, SIGKILL), the kernel closes the pipe
+    // and the server shuts down instead of holding the port.
     let mut child = Command::new(&binary)
         .arg("serve")
         .arg("--data")
         .arg(&data)
         .arg("--addr")
         .arg(addr)
+        .arg("--exit-on-stdin-eof")
+        .args(server_args)
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
-        .context("could not start streetlevel serve")?;
+        .with_context(|| format!("could not start {} serve", binary.display()))?;
+    let _server_stdin = child.stdin.take().context("no stdin for the server")?;
     let stdout = child.stdout.take().context("no stdout from the server")?;
+    let tile_set = format!("{}1_public", short_name(server_args).unwrap_or("svc"));
     let mut lines = BufReader::new(stdout).lines();
     for line in lines.by_ref() {
         let line = line?;
         if let Some(base) = line.strip_prefix("listening on ") {
-            print_help(base.trim(), &data, &token, sign_in.as_ref());
+            print_help(base.trim(), &data, &tile_set, &token, sign_in.as_ref());
             break;
         }
         println!("{line}");
@@ -77,12 +84,53 @@ pub fn run(root: &Path, data: Option<&Path>, addr: &str) -> Result<()> {
     Ok(())
 }
 
+/// Builds the dev binary with cargo's progress shown and returns its path in the target
+/// directory (`CARGO_TARGET_DIR` honoured).
+fn build(root: &Path) -> Result<PathBuf> {
+    eprintln!(
+        "xtask serve: building streetlevel (the first build compiles a few hundred crates, \
+         which takes many minutes on a small machine)"
+    );
+    run_command(
+        root,
+        &cargo(),
+        &["build", "--package", "streetlevel", "--bin", "streetlevel"],
+    )?;
+    let binary = target_dir(root)
+        .join("debug")
+        .join(format!("streetlevel{}", std::env::consts::EXE_SUFFIX));
+    if !binary.is_file() {
+        bail!("the build succeeded but {} is missing", binary.display());
+    }
+    Ok(binary)
+}
+
+/// The value of `--short-name` among the server's flags, which names the tile sets.
+fn short_name(server_args: &[String]) -> Option<&str> {
+    let mut args = server_args.iter();
+    while let Some(arg) = args.next() {
+        if arg == "--short-name" {
+            return args.next().map(String::as_str);
+        }
+        if let Some(value) = arg.strip_prefix("--short-name=") {
+            return Some(value);
+        }
+    }
+    None
+}
+
 #[allow(clippy::print_stdout)]
-fn print_help(base: &str, data: &Path, token: &str, sign_in: Option<&(String, String)>) {
+fn print_help(
+    base: &str,
+    data: &Path,
+    tile_set: &str,
+    token: &str,
+    sign_in: Option<&(String, String)>,
+) {
     println!();
     println!("streetlevel is serving {}", data.display());
     println!("  base URL:  {base}");
-    println!("  a tile:    {base}/maps/vtp/svc1_public/2/14/8792/5126?access_token={token}");
+    println!("  a tile:    {base}/maps/vtp/{tile_set}/2/14/8792/5126?access_token={token}");
     println!(
         "  an image:  curl -H 'Authorization: OAuth {token}' '{base}/images?bbox=13.17,55.69,13.21,55.71&limit=1&fields=id,geometry,captured_at,thumb_256_url'"
     );
@@ -150,4 +198,28 @@ fn client_token(
         .find_map(|line| line.strip_prefix("client_token: "))
         .map(|token| token.trim().to_owned())
         .with_context(|| format!("no client_token in {}", kept.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::short_name;
+
+    fn check(args: &[&str], expected: Option<&str>) {
+        let args: Vec<String> = args.iter().map(|arg| (*arg).to_owned()).collect();
+        assert_eq!(short_name(&args), expected, "{args:?}");
+    }
+
+    #[test]
+    fn the_short_name_is_read_from_the_server_flags() {
+        check(&[], None);
+        check(&["--trace-member", "fbtrace_id"], None);
+        check(
+            &["--short-name", "mly", "--trace-member", "fbtrace_id"],
+            Some("mly"),
+        );
+        check(
+            &["--trace-member", "fbtrace_id", "--short-name=mly"],
+            Some("mly"),
+        );
+    }
 }

@@ -30,17 +30,27 @@ pub(crate) fn build_test_binaries(root: &Path) -> Result<PathBuf> {
     Ok(target_dir(root).join("debug"))
 }
 
+/// How a suite that did not fail ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use]
+pub(crate) enum Outcome {
+    /// It ran and passed.
+    Passed,
+    /// It could not run here; the reason says what is missing.
+    Skipped(String),
+}
+
 /// Under CI a suite that cannot run fails; elsewhere it is skipped with a one-line hint.
-pub(crate) fn skip_or_fail(suite: &str, reason: &str) -> Result<()> {
+pub(crate) fn skip_or_fail(suite: &str, reason: &str) -> Result<Outcome> {
     if in_ci() {
         bail!("{suite} cannot run under CI: {reason}");
     }
     eprintln!("xtask test: skipping {suite}: {reason}");
-    Ok(())
+    Ok(Outcome::Skipped(reason.to_owned()))
 }
 
 /// Cargo's target directory: `CARGO_TARGET_DIR`, else `<root>/target`.
-fn target_dir(root: &Path) -> PathBuf {
+pub(crate) fn target_dir(root: &Path) -> PathBuf {
     match std::env::var_os("CARGO_TARGET_DIR") {
         Some(dir) if !dir.is_empty() => {
             let dir = PathBuf::from(dir);

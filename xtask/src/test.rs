@@ -2,40 +2,122 @@
 
 use std::path::Path;
 
-use anyhow::Result;
+use anyhow::{Result, bail};
 
-use crate::suite::{WORKSPACE_TEST_ARGS, build_test_binaries, skip_or_fail};
+use crate::suite::{Outcome, WORKSPACE_TEST_ARGS, build_test_binaries, skip_or_fail};
 use crate::{browser, cargo, clients, python, run_command};
 
-pub(crate) fn run(root: &Path) -> Result<()> {
-    let cargo = cargo();
-    run_command(root, &cargo, &["fmt", "--all", "--check"])?;
-    // Clippy and the test build share one dependency build: clippy only checks, and the
-    // test profile reuses the dev profile's artifacts.
-    run_command(
-        root,
-        &cargo,
-        &[
-            "clippy",
-            "--workspace",
-            "--all-targets",
-            "--locked",
-            "--",
-            "-D",
-            "warnings",
-        ],
-    )?;
-    run_command(root, &cargo, &WORKSPACE_TEST_ARGS)?;
-    mvt_python_cross_check(root)?;
-    clients::run(root)?;
-    browser::run(root)?;
-    eprintln!("xtask test: all checks passed");
+/// One step of `cargo xtask test`, named for `--suite`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Suite {
+    /// `cargo fmt --all --check`.
+    Fmt,
+    /// `cargo clippy` on the workspace, warnings denied.
+    Clippy,
+    /// `cargo test` on the workspace (tidy and the codegen staleness check included).
+    Cargo,
+    /// Our vector tiles read back by Python's `mapbox-vector-tile`.
+    MvtPython,
+    /// The official Python SDK and uploader against the real server.
+    Sdk,
+    /// The web pages in headless Chromium.
+    Browser,
+}
+
+impl Suite {
+    /// Every suite, in the order that fails fastest.
+    const ALL: [Suite; 6] = [
+        Suite::Fmt,
+        Suite::Clippy,
+        Suite::Cargo,
+        Suite::MvtPython,
+        Suite::Sdk,
+        Suite::Browser,
+    ];
+
+    /// The name `--suite` takes.
+    fn name(self) -> &'static str {
+        match self {
+            Suite::Fmt => "fmt",
+            Suite::Clippy => "clippy",
+            Suite::Cargo => "cargo",
+            Suite::MvtPython => "mvt-python",
+            Suite::Sdk => "sdk",
+            Suite::Browser => "browser",
+        }
+    }
+}
+
+/// Runs every suite, or only `only`, and says at the end which suites were skipped.
+pub(crate) fn run(root: &Path, only: Option<Suite>) -> Result<()> {
+    let mut skipped = Vec::new();
+    for suite in Suite::ALL {
+        if only.is_none_or(|only| only == suite)
+            && let Outcome::Skipped(reason) = run_suite(root, suite)?
+        {
+            skipped.push((suite, reason));
+        }
+    }
+    eprintln!("{}", summary(only, &skipped)?);
     Ok(())
+}
+
+/// The last line of a run that did not fail; asking for one suite that cannot run is an error.
+fn summary(only: Option<Suite>, skipped: &[(Suite, String)]) -> Result<String> {
+    if let Some(suite) = only {
+        if !skipped.is_empty() {
+            bail!(
+                "xtask test: {} could not run here (see the hint above)",
+                suite.name()
+            );
+        }
+        return Ok(format!("xtask test: {} passed", suite.name()));
+    }
+    if skipped.is_empty() {
+        return Ok(String::from("xtask test: all checks passed"));
+    }
+    let mut lines: Vec<String> = skipped
+        .iter()
+        .map(|(suite, reason)| format!("xtask test: skipped {}: {reason}", suite.name()))
+        .collect();
+    let names: Vec<&str> = skipped.iter().map(|(suite, _)| suite.name()).collect();
+    lines.push(format!(
+        "xtask test: passed, but skipped: {}",
+        names.join(", ")
+    ));
+    Ok(lines.join("\n"))
+}
+
+fn run_suite(root: &Path, suite: Suite) -> Result<Outcome> {
+    let cargo = cargo();
+    match suite {
+        Suite::Fmt => run_command(root, &cargo, &["fmt", "--all", "--check"])?,
+        // Clippy and the test build share one dependency build: clippy only checks, and the
+        // test profile reuses the dev profile's artifacts.
+        Suite::Clippy => run_command(
+            root,
+            &cargo,
+            &[
+                "clippy",
+                "--workspace",
+                "--all-targets",
+                "--locked",
+                "--",
+                "-D",
+                "warnings",
+            ],
+        )?,
+        Suite::Cargo => run_command(root, &cargo, &WORKSPACE_TEST_ARGS)?,
+        Suite::MvtPython => return mvt_python_cross_check(root),
+        Suite::Sdk => return clients::run(root),
+        Suite::Browser => return browser::run(root),
+    }
+    Ok(Outcome::Passed)
 }
 
 /// Tiles and a detection geometry from our encoders, read back by an independent decoder,
 /// Python's `mapbox-vector-tile`: layers, geometry, and property values with their types.
-fn mvt_python_cross_check(root: &Path) -> Result<()> {
+fn mvt_python_cross_check(root: &Path) -> Result<Outcome> {
     const WHAT: &str = "the MVT cross-check with Python";
     if !python::available() {
         return skip_or_fail(
@@ -68,5 +150,48 @@ fn mvt_python_cross_check(root: &Path) -> Result<()> {
             "tests/clients/python/check_mvt.py",
             &samples.to_string_lossy(),
         ],
-    )
+    )?;
+    Ok(Outcome::Passed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Suite, summary};
+
+    #[test]
+    fn every_suite_is_named_as_suite_takes_it() {
+        use clap::ValueEnum;
+        for suite in Suite::ALL {
+            assert_eq!(Suite::from_str(suite.name(), false), Ok(suite));
+        }
+    }
+
+    #[test]
+    fn a_full_run_without_skips_says_all_checks_passed() {
+        let text = summary(None, &[]).expect("nothing failed");
+        assert_eq!(text, "xtask test: all checks passed");
+    }
+
+    #[test]
+    fn a_full_run_with_skips_names_them_last() {
+        let skipped = [
+            (Suite::Sdk, String::from("python3 is missing")),
+            (Suite::Browser, String::from("chromium is missing")),
+        ];
+        let text = summary(None, &skipped).expect("skips are not failures");
+        assert!(!text.contains("all checks passed"), "{text}");
+        assert!(text.contains("skipped sdk: python3 is missing"), "{text}");
+        assert_eq!(
+            text.lines().last(),
+            Some("xtask test: passed, but skipped: sdk, browser")
+        );
+    }
+
+    #[test]
+    fn one_suite_asked_for_that_cannot_run_is_an_error() {
+        let skipped = [(Suite::Browser, String::from("chromium is missing"))];
+        assert!(summary(Some(Suite::Browser), &skipped).is_err());
+        let text = summary(Some(Suite::Fmt), &[]).expect("fmt passed");
+        assert_eq!(text, "xtask test: fmt passed");
+    }
 }
