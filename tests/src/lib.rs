@@ -87,9 +87,38 @@ impl Fixture {
         }
     }
 
+    /// A copy of this data directory under a new directory named after `name`, with the same
+    /// app and tokens: one server serves one data directory (it holds a lock on it), so tests
+    /// that start several servers on the same data give each its copy. Copy a fixture before
+    /// any server writes to it.
+    #[must_use]
+    pub fn copy(&self, name: &str) -> Fixture {
+        let dir =
+            std::env::temp_dir().join(format!("streetlevel-test-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        copy_dir(&self.dir, &dir);
+        Fixture {
+            dir,
+            ..self.clone()
+        }
+    }
+
     /// The path of the store's database.
     pub fn database(&self) -> PathBuf {
         self.dir.join("streetlevel.sqlite")
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("create the copy's directory");
+    for entry in std::fs::read_dir(from).expect("read the fixture directory") {
+        let entry = entry.expect("a directory entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("a file type").is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copy a fixture file");
+        }
     }
 }
 

@@ -95,6 +95,8 @@ pub struct Services {
     pub web: Option<Arc<dyn WebSurface>>,
     /// Upload sessions and the processing queue, if uploads are enabled.
     pub uploads: Option<Arc<streetlevel_import::Uploads>>,
+    /// Sign-in throttling and the password-hashing queue (shared with the web pages).
+    pub sign_in: Arc<streetlevel_ratelimit::SignInGuard>,
 }
 
 /// The request-answering core, shared by all connections.
@@ -235,6 +237,17 @@ impl App {
             &error.to_body(&self.trace_member, request_id),
         );
         reply.cache_control = Some(String::from("no-store"));
+        match error {
+            Error::SignInThrottled(wait) => {
+                reply
+                    .headers
+                    .insert(RETRY_AFTER, HeaderValue::from(wait.as_secs().max(1)));
+            }
+            Error::Busy => {
+                reply.headers.insert(RETRY_AFTER, HeaderValue::from(1_u64));
+            }
+            _ => {}
+        }
         if let Error::RateLimited(rejection) = error {
             reply
                 .headers

@@ -38,6 +38,12 @@ pub struct Config {
     /// Connections served at once; further connections wait in the listen queue, unanswered,
     /// until a served one closes.
     pub max_connections: usize,
+    /// Connections served at once from one client address: one client cannot take every
+    /// slot of `max_connections`; further connections from it are closed at once.
+    pub max_connections_per_address: usize,
+    /// How long a request body (other than an upload's, which streams) may take to arrive in
+    /// full; a slower one is answered 408 and the connection closed.
+    pub body_read_timeout: Duration,
     /// Encoded tiles kept in memory.
     pub tile_cache_entries: usize,
     /// `Cache-Control: max-age` of tiles, seconds.
@@ -62,6 +68,8 @@ impl Default for Config {
             header_read_timeout: Duration::from_secs(10),
             max_body_bytes: 64 * 1024,
             max_connections: 1024,
+            max_connections_per_address: 64,
+            body_read_timeout: Duration::from_secs(10),
             tile_cache_entries: 4096,
             tile_max_age_seconds: 3600,
             debug_panic_route: false,

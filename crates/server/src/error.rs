@@ -73,6 +73,15 @@ pub enum Error {
     /// An upload, a finish call or a job failed (see [`upload_status`] for the statuses).
     #[error("upload failed: {0}")]
     Upload(#[from] streetlevel_import::ImportError),
+    /// The request body did not arrive within the body read timeout.
+    #[error("the request body did not arrive within {0} s")]
+    BodyTimeout(u64),
+    /// Too many sign-in attempts for the account or from the address; retry after this long.
+    #[error("too many sign-in attempts")]
+    SignInThrottled(std::time::Duration),
+    /// The server is at capacity for this kind of work (password hashing); retry shortly.
+    #[error("the server is busy")]
+    Busy,
     /// A bug or an unexpected failure; the details are logged, not sent.
     #[error("internal error: {0}")]
     Internal(String),
@@ -104,6 +113,9 @@ impl Error {
             Error::TokenExchange { status, .. } => *status,
             Error::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Error::Upload(error) => upload_status(error).0,
+            Error::SignInThrottled(_) => StatusCode::TOO_MANY_REQUESTS,
+            Error::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
+            Error::Busy => StatusCode::SERVICE_UNAVAILABLE,
             Error::Io(_) | Error::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -138,6 +150,19 @@ impl Error {
                 body.insert(trace_member.to_owned(), Value::from(trace_id));
                 return Value::Object(body);
             }
+            Error::Upload(upload) => return upload_body(upload, trace_member, trace_id),
+            other => other.graph_fields(),
+        };
+        error.insert(trace_member.to_owned(), Value::from(trace_id));
+        json!({ "error": Value::Object(error) })
+    }
+}
+
+impl Error {
+    /// `message`, `type`, `code` and `error_subcode` of the errors whose body is the plain
+    /// Graph-style one.
+    fn graph_fields(&self) -> Map<String, Value> {
+        match self {
             Error::BadParameter { name, reason } => graph_error(
                 &format!("(#100) Invalid parameter ({name}): {reason}"),
                 "OAuthException",
@@ -205,13 +230,36 @@ impl Error {
                 100,
                 None,
             ),
-            Error::Upload(upload) => return upload_body(upload, trace_member, trace_id),
-            Error::Io(_) | Error::Internal(_) => {
+            Error::SignInThrottled(wait) => graph_error(
+                &format!(
+                    "Too many sign-in attempts: try again in {} s",
+                    wait.as_secs().max(1)
+                ),
+                "OAuthException",
+                4,
+                None,
+            ),
+            Error::BodyTimeout(seconds) => graph_error(
+                &format!("The request body did not arrive within {seconds} s"),
+                "OAuthException",
+                100,
+                None,
+            ),
+            Error::Busy => graph_error(
+                "The server is busy: try again in a second",
+                "OAuthException",
+                2,
+                None,
+            ),
+            // Internal errors say nothing; the other three have bodies of their own.
+            Error::Io(_)
+            | Error::Internal(_)
+            | Error::RateLimited(_)
+            | Error::TokenExchange { .. }
+            | Error::Upload(_) => {
                 graph_error("An unknown error has occurred.", "OAuthException", 1, None)
             }
-        };
-        error.insert(trace_member.to_owned(), Value::from(trace_id));
-        json!({ "error": Value::Object(error) })
+        }
     }
 }
 

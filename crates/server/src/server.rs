@@ -68,6 +68,9 @@ impl Server {
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<(), Error> {
         let Server { listener, app, .. } = self;
         let connections = Arc::new(Semaphore::new(app.config().max_connections.max(1)));
+        let per_address = Arc::new(PerAddress::default());
+        let max_per_address = app.config().max_connections_per_address.max(1);
+        let mut accept_errors = AcceptErrors::default();
         let graceful = GracefulShutdown::new();
         tokio::pin!(shutdown);
         loop {
@@ -78,20 +81,37 @@ impl Server {
                     Err(_) => break,
                 },
             };
-            let (stream, _) = tokio::select! {
+            let (stream, peer) = tokio::select! {
                 () = &mut shutdown => break,
                 accepted = listener.accept() => match accepted {
-                    Ok(accepted) => accepted,
+                    Ok(accepted) => {
+                        accept_errors.succeeded();
+                        accepted
+                    }
                     Err(error) => {
-                        // Running out of file descriptors must not end the server.
-                        tracing::warn!(%error, "accept failed");
+                        // Running out of file descriptors must not end the server, nor make
+                        // it spin: back off, and log once per interval with a count.
+                        let (pause, report) = accept_errors.failed(std::time::Instant::now());
+                        if let Some(count) = report {
+                            tracing::warn!(%error, failures = count, "accept failed");
+                        }
+                        tokio::time::sleep(pause).await;
                         continue;
                     }
                 },
             };
+            let Some(address_slot) = PerAddress::enter(&per_address, peer.ip(), max_per_address)
+            else {
+                // One client may not hold every slot: close at once, answer nothing.
+                tracing::debug!(%peer, "too many connections from one address");
+                continue;
+            };
             let _ = stream.set_nodelay(true);
             let app_for_connection = Arc::clone(&app);
-            let service = service_fn(move |request: Request<Incoming>| {
+            let service = service_fn(move |mut request: Request<Incoming>| {
+                request
+                    .extensions_mut()
+                    .insert(streetlevel_ratelimit::ClientAddr(peer));
                 let app = Arc::clone(&app_for_connection);
                 async move { Ok::<_, Infallible>(serve_one(app, request).await) }
             });
@@ -107,6 +127,7 @@ impl Server {
                     tracing::debug!(%error, "connection ended with an error");
                 }
                 drop(permit);
+                drop(address_slot);
             });
         }
         drop(listener);
@@ -124,9 +145,23 @@ async fn serve_one(app: Arc<App>, request: Request<Incoming>) -> Response<Full<B
         return app.respond_upload(parts, key, body).await.map(Full::new);
     }
     let limit = app.config().max_body_bytes;
-    let body = match Limited::new(body, limit).collect().await {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(error) => {
+    let timeout = app.config().body_read_timeout;
+    let collected = tokio::time::timeout(timeout, Limited::new(body, limit).collect()).await;
+    let body = match collected {
+        Err(_) => {
+            // A slow body gets an answer, and the connection is not kept: the rest of the
+            // body would be read as the next request.
+            let mut response = app
+                .respond_async(parts, Err(Error::BodyTimeout(timeout.as_secs())))
+                .await;
+            response.headers_mut().insert(
+                http::header::CONNECTION,
+                http::HeaderValue::from_static("close"),
+            );
+            return response.map(Full::new);
+        }
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+        Ok(Err(error)) => {
             if error
                 .downcast_ref::<http_body_util::LengthLimitError>()
                 .is_some()
@@ -139,4 +174,135 @@ async fn serve_one(app: Arc<App>, request: Request<Incoming>) -> Response<Full<B
     };
     let response = app.respond_async(parts, body).await;
     response.map(Full::new)
+}
+
+/// Connections being served, per client address.
+#[derive(Debug, Default)]
+struct PerAddress {
+    counts: std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>,
+}
+
+/// One connection's place in [`PerAddress`], given back when dropped.
+#[derive(Debug)]
+struct AddressSlot {
+    table: Arc<PerAddress>,
+    address: std::net::IpAddr,
+}
+
+impl PerAddress {
+    /// A slot for one more connection from `address`, unless it has `max` already.
+    fn enter(table: &Arc<Self>, address: std::net::IpAddr, max: usize) -> Option<AddressSlot> {
+        let mut counts = table
+            .counts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let count = counts.entry(address).or_insert(0);
+        if *count >= max {
+            return None;
+        }
+        *count += 1;
+        Some(AddressSlot {
+            table: Arc::clone(table),
+            address,
+        })
+    }
+}
+
+impl Drop for AddressSlot {
+    fn drop(&mut self) {
+        let mut counts = self
+            .table
+            .counts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(count) = counts.get_mut(&self.address) {
+            *count -= 1;
+            if *count == 0 {
+                counts.remove(&self.address);
+            }
+        }
+    }
+}
+
+/// What to do after failed accepts: a pause that doubles from 10 ms to 1 s while they keep
+/// failing, and a log line at most every 5 s with how many failed since the last one.
+#[derive(Debug, Default)]
+struct AcceptErrors {
+    pause: std::time::Duration,
+    unreported: usize,
+    last_report: Option<std::time::Instant>,
+}
+
+impl AcceptErrors {
+    const FIRST_PAUSE: std::time::Duration = std::time::Duration::from_millis(10);
+    const LONGEST_PAUSE: std::time::Duration = std::time::Duration::from_secs(1);
+    const REPORT_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+
+    /// The pause before accepting again, and the count to log now, if it is time to.
+    fn failed(&mut self, now: std::time::Instant) -> (std::time::Duration, Option<usize>) {
+        self.pause = (self.pause * 2).clamp(Self::FIRST_PAUSE, Self::LONGEST_PAUSE);
+        self.unreported += 1;
+        let due = self
+            .last_report
+            .is_none_or(|last| now.duration_since(last) >= Self::REPORT_EVERY);
+        let report = due.then(|| {
+            self.last_report = Some(now);
+            std::mem::take(&mut self.unreported)
+        });
+        (self.pause, report)
+    }
+
+    fn succeeded(&mut self) {
+        self.pause = std::time::Duration::ZERO;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::{IpAddr, Ipv4Addr};
+    use std::time::{Duration, Instant};
+
+    use super::*;
+
+    #[test]
+    fn one_address_gets_at_most_its_share_of_connections() {
+        let table = Arc::new(PerAddress::default());
+        let laptop = IpAddr::V4(Ipv4Addr::LOCALHOST);
+        let other = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1));
+        let first = PerAddress::enter(&table, laptop, 2).unwrap();
+        let second = PerAddress::enter(&table, laptop, 2).unwrap();
+        assert!(PerAddress::enter(&table, laptop, 2).is_none());
+        assert!(PerAddress::enter(&table, other, 2).is_some());
+        drop(first);
+        let third = PerAddress::enter(&table, laptop, 2);
+        assert!(third.is_some());
+        drop((second, third));
+        assert!(table.counts.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn failed_accepts_back_off_and_log_once_per_interval() {
+        let mut errors = AcceptErrors::default();
+        let start = Instant::now();
+        let mut pauses = Vec::new();
+        let mut logged = Vec::new();
+        // A thousand failures in 3 s: one log line, pauses doubling up to a second.
+        for step in 0..1000_u64 {
+            let (pause, report) = errors.failed(start + Duration::from_millis(step * 3));
+            pauses.push(pause);
+            logged.extend(report);
+        }
+        assert_eq!(logged, [1]);
+        assert_eq!(pauses[0], Duration::from_millis(10));
+        assert_eq!(pauses[1], Duration::from_millis(20));
+        assert_eq!(*pauses.last().unwrap(), Duration::from_secs(1));
+        // After the interval, one line counts every failure since the last.
+        let (_, report) = errors.failed(start + Duration::from_secs(6));
+        assert_eq!(report, Some(1000));
+        errors.succeeded();
+        assert_eq!(
+            errors.failed(start + Duration::from_secs(7)).0,
+            Duration::from_millis(10)
+        );
+    }
 }

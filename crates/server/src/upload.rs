@@ -14,6 +14,7 @@ use http_body_util::BodyExt;
 use serde_json::{Map, Value, json};
 use streetlevel_import::{Job, Uploads};
 use streetlevel_model::{OrganizationId, Timestamp};
+use streetlevel_ratelimit::{ClientAddr, SignInRefusal};
 
 use crate::Error;
 use crate::app::{App, Caller};
@@ -58,6 +59,18 @@ impl App {
         let login: Login = serde_json::from_slice(body).map_err(|error| {
             Error::BadBody(format!("expected JSON with email and password: {error}"))
         })?;
+        let address = parts
+            .extensions
+            .get::<ClientAddr>()
+            .map(|address| address.0.ip());
+        // Throttled and queued before the password is hashed: a flood costs a lookup.
+        let _hashing =
+            self.services.sign_in.admit(&login.email, address).map_err(
+                |refusal| match refusal {
+                    SignInRefusal::Throttled(wait) => Error::SignInThrottled(wait),
+                    SignInRefusal::Busy => Error::Busy,
+                },
+            )?;
         let signed_in = self
             .services
             .auth

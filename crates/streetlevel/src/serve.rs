@@ -13,6 +13,7 @@ use anyhow::Context;
 use streetlevel_auth::{AuthStore, OsRandom};
 use streetlevel_import::{UploadLimits, Uploads};
 use streetlevel_model::{ImageId, MediaId};
+use streetlevel_ratelimit::SignInGuard;
 use streetlevel_server::media::{MediaObject, ThumbSize};
 use streetlevel_server::{
     App, Config, DirectoryMedia, Error as ServerError, MediaSource, Server, Services, SystemClock,
@@ -164,6 +165,8 @@ struct FileConfig {
     header_read_timeout_seconds: Option<u64>,
     max_body_bytes: Option<usize>,
     max_connections: Option<usize>,
+    max_connections_per_address: Option<usize>,
+    body_read_timeout_seconds: Option<u64>,
     tile_cache_entries: Option<usize>,
     limit_entity_per_min: Option<NonZeroU32>,
     limit_search_per_min: Option<NonZeroU32>,
@@ -211,12 +214,22 @@ fn media_key(data: &Path, from_config: Option<&str>) -> anyhow::Result<Vec<u8>> 
             .with_context(|| format!("{} is not hexadecimal", path.display())),
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
             let key: [u8; 32] = rand::random();
-            std::fs::write(&path, hex::encode(key))
+            write_private(&path, hex::encode(key).as_bytes())
                 .with_context(|| format!("cannot write {}", path.display()))?;
             Ok(key.to_vec())
         }
         Err(error) => Err(error).with_context(|| format!("cannot read {}", path.display())),
     }
+}
+
+/// Writes a secret readable by its owner only (mode 0600 on Unix).
+fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    options.open(path)?.write_all(bytes)
 }
 
 /// Everything `serve` takes from its flags, the config file and the defaults.
@@ -272,6 +285,14 @@ fn settings(args: &Args) -> anyhow::Result<Settings> {
         file.header_read_timeout_seconds != Some(0),
         "header_read_timeout_seconds must be at least 1"
     );
+    anyhow::ensure!(
+        file.body_read_timeout_seconds != Some(0),
+        "body_read_timeout_seconds must be at least 1"
+    );
+    anyhow::ensure!(
+        file.max_connections_per_address != Some(0),
+        "max_connections_per_address must be at least 1"
+    );
     let config = Config {
         bind: args.addr,
         base_url: file.base_url.or_else(|| public_url.clone()),
@@ -293,6 +314,12 @@ fn settings(args: &Args) -> anyhow::Result<Settings> {
             .map_or(defaults.header_read_timeout, std::time::Duration::from_secs),
         max_body_bytes: file.max_body_bytes.unwrap_or(defaults.max_body_bytes),
         max_connections: file.max_connections.unwrap_or(defaults.max_connections),
+        max_connections_per_address: file
+            .max_connections_per_address
+            .unwrap_or(defaults.max_connections_per_address),
+        body_read_timeout: file
+            .body_read_timeout_seconds
+            .map_or(defaults.body_read_timeout, std::time::Duration::from_secs),
         tile_cache_entries: file
             .tile_cache_entries
             .unwrap_or(defaults.tile_cache_entries),
@@ -333,21 +360,53 @@ fn settings(args: &Args) -> anyhow::Result<Settings> {
     })
 }
 
-async fn serve(args: Args) -> anyhow::Result<()> {
-    let Settings {
-        config,
-        limits,
-        assets_dir,
-        upload_limits,
-    } = settings(&args)?;
-    let rate_limits =
-        Arc::new(streetlevel_ratelimit::RateLimits::new(limits).context("invalid rate limits")?);
+/// The data directory's lock file: held (flock) for as long as a server serves it.
+const LOCK_FILE: &str = "streetlevel.lock";
+
+/// Takes the data directory for this process: a second server on the same directory would
+/// run its own upload worker and caches over the same files, so it is refused. The lock is
+/// the kernel's, so it goes with the process, however it ends.
+fn lock_data_dir(data: &Path) -> anyhow::Result<std::fs::File> {
+    let path = data.join(LOCK_FILE);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).map_err(
+        |_| {
+            anyhow::anyhow!(
+                "another streetlevel server is serving {} (it holds {})",
+                data.display(),
+                path.display()
+            )
+        },
+    )?;
+    Ok(file)
+}
+
+/// A database file of zero bytes is a damaged or truncated copy, not a new data set: `SQLite`
+/// would take it for an empty database and the server would serve nothing without a word.
+fn check_database_file(data: &Path) -> anyhow::Result<()> {
+    let path = Store::database_path(data);
+    match std::fs::metadata(&path) {
+        Ok(metadata) if metadata.len() == 0 => anyhow::bail!(
+            "{} is empty (0 bytes): restore it from a backup, or remove it to start afresh",
+            path.display()
+        ),
+        _ => Ok(()),
+    }
+}
+
+/// Loads the data directory's store off the async workers, and logs what it holds.
+async fn load_store(data: &Path) -> anyhow::Result<Store> {
     let started = std::time::Instant::now();
-    let data = args.data.clone();
-    let store = tokio::task::spawn_blocking(move || Store::open(&data))
+    let owned = data.to_path_buf();
+    let store = tokio::task::spawn_blocking(move || Store::open(&owned))
         .await
         .context("loading the store failed")?
-        .with_context(|| format!("cannot open the data directory {}", args.data.display()))?;
+        .with_context(|| format!("cannot open the data directory {}", data.display()))?;
     tracing::info!(
         images = store.image_count(),
         map_features = store.map_feature_count(),
@@ -355,6 +414,21 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         millis = started.elapsed().as_millis() as u64,
         "loaded the store"
     );
+    Ok(store)
+}
+
+async fn serve(args: Args) -> anyhow::Result<()> {
+    let Settings {
+        config,
+        limits,
+        assets_dir,
+        upload_limits,
+    } = settings(&args)?;
+    check_database_file(&args.data)?;
+    let _lock = lock_data_dir(&args.data)?;
+    let rate_limits =
+        Arc::new(streetlevel_ratelimit::RateLimits::new(limits).context("invalid rate limits")?);
+    let store = load_store(&args.data).await?;
     let auth = AuthStore::open(
         &Store::database_path(&args.data),
         streetlevel_auth::Config::default(),
@@ -393,6 +467,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     let uploads = Arc::new(
         Uploads::open(&args.data, upload_limits).context("cannot open the upload tables")?,
     );
+    let sign_in = Arc::new(SignInGuard::default());
     let web = Web::new(
         web_config,
         Arc::clone(&auth),
@@ -401,7 +476,8 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         OsRandom,
     )
     .context("cannot start the web pages")?
-    .with_uploads(Arc::clone(&uploads));
+    .with_uploads(Arc::clone(&uploads))
+    .with_sign_in_guard(Arc::clone(&sign_in));
 
     let services = Services {
         store: Arc::clone(&store),
@@ -412,6 +488,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         clock: Arc::new(SystemClock),
         web: Some(Arc::new(web)),
         uploads: Some(Arc::clone(&uploads)),
+        sign_in: Arc::clone(&sign_in),
     };
     let server = Server::bind(config, services)
         .await
@@ -423,6 +500,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         loop {
             interval.tick().await;
             rate_limits.retain_recent();
+            sign_in.throttle.retain_recent();
         }
     });
     let background = Background::start(uploads, store)?;

@@ -18,6 +18,8 @@ const BINARY: &str = env!("CARGO_BIN_EXE_streetlevel");
 
 struct World {
     fixture: Fixture,
+    /// A copy of the fixture made before any server ran, for tests that start their own.
+    pristine: Fixture,
     server: Server,
     store: Store,
 }
@@ -26,10 +28,12 @@ fn world() -> &'static World {
     static WORLD: OnceLock<World> = OnceLock::new();
     WORLD.get_or_init(|| {
         let fixture = Fixture::generate(Path::new(BINARY), "black-box", 200);
+        let pristine = fixture.copy("black-box-pristine");
         let server = Server::start(Path::new(BINARY), &fixture.dir, &["--debug-panic-route"]);
         let store = Store::open(&fixture.dir).expect("the fixture store opens");
         World {
             fixture,
+            pristine,
             server,
             store,
         }
@@ -1163,7 +1167,7 @@ fn token_exchange_errors_are_oauth_bodies() {
 
 #[test]
 fn rate_limits_answer_with_the_spec_body_and_retry_after() {
-    let fixture = &world().fixture;
+    let fixture = world().pristine.copy("black-box-rate-limits");
     let server = Server::start(
         Path::new(BINARY),
         &fixture.dir,
@@ -1253,7 +1257,8 @@ fn the_web_pages_are_mounted_on_the_same_listener() {
 
 #[test]
 fn sigterm_stops_the_server_gracefully() {
-    let mut server = Server::start(Path::new(BINARY), &world().fixture.dir, &[]);
+    let data = world().pristine.copy("black-box-sigterm");
+    let mut server = Server::start(Path::new(BINARY), &data.dir, &[]);
     assert_eq!(server.get("/images").status, 401);
     assert!(server.is_running());
     assert!(

@@ -46,11 +46,13 @@ fn config_file(name: &str, text: &str) -> PathBuf {
     path
 }
 
-/// Starts `serve` on the shared fixture. Tests start servers on the same data directory at
-/// the same moment, which once failed with "database is locked" (the store's schema check
-/// upgraded a deferred transaction); starting them concurrently keeps that fixed.
+/// Starts `serve` on a copy of the shared fixture (one server per data directory: it holds
+/// a lock), so tests start their servers at the same moment without sharing data.
 fn start(extra: &[&str]) -> Server {
-    Server::start(binary(), &fixture().dir, extra)
+    static COPIES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let copy = COPIES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let data = fixture().copy(&format!("serve-config-copy-{copy}"));
+    Server::start(binary(), &data.dir, extra)
 }
 
 fn start_with_config(name: &str, json: &str, extra: &[&str]) -> Server {

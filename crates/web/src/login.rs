@@ -7,6 +7,7 @@ use bytes::Bytes;
 use http::request::Parts;
 use http::{Response, StatusCode};
 use streetlevel_auth::{AuthError, verify_csrf};
+use streetlevel_ratelimit::{ClientAddr, SignInRefusal};
 
 use crate::form::{Form, cookie, encode, same_site_path};
 use crate::html::{self, escape};
@@ -100,6 +101,40 @@ impl Web {
             );
         }
         let password = form.get("password").unwrap_or("");
+        let address = parts
+            .extensions
+            .get::<ClientAddr>()
+            .map(|address| address.0.ip());
+        // Throttled and queued before the password is hashed: a flood costs a lookup.
+        let _hashing = match self.sign_in.admit(username, address) {
+            Ok(pass) => pass,
+            Err(SignInRefusal::Throttled(wait)) => {
+                let seconds = wait.as_secs().max(1);
+                let mut response = self.login_page(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    next,
+                    username,
+                    Some(&format!(
+                        "Too many sign-in attempts. Please try again in {seconds} seconds."
+                    )),
+                );
+                html::set_header(
+                    &mut response,
+                    http::header::RETRY_AFTER,
+                    &seconds.to_string(),
+                );
+                return response;
+            }
+            Err(SignInRefusal::Busy) => {
+                let mut response = html::error_page(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "Sign-in busy",
+                    "Too many people are signing in right now. Please try again in a moment.",
+                );
+                html::set_header(&mut response, http::header::RETRY_AFTER, "1");
+                return response;
+            }
+        };
         match self.auth.login(username, password) {
             Ok((_user, session_token)) => {
                 let lifetime = self.auth.config().session_lifetime.as_secs();

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 use streetlevel_import::Uploads;
+use streetlevel_ratelimit::SignInGuard;
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -30,6 +31,8 @@ pub struct Web {
     pub(crate) embed: (ClientId, String),
     /// Upload jobs, shown on the dashboard when uploads are enabled.
     pub(crate) uploads: Option<Arc<Uploads>>,
+    /// Sign-in throttling and the password-hashing queue.
+    pub(crate) sign_in: Arc<SignInGuard>,
 }
 
 impl std::fmt::Debug for Web {
@@ -74,7 +77,16 @@ impl Web {
             random: Box::new(random),
             embed,
             uploads: None,
+            sign_in: Arc::new(SignInGuard::default()),
         })
+    }
+
+    /// Shares the sign-in throttle and hashing queue with the other sign-in (the uploader's
+    /// `POST /login`), so that both count the same attempts.
+    #[must_use]
+    pub fn with_sign_in_guard(mut self, guard: Arc<SignInGuard>) -> Self {
+        self.sign_in = guard;
+        self
     }
 
     /// Shows the signed-in user's uploads (from the official uploader) on the dashboard.

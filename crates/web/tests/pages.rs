@@ -551,6 +551,68 @@ fn the_consent_page_names_the_app_and_scopes_and_allowing_redirects_with_a_code(
 }
 
 #[test]
+fn the_consent_form_carries_the_pkce_challenge_through_to_the_code() {
+    // RFC 7636 appendix B.
+    const VERIFIER: &str = "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk";
+    const CHALLENGE: &str = "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM";
+    let h = harness();
+    let app = create_app(&h, Scopes::READ);
+    let jar = sign_in(&h.web, "alice");
+    let (html, request, csrf) = consent(
+        &h,
+        &jar,
+        &format!(
+            "client_id={}&code_challenge={CHALLENGE}&code_challenge_method=S256",
+            app.client_id
+        ),
+    );
+    assert!(
+        html.contains("This request is protected by PKCE (S256)"),
+        "{html}"
+    );
+    let (plain_html, _, _) = consent(&h, &jar, &format!("client_id={}", app.client_id));
+    assert!(plain_html.contains("This request is not protected by PKCE."));
+    let response = post(
+        &h.web,
+        "/connect",
+        &jar,
+        &[
+            ("request", &request),
+            ("csrf", &csrf),
+            ("decision", "allow"),
+        ],
+    );
+    assert_eq!(response.status(), StatusCode::SEE_OTHER);
+    let code = location(&response)
+        .strip_prefix("https://mapper.example/callback?code=")
+        .unwrap_or_else(|| panic!("{}", location(&response)))
+        .to_owned();
+    let exchange = |verifier: Option<&str>| {
+        let mut body = serde_json::json!({
+            "grant_type": "authorization_code",
+            "client_id": app.client_id.0,
+            "code": code,
+        });
+        if let Some(verifier) = verifier {
+            body["code_verifier"] = serde_json::json!(verifier);
+        }
+        h.auth.exchange(
+            Some(&format!("OAuth {}", app.client_secret)),
+            Some("application/json"),
+            body.to_string().as_bytes(),
+        )
+    };
+    // The code is bound to the challenge: it needs the verifier.
+    let refused = exchange(None).unwrap_err();
+    assert!(
+        refused.description.contains("code_verifier is required"),
+        "{refused}"
+    );
+    let exchanged = exchange(Some(VERIFIER)).unwrap();
+    assert!(h.auth.check_token(&exchanged.access_token).is_ok());
+}
+
+#[test]
 fn the_consent_page_markup() {
     let h = harness();
     let app = create_app(&h, Scopes::ALL);
@@ -1010,4 +1072,54 @@ fn the_dashboard_lists_ones_uploads_with_their_state_and_reason() {
     let bob = sign_in(&h.web, "bob");
     let other = body(&get(&h.web, "/dashboard", &bob));
     assert!(!other.contains("data-upload"), "{other}");
+}
+
+#[test]
+fn sign_in_attempts_are_throttled_with_retry_after() {
+    use streetlevel_ratelimit::{HashingGate, SignInGuard, SignInLimits, SignInThrottle};
+    let one = std::num::NonZeroU32::new(1).unwrap();
+    let two = std::num::NonZeroU32::new(2).unwrap();
+    let guard = SignInGuard {
+        throttle: SignInThrottle::new(SignInLimits {
+            per_account: (two, Duration::from_secs(60)),
+            per_address: (one, Duration::from_secs(60)),
+            per_account_and_address: (one, Duration::from_secs(60)),
+        }),
+        hashing: HashingGate::new(1, 1, Duration::from_secs(1)),
+    };
+    let Harness { web, auth, clock } = harness();
+    let h = Harness {
+        web: web.with_sign_in_guard(Arc::new(guard)),
+        auth,
+        clock,
+    };
+    let attempt = |password: &str| {
+        let mut jar = Jar::default();
+        let form = get(&h.web, "/login", &jar);
+        jar.take(&form);
+        let csrf = field(&body(&form), r#"name="csrf""#);
+        post(
+            &h.web,
+            "/login",
+            &jar,
+            &[
+                ("csrf", &csrf),
+                ("username", "alice"),
+                ("password", password),
+            ],
+        )
+    };
+    assert_eq!(attempt("wrong").status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(attempt("wrong").status(), StatusCode::UNAUTHORIZED);
+    let throttled = attempt(PASSWORD);
+    assert_eq!(throttled.status(), StatusCode::TOO_MANY_REQUESTS);
+    let wait: u64 = throttled.headers()[header::RETRY_AFTER]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=61).contains(&wait), "{wait}");
+    assert!(body(&throttled).contains("Too many sign-in attempts"));
+    // Another account is not affected.
+    assert!(sign_in(&h.web, "bob").get("streetlevel_session").is_some());
 }

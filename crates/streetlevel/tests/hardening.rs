@@ -1,0 +1,254 @@
+//! Black-box tests of how `streetlevel serve` holds up against hostile clients (issue 15):
+//! slow request bodies, one address holding many connections, and sign-in floods. Everything
+//! binds to 127.0.0.1 with a handful of connections and bounded waits.
+#![allow(clippy::unwrap_used, clippy::panic, clippy::expect_used)]
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use streetlevel_tests::{Response, Server, run};
+
+const BINARY: &str = env!("CARGO_BIN_EXE_streetlevel");
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "streetlevel-hardening-{name}-{}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A data directory with user erin (password "correct horse", email erin@example.com) and an
+/// app that may upload, served with the config `json`: the server, the app's client token and
+/// the data directory.
+fn world(name: &str, json: &str) -> (Server, String, PathBuf) {
+    let root = scratch(name);
+    let data = root.join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let created = run(
+        Path::new(BINARY),
+        &[
+            "apps",
+            "create",
+            "--data",
+            data.to_str().unwrap(),
+            "--name",
+            "hardening",
+            "--callback",
+            "http://127.0.0.1/cb",
+            "--scopes",
+            "read,upload",
+        ],
+    );
+    let token = created
+        .lines()
+        .find_map(|line| line.strip_prefix("client_token: "))
+        .unwrap()
+        .trim()
+        .to_owned();
+    let mut create = Command::new(BINARY)
+        .args(["users", "create", "--data", data.to_str().unwrap()])
+        .args(["--username", "erin", "--email", "erin@example.com"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    create
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"correct horse\n")
+        .unwrap();
+    assert!(create.wait().unwrap().success());
+    let config = root.join("config.json");
+    std::fs::write(&config, json).unwrap();
+    let server = Server::start(
+        Path::new(BINARY),
+        &data,
+        &["--config", config.to_str().unwrap()],
+    );
+    (server, token, data)
+}
+
+/// A request that must be answered promptly while an attack runs.
+fn answered(server: &Server, token: &str) -> Response {
+    let response = server.request(
+        "GET",
+        "/images?bbox=13.1,55.6,13.3,55.8&limit=1",
+        &[("Authorization", &format!("OAuth {token}"))],
+        b"",
+    );
+    assert_eq!(
+        response.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&response.body)
+    );
+    response
+}
+
+/// Reads what the server sends until it closes (or `limit` passes): the bytes and how long.
+fn read_until_closed(stream: &mut TcpStream, limit: Duration) -> (Vec<u8>, Duration) {
+    stream.set_read_timeout(Some(limit)).unwrap();
+    let started = Instant::now();
+    let mut received = Vec::new();
+    let mut buffer = [0_u8; 4096];
+    loop {
+        match stream.read(&mut buffer) {
+            Ok(0) => break,
+            Ok(n) => received.extend_from_slice(&buffer[..n]),
+            Err(error) if error.kind() == ErrorKind::ConnectionReset => break,
+            Err(error) => panic!("the server neither answered nor closed: {error}"),
+        }
+    }
+    (received, started.elapsed())
+}
+
+#[test]
+fn a_slow_or_missing_body_is_answered_408_and_others_are_served_meanwhile() {
+    let (server, token, _) = world("slow", r#"{"body_read_timeout_seconds": 1}"#);
+    // Headers promising ten bytes, then nothing.
+    let mut silent = TcpStream::connect(server.addr).unwrap();
+    silent
+        .write_all(b"POST /token HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n")
+        .unwrap();
+    // A body trickling in a byte at a time.
+    let mut trickle = TcpStream::connect(server.addr).unwrap();
+    trickle
+        .write_all(b"POST /token HTTP/1.1\r\nHost: x\r\nContent-Length: 60000\r\n\r\n")
+        .unwrap();
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_millis(600) {
+        trickle.write_all(b"a").unwrap();
+        answered(&server, &token);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    for stream in [&mut silent, &mut trickle] {
+        let (received, waited) = read_until_closed(stream, Duration::from_secs(20));
+        let text = String::from_utf8_lossy(&received);
+        assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+        assert!(text.contains("did not arrive within 1 s"), "{text}");
+        assert!(waited < Duration::from_secs(20));
+    }
+    answered(&server, &token);
+}
+
+#[test]
+fn one_address_cannot_hold_every_connection() {
+    let (server, token, _) = world("per-address", r#"{"max_connections_per_address": 3}"#);
+    let idle: Vec<TcpStream> = (0..3)
+        .map(|_| TcpStream::connect(server.addr).unwrap())
+        .collect();
+    // The fourth connection from the same address is closed without an answer ...
+    let started = Instant::now();
+    let refused = loop {
+        let mut fourth = TcpStream::connect(server.addr).unwrap();
+        let _ = fourth.write_all(b"GET /images HTTP/1.1\r\nHost: x\r\n\r\n");
+        let (received, _) = read_until_closed(&mut fourth, Duration::from_secs(10));
+        if received.is_empty() {
+            break true;
+        }
+        // The three idle ones may not all be accepted yet: try again.
+        assert!(started.elapsed() < Duration::from_secs(10), "never refused");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(refused);
+    // ... and once they close, requests are served again.
+    drop(idle);
+    let started = Instant::now();
+    loop {
+        let attempt = std::panic::catch_unwind(|| answered(&server, &token));
+        if attempt.is_ok() {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "never served again"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn uploader_sign_in(server: &Server, token: &str, password: &str) -> Response {
+    server.request(
+        "POST",
+        "/login",
+        &[
+            ("Authorization", &format!("OAuth {token}")),
+            ("Content-Type", "application/json"),
+        ],
+        json!({"email": "erin@example.com", "password": password})
+            .to_string()
+            .as_bytes(),
+    )
+}
+
+#[test]
+fn guessing_a_password_is_throttled_before_any_hashing() {
+    let (server, token, _) = world("throttle", "{}");
+    for _ in 0..5 {
+        assert_eq!(uploader_sign_in(&server, &token, "wrong").status, 401);
+    }
+    let throttled = uploader_sign_in(&server, &token, "wrong");
+    assert_eq!(throttled.status, 429);
+    let wait: u64 = throttled.header("retry-after").unwrap().parse().unwrap();
+    assert!((1..=31).contains(&wait), "{wait}");
+    assert_eq!(throttled.json()["error"]["code"], 4);
+    // The right password is refused too while the throttle holds: guessing gains nothing.
+    assert_eq!(
+        uploader_sign_in(&server, &token, "correct horse").status,
+        429
+    );
+    // The API itself is not affected.
+    answered(&server, &token);
+}
+
+#[test]
+fn a_second_server_on_the_same_data_is_refused_and_an_empty_database_too() {
+    let (server, token, data) = world("lock", "{}");
+    let second = streetlevel_tests::serve_expecting_failure(Path::new(BINARY), &data, &[]);
+    assert!(!second.success);
+    assert!(!second.stdout.contains("listening on"), "{}", second.stdout);
+    assert!(
+        second
+            .stderr
+            .contains("another streetlevel server is serving"),
+        "{}",
+        second.stderr
+    );
+    answered(&server, &token);
+
+    let empty = scratch("empty-database");
+    std::fs::write(empty.join("streetlevel.sqlite"), b"").unwrap();
+    let refused = streetlevel_tests::serve_expecting_failure(Path::new(BINARY), &empty, &[]);
+    assert!(!refused.success);
+    assert!(
+        refused.stderr.contains("is empty (0 bytes)"),
+        "{}",
+        refused.stderr
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn secrets_on_disk_are_readable_by_their_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let (_server, _, data) = world("permissions", "{}");
+    let mode = std::fs::metadata(data.join("media.key"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o077, 0, "media.key mode {mode:o}");
+    let fixture = streetlevel_tests::Fixture::generate(Path::new(BINARY), "permissions", 5);
+    let mode = std::fs::metadata(fixture.dir.join("credentials.json"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o077, 0, "credentials.json mode {mode:o}");
+}
