@@ -3,7 +3,8 @@
 // the real mapillary-js viewer and MapLibre map. Screenshots go to STREETLEVEL_SCREENSHOTS
 // (a folder) when it is set.
 import assert from 'node:assert/strict';
-import { mkdirSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
@@ -133,8 +134,11 @@ describe('web surface in Chromium', () => {
   });
 
   test('embed without the npm packages: the fallback still image loads', async () => {
-    // A second server on the same data, pointed at a node_modules folder that does not exist.
-    const fallback = await serveData(service.data, ['--assets-dir', join(service.data, 'absent-node-modules')]);
+    // A second server on a copy of the data (one server per data directory: it holds a lock),
+    // pointed at a node_modules folder that does not exist.
+    const copy = mkdtempSync(join(tmpdir(), 'streetlevel-browser-fallback-'));
+    cpSync(service.data, copy, { recursive: true });
+    const fallback = await serveData(copy, ['--assets-dir', join(copy, 'absent-node-modules')]);
     const page = await context.newPage();
     try {
       await page.goto(`${fallback.baseUrl}/embed?image_key=${sequence[0]}&style=split`);
@@ -159,6 +163,7 @@ describe('web surface in Chromium', () => {
     } finally {
       await page.close();
       await fallback.stop();
+      rmSync(copy, { recursive: true, force: true });
     }
   });
 

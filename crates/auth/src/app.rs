@@ -5,6 +5,7 @@ use streetlevel_model::Timestamp;
 
 use crate::ids::{from_sql, to_sql};
 use crate::secret::{SecretKind, digest, generate};
+use crate::store::write_transaction;
 use crate::token::{NewToken, TokenKind};
 use crate::{AuthError, AuthStore, ClientId, Scopes, UserId};
 
@@ -118,7 +119,7 @@ impl AuthStore {
         let client_secret = generate(self.random.as_ref(), SecretKind::ClientSecret);
         let client_token = generate(self.random.as_ref(), SecretKind::ClientToken);
         let mut connection = self.connection();
-        let transaction = connection.transaction()?;
+        let transaction = write_transaction(&mut connection)?;
         let client_id = loop {
             let mut bytes = [0_u8; 8];
             self.random.fill(&mut bytes);
@@ -161,7 +162,7 @@ impl AuthStore {
             return Err(AuthError::WeakCredentials);
         }
         let mut connection = self.connection();
-        let transaction = connection.transaction()?;
+        let transaction = write_transaction(&mut connection)?;
         let app = NewApp {
             name,
             callback_url,
@@ -251,7 +252,7 @@ impl AuthStore {
         let client_token = generate(self.random.as_ref(), SecretKind::ClientToken);
         let now = self.now();
         let mut connection = self.connection();
-        let transaction = connection.transaction()?;
+        let transaction = write_transaction(&mut connection)?;
         if !app_exists(&transaction, client_id)? {
             return Err(AuthError::UnknownApp(client_id));
         }

@@ -192,3 +192,14 @@ impl AuthStore {
 fn migrate(connection: &mut Connection) -> Result<(), AuthError> {
     Ok(streetlevel_sqlite::migrate(connection, "auth", MIGRATIONS)?)
 }
+
+/// A transaction that takes the database's write lock at once (waiting up to the busy
+/// timeout for another process's writer), rather than at its first write: a deferred one that
+/// read first fails at once with "database is locked" when another connection wrote meanwhile,
+/// which surfaced as 500s and failed CLI runs while the server and `streetlevel apps` wrote
+/// together.
+pub(crate) fn write_transaction(
+    connection: &mut Connection,
+) -> rusqlite::Result<rusqlite::Transaction<'_>> {
+    connection.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+}

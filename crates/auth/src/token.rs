@@ -11,6 +11,7 @@ use crate::form::{Params, parse_pairs};
 use crate::ids::{from_sql, to_sql};
 use crate::pkce::{CodeChallenge, CodeChallengeMethod, valid_verifier};
 use crate::secret::{SecretKind, digest, generate};
+use crate::store::write_transaction;
 use crate::{AuthError, AuthStore, ClientId, Scope, Scopes, TokenError, TokenErrorCode, UserId};
 
 /// What a token stands for.
@@ -590,7 +591,7 @@ impl AuthStore {
     ) -> Result<TokenResponse, TokenError> {
         let now = self.now();
         let mut connection = self.connection();
-        let transaction = connection.transaction()?;
+        let transaction = write_transaction(&mut connection)?;
         let row = transaction
             .query_row(
                 "SELECT client_id, user_id, redirect_uri, redirect_uri_given, scopes, grant_id,
@@ -688,7 +689,7 @@ impl AuthStore {
     ) -> Result<TokenResponse, TokenError> {
         let now = self.now();
         let mut connection = self.connection();
-        let transaction = connection.transaction()?;
+        let transaction = write_transaction(&mut connection)?;
         let Some(stored) = stored_token(&transaction, refresh_token)? else {
             return Err(TokenError::grant("unknown refresh_token"));
         };

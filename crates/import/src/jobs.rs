@@ -148,7 +148,9 @@ impl Uploads {
             }
         };
         let mut connection = self.connection();
-        let transaction = connection.transaction()?;
+        // Immediate: the server and another process may write at once (see auth's store).
+        let transaction =
+            connection.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         let now = now_millis();
         transaction.execute(
             "INSERT INTO import_jobs (user_id, username, organization, file_type, sessions,
