@@ -66,6 +66,14 @@ fn valid_callback_url(url: &str) -> bool {
         && scheme
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c));
+    // Schemes a browser runs or reads locally instead of sending to an app: a "redirect" to
+    // them would run script in the consent page's origin or read the user's files.
+    let dangerous = ["javascript", "data", "vbscript", "file", "blob", "about"]
+        .iter()
+        .any(|dangerous| scheme.eq_ignore_ascii_case(dangerous));
+    if dangerous {
+        return false;
+    }
     let web = scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https");
     let host_ok = !web
         || rest.strip_prefix("//").is_some_and(|rest| {

@@ -112,6 +112,11 @@ fn apps_validate_their_registration() {
         "https://a.example/cb#x",
         "https:///path",
         "/relative",
+        "javascript:alert(document.cookie)",
+        "JavaScript://x/%0aalert(1)",
+        "data:text/html,<script>alert(1)</script>",
+        "vbscript:msgbox",
+        "file:///etc/passwd",
     ] {
         assert!(
             matches!(
@@ -136,6 +141,12 @@ fn apps_validate_their_registration() {
     assert_eq!(apps[0].scopes.to_string(), "read,write");
     assert_eq!(apps[0].created_at, common::START);
     assert!((1_000_000_000_000_000..10_000_000_000_000_000).contains(&f.app.client_id.0));
+    // Native apps' own schemes (RFC 8252) stay allowed.
+    assert!(
+        f.store
+            .create_app("Native", "com.example.app:/oauth", scopes)
+            .is_ok()
+    );
 }
 
 /// Browser clients send `client_id` as a JSON number; above 2^53 JavaScript rounds it and the

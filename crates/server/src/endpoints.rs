@@ -402,6 +402,9 @@ fn encode(text: &str) -> String {
 const IMAGE_SELECTIVE: &str =
     "bbox, creator_username, organization_id, sequence_ids (or sequence_id), image_ids or s2";
 
+/// The most IDs `image_ids` takes (the web viewer asks for up to 200 at a time).
+const MAX_IMAGE_IDS: usize = 200;
+
 /// `GET /images` (spec 4.3, plus `sequence_id`, `image_ids` and `s2`).
 pub fn search_images(store: &Store, links: &dyn Links, query: &Query) -> Result<Value, Error> {
     let fields = fields(query, EntityKind::Image)?;
@@ -443,6 +446,16 @@ pub fn search_images(store: &Store, links: &dyn Links, query: &Query) -> Result<
         captured_at: time_range(query, "start_captured_at", "end_captured_at")?,
         image_ids: query.id_list::<ImageId>("image_ids")?,
     };
+    if filter
+        .image_ids
+        .as_ref()
+        .is_some_and(|ids| ids.len() > MAX_IMAGE_IDS)
+    {
+        return Err(Error::bad_parameter(
+            "image_ids",
+            format!("give at most {MAX_IMAGE_IDS} ids"),
+        ));
+    }
     if filter.bbox.is_none()
         && filter.creator_username.is_none()
         && filter.organization_id.is_none()
