@@ -135,11 +135,16 @@ pub struct Server {
 impl Server {
     /// Starts the binary on `dir` with `extra` arguments and waits for its "listening on" line.
     pub fn start(binary: &Path, dir: &Path, extra: &[&str]) -> Server {
+        Server::start_at(binary, dir, "127.0.0.1:0", extra)
+    }
+
+    /// [`Server::start`] listening on `addr` (`HOST:PORT`) instead of `127.0.0.1:0`.
+    pub fn start_at(binary: &Path, dir: &Path, addr: &str, extra: &[&str]) -> Server {
         let mut child = Command::new(binary)
             .arg("serve")
             .arg("--data")
             .arg(dir)
-            .args(["--addr", "127.0.0.1:0", "--exit-on-stdin-eof"])
+            .args(["--addr", addr, "--exit-on-stdin-eof"])
             .args(extra)
             .env("RUST_LOG", "warn")
             .stdin(Stdio::piped())
@@ -300,6 +305,8 @@ fn parse_response(raw: &[u8]) -> Response {
 pub struct Failed {
     /// Whether it exited successfully (a failed start does not).
     pub success: bool,
+    /// Its exit code, `None` if a signal ended it.
+    pub code: Option<i32>,
     /// Its standard output (a server that started prints `listening on` here).
     pub stdout: String,
     /// Its error output, where the reason is.
@@ -310,11 +317,16 @@ pub struct Failed {
 /// to exit. Standard input is closed and `--exit-on-stdin-eof` given, so a server that starts
 /// anyway stops at once instead of hanging the test; its `listening on` line then shows it.
 pub fn serve_expecting_failure(binary: &Path, dir: &Path, extra: &[&str]) -> Failed {
+    serve_at_expecting_failure(binary, dir, "127.0.0.1:0", extra)
+}
+
+/// [`serve_expecting_failure`] listening on `addr` (`HOST:PORT`) instead of `127.0.0.1:0`.
+pub fn serve_at_expecting_failure(binary: &Path, dir: &Path, addr: &str, extra: &[&str]) -> Failed {
     let output = Command::new(binary)
         .arg("serve")
         .arg("--data")
         .arg(dir)
-        .args(["--addr", "127.0.0.1:0", "--exit-on-stdin-eof"])
+        .args(["--addr", addr, "--exit-on-stdin-eof"])
         .args(extra)
         .env("RUST_LOG", "warn")
         .stdin(Stdio::null())
@@ -322,6 +334,7 @@ pub fn serve_expecting_failure(binary: &Path, dir: &Path, extra: &[&str]) -> Fai
         .expect("the streetlevel binary runs");
     Failed {
         success: output.status.success(),
+        code: output.status.code(),
         stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
     }

@@ -8,8 +8,7 @@ use std::process::{Command, Stdio};
 
 use anyhow::{Context, Result, bail};
 
-use crate::suite::target_dir;
-use crate::{cargo, run_command};
+use crate::suite::build_test_binaries;
 
 /// Builds, prepares the data directory and runs `streetlevel serve` in the foreground.
 #[allow(clippy::print_stdout)]
@@ -86,19 +85,17 @@ pub fn run(root: &Path, data: Option<&Path>, addr: &str, server_args: &[String])
 
 /// Builds the dev binary with cargo's progress shown and returns its path in the target
 /// directory (`CARGO_TARGET_DIR` honoured).
+///
+/// The build is the workspace test build that `cargo xtask test` runs (see
+/// [`build_test_binaries`]): `cargo build -p streetlevel` resolves features differently, so a
+/// `serve` followed by `test` would compile much of the dependency tree twice.
 fn build(root: &Path) -> Result<PathBuf> {
     eprintln!(
-        "xtask serve: building streetlevel (the first build compiles a few hundred crates, \
-         which takes many minutes on a small machine)"
+        "xtask serve: building streetlevel as `cargo xtask test` does (the first build compiles \
+         a few hundred crates, which takes many minutes on a small machine; `test` reuses it)"
     );
-    run_command(
-        root,
-        &cargo(),
-        &["build", "--package", "streetlevel", "--bin", "streetlevel"],
-    )?;
-    let binary = target_dir(root)
-        .join("debug")
-        .join(format!("streetlevel{}", std::env::consts::EXE_SUFFIX));
+    let binary =
+        build_test_binaries(root)?.join(format!("streetlevel{}", std::env::consts::EXE_SUFFIX));
     if !binary.is_file() {
         bail!("the build succeeded but {} is missing", binary.display());
     }

@@ -4,7 +4,7 @@
 //! `fields` value against the fields of one [`EntityKind`] and folds it into a canonical tree;
 //! [`crate::projection`] then builds exactly those fields and nothing else.
 //!
-//! Rules, from the spec and from what real clients send (`../shared/compat.md`):
+//! Rules, from the spec and from what real clients send (docs/API.md, "Conventions"):
 //!
 //! - Names are comma-separated. A literal `%2C` or `%2c` left after query decoding also counts
 //!   as a comma, because some clients encode the list twice.
@@ -181,7 +181,7 @@ impl Node {
             Node::Media => &["url"],
             Node::Detection => &["value", "geometry"],
             // The Python SDK reads `image.geometry` of every detection it asked `image` for
-            // (compat.md), so a detection's image carries its location by default.
+            // (docs/API.md), so a detection's image carries its location by default.
             Node::ImageRef => &["geometry"],
             Node::Image
             | Node::MapFeature

@@ -2,7 +2,7 @@
 //!
 //! The domain types do not derive `Serialize`; these functions build each object explicitly
 //! from a [`FieldSelection`], following the spec and what real clients rely on
-//! (`../shared/compat.md`):
+//! (docs/API.md, "Conventions"):
 //!
 //! - every ID is a JSON string: `id`, `creator.id`, `sequence`, `organization.id`, `mesh.id`,
 //!   `sfm_cluster.id`, and the IDs inside `detections`, `image` and `images`;

@@ -273,6 +273,9 @@ impl App {
         }
         let query = Query::parse(parts.uri.query().unwrap_or(""))?;
         match route {
+            Route::Multiple if self.services.web.is_some() && is_browser_home(parts) => {
+                self.web_page(parts, body, request_id).await
+            }
             Route::Media => {
                 let app = Arc::clone(self);
                 let path = parts.uri.path().to_owned();
@@ -451,6 +454,46 @@ fn is_json(parts: &Parts) -> bool {
         .is_some_and(|value| value.trim_start().starts_with("application/json"))
 }
 
+/// Whether a request to `/` is a browser's visit, answered with the landing page: no query
+/// (`/?ids=` is the API's) and an `Accept` header that prefers HTML. API clients send no
+/// `Accept`, `*/*` or `application/json`, and keep the API's answers.
+fn is_browser_home(parts: &Parts) -> bool {
+    parts.uri.query().is_none_or(str::is_empty)
+        && parts
+            .headers
+            .get_all(http::header::ACCEPT)
+            .iter()
+            .filter_map(|value| value.to_str().ok())
+            .any(prefers_html)
+}
+
+/// Whether an `Accept` value lists `text/html` with a weight above zero and at least that of
+/// `application/json`.
+fn prefers_html(accept: &str) -> bool {
+    let weight_of = |wanted: &str| {
+        accept
+            .split(',')
+            .filter_map(|range| {
+                let mut pieces = range.split(';').map(str::trim);
+                let media_type = pieces.next()?;
+                if !media_type.eq_ignore_ascii_case(wanted) {
+                    return None;
+                }
+                let weight = pieces
+                    .find_map(|parameter| parameter.strip_prefix("q="))
+                    .map_or(Some(1.0), |q| q.parse::<f32>().ok())?;
+                Some(weight)
+            })
+            .fold(None, |best: Option<f32>, weight| {
+                Some(best.map_or(weight, |best| best.max(weight)))
+            })
+    };
+    let Some(html) = weight_of("text/html") else {
+        return false;
+    };
+    html > 0.0 && weight_of("application/json").is_none_or(|json| html >= json)
+}
+
 /// The handler of the debug route: it panics, on purpose.
 #[allow(clippy::panic)]
 fn requested_panic() -> Result<Reply, Error> {
@@ -495,5 +538,33 @@ where
     match tokio::task::spawn_blocking(work).await {
         Ok(result) => result,
         Err(error) => Err(Error::Internal(format!("blocking task failed: {error}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::prefers_html;
+
+    fn check(accept: &str, expected: bool) {
+        assert_eq!(prefers_html(accept), expected, "{accept}");
+    }
+
+    #[test]
+    fn browsers_prefer_html_and_api_clients_do_not() {
+        // Firefox, Chromium.
+        check(
+            "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8",
+            true,
+        );
+        check(
+            "text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,image/apng,*/*;q=0.8",
+            true,
+        );
+        // curl, the Python SDK, fetch with JSON in mind.
+        check("*/*", false);
+        check("application/json", false);
+        check("application/json, text/html;q=0.5", false);
+        check("text/html;q=0", false);
+        check("TEXT/HTML ; q=0.7, application/json;q=0.7", true);
     }
 }

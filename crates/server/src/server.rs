@@ -39,6 +39,16 @@ impl Server {
     /// Binds `config.bind` (port 0 picks a free port) and prepares the app.
     pub async fn bind(config: Config, services: Services) -> Result<Server, Error> {
         let listener = TcpListener::bind(config.bind).await?;
+        Self::on_listener(listener, config, services)
+    }
+
+    /// Prepares the app on a listener bound by the caller (`config.bind` is not used), so
+    /// that a port in use is found before anything slow, such as loading the store.
+    pub fn on_listener(
+        listener: TcpListener,
+        config: Config,
+        services: Services,
+    ) -> Result<Server, Error> {
         let local_addr = listener.local_addr()?;
         let app = Arc::new(App::new(config, services, local_addr)?);
         Ok(Server {

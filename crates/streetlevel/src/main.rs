@@ -8,9 +8,9 @@ mod serve;
 
 use clap::{Parser, Subcommand};
 
-/// Self-hostable street-level imagery and map data service.
+/// A self-hostable street-level imagery and map data service, speaking imagery API v4.
 #[derive(Parser)]
-#[command(name = "streetlevel", version, about)]
+#[command(name = "streetlevel", version)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -32,8 +32,19 @@ enum Command {
     Users(admin::UsersCommand),
 }
 
-fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
+/// Runs the command; an error is one line on standard error and exit status 1 (whatever
+/// `RUST_BACKTRACE` says: the messages say what to do, a backtrace would bury them).
+fn main() -> std::process::ExitCode {
+    match run(Cli::parse()) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(args) => serve::run(args),
         Command::Fixtures(args) => fixtures::run(args),

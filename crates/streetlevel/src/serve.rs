@@ -20,6 +20,7 @@ use streetlevel_server::{
 };
 use streetlevel_store::Store;
 use streetlevel_web::{Registry, StoreImages, Web, WebConfig};
+use tokio::net::TcpListener;
 
 /// Options of `streetlevel serve`.
 #[derive(clap::Args, Debug)]
@@ -27,9 +28,10 @@ pub struct Args {
     /// The data directory holding `streetlevel.sqlite` and `media/`.
     #[arg(long)]
     data: PathBuf,
-    /// Address to listen on; port 0 picks a free port.
+    /// Address to listen on, `HOST:PORT` with a host name or an IP address (the first address
+    /// the name resolves to that can be bound is used); port 0 picks a free port.
     #[arg(long, default_value = "127.0.0.1:8080")]
-    addr: SocketAddr,
+    addr: String,
     /// A JSON file with further settings (see docs/API.md); flags win over it.
     #[arg(long)]
     config: Option<PathBuf>,
@@ -294,7 +296,8 @@ fn settings(args: &Args) -> anyhow::Result<Settings> {
         "max_connections_per_address must be at least 1"
     );
     let config = Config {
-        bind: args.addr,
+        // The listener is bound by `listen`; this is only its fallback.
+        bind: defaults.bind,
         base_url: file.base_url.or_else(|| public_url.clone()),
         tiles_url: file.tiles_url.or_else(|| public_url.clone()),
         web_url: file.web_url.or_else(|| public_url.clone()),
@@ -417,6 +420,56 @@ async fn load_store(data: &Path) -> anyhow::Result<Store> {
     Ok(store)
 }
 
+/// Binds `addr` (`HOST:PORT`, the host a name or an IP address): the first of its addresses
+/// that can be bound. The error is one line that says what to do.
+async fn listen(addr: &str) -> anyhow::Result<TcpListener> {
+    let candidates: Vec<SocketAddr> = tokio::net::lookup_host(addr)
+        .await
+        .map_err(|error| {
+            anyhow::anyhow!("cannot resolve --addr {addr:?} (expected HOST:PORT): {error}")
+        })?
+        .collect();
+    let mut first_error = None;
+    for candidate in &candidates {
+        match TcpListener::bind(candidate).await {
+            Ok(listener) => return Ok(listener),
+            Err(error) => {
+                first_error.get_or_insert((*candidate, error));
+            }
+        }
+    }
+    let Some((candidate, error)) = first_error else {
+        anyhow::bail!("cannot listen on {addr}: the name resolves to no address");
+    };
+    // Name the resolved address only when it says more than `addr` does.
+    let resolved = if candidate.to_string() == addr {
+        String::new()
+    } else {
+        format!(" ({candidate})")
+    };
+    if error.kind() == std::io::ErrorKind::AddrInUse {
+        anyhow::bail!(
+            "cannot listen on {addr}{resolved}: the port is in use by another program; stop it \
+             or choose another port with --addr"
+        )
+    }
+    anyhow::bail!("cannot listen on {addr}{resolved}: {error}")
+}
+
+/// Says so when the data directory holds no images: a new user may have pointed `--data` at
+/// an empty or wrong directory, and an empty service answers every search with nothing.
+fn warn_if_empty(store: &Store, data: &Path) {
+    if store.image_count() == 0 {
+        tracing::warn!(
+            "{} holds no images: create the default data set with `streetlevel fixtures --out \
+             {}`, or add photos with `streetlevel import --data {} PATH...`",
+            data.display(),
+            data.display(),
+            data.display()
+        );
+    }
+}
+
 async fn serve(args: Args) -> anyhow::Result<()> {
     let Settings {
         config,
@@ -426,9 +479,12 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     } = settings(&args)?;
     check_database_file(&args.data)?;
     let _lock = lock_data_dir(&args.data)?;
+    // Bound before the store loads, so a port in use is reported at once.
+    let listener = listen(&args.addr).await?;
     let rate_limits =
         Arc::new(streetlevel_ratelimit::RateLimits::new(limits).context("invalid rate limits")?);
     let store = load_store(&args.data).await?;
+    warn_if_empty(&store, &args.data);
     let auth = AuthStore::open(
         &Store::database_path(&args.data),
         streetlevel_auth::Config::default(),
@@ -490,9 +546,8 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         uploads: Some(Arc::clone(&uploads)),
         sign_in: Arc::clone(&sign_in),
     };
-    let server = Server::bind(config, services)
-        .await
-        .with_context(|| format!("cannot listen on {}", args.addr))?;
+    let server = Server::on_listener(listener, config, services)
+        .with_context(|| format!("cannot serve on {}", args.addr))?;
     let _ = app_cell.set(Arc::downgrade(&server.app()));
     announce(&server);
     let cleaner = tokio::spawn(async move {

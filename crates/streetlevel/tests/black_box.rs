@@ -192,7 +192,50 @@ fn requests_without_a_valid_token_get_401_code_190() {
     );
 }
 
-/// Clients send headers a GET does not need (compat.md); they change nothing.
+/// A browser's `GET /` gets a page that says what this server is; API clients keep the
+/// API's answers at `/`.
+#[test]
+fn a_browser_at_the_root_gets_the_landing_page_and_api_clients_keep_json() {
+    const FIREFOX: &str = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8";
+    let server = &world().server;
+    let page = server.request("GET", "/", &[("Accept", FIREFOX)], b"");
+    assert_eq!(page.status, 200);
+    assert!(
+        page.header("content-type")
+            .is_some_and(|value| value.starts_with("text/html")),
+        "{:?}",
+        page.header("content-type")
+    );
+    let html = String::from_utf8_lossy(&page.body);
+    assert!(html.contains(r#"href="/dashboard""#), "{html}");
+    assert!(html.contains("/embed?image_key="), "{html}");
+    assert!(html.contains(&server.base()), "names the API base: {html}");
+
+    // Without an `Accept: text/html`, or with a query, `/` is the API's multiple-ID call.
+    assert_error(&server.get("/"), 401, 190, "access token");
+    assert_error(
+        &server.request("GET", "/", &[("Accept", "application/json")], b""),
+        401,
+        190,
+        "access token",
+    );
+    let image = first_image().id;
+    assert_error(
+        &server.request(
+            "GET",
+            &format!("/?ids={image}&fields=id"),
+            &[("Accept", FIREFOX)],
+            b"",
+        ),
+        401,
+        190,
+        "access token",
+    );
+    let ids = get_json(&format!("/?ids={image}&fields=id"));
+    assert_eq!(ids[image.to_string()]["id"], image.to_string(), "{ids}");
+}
+
+/// Clients send headers a GET does not need (docs/API.md); they change nothing.
 #[test]
 fn headers_a_get_does_not_need_are_ignored() {
     let world = world();
@@ -700,6 +743,18 @@ fn image_search_rules_give_400s_naming_the_parameter() {
         100,
         "bbox, creator_username",
     );
+    let too_many: Vec<String> = (1..=201).map(|id| id.to_string()).collect();
+    assert_error(
+        &get(&format!("/images?image_ids={}", too_many.join(","))),
+        400,
+        100,
+        "(image_ids): give at most 200 ids",
+    );
+    let enough = &too_many[..200];
+    assert_eq!(
+        get(&format!("/images?image_ids={}", enough.join(","))).status,
+        200
+    );
     assert_error(
         &get("/images?is_pano=true"),
         400,
@@ -1087,7 +1142,7 @@ fn signed_thumbnails_work_without_a_token_and_tampering_fails() {
 }
 
 /// The fixtures are written with lazy media, so meshes and `SfM` clusters are made on their
-/// first request, in the formats the web viewer reads (compat.md), without a token.
+/// first request, in the formats the web viewer reads (docs/API.md), without a token.
 #[test]
 fn meshes_and_sfm_clusters_are_served_from_lazy_data_sets() {
     let store = &world().store;

@@ -14,7 +14,9 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use serde_json::Value;
-use streetlevel_tests::{Connection, Fixture, Response, Server, serve_expecting_failure};
+use streetlevel_tests::{
+    Connection, Fixture, Response, Server, serve_at_expecting_failure, serve_expecting_failure,
+};
 
 const BINARY: &str = env!("CARGO_BIN_EXE_streetlevel");
 
@@ -49,10 +51,22 @@ fn config_file(name: &str, text: &str) -> PathBuf {
 /// Starts `serve` on a copy of the shared fixture (one server per data directory: it holds
 /// a lock), so tests start their servers at the same moment without sharing data.
 fn start(extra: &[&str]) -> Server {
+    Server::start(binary(), &fixture_copy().dir, extra)
+}
+
+/// A copy of the shared fixture of its own.
+fn fixture_copy() -> Fixture {
     static COPIES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let copy = COPIES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let data = fixture().copy(&format!("serve-config-copy-{copy}"));
-    Server::start(binary(), &data.dir, extra)
+    fixture().copy(&format!("serve-config-copy-{copy}"))
+}
+
+/// An empty directory under the system temp directory.
+fn empty_dir(name: &str) -> PathBuf {
+    let dir = scratch(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
 }
 
 fn start_with_config(name: &str, json: &str, extra: &[&str]) -> Server {
@@ -212,6 +226,64 @@ fn a_bad_config_file_stops_the_start_with_a_clear_error() {
     assert_refused(
         &["--public-url", "streetlevel.example"],
         &["public URL", "streetlevel.example"],
+    );
+}
+
+// ---- the listening address and the data directory ----------------------------------------------
+
+#[test]
+fn a_host_name_is_accepted_as_the_address() {
+    let data = fixture_copy();
+    let server = Server::start_at(binary(), &data.dir, "localhost:0", &[]);
+    assert!(server.addr.ip().is_loopback(), "{}", server.addr);
+    assert_eq!(get(&server, "/images?bbox=13,55,14,56&limit=1").status, 200);
+}
+
+#[test]
+fn a_port_in_use_is_one_clear_line_before_the_data_is_loaded() {
+    let holder = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = holder.local_addr().unwrap().to_string();
+    // An empty data directory: a server that loaded it would warn that it holds no images.
+    let failed = serve_at_expecting_failure(binary(), &empty_dir("port-in-use"), &addr, &[]);
+    assert_eq!(failed.code, Some(1), "{failed:?}");
+    assert!(!failed.stdout.contains("listening on"), "{failed:?}");
+    let lines: Vec<&str> = failed
+        .stderr
+        .lines()
+        .filter(|line| !line.is_empty())
+        .collect();
+    assert_eq!(lines.len(), 1, "one line: {}", failed.stderr);
+    assert!(lines[0].contains(&addr), "{}", lines[0]);
+    assert!(lines[0].contains("in use"), "{}", lines[0]);
+    assert!(lines[0].contains("--addr"), "says what to do: {}", lines[0]);
+    drop(holder);
+}
+
+#[test]
+fn an_address_that_does_not_resolve_is_refused() {
+    let failed = serve_at_expecting_failure(binary(), &empty_dir("no-port"), "localhost", &[]);
+    assert_eq!(failed.code, Some(1), "{failed:?}");
+    assert!(failed.stderr.contains("HOST:PORT"), "{}", failed.stderr);
+}
+
+#[test]
+fn an_empty_data_directory_is_served_with_a_warning_that_says_how_to_fill_it() {
+    // Standard input is closed, so the server stops right after it started.
+    let run = serve_at_expecting_failure(binary(), &empty_dir("empty-data"), "127.0.0.1:0", &[]);
+    assert!(run.stdout.contains("listening on"), "{run:?}");
+    assert!(run.stderr.contains("holds no images"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("streetlevel fixtures --out"),
+        "{}",
+        run.stderr
+    );
+
+    let filled = serve_at_expecting_failure(binary(), &fixture_copy().dir, "127.0.0.1:0", &[]);
+    assert!(filled.stdout.contains("listening on"), "{filled:?}");
+    assert!(
+        !filled.stderr.contains("holds no images"),
+        "{}",
+        filled.stderr
     );
 }
 

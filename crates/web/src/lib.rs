@@ -7,6 +7,7 @@ mod dashboard;
 mod embed;
 mod error;
 mod form;
+mod home;
 mod html;
 mod images;
 mod login;

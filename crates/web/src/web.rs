@@ -101,8 +101,9 @@ impl Web {
         &self.embed.1
     }
 
-    /// The response for a request to one of the web paths (`/login`, `/logout`, `/connect`,
-    /// `/dashboard`, `/embed`, `/assets/...`), `None` for any other path.
+    /// The response for a request to one of the web paths (`/` for browsers, `/login`,
+    /// `/logout`, `/connect`, `/dashboard`, `/embed`, `/assets/...`), `None` for any other
+    /// path. The caller decides which requests to `/` are a browser's (API clients get JSON).
     pub fn handle(&self, request: Request<Bytes>) -> Option<Response<Bytes>> {
         let (parts, body) = request.into_parts();
         self.handle_parts(&parts, &body)
@@ -119,6 +120,7 @@ impl Web {
         let get = parts.method == Method::GET || parts.method == Method::HEAD;
         let post = parts.method == Method::POST;
         let response = match trimmed {
+            "/" if get => self.home(parts),
             "/login" if get => self.login_form(parts),
             "/login" if post => self.login_submit(parts, body),
             "/logout" if post => self.logout(parts, body),

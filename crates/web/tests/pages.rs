@@ -1022,10 +1022,13 @@ fn npm_files_are_served_with_their_content_types() {
 #[test]
 fn other_paths_are_left_to_the_server() {
     let h = harness();
-    for path in ["/images", "/token", "/", "/1234", "/loginx", "/asset/x"] {
+    // `/` too, except a GET (the landing page, which the server asks for only for browsers).
+    for path in ["/images", "/token", "/1234", "/loginx", "/asset/x"] {
         let request = Request::get(path).body(Bytes::new()).unwrap();
         assert!(h.web.handle(request).is_none(), "{path}");
     }
+    let request = Request::post("/").body(Bytes::new()).unwrap();
+    assert!(h.web.handle(request).is_none(), "POST /");
     let request = Request::delete("/login").body(Bytes::new()).unwrap();
     assert_eq!(
         h.web.handle(request).unwrap().status(),
@@ -1122,4 +1125,40 @@ fn sign_in_attempts_are_throttled_with_retry_after() {
     assert!(body(&throttled).contains("Too many sign-in attempts"));
     // Another account is not affected.
     assert!(sign_in(&h.web, "bob").get("streetlevel_session").is_some());
+}
+
+// ---- the landing page ----------------------------------------------------------------------------
+
+#[test]
+fn the_landing_page_says_what_the_server_is_and_where_to_go() {
+    let h = harness_with(WebConfig {
+        base_url: Some(String::from("https://api.streetlevel.example")),
+        tiles_url: Some(String::from("https://tiles.streetlevel.example")),
+        short_name: String::from("mly"),
+        ..WebConfig::default()
+    });
+    let response = get(&h.web, "/", &Jar::default());
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(
+        response.headers()[header::CONTENT_TYPE],
+        "text/html; charset=utf-8"
+    );
+    let html = body(&response);
+    for expected in [
+        "street-level imagery",
+        r#"<a href="/dashboard">"#,
+        "/embed?image_key=",
+        "https://api.streetlevel.example",
+        "https://tiles.streetlevel.example/maps/vtp/mly1_public/",
+        "docs/API.md",
+    ] {
+        assert!(html.contains(expected), "{expected} missing from {html}");
+    }
+
+    // Without configured URLs the page names the host the browser asked.
+    let html = body(&get(&harness().web, "/", &Jar::default()));
+    assert!(
+        html.contains("<code>http://127.0.0.1:8080</code>"),
+        "{html}"
+    );
 }

@@ -292,7 +292,7 @@ fn every_sdk_image_field_is_an_image_field() {
         assert!(selection.contains(field), "{field}");
     }
     assert_eq!(selection.len(), 27);
-    // Beyond the SDK's list: compat.md's `organization`, and the spec's `is_pano` and
+    // Beyond the SDK's list: docs/API.md's `organization`, and the spec's `is_pano` and
     // `detections`.
     check(
         "organization,is_pano",

@@ -520,7 +520,7 @@ fn each_detection_field_alone() {
         &context,
         json!({"id": "5000000000000002", "value": "object--street-light"}),
     );
-    // The Python SDK asks for `image` and reads `image.geometry` (compat.md).
+    // The Python SDK asks for `image` and reads `image.geometry` (docs/CLIENTS.md).
     check(
         "image",
         &context,
