@@ -1162,3 +1162,31 @@ fn the_landing_page_says_what_the_server_is_and_where_to_go() {
         "{html}"
     );
 }
+
+#[test]
+fn a_forged_host_never_reaches_a_page_with_a_public_url_nor_with_odd_characters() {
+    let page_for = |h: &Harness, host: &str| {
+        let request = Request::get(format!("/embed?image_key={IMAGE}"))
+            .header(header::HOST, host)
+            .body(Bytes::new())
+            .unwrap();
+        body(&h.web.handle(request).expect("a web path"))
+    };
+    let configured = harness_with(WebConfig {
+        web_url: Some(String::from("https://streetlevel.example")),
+        base_url: Some(String::from("https://streetlevel.example")),
+        tiles_url: Some(String::from("https://streetlevel.example")),
+        assets_dir: fake_node_modules(),
+        ..WebConfig::default()
+    });
+    let html = page_for(&configured, "evil.example");
+    assert!(html.contains("https://streetlevel.example"), "{html}");
+    assert!(!html.contains("evil.example"), "{html}");
+    // Without a public URL the Host header is used, but only as a plain host and port.
+    let plain = harness();
+    let html = page_for(&plain, "192.0.2.7:8080");
+    assert!(html.contains("http://192.0.2.7:8080"), "{html}");
+    let html = page_for(&plain, "evil.example\"><script>alert(1)</script>");
+    assert!(!html.contains("evil.example"), "{html}");
+    assert!(!html.contains("<script>alert(1)"), "{html}");
+}
