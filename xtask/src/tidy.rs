@@ -36,7 +36,49 @@ fn check(root: &Path) -> Result<Vec<String>> {
     let allow_list = parse_allow_list(&architecture)?;
     let metadata = cargo_metadata(root)?;
     let mut problems = layering_problems(&metadata, &allow_list)?;
+    problems.extend(unused_dependency_problems(&metadata)?);
     problems.extend(documentation_problems(root, &metadata)?);
+    Ok(problems)
+}
+
+/// The layering block is an upper bound; this is the lower one: an internal (non-dev)
+/// dependency that nothing under the crate's `src/` names is a problem, so the picture in
+/// ARCHITECTURE.md does not drift from what the code uses.
+fn unused_dependency_problems(metadata: &Value) -> Result<Vec<String>> {
+    let members: BTreeSet<&str> = packages(metadata)?
+        .iter()
+        .filter_map(|package| package["name"].as_str())
+        .collect();
+    let mut problems = Vec::new();
+    for package in packages(metadata)? {
+        let name = package["name"].as_str().unwrap_or_default();
+        let manifest = PathBuf::from(package["manifest_path"].as_str().unwrap_or_default());
+        let Some(package_dir) = manifest.parent() else {
+            continue;
+        };
+        let mut sources = Vec::new();
+        collect_rust_files(&package_dir.join("src"), &mut sources)?;
+        let mut text = String::new();
+        for source in &sources {
+            text.push_str(
+                &fs::read_to_string(source)
+                    .with_context(|| format!("reading {}", source.display()))?,
+            );
+        }
+        let dependencies = package["dependencies"]
+            .as_array()
+            .map_or(&[][..], Vec::as_slice);
+        for dependency in dependencies {
+            let dependency_name = dependency["name"].as_str().unwrap_or_default();
+            let is_normal = dependency["kind"].is_null();
+            let rust_name = dependency_name.replace('-', "_");
+            if is_normal && members.contains(dependency_name) && !text.contains(&rust_name) {
+                problems.push(format!(
+                    "{name} depends on {dependency_name}, but nothing in its src/ uses it"
+                ));
+            }
+        }
+    }
     Ok(problems)
 }
 
@@ -204,6 +246,35 @@ mod tests {
             {"name": "streetlevel-model", "dependencies": dependencies},
             {"name": "streetlevel-server", "dependencies": [{"name": "streetlevel-model"}]},
         ]})
+    }
+
+    #[test]
+    fn a_declared_but_unused_internal_dependency_is_a_problem() {
+        let dir = std::env::temp_dir().join(format!("xtask-tidy-unused-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(dir.join("src")).unwrap();
+        fs::write(
+            dir.join("src/lib.rs"),
+            "//! A crate.\nuse streetlevel_model::Point;\n",
+        )
+        .unwrap();
+        let manifest = dir.join("Cargo.toml").to_string_lossy().into_owned();
+        let metadata = json!({"packages": [
+            {"name": "streetlevel-model", "dependencies": [], "manifest_path": "/nowhere/Cargo.toml"},
+            {"name": "streetlevel-mvt", "dependencies": [], "manifest_path": "/nowhere/Cargo.toml"},
+            {"name": "streetlevel-tests", "dependencies": [], "manifest_path": "/nowhere/Cargo.toml"},
+            {"name": "streetlevel-server", "manifest_path": manifest, "dependencies": [
+                {"name": "streetlevel-model", "kind": null},
+                {"name": "streetlevel-mvt", "kind": null},
+                {"name": "streetlevel-tests", "kind": "dev"},
+                {"name": "serde", "kind": null},
+            ]},
+        ]});
+        assert_eq!(
+            unused_dependency_problems(&metadata).unwrap(),
+            ["streetlevel-server depends on streetlevel-mvt, but nothing in its src/ uses it"]
+        );
+        fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
