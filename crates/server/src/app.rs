@@ -11,7 +11,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue, RETRY_AFTER};
 use http::request::Parts;
-use http::{Method, Response};
+use http::{Method, Response, StatusCode};
 
 use streetlevel_ratelimit::Class;
 use streetlevel_store::Store;
@@ -276,6 +276,13 @@ impl App {
             Route::Multiple if self.services.web.is_some() && is_browser_home(parts) => {
                 self.web_page(parts, body, request_id).await
             }
+            Route::Health => Ok(Dispatched::Reply(probe(StatusCode::OK, "ok", None))),
+            Route::Ready => {
+                let app = Arc::clone(self);
+                run_blocking(move || Ok(app.readiness()))
+                    .await
+                    .map(Dispatched::Reply)
+            }
             Route::Media => {
                 let app = Arc::clone(self);
                 let path = parts.uri.path().to_owned();
@@ -442,6 +449,37 @@ impl App {
             object,
             self.services.clock.now_unix_seconds(),
         )
+    }
+}
+
+/// A probe's answer: `{"status": ..., "reason"?: ...}`, never cached.
+fn probe(status: StatusCode, state: &str, reason: Option<&str>) -> Reply {
+    let mut body = serde_json::json!({ "status": state });
+    if let Some(reason) = reason {
+        body["reason"] = serde_json::Value::from(reason);
+    }
+    let mut reply = Reply::json_with_status(status, &body);
+    reply.cache_control = Some(String::from("no-store"));
+    reply
+}
+
+impl App {
+    /// `GET /ready`: 200 when the store is loaded (it is, once the server listens) and its
+    /// database takes a write lock within a second; 503 with the reason otherwise.
+    fn readiness(&self) -> Reply {
+        let store = self
+            .services
+            .store
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        match store.check_writable(std::time::Duration::from_secs(1)) {
+            Ok(()) => probe(StatusCode::OK, "ready", None),
+            Err(error) => probe(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "unavailable",
+                Some(&format!("the database is not writable: {error}")),
+            ),
+        }
     }
 }
 

@@ -50,6 +50,10 @@ pub enum Route {
     Logging,
     /// `GET /uploads`: the status of the caller's uploads.
     Uploads,
+    /// `GET /health`: the process answers (no token, no quota).
+    Health,
+    /// `GET /ready`: the data is loaded and the database writable (no token, no quota).
+    Ready,
     /// Anything else (the web surface may answer it).
     Other,
 }
@@ -77,6 +81,8 @@ impl Route {
             ["finish_upload"] => Route::FinishUpload,
             ["logging"] => Route::Logging,
             ["uploads"] => Route::Uploads,
+            ["health"] => Route::Health,
+            ["ready"] => Route::Ready,
             ["images"] => Route::SearchImages,
             ["map_features"] => Route::SearchMapFeatures,
             ["detections"] => Route::SearchDetections,

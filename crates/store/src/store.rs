@@ -710,6 +710,23 @@ impl Store {
         Ok(())
     }
 
+    /// Whether the database takes a write lock within `patience` (a readiness probe): begins
+    /// an immediate transaction and rolls it back. A store without `SQLite` always can.
+    pub fn check_writable(&self, patience: std::time::Duration) -> Result<(), StoreError> {
+        let Some(database) = &self.database else {
+            return Ok(());
+        };
+        let mut connection = database
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        connection.busy_timeout(patience)?;
+        let result = connection
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .and_then(rusqlite::Transaction::rollback);
+        connection.busy_timeout(streetlevel_sqlite::BUSY_TIMEOUT)?;
+        Ok(result?)
+    }
+
     pub(crate) fn write(
         &self,
         statements: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<(), StoreError>,

@@ -252,3 +252,30 @@ fn secrets_on_disk_are_readable_by_their_owner_only() {
         .mode();
     assert_eq!(mode & 0o077, 0, "credentials.json mode {mode:o}");
 }
+
+#[test]
+fn health_and_readiness_answer_without_a_token_and_say_why_not_ready() {
+    let (server, token, data) = world("probes", "{}");
+    let health = server.get("/health");
+    assert_eq!(health.status, 200);
+    assert_eq!(health.json(), json!({"status": "ok"}));
+    assert_eq!(health.header("cache-control"), Some("no-store"));
+    assert_eq!(server.request("HEAD", "/health", &[], b"").status, 200);
+    assert_eq!(server.request("POST", "/health", &[], b"").status, 405);
+    assert_eq!(server.get("/ready").json(), json!({"status": "ready"}));
+    // Another writer holds the database: not ready, with the reason, and back once it lets go.
+    let blocker = rusqlite::Connection::open(data.join("streetlevel.sqlite")).unwrap();
+    blocker.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let blocked = server.get("/ready");
+    assert_eq!(blocked.status, 503);
+    let body = blocked.json();
+    assert_eq!(body["status"], "unavailable");
+    assert!(
+        body["reason"].as_str().unwrap().contains("not writable"),
+        "{body}"
+    );
+    // Probes charge no quota and need no token; the API still answers reads meanwhile.
+    answered(&server, &token);
+    blocker.execute_batch("ROLLBACK").unwrap();
+    assert_eq!(server.get("/ready").status, 200);
+}
