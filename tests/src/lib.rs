@@ -122,6 +122,57 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
+/// Registers an app in `data` with `scopes` (`read`, `read,upload`, ...) through
+/// `streetlevel apps create` and returns its client token.
+pub fn create_app(binary: &Path, data: &Path, scopes: &str) -> String {
+    let data = data.to_string_lossy();
+    let created = run(
+        binary,
+        &[
+            "apps",
+            "create",
+            "--data",
+            &data,
+            "--name",
+            "test app",
+            "--callback",
+            "http://127.0.0.1/callback",
+            "--scopes",
+            scopes,
+        ],
+    );
+    created
+        .lines()
+        .find_map(|line| line.strip_prefix("client_token: "))
+        .map_or_else(
+            || panic!("no client_token in {created:?}"),
+            |token| token.trim().to_owned(),
+        )
+}
+
+/// Creates a user in `data` with an email address through `streetlevel users create`, the
+/// password on standard input.
+pub fn create_user(binary: &Path, data: &Path, username: &str, email: &str, password: &str) {
+    let mut create = Command::new(binary)
+        .args(["users", "create", "--data"])
+        .arg(data)
+        .args(["--username", username, "--email", email])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("streetlevel users create starts");
+    create
+        .stdin
+        .take()
+        .expect("piped stdin")
+        .write_all(format!("{password}\n").as_bytes())
+        .expect("the password is written");
+    assert!(
+        create.wait().expect("users create exits").success(),
+        "streetlevel users create {username} failed"
+    );
+}
+
 /// A running `streetlevel serve` on `127.0.0.1:0`. It stops when dropped, and also when the
 /// test process dies (it is started with `--exit-on-stdin-eof`).
 #[derive(Debug)]

@@ -56,15 +56,10 @@ fn unused_dependency_problems(metadata: &Value) -> Result<Vec<String>> {
         let Some(package_dir) = manifest.parent() else {
             continue;
         };
-        let mut sources = Vec::new();
-        collect_rust_files(&package_dir.join("src"), &mut sources)?;
-        let mut text = String::new();
-        for source in &sources {
-            text.push_str(
-                &fs::read_to_string(source)
-                    .with_context(|| format!("reading {}", source.display()))?,
-            );
-        }
+        let text: String = sources_of(package_dir)?
+            .into_iter()
+            .map(|(_, text)| text)
+            .collect();
         let dependencies = package["dependencies"]
             .as_array()
             .map_or(&[][..], Vec::as_slice);
@@ -184,11 +179,7 @@ fn documentation_problems(root: &Path, metadata: &Value) -> Result<Vec<String>> 
         {
             problems.push(format!("{name} has no README.md"));
         }
-        let mut sources = Vec::new();
-        collect_rust_files(&package_dir.join("src"), &mut sources)?;
-        for source in sources {
-            let text = fs::read_to_string(&source)
-                .with_context(|| format!("reading {}", source.display()))?;
+        for (source, text) in sources_of(package_dir)? {
             if !has_module_doc(&text) {
                 let relative = source.strip_prefix(root).unwrap_or(&source);
                 problems.push(format!("{} has no `//!` module doc", relative.display()));
@@ -196,6 +187,20 @@ fn documentation_problems(root: &Path, metadata: &Value) -> Result<Vec<String>> 
         }
     }
     Ok(problems)
+}
+
+/// Every Rust file under a package's `src/`, with its text.
+fn sources_of(package_dir: &Path) -> Result<Vec<(PathBuf, String)>> {
+    let mut files = Vec::new();
+    collect_rust_files(&package_dir.join("src"), &mut files)?;
+    files
+        .into_iter()
+        .map(|file| {
+            let text =
+                fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+            Ok((file, text))
+        })
+        .collect()
 }
 
 fn collect_rust_files(dir: &Path, files: &mut Vec<PathBuf>) -> Result<()> {

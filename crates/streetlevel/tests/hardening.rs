@@ -6,11 +6,10 @@
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use streetlevel_tests::{Response, Server, run};
+use streetlevel_tests::{Response, Server, create_app, create_user};
 
 const BINARY: &str = env!("CARGO_BIN_EXE_streetlevel");
 
@@ -31,41 +30,14 @@ fn world(name: &str, json: &str) -> (Server, String, PathBuf) {
     let root = scratch(name);
     let data = root.join("data");
     std::fs::create_dir_all(&data).unwrap();
-    let created = run(
+    let token = create_app(Path::new(BINARY), &data, "read,upload");
+    create_user(
         Path::new(BINARY),
-        &[
-            "apps",
-            "create",
-            "--data",
-            data.to_str().unwrap(),
-            "--name",
-            "hardening",
-            "--callback",
-            "http://127.0.0.1/cb",
-            "--scopes",
-            "read,upload",
-        ],
+        &data,
+        "erin",
+        "erin@example.com",
+        "correct horse",
     );
-    let token = created
-        .lines()
-        .find_map(|line| line.strip_prefix("client_token: "))
-        .unwrap()
-        .trim()
-        .to_owned();
-    let mut create = Command::new(BINARY)
-        .args(["users", "create", "--data", data.to_str().unwrap()])
-        .args(["--username", "erin", "--email", "erin@example.com"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    create
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"correct horse\n")
-        .unwrap();
-    assert!(create.wait().unwrap().success());
     let config = root.join("config.json");
     std::fs::write(&config, json).unwrap();
     let server = Server::start(

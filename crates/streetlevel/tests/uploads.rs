@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use streetlevel_ingest::{WriteTags, write_metadata};
 use streetlevel_model::Timestamp;
 use streetlevel_mvt::{TileId, Value as TileValue};
-use streetlevel_tests::{Response, Server, run};
+use streetlevel_tests::{Response, Server, create_app, create_user};
 
 const BINARY: &str = env!("CARGO_BIN_EXE_streetlevel");
 /// 2024-05-01T10:00:00Z.
@@ -92,27 +92,7 @@ fn import(data: &Path, user: &str, paths: &[&Path]) -> (bool, String) {
 
 /// Registers an app with `scopes` and returns its client token.
 fn client_token(data: &Path, scopes: &str) -> String {
-    let created = run(
-        Path::new(BINARY),
-        &[
-            "apps",
-            "create",
-            "--data",
-            data.to_str().unwrap(),
-            "--name",
-            "uploader",
-            "--callback",
-            "http://127.0.0.1/callback",
-            "--scopes",
-            scopes,
-        ],
-    );
-    created
-        .lines()
-        .find_map(|line| line.strip_prefix("client_token: "))
-        .unwrap()
-        .trim()
-        .to_owned()
+    create_app(Path::new(BINARY), data, scopes)
 }
 
 fn get(server: &Server, token: &str, target: &str) -> Response {
@@ -485,20 +465,13 @@ fn uploading_world(name: &str) -> (PathBuf, Server, String, String) {
     std::fs::create_dir_all(&data).unwrap();
     let upload_app = client_token(&data, "read,upload");
     let read_app = client_token(&data, "read");
-    let mut create = Command::new(BINARY)
-        .args(["users", "create", "--data", data.to_str().unwrap()])
-        .args(["--username", "carol", "--email", "carol@example.com"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    create
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"correct horse\n")
-        .unwrap();
-    assert!(create.wait().unwrap().success());
+    create_user(
+        Path::new(BINARY),
+        &data,
+        "carol",
+        "carol@example.com",
+        "correct horse",
+    );
     let server = Server::start(Path::new(BINARY), &data, &[]);
     (data, server, upload_app, read_app)
 }
