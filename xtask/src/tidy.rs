@@ -45,10 +45,7 @@ fn check(root: &Path) -> Result<Vec<String>> {
 /// dependency that nothing under the crate's `src/` names is a problem, so the picture in
 /// ARCHITECTURE.md does not drift from what the code uses.
 fn unused_dependency_problems(metadata: &Value) -> Result<Vec<String>> {
-    let members: BTreeSet<&str> = packages(metadata)?
-        .iter()
-        .filter_map(|package| package["name"].as_str())
-        .collect();
+    let members = member_names(metadata)?;
     let mut problems = Vec::new();
     for package in packages(metadata)? {
         let name = package["name"].as_str().unwrap_or_default();
@@ -133,11 +130,16 @@ fn packages(metadata: &Value) -> Result<&Vec<Value>> {
         .context("cargo metadata has no packages")
 }
 
-fn layering_problems(metadata: &Value, allow_list: &AllowList) -> Result<Vec<String>> {
-    let members: BTreeSet<&str> = packages(metadata)?
+/// The names of the workspace's packages.
+fn member_names(metadata: &Value) -> Result<BTreeSet<&str>> {
+    Ok(packages(metadata)?
         .iter()
         .filter_map(|package| package["name"].as_str())
-        .collect();
+        .collect())
+}
+
+fn layering_problems(metadata: &Value, allow_list: &AllowList) -> Result<Vec<String>> {
+    let members = member_names(metadata)?;
     let mut problems = Vec::new();
     for package in packages(metadata)? {
         let name = package["name"].as_str().unwrap_or_default();
