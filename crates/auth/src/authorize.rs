@@ -3,7 +3,7 @@
 
 use rusqlite::params;
 
-use crate::clock::duration_millis;
+use streetlevel_model::clock::duration_millis;
 use crate::form::{Params, encode, parse_pairs, redirect_url};
 use crate::ids::to_sql;
 use crate::secret::{SecretKind, digest, generate};

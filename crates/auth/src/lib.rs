@@ -2,7 +2,6 @@
 
 mod app;
 mod authorize;
-mod clock;
 mod config;
 mod error;
 mod form;
@@ -17,7 +16,7 @@ mod user;
 
 pub use app::{App, AppCredentials, AppOptions, CLIENT_ID_MAX};
 pub use authorize::{Authorization, AuthorizationErrorCode, AuthorizationRequest};
-pub use clock::{Clock, FakeClock, SystemClock};
+pub use streetlevel_model::clock::{Clock, FakeClock, SystemClock};
 pub use config::{Config, PasswordParams};
 pub use error::{AuthError, TokenError, TokenErrorCode};
 pub use form::redirect_url;

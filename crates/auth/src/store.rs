@@ -1,12 +1,12 @@
 //! [`AuthStore`]: the `SQLite` tables of the auth crate, and their migrations.
 
 use std::path::Path;
-use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use rusqlite::Connection;
 use streetlevel_model::Timestamp;
+use streetlevel_model::clock::duration_millis;
 
-use crate::clock::duration_millis;
 use crate::{AuthError, Clock, Config, RandomSource};
 
 /// Schema migrations, applied in order; `auth_schema_version` holds how many ran.
@@ -83,7 +83,7 @@ ALTER TABLE auth_apps ADD COLUMN require_pkce INTEGER NOT NULL DEFAULT 0;
 pub struct AuthStore {
     connection: Mutex<Connection>,
     pub(crate) config: Config,
-    pub(crate) clock: Box<dyn Clock>,
+    pub(crate) clock: Arc<dyn Clock>,
     pub(crate) random: Box<dyn RandomSource>,
     /// A password hash to verify against when the username is unknown, so a login takes as
     /// long for an unknown user as for a wrong password.
@@ -121,7 +121,7 @@ impl AuthStore {
         random: impl RandomSource + 'static,
     ) -> Result<Self, AuthError> {
         let connection = streetlevel_sqlite::open(path)?;
-        Self::from_connection(connection, config, Box::new(clock), Box::new(random))
+        Self::from_connection(connection, config, Arc::new(clock), Box::new(random))
     }
 
     /// A store in memory, for tests.
@@ -131,13 +131,13 @@ impl AuthStore {
         random: impl RandomSource + 'static,
     ) -> Result<Self, AuthError> {
         let connection = Connection::open_in_memory()?;
-        Self::from_connection(connection, config, Box::new(clock), Box::new(random))
+        Self::from_connection(connection, config, Arc::new(clock), Box::new(random))
     }
 
     fn from_connection(
         mut connection: Connection,
         config: Config,
-        clock: Box<dyn Clock>,
+        clock: Arc<dyn Clock>,
         random: Box<dyn RandomSource>,
     ) -> Result<Self, AuthError> {
         connection.pragma_update(None, "foreign_keys", true)?;
@@ -162,6 +162,12 @@ impl AuthStore {
         self.connection
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The clock the store reads, to share with what must agree with it (the sign-in
+    /// throttle of the same users, for one).
+    pub fn clock(&self) -> Arc<dyn Clock> {
+        Arc::clone(&self.clock)
     }
 
     pub(crate) fn now(&self) -> Timestamp {

@@ -6,7 +6,7 @@ use base64::engine::general_purpose::STANDARD;
 use rusqlite::{Connection, OptionalExtension, params};
 use streetlevel_model::Timestamp;
 
-use crate::clock::duration_millis;
+use streetlevel_model::clock::duration_millis;
 use crate::form::{Params, parse_pairs};
 use crate::ids::{from_sql, to_sql};
 use crate::pkce::{CodeChallenge, CodeChallengeMethod, valid_verifier};

@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+pub mod clock;
 mod creator;
 mod detection;
 pub mod field;
@@ -12,6 +13,7 @@ pub mod projection;
 mod sequence;
 mod timestamp;
 
+pub use clock::{Clock, FakeClock, SystemClock};
 pub use creator::Creator;
 pub use detection::Detection;
 pub use field::{FieldError, FieldSelection};

@@ -2,6 +2,9 @@
 
 use std::hash::{BuildHasher, RandomState};
 
+use std::sync::Arc;
+
+use streetlevel_model::SystemClock;
 use streetlevel_ratelimit::{Class, Config, RateLimits};
 
 fn main() {
@@ -22,7 +25,7 @@ fn baseline_hash_key(bencher: divan::Bencher) {
 /// One entity-call decision over 1000 apps.
 #[divan::bench]
 fn entity_check(bencher: divan::Bencher) {
-    let limits = RateLimits::new(Config::default()).expect("limits");
+    let limits = RateLimits::new(Config::default(), Arc::new(SystemClock)).expect("limits");
     let mut app_id = 0_u64;
     bencher.bench_local(|| {
         app_id = (app_id + 1) % 1000;
@@ -33,7 +36,7 @@ fn entity_check(bencher: divan::Bencher) {
 /// One tile decision over 1000 apps.
 #[divan::bench]
 fn tiles_check(bencher: divan::Bencher) {
-    let limits = RateLimits::new(Config::default()).expect("limits");
+    let limits = RateLimits::new(Config::default(), Arc::new(SystemClock)).expect("limits");
     let mut app_id = 0_u64;
     bencher.bench_local(|| {
         app_id = (app_id + 1) % 1000;

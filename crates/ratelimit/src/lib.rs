@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+mod clock;
 mod config;
 mod error;
 mod limits;
@@ -13,7 +14,3 @@ pub use rejection::Rejection;
 pub use sign_in::{
     ClientAddr, HashingGate, HashingPass, SignInGuard, SignInLimits, SignInRefusal, SignInThrottle,
 };
-
-/// Governor's clocks, re-exported so callers can build a [`RateLimits`] with a fake clock
-/// without depending on governor themselves.
-pub use governor::clock;

@@ -5,11 +5,15 @@ use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use governor::clock::{Clock, DefaultClock, Reference};
+use governor::clock::{Clock as _, Reference};
+use governor::nanos::Nanos;
 use governor::middleware::StateInformationMiddleware;
 use governor::state::keyed::DashMapStateStore;
 use governor::{Quota, RateLimiter};
 
+use streetlevel_model::Clock;
+
+use crate::clock::GovernorClock;
 use crate::{Config, RateLimitError, Rejection};
 
 /// Which quota a call is charged to.
@@ -43,7 +47,8 @@ pub(crate) fn app_usage_header(percent: u8) -> String {
     format!(r#"{{"call_count":{percent},"total_cputime":0,"total_time":0}}"#)
 }
 
-type KeyedLimiter<C> = RateLimiter<u64, DashMapStateStore<u64>, C, StateInformationMiddleware>;
+type KeyedLimiter =
+    RateLimiter<u64, DashMapStateStore<u64>, GovernorClock, StateInformationMiddleware>;
 
 /// One tile window of one app: which window, and how many tiles it has fetched in it.
 #[derive(Debug, Clone, Copy)]
@@ -56,28 +61,22 @@ struct TileWindow {
 ///
 /// Thread-safe: share one instance (in an `Arc`) between all requests.
 #[derive(Debug)]
-pub struct RateLimits<C: Clock = DefaultClock> {
-    entity: KeyedLimiter<C>,
-    search: KeyedLimiter<C>,
+pub struct RateLimits {
+    entity: KeyedLimiter,
+    search: KeyedLimiter,
     tiles: Mutex<HashMap<u64, TileWindow>>,
     tiles_per_window: NonZeroU32,
     tiles_window: Duration,
-    clock: C,
-    start: C::Instant,
+    clock: GovernorClock,
+    start: Nanos,
     trace_member: Arc<str>,
     config: Config,
 }
 
-impl RateLimits<DefaultClock> {
-    /// Limiters on the real clock.
-    pub fn new(config: Config) -> Result<Self, RateLimitError> {
-        Self::with_clock(config, DefaultClock::default())
-    }
-}
-
-impl<C: Clock + Clone> RateLimits<C> {
-    /// Limiters on the given clock (`governor::clock::FakeRelativeClock` in tests).
-    pub fn with_clock(config: Config, clock: C) -> Result<Self, RateLimitError> {
+impl RateLimits {
+    /// Limiters that read the time from `clock` (a `FakeClock` in tests).
+    pub fn new(config: Config, clock: Arc<dyn Clock>) -> Result<Self, RateLimitError> {
+        let clock = GovernorClock(clock);
         if config.tiles_window.is_zero() {
             return Err(RateLimitError::ZeroWindow);
         }
@@ -105,9 +104,7 @@ impl<C: Clock + Clone> RateLimits<C> {
             config,
         })
     }
-}
 
-impl<C: Clock> RateLimits<C> {
     /// Charges one call of `class` to the app with client ID `app_id`.
     ///
     /// `Ok` lets the call through; `Err` refuses it. A refused call costs nothing.
@@ -121,7 +118,7 @@ impl<C: Clock> RateLimits<C> {
 
     fn check_keyed(
         &self,
-        limiter: &KeyedLimiter<C>,
+        limiter: &KeyedLimiter,
         app_id: u64,
         class: Class,
     ) -> Result<Usage, Rejection> {

@@ -11,10 +11,16 @@ use std::net::IpAddr;
 use std::num::{NonZeroU32, NonZeroUsize};
 use std::time::Duration;
 
-use governor::clock::{Clock, DefaultClock, Reference};
+use std::sync::Arc;
+
+use governor::clock::{Clock as _, Reference};
 use governor::middleware::NoOpMiddleware;
 use governor::state::keyed::DashMapStateStore;
+use governor::nanos::Nanos;
 use governor::{Quota, RateLimiter};
+use streetlevel_model::Clock;
+
+use crate::clock::GovernorClock;
 
 /// How many attempts each key may make at once and how fast that allowance refills.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,27 +44,21 @@ impl Default for SignInLimits {
     }
 }
 
-type Limiter<K, C> = RateLimiter<K, DashMapStateStore<K>, C, NoOpMiddleware<<C as Clock>::Instant>>;
+type Limiter<K> = RateLimiter<K, DashMapStateStore<K>, GovernorClock, NoOpMiddleware<Nanos>>;
 
 /// The three sign-in limiters. Thread-safe: share one (in an `Arc`) for all sign-ins.
 #[derive(Debug)]
-pub struct SignInThrottle<C: Clock = DefaultClock> {
-    pair: Limiter<(String, IpAddr), C>,
-    address: Limiter<IpAddr, C>,
-    account: Limiter<String, C>,
-    clock: C,
+pub struct SignInThrottle {
+    pair: Limiter<(String, IpAddr)>,
+    address: Limiter<IpAddr>,
+    account: Limiter<String>,
+    clock: GovernorClock,
 }
 
-impl SignInThrottle<DefaultClock> {
-    /// Throttles on the real clock.
-    pub fn new(limits: SignInLimits) -> Self {
-        Self::with_clock(limits, DefaultClock::default())
-    }
-}
-
-impl<C: Clock + Clone> SignInThrottle<C> {
-    /// Throttles on the given clock (`governor::clock::FakeRelativeClock` in tests).
-    pub fn with_clock(limits: SignInLimits, clock: C) -> Self {
+impl SignInThrottle {
+    /// Throttles that read the time from `clock` (a `FakeClock` in tests).
+    pub fn new(limits: SignInLimits, clock: Arc<dyn Clock>) -> Self {
+        let clock = GovernorClock(clock);
         let quota = |(burst, interval): (NonZeroU32, Duration)| {
             Quota::with_period(interval)
                 .unwrap_or_else(|| Quota::per_second(NonZeroU32::MIN))
@@ -74,15 +74,13 @@ impl<C: Clock + Clone> SignInThrottle<C> {
             clock,
         }
     }
-}
 
-impl<C: Clock> SignInThrottle<C> {
     /// Charges one sign-in attempt on `account` (compared without case) from `address`
     /// (unknown for in-process callers). `Err` holds how long to wait before trying again.
     pub fn check(&self, account: &str, address: Option<IpAddr>) -> Result<(), Duration> {
         let account = account.trim().to_lowercase();
         let now = self.clock.now();
-        let wait = |not_until: governor::NotUntil<C::Instant>| {
+        let wait = |not_until: governor::NotUntil<Nanos>| {
             let wait: Duration = not_until.earliest_possible().duration_since(now).into();
             // Whole seconds for `Retry-After`, never 0.
             Duration::from_secs(wait.as_secs() + 1)
@@ -201,16 +199,15 @@ pub struct SignInGuard {
     pub hashing: HashingGate,
 }
 
-impl Default for SignInGuard {
-    fn default() -> Self {
+impl SignInGuard {
+    /// The default limits and a hashing gate sized for this machine, on `clock`.
+    pub fn new(clock: Arc<dyn Clock>) -> Self {
         SignInGuard {
-            throttle: SignInThrottle::new(SignInLimits::default()),
+            throttle: SignInThrottle::new(SignInLimits::default(), clock),
             hashing: HashingGate::for_this_machine(),
         }
     }
-}
 
-impl SignInGuard {
     /// Lets one sign-in attempt through: hash the password while the pass lives.
     pub fn admit(
         &self,
@@ -228,14 +225,14 @@ impl SignInGuard {
 mod tests {
     use std::net::Ipv4Addr;
 
-    use governor::clock::FakeRelativeClock;
+    use streetlevel_model::{FakeClock, Timestamp};
 
     use super::*;
 
-    fn throttle() -> (SignInThrottle<FakeRelativeClock>, FakeRelativeClock) {
-        let clock = FakeRelativeClock::default();
+    fn throttle() -> (SignInThrottle, FakeClock) {
+        let clock = FakeClock::new(Timestamp(1_700_000_000_000));
         (
-            SignInThrottle::with_clock(SignInLimits::default(), clock.clone()),
+            SignInThrottle::new(SignInLimits::default(), Arc::new(clock.clone())),
             clock,
         )
     }

@@ -3,17 +3,23 @@
 use std::num::NonZeroU32;
 use std::time::Duration;
 
-use streetlevel_ratelimit::clock::FakeRelativeClock;
+use std::sync::Arc;
+
+use streetlevel_model::{FakeClock, Timestamp};
 use streetlevel_ratelimit::{Class, Config, RateLimits};
 
-fn limits() -> (RateLimits<FakeRelativeClock>, FakeRelativeClock) {
-    let clock = FakeRelativeClock::default();
-    let limits = RateLimits::with_clock(Config::default(), clock.clone()).expect("valid config");
+fn clock() -> FakeClock {
+    FakeClock::new(Timestamp(1_700_000_000_000))
+}
+
+fn limits() -> (RateLimits, FakeClock) {
+    let clock = clock();
+    let limits = RateLimits::new(Config::default(), Arc::new(clock.clone())).expect("valid config");
     (limits, clock)
 }
 
 /// Calls `class` for `app_id` `count` times and returns how many were allowed.
-fn allowed(limits: &RateLimits<FakeRelativeClock>, app_id: u64, class: Class, count: u32) -> u32 {
+fn allowed(limits: &RateLimits, app_id: u64, class: Class, count: u32) -> u32 {
     (0..count)
         .filter(|_| limits.check(app_id, class).is_ok())
         .count() as u32
@@ -107,7 +113,7 @@ fn the_trace_member_is_configurable() {
         trace_member: "fbtrace_id".to_owned(),
         ..Config::default()
     };
-    let limits = RateLimits::with_clock(config, FakeRelativeClock::default()).unwrap();
+    let limits = RateLimits::new(config, Arc::new(clock())).unwrap();
     assert!(limits.check(1, Class::Entity).is_ok());
     let rejection = limits.check(1, Class::Entity).unwrap_err();
     assert_eq!(rejection.trace_member(), "fbtrace_id");
@@ -126,7 +132,7 @@ fn a_zero_tile_window_is_refused() {
         tiles_window: Duration::ZERO,
         ..Config::default()
     };
-    assert!(RateLimits::with_clock(config, FakeRelativeClock::default()).is_err());
+    assert!(RateLimits::new(config, Arc::new(clock())).is_err());
 }
 
 #[test]

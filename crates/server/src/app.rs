@@ -16,7 +16,7 @@ use http::{Method, Response, StatusCode};
 use streetlevel_ratelimit::Class;
 use streetlevel_store::Store;
 
-use crate::clock::Clock;
+use streetlevel_model::Clock;
 use crate::endpoints::{self, Links};
 use crate::media::{self, MediaObject, MediaSource, Signer};
 use crate::query::Query;

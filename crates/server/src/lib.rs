@@ -2,7 +2,6 @@
 
 mod app;
 mod auth;
-mod clock;
 mod config;
 mod endpoints;
 mod error;
@@ -15,7 +14,6 @@ pub mod tiles;
 mod upload;
 
 pub use app::{App, Authenticator, Caller, Services, UploadLogin, WebSurface};
-pub use clock::{Clock, FixedClock, SystemClock};
 pub use config::{Config, PublicUrls};
 pub use error::Error;
 pub use media::{DirectoryMedia, MediaSource};

@@ -5,7 +5,8 @@ use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use streetlevel_auth::{AppOptions, AuthStore, ClientId, Config, OsRandom, Scopes, SystemClock};
+use streetlevel_auth::{AppOptions, AuthStore, ClientId, Config, OsRandom, Scopes};
+use streetlevel_model::SystemClock;
 
 /// The database file inside a data directory (shared with the store).
 const DATABASE_FILE: &str = "streetlevel.sqlite";

@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
-use streetlevel_auth::{OsRandom, SystemClock};
+use streetlevel_auth::OsRandom;
+use streetlevel_model::SystemClock;
 use streetlevel_fixtures::{
     Config, MediaMode, WriteOptions, progress_bar, write_credentials, write_data_dir,
 };

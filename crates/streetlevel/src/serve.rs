@@ -12,11 +12,11 @@ use std::sync::{Arc, OnceLock, PoisonError, RwLock, Weak};
 use anyhow::Context;
 use streetlevel_auth::{AuthStore, OsRandom};
 use streetlevel_import::{UploadLimits, Uploads};
-use streetlevel_model::{ImageId, MediaId};
+use streetlevel_model::{Clock, ImageId, MediaId, SystemClock};
 use streetlevel_ratelimit::SignInGuard;
 use streetlevel_server::media::{MediaObject, ThumbSize};
 use streetlevel_server::{
-    App, Config, DirectoryMedia, Error as ServerError, MediaSource, Server, Services, SystemClock,
+    App, Config, DirectoryMedia, Error as ServerError, MediaSource, Server, Services,
 };
 use streetlevel_store::Store;
 use streetlevel_web::{Registry, StoreImages, Web, WebConfig};
@@ -478,17 +478,22 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         upload_limits,
     } = settings(&args)?;
     check_database_file(&args.data)?;
+    // The one clock: tokens, sign-in throttles, quotas and media URLs all read it.
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let _lock = lock_data_dir(&args.data)?;
     // Bound before the store loads, so a port in use is reported at once.
     let listener = listen(&args.addr).await?;
     let rate_limits =
-        Arc::new(streetlevel_ratelimit::RateLimits::new(limits).context("invalid rate limits")?);
+        Arc::new(
+            streetlevel_ratelimit::RateLimits::new(limits, Arc::clone(&clock))
+                .context("invalid rate limits")?,
+        );
     let store = load_store(&args.data).await?;
     warn_if_empty(&store, &args.data);
     let auth = AuthStore::open(
         &Store::database_path(&args.data),
         streetlevel_auth::Config::default(),
-        streetlevel_auth::SystemClock,
+        Arc::clone(&clock),
         OsRandom,
     )
     .context("cannot open the auth tables")?;
@@ -523,7 +528,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     let uploads = Arc::new(
         Uploads::open(&args.data, upload_limits).context("cannot open the upload tables")?,
     );
-    let sign_in = Arc::new(SignInGuard::default());
+    let sign_in = Arc::new(SignInGuard::new(Arc::clone(&clock)));
     let web = Web::new(
         web_config,
         Arc::clone(&auth),
@@ -541,7 +546,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         rate_limits: Arc::clone(&rate_limits),
         media: Arc::new(media),
         media_cache_dir: media_dir.join(streetlevel_import::THUMBNAIL_CACHE_DIR),
-        clock: Arc::new(SystemClock),
+        clock,
         web: Some(Arc::new(web)),
         uploads: Some(Arc::clone(&uploads)),
         sign_in: Arc::clone(&sign_in),

@@ -68,6 +68,7 @@ impl Web {
         random: impl RandomSource + 'static,
     ) -> Result<Self, WebError> {
         registry.hand_owners_to(&auth)?;
+        let sign_in = Arc::new(SignInGuard::new(auth.clock()));
         let embed = registry.embed_token(&auth)?;
         Ok(Self {
             config,
@@ -77,7 +78,7 @@ impl Web {
             random: Box::new(random),
             embed,
             uploads: None,
-            sign_in: Arc::new(SignInGuard::default()),
+            sign_in,
         })
     }
 

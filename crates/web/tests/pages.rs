@@ -1082,15 +1082,18 @@ fn sign_in_attempts_are_throttled_with_retry_after() {
     use streetlevel_ratelimit::{HashingGate, SignInGuard, SignInLimits, SignInThrottle};
     let one = std::num::NonZeroU32::new(1).unwrap();
     let two = std::num::NonZeroU32::new(2).unwrap();
+    let Harness { web, auth, clock } = harness();
     let guard = SignInGuard {
-        throttle: SignInThrottle::new(SignInLimits {
-            per_account: (two, Duration::from_secs(60)),
-            per_address: (one, Duration::from_secs(60)),
-            per_account_and_address: (one, Duration::from_secs(60)),
-        }),
+        throttle: SignInThrottle::new(
+            SignInLimits {
+                per_account: (two, Duration::from_secs(60)),
+                per_address: (one, Duration::from_secs(60)),
+                per_account_and_address: (one, Duration::from_secs(60)),
+            },
+            Arc::new(clock.clone()),
+        ),
         hashing: HashingGate::new(1, 1, Duration::from_secs(1)),
     };
-    let Harness { web, auth, clock } = harness();
     let h = Harness {
         web: web.with_sign_in_guard(Arc::new(guard)),
         auth,

@@ -1,15 +1,28 @@
-//! Where the crate learns the time: injected, so tests control expiry.
+//! The one source of time every crate takes: injected, so tests control expiry, rate-limit
+//! windows and signed URL lifetimes with one fake.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use streetlevel_model::Timestamp;
+use crate::Timestamp;
 
 /// A source of the current wall-clock time.
 pub trait Clock: Send + Sync {
     /// The current time.
     fn now(&self) -> Timestamp;
+
+    /// The current time in whole seconds since the Unix epoch (0 before it).
+    fn now_unix_seconds(&self) -> u64 {
+        u64::try_from(self.now().millis().div_euclid(1000)).unwrap_or(0)
+    }
+}
+
+/// A shared clock is a clock, so one instance can be handed to every part of the service.
+impl<C: Clock + ?Sized> Clock for Arc<C> {
+    fn now(&self) -> Timestamp {
+        (**self).now()
+    }
 }
 
 /// The system's wall clock, for production.
@@ -57,6 +70,27 @@ impl Clock for FakeClock {
 }
 
 /// A duration in whole milliseconds, saturating.
-pub(crate) fn duration_millis(duration: Duration) -> i64 {
+pub fn duration_millis(duration: Duration) -> i64 {
     i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fake_clock_clones_share_one_time() {
+        let clock = FakeClock::new(Timestamp(1_500));
+        let shared: Arc<dyn Clock> = Arc::new(clock.clone());
+        clock.advance(Duration::from_millis(2_600));
+        assert_eq!(shared.now(), Timestamp(4_100));
+        assert_eq!(shared.now_unix_seconds(), 4);
+        clock.set(Timestamp(-1));
+        assert_eq!(shared.now_unix_seconds(), 0);
+    }
+
+    #[test]
+    fn system_clock_is_after_2020() {
+        assert!(SystemClock.now_unix_seconds() > 1_577_836_800);
+    }
 }
