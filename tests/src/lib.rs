@@ -191,7 +191,26 @@ impl Server {
 
     /// [`Server::start`] listening on `addr` (`HOST:PORT`) instead of `127.0.0.1:0`.
     pub fn start_at(binary: &Path, dir: &Path, addr: &str, extra: &[&str]) -> Server {
-        let mut child = Command::new(binary)
+        Server::start_with_env(binary, dir, addr, extra, &[])
+    }
+
+    /// [`Server::start_at`] with environment variables set for the server. No other
+    /// `STREETLEVEL_*` variable reaches it, whatever the developer's shell has set.
+    pub fn start_with_env(
+        binary: &Path,
+        dir: &Path,
+        addr: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Server {
+        let mut command = Command::new(binary);
+        for (name, _) in std::env::vars_os() {
+            if name.to_string_lossy().starts_with("STREETLEVEL_") {
+                command.env_remove(name);
+            }
+        }
+        let mut child = command
+            .envs(env.iter().copied())
             .arg("serve")
             .arg("--data")
             .arg(dir)

@@ -14,10 +14,8 @@ use crate::suite::build_test_binaries;
 #[allow(clippy::print_stdout)]
 pub fn run(root: &Path, data: Option<&Path>, addr: &str, server_args: &[String]) -> Result<()> {
     let binary = build(root)?;
-    let data = data.map_or_else(
-        || root.join("target").join("streetlevel-data"),
-        Path::to_path_buf,
-    );
+    let default_data = root.join("target").join("streetlevel-data");
+    let data = data.map_or_else(|| default_data.clone(), Path::to_path_buf);
     if !data.join("streetlevel.sqlite").exists() {
         eprintln!(
             "xtask serve: generating the default data set into {} (about 2,000 images; \
@@ -36,6 +34,14 @@ pub fn run(root: &Path, data: Option<&Path>, addr: &str, server_args: &[String])
         if !status.success() {
             bail!("{} fixtures failed with {status}", binary.display());
         }
+    }
+    // The default data set is always lazy fixtures; one generated before servers looked for
+    // the marker lacks it, and would then be served without its rendered media.
+    let marker = data.join("media").join("RENDER_ON_REQUEST");
+    if data == default_data && data.join("streetlevel.sqlite").exists() && !marker.exists() {
+        std::fs::create_dir_all(data.join("media"))?;
+        std::fs::write(&marker, "Fixture media, rendered on request.\n")
+            .with_context(|| format!("cannot write {}", marker.display()))?;
     }
     // The embed page needs mapillary-js and MapLibre; without them it still shows a plain
     // image and says what is missing, so a failed install is a warning, not an error.

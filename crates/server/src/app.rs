@@ -15,23 +15,18 @@ use http::{Method, Response, StatusCode};
 
 use streetlevel_ratelimit::Class;
 use streetlevel_store::Store;
+use streetlevel_web::{Page, Web};
 
 use streetlevel_model::Clock;
+
 use crate::endpoints::{self, Links};
-use crate::media::{self, MediaObject, MediaSource, Signer};
+use crate::media::{self, MediaLinks, MediaObject, MediaSource};
 use crate::query::Query;
 use crate::reply::MVT_CONTENT_TYPE;
 use crate::reply::{self, Reply};
 use crate::route::Route;
 use crate::tiles::{self, TileCache, Tileset};
 use crate::{Config, Error, PublicUrls};
-
-/// A handler for the paths no endpoint of this crate serves (the web pages of spec 4.10 live
-/// elsewhere and plug in here).
-pub trait WebSurface: Send + Sync {
-    /// The response for a request, or `None` to answer "unknown path".
-    fn handle(&self, parts: &Parts, body: &Bytes, request_id: &str) -> Option<Response<Bytes>>;
-}
 
 /// Who is calling: the app a token belongs to (and the user, for user tokens).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -89,10 +84,12 @@ pub struct Services {
     pub media: Arc<dyn MediaSource>,
     /// Where resized thumbnails are cached.
     pub media_cache_dir: PathBuf,
-    /// The wall clock (media URL expiry).
+    /// The service's clock.
     pub clock: Arc<dyn Clock>,
+    /// Signs and checks media URLs (shared with the embed page).
+    pub media_links: Arc<MediaLinks>,
     /// The web pages, if any.
-    pub web: Option<Arc<dyn WebSurface>>,
+    pub web: Option<Arc<Web>>,
     /// Upload sessions and the processing queue, if uploads are enabled.
     pub uploads: Option<Arc<streetlevel_import::Uploads>>,
     /// Sign-in throttling and the password-hashing queue (shared with the web pages).
@@ -103,7 +100,6 @@ pub struct Services {
 pub struct App {
     config: Config,
     urls: PublicUrls,
-    signer: Signer,
     pub(crate) services: Services,
     trace_member: String,
     request_seed: u64,
@@ -119,7 +115,6 @@ impl App {
         bound: std::net::SocketAddr,
     ) -> Result<App, Error> {
         let urls = config.public_urls(bound);
-        let signer = Signer::new(&config.media_key, config.media_url_lifetime.as_secs())?;
         let trace_member = config.trace_member();
         let tile_cache = TileCache::new(config.tile_cache_entries);
         let request_seed = services
@@ -130,7 +125,6 @@ impl App {
         Ok(App {
             config,
             urls,
-            signer,
             services,
             trace_member,
             request_seed,
@@ -167,7 +161,7 @@ impl App {
             return reply::preflight(&parts.headers);
         }
         let result = match body {
-            Ok(body) => self.dispatch(&parts, body, &request_id).await,
+            Ok(body) => self.dispatch(&parts, body).await,
             Err(error) => Err(error),
         };
         self.complete(&parts, &request_id, started, result)
@@ -261,12 +255,7 @@ impl App {
         reply
     }
 
-    async fn dispatch(
-        self: &Arc<Self>,
-        parts: &Parts,
-        body: Bytes,
-        request_id: &str,
-    ) -> Result<Dispatched, Error> {
+    async fn dispatch(self: &Arc<Self>, parts: &Parts, body: Bytes) -> Result<Dispatched, Error> {
         let route = Route::of(parts.uri.path());
         if !route.allows(&parts.method) {
             return Err(Error::MethodNotAllowed(parts.method.to_string()));
@@ -274,7 +263,7 @@ impl App {
         let query = Query::parse(parts.uri.query().unwrap_or(""))?;
         match route {
             Route::Multiple if self.services.web.is_some() && is_browser_home(parts) => {
-                self.web_page(parts, body, request_id).await
+                self.web_page(Page::Home, parts, body).await
             }
             Route::Health => Ok(Dispatched::Reply(probe(StatusCode::OK, "ok", None))),
             Route::Ready => {
@@ -332,36 +321,29 @@ impl App {
                 .await
                 .map(Dispatched::Reply)
             }
-            Route::Login | Route::Other => {
-                if self.config.debug_panic_route && parts.uri.path() == "/__panic" {
-                    return catch(requested_panic).map(Dispatched::Reply);
-                }
-                self.web_page(parts, body, request_id).await
+            Route::Login => self.web_page(Page::SignIn, parts, body).await,
+            Route::Page(page) => self.web_page(page, parts, body).await,
+            Route::DebugPanic if self.config.debug_panic_route => {
+                catch(requested_panic).map(Dispatched::Reply)
+            }
+            Route::DebugPanic | Route::Other => {
+                Err(Error::UnknownPath(parts.uri.path().to_owned()))
             }
             route => catch(|| self.handle(&route, parts, &query)).map(Dispatched::Reply),
         }
     }
 
-    async fn web_page(
-        &self,
-        parts: &Parts,
-        body: Bytes,
-        request_id: &str,
-    ) -> Result<Dispatched, Error> {
+    async fn web_page(&self, page: Page, parts: &Parts, body: Bytes) -> Result<Dispatched, Error> {
         let Some(web) = self.services.web.clone() else {
             return Err(Error::UnknownPath(parts.uri.path().to_owned()));
         };
         // Pages hash passwords (argon2) and read SQLite: off the async workers, so a burst of
         // sign-ins cannot stall the API.
         let owned_parts = parts.clone();
-        let owned_request_id = request_id.to_owned();
-        let response =
-            tokio::task::spawn_blocking(move || web.handle(&owned_parts, &body, &owned_request_id))
-                .await
-                .map_err(|error| Error::Internal(format!("web page failed: {error}")))?;
-        response
+        tokio::task::spawn_blocking(move || web.page(&page, &owned_parts, &body))
+            .await
             .map(Dispatched::Response)
-            .ok_or_else(|| Error::UnknownPath(parts.uri.path().to_owned()))
+            .map_err(|error| Error::Internal(format!("web page failed: {error}")))
     }
 
     fn handle(&self, route: &Route, parts: &Parts, query: &Query) -> Result<Reply, Error> {
@@ -428,8 +410,7 @@ impl App {
     fn media(&self, path: &str, query: &Query) -> Result<Reply, Error> {
         let object =
             MediaObject::from_path(path).ok_or_else(|| Error::UnknownPath(path.to_owned()))?;
-        self.signer
-            .verify(path, query, self.services.clock.now_unix_seconds())?;
+        self.services.media_links.verify(path, query)?;
         let bytes = media::load(
             self.services.media.as_ref(),
             &self.services.media_cache_dir,
@@ -444,11 +425,7 @@ impl App {
 
     /// The signed URL of a media object.
     pub fn media_url(&self, object: &MediaObject) -> String {
-        self.signer.url(
-            &self.urls.media,
-            object,
-            self.services.clock.now_unix_seconds(),
-        )
+        self.services.media_links.url(object)
     }
 }
 

@@ -103,14 +103,3 @@ fn exchange(auth: &AuthStore, parts: &Parts, body: &Bytes) -> Result<serde_json:
         }
     }
 }
-
-impl crate::WebSurface for streetlevel_web::Web {
-    fn handle(
-        &self,
-        parts: &Parts,
-        body: &Bytes,
-        _request_id: &str,
-    ) -> Option<http::Response<Bytes>> {
-        self.handle_parts(parts, body)
-    }
-}

@@ -13,7 +13,7 @@ mod server;
 pub mod tiles;
 mod upload;
 
-pub use app::{App, Authenticator, Caller, Services, UploadLogin, WebSurface};
+pub use app::{App, Authenticator, Caller, Services, UploadLogin};
 pub use config::{Config, PublicUrls};
 pub use error::Error;
 pub use media::{DirectoryMedia, MediaSource};

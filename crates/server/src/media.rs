@@ -8,12 +8,15 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use std::net::SocketAddr;
+use std::sync::Arc;
+
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
-use streetlevel_model::{ImageId, MediaId};
+use streetlevel_model::{Clock, ImageId, MediaId};
 
-use crate::Error;
 use crate::query::Query;
+use crate::{Config, Error};
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -194,6 +197,48 @@ impl Signer {
             return Err(Error::Forbidden(String::from("the media url has expired")));
         }
         Ok(())
+    }
+}
+
+/// The signed media URLs the service hands out: the signer, the public root the URLs point at
+/// and the clock that dates them. Built before the app, so what needs a URL (the embed page
+/// signs its thumbnail) takes this rather than reaching back into the app.
+#[derive(Clone)]
+pub struct MediaLinks {
+    signer: Signer,
+    root: String,
+    clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for MediaLinks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MediaLinks")
+            .field("root", &self.root)
+            .finish_non_exhaustive()
+    }
+}
+
+impl MediaLinks {
+    /// The links of a server configured by `config` and bound at `bound` (whose address is
+    /// the media root when `config` names none).
+    pub fn new(config: &Config, bound: SocketAddr, clock: Arc<dyn Clock>) -> Result<Self, Error> {
+        Ok(MediaLinks {
+            signer: Signer::new(&config.media_key, config.media_url_lifetime.as_secs())?,
+            root: config.public_urls(bound).media,
+            clock,
+        })
+    }
+
+    /// The absolute signed URL of `object`, valid from now for at least the lifetime.
+    pub fn url(&self, object: &MediaObject) -> String {
+        self.signer
+            .url(&self.root, object, self.clock.now_unix_seconds())
+    }
+
+    /// Checks a request for `path` with `query` against the signature and the clock.
+    pub fn verify(&self, path: &str, query: &Query) -> Result<(), Error> {
+        self.signer
+            .verify(path, query, self.clock.now_unix_seconds())
     }
 }
 

@@ -1,7 +1,10 @@
-//! Routing: from a method and a path to the endpoint that answers it. Every path is accepted
-//! with and without a trailing slash.
+//! The route table: from a path to the endpoint or page that answers it, for the API and the
+//! web pages alike, so that no name (`health`, `upload`, `login`, ...) can be taken twice: a
+//! second arm for a name is an unreachable pattern, which the build refuses. Every path is
+//! accepted with and without a trailing slash.
 
 use http::Method;
+use streetlevel_web::Page;
 
 /// The endpoints.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,8 +40,8 @@ pub enum Route {
     DetectionsOf(String),
     /// `GET /<id>/tiles` (the viewer's image pyramid).
     ImageTiles(String),
-    /// `POST /login`: with a JSON body the official uploader's sign-in, otherwise the web
-    /// surface's sign-in page.
+    /// `/login`: a `POST` with a JSON body is the official uploader's sign-in, anything
+    /// else the sign-in page.
     Login,
     /// `GET /me`: the signed-in user.
     Me,
@@ -54,7 +57,12 @@ pub enum Route {
     Health,
     /// `GET /ready`: the data is loaded and the database writable (no token, no quota).
     Ready,
-    /// Anything else (the web surface may answer it).
+    /// A page of the web surface (`/` is [`Route::Multiple`] and becomes [`Page::Home`] for
+    /// browsers; `/login` is [`Route::Login`]).
+    Page(Page),
+    /// `GET /__panic`: a handler that panics, served only with `debug_panic_route`.
+    DebugPanic,
+    /// No endpoint and no page.
     Other,
 }
 
@@ -81,6 +89,15 @@ impl Route {
             ["finish_upload"] => Route::FinishUpload,
             ["logging"] => Route::Logging,
             ["uploads"] => Route::Uploads,
+            ["logout"] => Route::Page(Page::SignOut),
+            ["connect"] => Route::Page(Page::Connect),
+            ["dashboard"] => Route::Page(Page::Dashboard),
+            ["embed"] => Route::Page(Page::Embed),
+            ["assets", ..] => match trimmed.strip_prefix("/assets/") {
+                Some(asset) => Route::Page(Page::Asset(asset.to_owned())),
+                None => Route::Other,
+            },
+            ["__panic"] => Route::DebugPanic,
             ["health"] => Route::Health,
             ["ready"] => Route::Ready,
             ["images"] => Route::SearchImages,
@@ -101,7 +118,8 @@ impl Route {
             Route::Upload(_) => {
                 method == Method::GET || method == Method::HEAD || method == Method::POST
             }
-            Route::Login | Route::Other => true,
+            // Pages answer their own 405, as a page.
+            Route::Login | Route::Page(_) | Route::Other => true,
             _ => method == Method::GET || method == Method::HEAD,
         }
     }
@@ -139,7 +157,8 @@ mod tests {
                 y: String::from("2")
             }
         );
-        assert_eq!(Route::of("/connect"), Route::Other);
+        assert_eq!(Route::of("/connect/"), Route::Page(Page::Connect));
+        assert_eq!(Route::of("/connectx"), Route::Other);
         assert_eq!(
             Route::of("/upload/mly_tools_ab.jpg"),
             Route::Upload(String::from("mly_tools_ab.jpg"))
@@ -148,5 +167,31 @@ mod tests {
         assert_eq!(Route::of("/me/"), Route::Me);
         assert_eq!(Route::of("/finish_upload"), Route::FinishUpload);
         assert_eq!(Route::of("/media/thumb/1/256"), Route::Media);
+    }
+
+    #[test]
+    fn api_and_pages_share_one_table() {
+        for (path, route) in [
+            ("/login", Route::Login),
+            ("/logout", Route::Page(Page::SignOut)),
+            ("/dashboard", Route::Page(Page::Dashboard)),
+            ("/embed", Route::Page(Page::Embed)),
+            (
+                "/assets/mapillary-js/dist/mapillary.js",
+                Route::Page(Page::Asset(String::from("mapillary-js/dist/mapillary.js"))),
+            ),
+            ("/assets", Route::Other),
+            ("/asset/x", Route::Other),
+            ("/health", Route::Health),
+            ("/ready", Route::Ready),
+            ("/upload/k", Route::Upload(String::from("k"))),
+            ("/uploads", Route::Uploads),
+            ("/images", Route::SearchImages),
+            ("/token", Route::Token),
+            ("/1234", Route::Entity(String::from("1234"))),
+            ("/__panic", Route::DebugPanic),
+        ] {
+            assert_eq!(Route::of(path), route, "{path}");
+        }
     }
 }

@@ -6,10 +6,10 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use streetlevel_auth::OsRandom;
-use streetlevel_model::SystemClock;
 use streetlevel_fixtures::{
     Config, MediaMode, WriteOptions, progress_bar, write_credentials, write_data_dir,
 };
+use streetlevel_model::SystemClock;
 
 /// Options of `streetlevel fixtures`.
 #[derive(clap::Args)]

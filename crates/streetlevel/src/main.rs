@@ -19,7 +19,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Serve the data directory over HTTP.
-    Serve(serve::Args),
+    Serve(Box<serve::Args>),
     /// Generate a deterministic, realistic data set into a data directory.
     Fixtures(fixtures::Args),
     /// Import geotagged JPEG files and folders into a data directory.
@@ -46,7 +46,7 @@ fn main() -> std::process::ExitCode {
 
 fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
-        Command::Serve(args) => serve::run(args),
+        Command::Serve(args) => serve::run(*args),
         Command::Fixtures(args) => fixtures::run(args),
         Command::Import(args) => import::run(&args),
         Command::Apps(command) => admin::run_apps(command),

@@ -98,6 +98,87 @@ fn get_json(server: &Server, target: &str) -> Value {
 
 const SEARCH: &str = "/images?bbox=-180,-90,180,90&limit=1";
 
+#[test]
+fn environment_variables_sit_between_flags_and_the_config_file() {
+    let path = config_file(
+        "environment",
+        r#"{"short_name": "cfg", "trace_member": "cfg_trace", "limit_search_per_min": 1}"#,
+    );
+    let server = Server::start_with_env(
+        binary(),
+        &fixture_copy().dir,
+        "127.0.0.1:0",
+        &[
+            "--config",
+            path.to_str().unwrap(),
+            "--limit-search-per-min",
+            "2",
+        ],
+        &[
+            ("STREETLEVEL_SHORT_NAME", "env"),
+            ("STREETLEVEL_LIMIT_SEARCH_PER_MIN", "5"),
+            ("STREETLEVEL_TILE_MAX_AGE_SECONDS", "77"),
+        ],
+    );
+    let tile_response = get(&server, &tile("env1_public"));
+    assert_eq!(tile_response.status, 200, "the variable wins over the file");
+    assert_eq!(
+        tile_response.header("cache-control"),
+        Some("public, max-age=77"),
+        "a setting only the environment gives"
+    );
+    assert_eq!(get(&server, &tile("cfg1_public")).status, 404);
+    assert_eq!(get(&server, SEARCH).status, 200);
+    assert_eq!(get(&server, SEARCH).status, 200);
+    let throttled = get(&server, SEARCH);
+    assert_eq!(
+        throttled.status, 429,
+        "the flag's 2 wins over the variable's 5"
+    );
+    assert!(
+        throttled.json()["error"]["cfg_trace"].is_string(),
+        "a setting neither flag nor variable gives still comes from the file"
+    );
+}
+
+#[test]
+fn a_bad_environment_variable_stops_the_start_naming_it() {
+    let failed = {
+        let mut command = std::process::Command::new(binary());
+        command
+            .args(["serve", "--data"])
+            .arg(&fixture().dir)
+            .args(["--addr", "127.0.0.1:0"])
+            .env("STREETLEVEL_MAX_CONNECTIONS", "many")
+            .stdin(std::process::Stdio::null());
+        command.output().unwrap()
+    };
+    assert!(!failed.status.success());
+    let stderr = String::from_utf8_lossy(&failed.stderr);
+    assert!(stderr.contains("max-connections"), "{stderr}");
+    assert!(!String::from_utf8_lossy(&failed.stdout).contains("listening on"));
+}
+
+/// Real imagery is never replaced by synthetic scenery: only a data set marked as fixtures
+/// rendered on request (`media/RENDER_ON_REQUEST`) gets its missing originals drawn.
+#[test]
+fn missing_media_of_an_unmarked_data_set_are_unknown_not_rendered() {
+    let marked = fixture_copy();
+    let unmarked = fixture_copy();
+    std::fs::remove_file(unmarked.dir.join("media").join("RENDER_ON_REQUEST"))
+        .expect("lazy fixtures carry the marker");
+    for (fixture, expected) in [(&marked, 200), (&unmarked, 404)] {
+        let server = Server::start(binary(), &fixture.dir, &[]);
+        let image = image_with_media(&server);
+        let original = image["thumb_original_url"].as_str().unwrap();
+        let mesh = image["mesh"]["url"].as_str().unwrap();
+        for url in [original, mesh] {
+            let target = local_target(&Value::from(url), &server.base());
+            assert_eq!(get(&server, &target).status, expected, "{url}");
+        }
+    }
+}
+
 fn tile(tileset: &str) -> String {
     format!("/maps/vtp/{tileset}/2/14/0/0")
 }

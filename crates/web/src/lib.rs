@@ -19,4 +19,4 @@ pub use embed::EmbedStyle;
 pub use error::WebError;
 pub use images::{EmbedImage, EmbedImages, StoreImages, ThumbUrl};
 pub use registry::Registry;
-pub use web::Web;
+pub use web::{Page, Web};

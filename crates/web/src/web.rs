@@ -1,4 +1,4 @@
-//! [`Web`]: the pages, and the routing of a request to them.
+//! [`Web`]: the pages, and which handler answers each [`Page`] for each method.
 
 use std::sync::Arc;
 use streetlevel_import::Uploads;
@@ -9,13 +9,32 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use bytes::Bytes;
 use http::header::{ALLOW, HOST};
 use http::request::Parts;
-use http::{Method, Request, Response, StatusCode};
+use http::{Method, Response, StatusCode};
 use streetlevel_auth::{AuthStore, ClientId, RandomSource, User, csrf_token};
 
 use crate::config::Urls;
 use crate::form::cookie;
 use crate::html;
 use crate::{EmbedImages, Registry, WebConfig, WebError};
+
+/// The pages of the web surface.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Page {
+    /// `/` for browsers: what this server is, with links.
+    Home,
+    /// `/login`: the sign-in form (the official uploader's JSON sign-in is the server's).
+    SignIn,
+    /// `/logout`.
+    SignOut,
+    /// `/connect`: the OAuth authorization prompt.
+    Connect,
+    /// `/dashboard`: the signed-in user's apps and uploads.
+    Dashboard,
+    /// `/embed`: the embeddable viewer.
+    Embed,
+    /// `/assets/<path>`: a file of the viewer's npm packages.
+    Asset(String),
+}
 
 /// The browser session cookie (the auth crate's session token).
 pub(crate) const SESSION_COOKIE: &str = "streetlevel_session";
@@ -102,47 +121,27 @@ impl Web {
         &self.embed.1
     }
 
-    /// The response for a request to one of the web paths (`/` for browsers, `/login`,
-    /// `/logout`, `/connect`, `/dashboard`, `/embed`, `/assets/...`), `None` for any other
-    /// path. The caller decides which requests to `/` are a browser's (API clients get JSON).
-    pub fn handle(&self, request: Request<Bytes>) -> Option<Response<Bytes>> {
-        let (parts, body) = request.into_parts();
-        self.handle_parts(&parts, &body)
-    }
-
-    /// [`Web::handle`] for a request already split into head and body.
-    pub fn handle_parts(&self, parts: &Parts, body: &[u8]) -> Option<Response<Bytes>> {
-        let path = parts.uri.path();
-        let trimmed = if path.len() > 1 {
-            path.trim_end_matches('/')
-        } else {
-            path
-        };
+    /// The response for a request to `page`. Which path is which page is decided by the
+    /// server's route table, the one place that maps paths for the API and the pages alike;
+    /// this only picks the handler for the method.
+    pub fn page(&self, page: &Page, parts: &Parts, body: &[u8]) -> Response<Bytes> {
         let get = parts.method == Method::GET || parts.method == Method::HEAD;
         let post = parts.method == Method::POST;
-        let response = match trimmed {
-            "/" if get => self.home(parts),
-            "/login" if get => self.login_form(parts),
-            "/login" if post => self.login_submit(parts, body),
-            "/logout" if post => self.logout(parts, body),
-            "/connect" if get => self.connect_prompt(parts),
-            "/connect" if post => self.connect_answer(parts, body),
-            "/dashboard" if get => self.dashboard(parts),
-            "/dashboard" if post => self.dashboard_action(parts, body),
-            "/embed" if get => self.embed(parts),
-            "/login" | "/connect" | "/dashboard" => method_not_allowed("GET, HEAD, POST"),
-            "/logout" => method_not_allowed("POST"),
-            "/embed" => method_not_allowed("GET, HEAD"),
-            _ => {
-                let asset = path.strip_prefix("/assets/")?;
-                if get {
-                    self.asset(asset)
-                } else {
-                    method_not_allowed("GET, HEAD")
-                }
-            }
-        };
-        Some(response)
+        match page {
+            Page::Home if get => self.home(parts),
+            Page::SignIn if get => self.login_form(parts),
+            Page::SignIn if post => self.login_submit(parts, body),
+            Page::SignOut if post => self.logout(parts, body),
+            Page::Connect if get => self.connect_prompt(parts),
+            Page::Connect if post => self.connect_answer(parts, body),
+            Page::Dashboard if get => self.dashboard(parts),
+            Page::Dashboard if post => self.dashboard_action(parts, body),
+            Page::Embed if get => self.embed(parts),
+            Page::Asset(path) if get => self.asset(path),
+            Page::SignIn | Page::Connect | Page::Dashboard => method_not_allowed("GET, HEAD, POST"),
+            Page::SignOut => method_not_allowed("POST"),
+            Page::Home | Page::Embed | Page::Asset(_) => method_not_allowed("GET, HEAD"),
+        }
     }
 
     /// The public URLs for this request.

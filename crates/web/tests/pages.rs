@@ -9,10 +9,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{Request, Response, StatusCode, header};
+use http::{Method, Request, Response, StatusCode, header};
 use streetlevel_auth::{AuthStore, Config, FakeClock, Scopes, SeededRandom, TokenKind};
 use streetlevel_model::{ImageId, Timestamp};
-use streetlevel_web::{EmbedImage, EmbedImages, Registry, Web, WebConfig};
+use streetlevel_web::{EmbedImage, EmbedImages, Page, Registry, Web, WebConfig};
 
 const PASSWORD: &str = "correct horse battery staple";
 const IMAGE: u64 = 1_000_000_000_000_042;
@@ -135,13 +135,43 @@ fn set_cookies(response: &Response<Bytes>) -> Vec<String> {
         .collect()
 }
 
+/// The page of a path. In the service the server's route table decides; these tests name
+/// the pages by their paths for readability.
+fn page_of(uri: &str) -> Page {
+    let path = uri.split('?').next().unwrap_or_default();
+    let path = if path.len() > 1 {
+        path.trim_end_matches('/')
+    } else {
+        path
+    };
+    match path {
+        "/" => Page::Home,
+        "/login" => Page::SignIn,
+        "/logout" => Page::SignOut,
+        "/connect" => Page::Connect,
+        "/dashboard" => Page::Dashboard,
+        "/embed" => Page::Embed,
+        _ => Page::Asset(
+            path.strip_prefix("/assets/")
+                .unwrap_or_else(|| panic!("{uri} is not a page"))
+                .to_owned(),
+        ),
+    }
+}
+
+/// What the web surface answers to `request`.
+fn handle(web: &Web, request: Request<Bytes>) -> Response<Bytes> {
+    let (parts, body) = request.into_parts();
+    web.page(&page_of(&parts.uri.to_string()), &parts, &body)
+}
+
 fn get(web: &Web, uri: &str, jar: &Jar) -> Response<Bytes> {
     let request = Request::get(uri)
         .header(header::HOST, "127.0.0.1:8080")
         .header(header::COOKIE, jar.header())
         .body(Bytes::new())
         .unwrap();
-    web.handle(request).expect("a web path")
+    handle(web, request)
 }
 
 fn post(web: &Web, uri: &str, jar: &Jar, form: &[(&str, &str)]) -> Response<Bytes> {
@@ -156,7 +186,7 @@ fn post(web: &Web, uri: &str, jar: &Jar, form: &[(&str, &str)]) -> Response<Byte
         .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
         .body(Bytes::from(body))
         .unwrap();
-    web.handle(request).expect("a web path")
+    handle(web, request)
 }
 
 fn encode(value: &str) -> String {
@@ -1020,20 +1050,28 @@ fn npm_files_are_served_with_their_content_types() {
 }
 
 #[test]
-fn other_paths_are_left_to_the_server() {
+fn a_page_asked_with_a_method_it_does_not_answer_says_which_it_does() {
     let h = harness();
-    // `/` too, except a GET (the landing page, which the server asks for only for browsers).
-    for path in ["/images", "/token", "/1234", "/loginx", "/asset/x"] {
-        let request = Request::get(path).body(Bytes::new()).unwrap();
-        assert!(h.web.handle(request).is_none(), "{path}");
+    for (method, path, allow) in [
+        (Method::DELETE, "/login", "GET, HEAD, POST"),
+        (Method::GET, "/logout", "POST"),
+        (Method::POST, "/", "GET, HEAD"),
+        (Method::PUT, "/embed", "GET, HEAD"),
+        (Method::POST, "/assets/x.js", "GET, HEAD"),
+    ] {
+        let request = Request::builder()
+            .method(method.clone())
+            .uri(path)
+            .body(Bytes::new())
+            .unwrap();
+        let response = handle(&h.web, request);
+        assert_eq!(
+            response.status(),
+            StatusCode::METHOD_NOT_ALLOWED,
+            "{method} {path}"
+        );
+        assert_eq!(response.headers()[header::ALLOW], allow, "{method} {path}");
     }
-    let request = Request::post("/").body(Bytes::new()).unwrap();
-    assert!(h.web.handle(request).is_none(), "POST /");
-    let request = Request::delete("/login").body(Bytes::new()).unwrap();
-    assert_eq!(
-        h.web.handle(request).unwrap().status(),
-        StatusCode::METHOD_NOT_ALLOWED
-    );
 }
 
 #[test]
@@ -1173,7 +1211,7 @@ fn a_forged_host_never_reaches_a_page_with_a_public_url_nor_with_odd_characters(
             .header(header::HOST, host)
             .body(Bytes::new())
             .unwrap();
-        body(&h.web.handle(request).expect("a web path"))
+        body(&handle(&h.web, request))
     };
     let configured = harness_with(WebConfig {
         web_url: Some(String::from("https://streetlevel.example")),

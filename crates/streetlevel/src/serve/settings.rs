@@ -1,0 +1,361 @@
+//! Every setting of `streetlevel serve` in one typed struct, read from three places and merged
+//! once: a flag wins over its environment variable (`STREETLEVEL_<NAME>`), which wins over the
+//! `--config` JSON file, which wins over the default. The same struct is the flags (clap), the
+//! variables (clap's `env`) and the file (serde), so a setting cannot exist in one place and
+//! be missing from another.
+
+use std::net::SocketAddr;
+use std::num::NonZeroU32;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use streetlevel_import::UploadLimits;
+use streetlevel_server::Config;
+
+/// The settings of `streetlevel serve`; each is optional, defaults are applied by [`resolve`].
+#[derive(clap::Args, Serialize, Deserialize, Debug, Default, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    /// The data directory holding `streetlevel.sqlite` and `media/`.
+    #[arg(long, env = "STREETLEVEL_DATA")]
+    pub data: Option<PathBuf>,
+    /// Address to listen on, `HOST:PORT` with a host name or an IP address (the first address
+    /// the name resolves to that can be bound is used); port 0 picks a free port.
+    /// [default: 127.0.0.1:8080]
+    #[arg(long, env = "STREETLEVEL_ADDR")]
+    pub addr: Option<String>,
+    /// Public URL of every surface (when behind a proxy), e.g. `https://streetlevel.example`.
+    #[arg(long, env = "STREETLEVEL_PUBLIC_URL")]
+    pub public_url: Option<String>,
+    /// Public root of the entity endpoints; default the public URL.
+    #[arg(long, env = "STREETLEVEL_BASE_URL")]
+    pub base_url: Option<String>,
+    /// Public root of the tiles; default the public URL.
+    #[arg(long, env = "STREETLEVEL_TILES_URL")]
+    pub tiles_url: Option<String>,
+    /// Public root of the web pages; default the public URL.
+    #[arg(long, env = "STREETLEVEL_WEB_URL")]
+    pub web_url: Option<String>,
+    /// Public root of the signed media URLs; default the public URL.
+    #[arg(long, env = "STREETLEVEL_MEDIA_URL")]
+    pub media_url: Option<String>,
+    /// The short name in tile set names (`mly` for clients of the original service).
+    /// [default: svc]
+    #[arg(long, env = "STREETLEVEL_SHORT_NAME")]
+    pub short_name: Option<String>,
+    /// The error body's trace member; default `<short name>trace_id` (clients of the original
+    /// service read `fbtrace_id`).
+    #[arg(long, env = "STREETLEVEL_TRACE_MEMBER")]
+    pub trace_member: Option<String>,
+    /// The media signing key, hexadecimal; default `DATA/media.key`, created on first start.
+    /// A secret: prefer the environment or the file to a flag, which other users can see.
+    #[arg(long, env = "STREETLEVEL_MEDIA_KEY_HEX", hide_env_values = true)]
+    pub media_key_hex: Option<String>,
+    /// How long a signed media URL stays valid, seconds. [default: 2592000]
+    #[arg(long, env = "STREETLEVEL_MEDIA_URL_LIFETIME_SECONDS")]
+    pub media_url_lifetime_seconds: Option<u64>,
+    /// Time to read a request's headers, and the longest idle keep-alive, seconds.
+    /// [default: 10]
+    #[arg(long, env = "STREETLEVEL_HEADER_READ_TIMEOUT_SECONDS")]
+    pub header_read_timeout_seconds: Option<u64>,
+    /// Time for a whole request body (other than an upload's) to arrive, seconds. [default: 10]
+    #[arg(long, env = "STREETLEVEL_BODY_READ_TIMEOUT_SECONDS")]
+    pub body_read_timeout_seconds: Option<u64>,
+    /// Largest request body in bytes (uploads stream and have their own limits).
+    /// [default: 65536]
+    #[arg(long, env = "STREETLEVEL_MAX_BODY_BYTES")]
+    pub max_body_bytes: Option<usize>,
+    /// Connections served at once. [default: 1024]
+    #[arg(long, env = "STREETLEVEL_MAX_CONNECTIONS")]
+    pub max_connections: Option<usize>,
+    /// Connections served at once from one client address. [default: 64]
+    #[arg(long, env = "STREETLEVEL_MAX_CONNECTIONS_PER_ADDRESS")]
+    pub max_connections_per_address: Option<u64>,
+    /// Encoded tiles kept in memory. [default: 4096]
+    #[arg(long, env = "STREETLEVEL_TILE_CACHE_ENTRIES")]
+    pub tile_cache_entries: Option<usize>,
+    /// `Cache-Control: max-age` of tiles, seconds. [default: 3600]
+    #[arg(long, env = "STREETLEVEL_TILE_MAX_AGE_SECONDS")]
+    pub tile_max_age_seconds: Option<u32>,
+    /// Entity calls per minute per app. [default: 60000]
+    #[arg(long, env = "STREETLEVEL_LIMIT_ENTITY_PER_MIN")]
+    pub limit_entity_per_min: Option<NonZeroU32>,
+    /// Search calls per minute per app. [default: 10000]
+    #[arg(long, env = "STREETLEVEL_LIMIT_SEARCH_PER_MIN")]
+    pub limit_search_per_min: Option<NonZeroU32>,
+    /// Tile requests per day per app. [default: 50000]
+    #[arg(long, env = "STREETLEVEL_LIMIT_TILES_PER_DAY")]
+    pub limit_tiles_per_day: Option<NonZeroU32>,
+    /// The npm `node_modules` folder holding the embed page's viewer and map packages
+    /// (default: the source tree's `web/node_modules`). Without them the embed page shows a
+    /// still image.
+    #[arg(long, env = "STREETLEVEL_ASSETS_DIR")]
+    pub assets_dir: Option<PathBuf>,
+    /// Largest upload session, bytes. [default: 4294967296]
+    #[arg(long, env = "STREETLEVEL_MAX_UPLOAD_SESSION_BYTES")]
+    pub max_upload_session_bytes: Option<u64>,
+    /// Bytes one user may have uploaded and not yet processed. [default: 17179869184]
+    #[arg(long, env = "STREETLEVEL_MAX_PENDING_UPLOAD_BYTES_PER_USER")]
+    pub max_pending_upload_bytes_per_user: Option<u64>,
+}
+
+/// The settings merged from the command line (flags and environment, already merged by clap)
+/// over the config file at `config_file`, if any.
+pub fn merge(command_line: &Settings, config_file: Option<&Path>) -> anyhow::Result<Settings> {
+    let Some(path) = config_file else {
+        return Ok(command_line.clone());
+    };
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read the config file {}", path.display()))?;
+    let from_file: Settings = serde_json::from_str(&text)
+        .with_context(|| format!("invalid config file {}", path.display()))?;
+    let mut merged = serde_json::to_value(from_file)?;
+    let Value::Object(over) = serde_json::to_value(command_line)? else {
+        anyhow::bail!("the settings are not a JSON object");
+    };
+    for (name, value) in over {
+        if !value.is_null() {
+            merged[name] = value;
+        }
+    }
+    Ok(serde_json::from_value(merged)?)
+}
+
+/// What `serve` runs with, every default applied and every value checked.
+pub struct Resolved {
+    pub data: PathBuf,
+    pub addr: String,
+    pub config: Config,
+    pub limits: streetlevel_ratelimit::Config,
+    /// `None`: the web crate's default (`web/node_modules` of the source tree).
+    pub assets_dir: Option<PathBuf>,
+    pub upload_limits: UploadLimits,
+}
+
+/// Applies the defaults. The public URL sets every surface whose own URL is not given.
+/// `media_key` turns the data directory into the signing key when the settings hold none.
+pub fn resolve(
+    settings: Settings,
+    debug_panic_route: bool,
+    media_key: impl FnOnce(&Path, Option<&str>) -> anyhow::Result<Vec<u8>>,
+) -> anyhow::Result<Resolved> {
+    let limits = rate_limits(&settings);
+    let upload_limits = upload_limits(&settings);
+    let data = settings.data.context(
+        "no data directory: pass --data DIR (or set STREETLEVEL_DATA, or `data` in the config file)",
+    )?;
+    anyhow::ensure!(
+        data.is_dir(),
+        "the data directory {} does not exist (create one with `streetlevel fixtures --out {}`)",
+        data.display(),
+        data.display()
+    );
+    let public_url = settings.public_url;
+    for (name, url) in [
+        ("the public URL", public_url.as_ref()),
+        ("base_url", settings.base_url.as_ref()),
+        ("tiles_url", settings.tiles_url.as_ref()),
+        ("web_url", settings.web_url.as_ref()),
+        ("media_url", settings.media_url.as_ref()),
+    ] {
+        check_public_url(name, url)?;
+    }
+    for (name, value) in [
+        (
+            "header_read_timeout_seconds",
+            settings.header_read_timeout_seconds,
+        ),
+        (
+            "body_read_timeout_seconds",
+            settings.body_read_timeout_seconds,
+        ),
+        (
+            "max_connections_per_address",
+            settings.max_connections_per_address,
+        ),
+    ] {
+        anyhow::ensure!(value != Some(0), "{name} must be at least 1");
+    }
+    let defaults = Config::default();
+    let seconds =
+        |value: Option<u64>, default: Duration| value.map_or(default, Duration::from_secs);
+    let config = Config {
+        // The listener is bound from `addr`; this is only its fallback.
+        bind: SocketAddr::from(([127, 0, 0, 1], 8080)),
+        base_url: settings.base_url.or_else(|| public_url.clone()),
+        tiles_url: settings.tiles_url.or_else(|| public_url.clone()),
+        web_url: settings.web_url.or_else(|| public_url.clone()),
+        media_url: settings.media_url.or_else(|| public_url.clone()),
+        short_name: settings.short_name.unwrap_or(defaults.short_name.clone()),
+        trace_member: settings.trace_member,
+        media_key: media_key(&data, settings.media_key_hex.as_deref())?,
+        media_url_lifetime: settings
+            .media_url_lifetime_seconds
+            .map_or(defaults.media_url_lifetime, Duration::from_secs),
+        header_read_timeout: seconds(
+            settings.header_read_timeout_seconds,
+            defaults.header_read_timeout,
+        ),
+        body_read_timeout: seconds(
+            settings.body_read_timeout_seconds,
+            defaults.body_read_timeout,
+        ),
+        max_body_bytes: settings.max_body_bytes.unwrap_or(defaults.max_body_bytes),
+        max_connections: settings.max_connections.unwrap_or(defaults.max_connections),
+        max_connections_per_address: settings
+            .max_connections_per_address
+            .map_or(defaults.max_connections_per_address, |value| {
+                usize::try_from(value).unwrap_or(usize::MAX)
+            }),
+        tile_cache_entries: settings
+            .tile_cache_entries
+            .unwrap_or(defaults.tile_cache_entries),
+        tile_max_age_seconds: settings
+            .tile_max_age_seconds
+            .unwrap_or(defaults.tile_max_age_seconds),
+        debug_panic_route,
+    };
+    let limits = streetlevel_ratelimit::Config {
+        trace_member: config.trace_member(),
+        ..limits
+    };
+    Ok(Resolved {
+        data,
+        addr: settings
+            .addr
+            .unwrap_or_else(|| String::from("127.0.0.1:8080")),
+        config,
+        limits,
+        assets_dir: settings.assets_dir,
+        upload_limits,
+    })
+}
+
+fn rate_limits(settings: &Settings) -> streetlevel_ratelimit::Config {
+    let limits_defaults = streetlevel_ratelimit::Config::default();
+    streetlevel_ratelimit::Config {
+        entity_per_minute: settings
+            .limit_entity_per_min
+            .unwrap_or(limits_defaults.entity_per_minute),
+        search_per_minute: settings
+            .limit_search_per_min
+            .unwrap_or(limits_defaults.search_per_minute),
+        tiles_per_window: settings
+            .limit_tiles_per_day
+            .unwrap_or(limits_defaults.tiles_per_window),
+        ..limits_defaults
+    }
+}
+
+fn upload_limits(settings: &Settings) -> UploadLimits {
+    let upload_defaults = UploadLimits::default();
+    UploadLimits {
+        max_session_bytes: settings
+            .max_upload_session_bytes
+            .unwrap_or(upload_defaults.max_session_bytes),
+        max_pending_bytes_per_user: settings
+            .max_pending_upload_bytes_per_user
+            .unwrap_or(upload_defaults.max_pending_bytes_per_user),
+    }
+}
+
+/// A public URL must be absolute `http` or `https` with a host: it is pasted in front of
+/// every path the server hands out.
+fn check_public_url(name: &str, url: Option<&String>) -> anyhow::Result<()> {
+    let Some(url) = url else {
+        return Ok(());
+    };
+    let rest = ["http://", "https://"].iter().find_map(|scheme| {
+        url.get(..scheme.len())
+            .filter(|prefix| prefix.eq_ignore_ascii_case(scheme))
+            .map(|_| &url[scheme.len()..])
+    });
+    anyhow::ensure!(
+        rest.is_some_and(|rest| !rest.is_empty() && !rest.starts_with('/')),
+        "{name} {url:?} is not an absolute http:// or https:// URL"
+    );
+    Ok(())
+}
+
+/// Every setting's name in the config file, in declaration order.
+#[cfg(test)]
+pub fn names() -> Vec<String> {
+    let Ok(Value::Object(members)) = serde_json::to_value(Settings::default()) else {
+        return Vec::new();
+    };
+    members.keys().cloned().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn public_urls_must_be_absolute_http_or_https() {
+        for good in [
+            "http://127.0.0.1:8080",
+            "https://streetlevel.example/",
+            "HTTPS://Streetlevel.Example/prefix",
+        ] {
+            assert!(
+                check_public_url("url", Some(&good.to_owned())).is_ok(),
+                "{good}"
+            );
+        }
+        for bad in [
+            "streetlevel.example",
+            "https://",
+            "http:///path",
+            "ftp://streetlevel.example",
+            "/relative",
+            "",
+        ] {
+            let error = check_public_url("tiles_url", Some(&bad.to_owned())).unwrap_err();
+            assert!(error.to_string().contains("tiles_url"), "{bad}: {error}");
+        }
+        assert!(check_public_url("url", None).is_ok());
+    }
+
+    #[test]
+    fn the_command_line_wins_over_the_file_member_by_member() {
+        let dir = std::env::temp_dir().join(format!("settings-merge-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("config.json");
+        std::fs::write(
+            &file,
+            r#"{"short_name": "file", "limit_search_per_min": 5, "tile_max_age_seconds": 60}"#,
+        )
+        .unwrap();
+        let command_line = Settings {
+            short_name: Some(String::from("flag")),
+            max_connections: Some(3),
+            ..Settings::default()
+        };
+        let merged = merge(&command_line, Some(&file)).unwrap();
+        assert_eq!(merged.short_name.as_deref(), Some("flag"));
+        assert_eq!(merged.limit_search_per_min, NonZeroU32::new(5));
+        assert_eq!(merged.tile_max_age_seconds, Some(60));
+        assert_eq!(merged.max_connections, Some(3));
+        assert_eq!(merged.addr, None);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// docs/API.md's table names every setting with its flag and its variable.
+    #[test]
+    fn every_setting_is_in_the_documented_table() {
+        let docs = include_str!("../../../../docs/API.md");
+        for name in names() {
+            let flag = format!("`--{}`", name.replace('_', "-"));
+            let variable = format!("`STREETLEVEL_{}`", name.to_uppercase());
+            let row = docs
+                .lines()
+                .find(|line| line.starts_with(&format!("| `{name}` |")))
+                .unwrap_or_else(|| panic!("docs/API.md has no row for `{name}`"));
+            assert!(row.contains(&flag), "{row} lacks {flag}");
+            assert!(row.contains(&variable), "{row} lacks {variable}");
+        }
+    }
+}
