@@ -1,5 +1,7 @@
 //! Black-box tests of `streetlevel serve`: the real binary on `127.0.0.1:0` against a fixture
-//! data directory, talked to over HTTP. Expected answers come from the store opened directly.
+//! data directory, talked to over HTTP. Search results are checked against a scan of the
+//! fixture's SQLite file in plain SQL (`scan`), errors against docs/API.md's error table, and
+//! entity lookups against the store opened directly.
 // Helpers outside `#[test]` functions fail the test by panicking, like the tests themselves.
 #![allow(clippy::unwrap_used, clippy::panic, clippy::expect_used)]
 
@@ -906,35 +908,32 @@ fn first_image_with_organization() -> u64 {
 
 #[test]
 fn detections_of_an_image_and_of_a_map_feature() {
-    let store = &world().store;
-    let image_id = all_ids(store, EntityKind::Image)
-        .into_iter()
-        .find(|id| !store.detections_of_image(ImageId(*id)).is_empty())
-        .expect("an image with detections");
-    let expected: Vec<String> = store
-        .detections_of_image(ImageId(image_id))
-        .iter()
-        .map(|d| d.id.to_string())
-        .collect();
+    let scan = scan();
+    let detection_ids = |of: &dyn Fn(&ScannedDetection) -> bool| -> Vec<String> {
+        scan.detections
+            .iter()
+            .filter(|detection| of(detection))
+            .map(|detection| detection.id.to_string())
+            .collect()
+    };
+    let image_id = scan.detections[0].image;
+    let expected = detection_ids(&|detection| detection.image == image_id);
     let body = get_json(&format!(
         "/{image_id}/detections/?fields=id,value,image,geometry"
     ));
-    let got: Vec<String> = body["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| d["id"].as_str().unwrap().to_owned())
-        .collect();
-    assert_eq!(got, expected);
+    assert!(!expected.is_empty());
+    assert_eq!(ids_of(&body), expected);
     assert_eq!(body["data"][0]["image"]["id"], image_id.to_string());
 
-    let feature_id = all_ids(store, EntityKind::MapFeature)[0];
-    let expected = store
-        .detections_of_map_feature(streetlevel_model::MapFeatureId(feature_id))
-        .len();
+    let feature_id = scan
+        .detections
+        .iter()
+        .find_map(|detection| detection.map_feature)
+        .expect("a detection of a map feature");
+    let expected = detection_ids(&|detection| detection.map_feature == Some(feature_id));
     let body = get_json(&format!("/{feature_id}/detections?fields="));
-    assert_eq!(body["data"].as_array().unwrap().len(), expected);
-    assert!(expected > 0);
+    assert!(!expected.is_empty());
+    assert_eq!(ids_of(&body), expected);
 }
 
 #[test]
@@ -1023,15 +1022,208 @@ fn exhaust(first: &str) -> Vec<String> {
     panic!("paging did not end");
 }
 
+/// The fixture's entities read straight from its SQLite file with plain SQL (no store
+/// code): the oracle the search tests filter by scanning, independently of the store's index.
+struct Scan {
+    images: Vec<ScannedImage>,
+    features: Vec<ScannedFeature>,
+    detections: Vec<ScannedDetection>,
+}
+
+struct ScannedImage {
+    id: u64,
+    captured_at: i64,
+    lon: f64,
+    lat: f64,
+    creator: String,
+    is_pano: bool,
+    make: Option<String>,
+    sequence: String,
+    organization: Option<u64>,
+}
+
+struct ScannedFeature {
+    id: u64,
+    lon: f64,
+    lat: f64,
+    object_value: String,
+    first_seen_at: i64,
+    last_seen_at: i64,
+}
+
+struct ScannedDetection {
+    id: u64,
+    value: String,
+    image: u64,
+    map_feature: Option<u64>,
+}
+
+#[allow(clippy::cast_sign_loss)] // IDs are stored as the two's complement of the u64
+fn scan() -> &'static Scan {
+    static SCAN: OnceLock<Scan> = OnceLock::new();
+    SCAN.get_or_init(|| {
+        let connection = rusqlite::Connection::open_with_flags(
+            world().pristine.database(),
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+        )
+        .unwrap();
+        let id = |value: i64| value as u64;
+        let mut images: Vec<ScannedImage> = connection
+            .prepare(
+                "SELECT i.id, i.captured_at, i.lon, i.lat, c.username, i.is_pano, i.make,
+                        i.sequence, i.organization
+                 FROM store_images i JOIN store_creators c ON c.id = i.creator",
+            )
+            .unwrap()
+            .query_map([], |row| {
+                Ok(ScannedImage {
+                    id: id(row.get(0)?),
+                    captured_at: row.get(1)?,
+                    lon: row.get(2)?,
+                    lat: row.get(3)?,
+                    creator: row.get(4)?,
+                    is_pano: row.get(5)?,
+                    make: row.get(6)?,
+                    sequence: row.get(7)?,
+                    organization: row.get::<_, Option<i64>>(8)?.map(id),
+                })
+            })
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let mut features: Vec<ScannedFeature> = connection
+            .prepare(
+                "SELECT id, lon, lat, object_value, first_seen_at, last_seen_at
+                 FROM store_map_features",
+            )
+            .unwrap()
+            .query_map([], |row| {
+                Ok(ScannedFeature {
+                    id: id(row.get(0)?),
+                    lon: row.get(1)?,
+                    lat: row.get(2)?,
+                    object_value: row.get(3)?,
+                    first_seen_at: row.get(4)?,
+                    last_seen_at: row.get(5)?,
+                })
+            })
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let mut detections: Vec<ScannedDetection> = connection
+            .prepare("SELECT id, value, image, map_feature FROM store_detections")
+            .unwrap()
+            .query_map([], |row| {
+                Ok(ScannedDetection {
+                    id: id(row.get(0)?),
+                    value: row.get(1)?,
+                    image: id(row.get(2)?),
+                    map_feature: row.get::<_, Option<i64>>(3)?.map(id),
+                })
+            })
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        images.sort_by_key(|image| image.id);
+        features.sort_by_key(|feature| feature.id);
+        detections.sort_by_key(|detection| detection.id);
+        assert!(!images.is_empty() && !features.is_empty() && !detections.is_empty());
+        Scan {
+            images,
+            features,
+            detections,
+        }
+    })
+}
+
+impl Scan {
+    fn image(&self, id: u64) -> &ScannedImage {
+        self.images.iter().find(|image| image.id == id).unwrap()
+    }
+}
+
+/// `left,bottom,right,top` as the `bbox` parameter, and whether it holds `(lon, lat)`.
+#[derive(Clone, Copy)]
+struct Bbox([f64; 4]);
+
+impl Bbox {
+    fn holds(self, lon: f64, lat: f64) -> bool {
+        let [left, bottom, right, top] = self.0;
+        (left..=right).contains(&lon) && (bottom..=top).contains(&lat)
+    }
+
+    fn param(self) -> String {
+        let [left, bottom, right, top] = self.0;
+        format!("{left},{bottom},{right},{top}")
+    }
+}
+
+/// The western half of the images' extent, so a bbox filter keeps some images, not all.
+fn western_half() -> Bbox {
+    let images = &scan().images;
+    let (min_lon, max_lon) = images.iter().fold((f64::MAX, f64::MIN), |(low, high), i| {
+        (low.min(i.lon), high.max(i.lon))
+    });
+    let (min_lat, max_lat) = images.iter().fold((f64::MAX, f64::MIN), |(low, high), i| {
+        (low.min(i.lat), high.max(i.lat))
+    });
+    // Rounded to 4 decimals so the query carries exactly the box the oracle uses.
+    let round = |value: f64| (value * 1e4).round() / 1e4;
+    Bbox([
+        round(min_lon - 0.01),
+        round(min_lat - 0.01),
+        round((min_lon + max_lon) / 2.0),
+        round(max_lat + 0.01),
+    ])
+}
+
+/// `*` matches any run of characters, anything else itself.
+fn glob(pattern: &str, value: &str) -> bool {
+    match pattern.split_once('*') {
+        None => pattern == value,
+        Some((head, rest)) => {
+            value.starts_with(head)
+                && (0..=value.len() - head.len()).any(|skip| {
+                    value.is_char_boundary(head.len() + skip)
+                        && glob(rest, &value[head.len() + skip..])
+                })
+        }
+    }
+}
+
+/// A whole-second time in the form the query takes (`Z`, as `+` would need escaping).
+fn query_time(millis: i64) -> String {
+    streetlevel_model::Timestamp(millis)
+        .to_iso8601()
+        .replace("+0000", "Z")
+}
+
+/// The median of `values`, rounded down to a whole second.
+fn median_second(mut values: Vec<i64>) -> i64 {
+    values.sort_unstable();
+    let median = values[values.len() / 2];
+    median - median.rem_euclid(1000)
+}
+
+/// Checks that `query` pages to exactly `expected` (ID strings in ascending order), which
+/// must not be empty: an empty answer cannot pass.
+fn check_search(query: &str, expected: &[u64]) {
+    assert!(!expected.is_empty(), "{query}: the oracle expects nothing");
+    let separator = if query.contains('?') { '&' } else { '?' };
+    let got = exhaust(&format!("{query}{separator}limit=7&fields=id"));
+    let expected: Vec<String> = expected.iter().map(ToString::to_string).collect();
+    assert_eq!(got, expected, "{query}");
+}
+
 #[test]
 fn image_search_by_bbox_pages_to_exhaustion() {
-    let store = &world().store;
-    let expected: Vec<String> = all_ids(store, EntityKind::Image)
-        .iter()
-        .map(ToString::to_string)
-        .collect();
+    let scan = scan();
+    let expected: Vec<u64> = scan.images.iter().map(|image| image.id).collect();
     let all = exhaust("/images?bbox=-180,-90,180,90&limit=37&fields=id,geometry");
-    assert_eq!(all, expected);
+    assert_eq!(
+        all,
+        expected.iter().map(ToString::to_string).collect::<Vec<_>>()
+    );
     let unique: BTreeSet<&String> = all.iter().collect();
     assert_eq!(unique.len(), all.len());
     // The default limit is 2000 and there is then no paging.
@@ -1041,119 +1233,110 @@ fn image_search_by_bbox_pages_to_exhaustion() {
 }
 
 #[test]
-fn image_search_filters_match_the_store() {
-    let store = &world().store;
-    let image = first_image();
-    let creator = store.creator(image.creator).unwrap().username.clone();
-    let check = |query: &str, filter: ImageFilter| {
-        let expected: Vec<String> = store
-            .search_images(&filter, 2000, None)
-            .items
+fn image_search_filters_match_a_scan_of_the_fixture() {
+    let scan = scan();
+    let check = |query: &str, keep: &dyn Fn(&ScannedImage) -> bool| {
+        let expected: Vec<u64> = scan
+            .images
             .iter()
-            .map(|i| i.id.to_string())
+            .filter(|image| keep(image))
+            .map(|image| image.id)
             .collect();
-        let got = ids_of(&get_json(&format!("/images?{query}&fields=id")));
-        assert_eq!(got, expected, "{query}");
+        // Each filter here keeps some images and drops others.
+        assert!(
+            expected.len() < scan.images.len(),
+            "{query} keeps everything"
+        );
+        check_search(&format!("/images?{query}"), &expected);
     };
-    let lund = BoundingBox::new(13.0, 55.0, 14.0, 56.0).unwrap();
-    check(
-        &format!("creator_username={creator}"),
-        ImageFilter {
-            creator_username: Some(creator.clone()),
-            ..Default::default()
-        },
-    );
+    let half = western_half();
+    let in_half = |image: &ScannedImage| half.holds(image.lon, image.lat);
+    check(&format!("bbox={}", half.param()), &in_half);
+    let pano = scan.images.iter().find(|image| image.is_pano).unwrap();
+    let creator = pano.creator.clone();
+    check(&format!("creator_username={creator}"), &|image| {
+        image.creator == creator
+    });
     check(
         &format!("creator_username={creator}&is_pano=true"),
-        ImageFilter {
-            creator_username: Some(creator.clone()),
-            is_pano: Some(true),
-            ..Default::default()
-        },
+        &|image| image.creator == creator && image.is_pano,
     );
-    check(
-        "bbox=13,55,14,56&is_pano=false",
-        ImageFilter {
-            bbox: Some(lund),
-            is_pano: Some(false),
-            ..Default::default()
-        },
-    );
-    let make = image.make.clone().unwrap();
-    check(
-        &format!("bbox=13,55,14,56&make={}", make.replace(' ', "%20")),
-        ImageFilter {
-            bbox: Some(lund),
-            make: Some(make),
-            ..Default::default()
-        },
-    );
-    check(
-        &format!("sequence_ids={}", image.sequence),
-        ImageFilter {
-            sequence_ids: Some(vec![image.sequence.clone()]),
-            ..Default::default()
-        },
-    );
-    // The Python SDK's alias.
-    check(
-        &format!("sequence_id={}", image.sequence),
-        ImageFilter {
-            sequence_ids: Some(vec![image.sequence.clone()]),
-            ..Default::default()
-        },
-    );
-    let organization = first_image_with_organization();
-    check(
-        &format!("organization_id={organization}"),
-        ImageFilter {
-            organization_id: Some(streetlevel_model::OrganizationId(organization)),
-            ..Default::default()
-        },
-    );
-    let start = streetlevel_model::Timestamp(image.captured_at.millis() - 1000);
+    check(&format!("bbox={}&is_pano=false", half.param()), &|image| {
+        in_half(image) && !image.is_pano
+    });
+    let make = pano.make.clone().unwrap();
+    // Case-insensitive, spaces allowed.
     check(
         &format!(
-            "bbox=13,55,14,56&start_captured_at={}",
-            start.to_iso8601().replace("+0000", "Z")
+            "bbox=-180,-90,180,90&make={}",
+            make.to_lowercase().replace(' ', "%20")
         ),
-        ImageFilter {
-            bbox: Some(lund),
-            captured_at: streetlevel_store::TimeRange {
-                start: Some(start),
-                end: None,
-            },
-            ..Default::default()
+        &|image| {
+            image
+                .make
+                .as_deref()
+                .is_some_and(|m| m.eq_ignore_ascii_case(&make))
         },
+    );
+    let sequence = pano.sequence.clone();
+    check(&format!("sequence_ids={sequence}"), &|image| {
+        image.sequence == sequence
+    });
+    // The Python SDK's alias.
+    check(&format!("sequence_id={sequence}"), &|image| {
+        image.sequence == sequence
+    });
+    let organization = pano.organization.unwrap();
+    let other_organization = scan
+        .images
+        .iter()
+        .find_map(|image| image.organization.filter(|id| *id != organization));
+    if other_organization.is_some() {
+        check(&format!("organization_id={organization}"), &|image| {
+            image.organization == Some(organization)
+        });
+    }
+    let start = median_second(scan.images.iter().map(|image| image.captured_at).collect());
+    check(
+        &format!(
+            "bbox=-180,-90,180,90&start_captured_at={}",
+            query_time(start)
+        ),
+        &|image| image.captured_at >= start,
+    );
+    check(
+        &format!("bbox=-180,-90,180,90&end_captured_at={}", query_time(start)),
+        &|image| image.captured_at <= start,
     );
 }
 
 #[test]
 fn image_ids_and_s2_searches_for_the_viewer() {
-    let store = &world().store;
-    let ids = all_ids(store, EntityKind::Image);
-    let asked = [ids[5], ids[1], ids[9]];
+    let scan = scan();
+    let asked = [scan.images[5].id, scan.images[1].id, scan.images[9].id];
     let body = get_json(&format!(
-        "/images?image_ids={},{},{}&fields=id,computed_geometry,sequence",
+        "/images?image_ids={},{},{},1&fields=id,computed_geometry,sequence",
         asked[0], asked[1], asked[2]
     ));
     let got: BTreeSet<String> = ids_of(&body).into_iter().collect();
     assert_eq!(got, asked.iter().map(ToString::to_string).collect());
 
-    let image = first_image();
-    let cell = streetlevel_store::S2CellId::from_lat_lng(image.geometry.lat, image.geometry.lon)
-        .parent(17);
-    let expected: Vec<String> = store
-        .images_in_s2_cell(cell)
+    let image = &scan.images[0];
+    let cell_of =
+        |lat: f64, lon: f64| streetlevel_store::S2CellId::from_lat_lng(lat, lon).parent(17);
+    let cell = cell_of(image.lat, image.lon);
+    let expected: Vec<String> = scan
+        .images
         .iter()
-        .map(|i| i.id.to_string())
+        .filter(|other| cell_of(other.lat, other.lon) == cell)
+        .map(|other| other.id.to_string())
         .collect();
+    assert!(expected.contains(&image.id.to_string()));
     let body = get_json(&format!(
         "/images?s2={}&fields=id,computed_geometry,geometry,sequence",
         cell.raw()
     ));
     assert_eq!(ids_of(&body), expected);
-    assert!(expected.contains(&image.id.to_string()));
 }
 
 #[test]
@@ -1233,45 +1416,75 @@ fn image_search_rules_give_400s_naming_the_parameter() {
 }
 
 #[test]
-fn map_feature_and_detection_searches() {
-    let store = &world().store;
-    let all_features = exhaust("/map_features?bbox=-180,-90,180,90&limit=5&fields=id,object_value");
-    assert_eq!(
-        all_features,
-        all_ids(store, EntityKind::MapFeature)
+fn map_feature_and_detection_searches_match_a_scan_of_the_fixture() {
+    let scan = scan();
+    let features = |keep: &dyn Fn(&ScannedFeature) -> bool| -> Vec<u64> {
+        scan.features
             .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
+            .filter(|feature| keep(feature))
+            .map(|feature| feature.id)
+            .collect()
+    };
+    check_search("/map_features?bbox=-180,-90,180,90", &features(&|_| true));
+    let half = western_half();
+    let in_half = features(&|feature| half.holds(feature.lon, feature.lat));
+    assert!(in_half.len() < scan.features.len());
+    check_search(&format!("/map_features?bbox={}", half.param()), &in_half);
+    check_search(
+        "/map_features?bbox=-180,-90,180,90&object_values=regulatory--*,object--street-*",
+        &features(&|feature| {
+            glob("regulatory--*", &feature.object_value)
+                || glob("object--street-*", &feature.object_value)
+        }),
     );
-    let body = get_json(
-        "/map_features?bbox=-180,-90,180,90&object_values=regulatory--*&fields=id,object_value",
+    let seen = median_second(scan.features.iter().map(|f| f.first_seen_at).collect());
+    check_search(
+        &format!(
+            "/map_features?bbox=-180,-90,180,90&start_first_seen_at={}",
+            query_time(seen)
+        ),
+        &features(&|feature| feature.first_seen_at >= seen),
     );
-    for item in body["data"].as_array().unwrap() {
-        assert!(
-            item["object_value"]
-                .as_str()
-                .unwrap()
-                .starts_with("regulatory--")
-        );
-    }
+    let last = median_second(scan.features.iter().map(|f| f.last_seen_at).collect());
+    check_search(
+        &format!(
+            "/map_features?bbox=-180,-90,180,90&end_last_seen_at={}",
+            query_time(last)
+        ),
+        &features(&|feature| feature.last_seen_at <= last),
+    );
     assert_error(&get("/map_features?fields=id"), NOT_SELECTIVE, "bbox");
 
-    let all_detections = exhaust("/detections?bbox=-180,-90,180,90&limit=25&fields=id,value");
-    assert_eq!(
-        all_detections,
-        all_ids(store, EntityKind::Detection)
+    let detections = |keep: &dyn Fn(&ScannedDetection) -> bool| -> Vec<u64> {
+        scan.detections
             .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
+            .filter(|detection| keep(detection))
+            .map(|detection| detection.id)
+            .collect()
+    };
+    check_search("/detections?bbox=-180,-90,180,90", &detections(&|_| true));
+    let regulatory = detections(&|detection| glob("regulatory--*", &detection.value));
+    assert!(regulatory.len() < scan.detections.len());
+    check_search("/detections?values=regulatory--*", &regulatory);
+    check_search(
+        "/detections?values=object--*,regulatory--*",
+        &detections(&|d| glob("object--*", &d.value) || glob("regulatory--*", &d.value)),
     );
-    let body = get_json("/detections?values=object--*,regulatory--*&fields=id,value");
-    for item in body["data"].as_array().unwrap() {
-        let value = item["value"].as_str().unwrap();
-        assert!(
-            value.starts_with("object--") || value.starts_with("regulatory--"),
-            "{value}"
-        );
-    }
+    // `bbox` and the time bounds are the detection's image's.
+    let in_half = detections(&|detection| {
+        let image = scan.image(detection.image);
+        half.holds(image.lon, image.lat)
+    });
+    assert!(in_half.len() < scan.detections.len());
+    check_search(&format!("/detections?bbox={}", half.param()), &in_half);
+    let start = median_second(scan.images.iter().map(|image| image.captured_at).collect());
+    check_search(
+        &format!(
+            "/detections?values=*&start_captured_at={}",
+            query_time(start)
+        ),
+        &detections(&|detection| scan.image(detection.image).captured_at >= start),
+    );
     assert_error(&get("/detections?fields=id"), NOT_SELECTIVE, "values");
 }
 
