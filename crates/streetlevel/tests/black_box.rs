@@ -1,6 +1,6 @@
 //! Black-box tests of `streetlevel serve`: the real binary on `127.0.0.1:0` against a fixture
 //! data directory, talked to over HTTP. Search results are checked against a scan of the
-//! fixture's SQLite file in plain SQL (`scan`), errors against docs/API.md's error table, and
+//! fixture's `SQLite` file in plain SQL (`scan`), errors against docs/API.md's error table, and
 //! entity lookups against the store opened directly.
 // Helpers outside `#[test]` functions fail the test by panicking, like the tests themselves.
 #![allow(clippy::unwrap_used, clippy::panic, clippy::expect_used)]
@@ -539,7 +539,7 @@ fn malformed_token_request_bodies_are_400_and_change_nothing() {
     let json = ("Content-Type", "application/json");
     let form = ("Content-Type", "application/x-www-form-urlencoded");
     for (content_type, body) in [
-        (json, valid[..valid.len() - 1].as_bytes().to_vec()),
+        (json, valid.as_bytes()[..valid.len() - 1].to_vec()),
         (json, format!("{valid} trailing").into_bytes()),
         (json, format!("[{valid}]").into_bytes()),
         (json, b"\xff\xfe{}".to_vec()),
@@ -1022,7 +1022,7 @@ fn exhaust(first: &str) -> Vec<String> {
     panic!("paging did not end");
 }
 
-/// The fixture's entities read straight from its SQLite file with plain SQL (no store
+/// The fixture's entities read straight from its `SQLite` file with plain SQL (no store
 /// code): the oracle the search tests filter by scanning, independently of the store's index.
 struct Scan {
     images: Vec<ScannedImage>,
@@ -1172,7 +1172,7 @@ fn western_half() -> Bbox {
     Bbox([
         round(min_lon - 0.01),
         round(min_lat - 0.01),
-        round((min_lon + max_lon) / 2.0),
+        round(f64::midpoint(min_lon, max_lon)),
         round(max_lat + 0.01),
     ])
 }
