@@ -181,6 +181,38 @@ fn expired_token_is_rejected_and_refreshable_only_within_the_grace() {
     assert_eq!(server_error(outcome), BasicErrorResponseType::InvalidGrant);
 }
 
+/// The grace ends exactly `refresh_grace` after expiry: a millisecond before, a refresh
+/// works; at that instant it is refused.
+#[test]
+fn the_refresh_grace_ends_at_its_exact_boundary() {
+    let fixture = fixture();
+    let client = client(fixture.app.client_id.0, &fixture.app.client_secret);
+    let http = token_endpoint(&fixture.store);
+    // Two tokens of two grants, issued at the same instant.
+    let early = fixture.user_token();
+    let late = fixture.user_token();
+    // Lifetime 3600 s, grace 600 s (common::config).
+    let grace_ends = streetlevel_model::Timestamp(common::START.0 + (3600 + 600) * 1000);
+    fixture
+        .clock
+        .set(streetlevel_model::Timestamp(grace_ends.0 - 1));
+    let refreshed = client
+        .exchange_refresh_token(&RefreshToken::new(early))
+        .request(&http)
+        .expect("a refresh 1 ms before the grace ends works");
+    assert!(
+        fixture
+            .store
+            .check_token(refreshed.access_token().secret())
+            .is_ok()
+    );
+    fixture.clock.advance(Duration::from_millis(1));
+    let outcome = client
+        .exchange_refresh_token(&RefreshToken::new(late))
+        .request(&http);
+    assert_eq!(server_error(outcome), BasicErrorResponseType::InvalidGrant);
+}
+
 #[test]
 fn an_expired_code_is_invalid_grant() {
     let fixture = fixture();

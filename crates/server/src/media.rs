@@ -427,6 +427,7 @@ fn pyramid_tile(original: &[u8], z: u32, x: u32, y: u32) -> Result<Option<Vec<u8
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Clock as _;
 
     #[test]
     fn signed_urls_verify_and_tampering_fails() {
@@ -460,6 +461,62 @@ mod tests {
             signer.url("", &object, 86_400),
             signer.url("", &object, 86_400 + 60)
         );
+    }
+
+    /// The path, query and `expires` of a URL for one object signed at `now`.
+    fn signed(signer: &Signer, now: u64) -> (String, Query, u64) {
+        let object = MediaObject::Thumb(ImageId(7), ThumbSize::W1024);
+        let url = signer.url("", &object, now);
+        let (path, query) = url.split_once('?').unwrap();
+        let query = Query::parse(query).unwrap();
+        let expires = query.get("expires").unwrap().parse().unwrap();
+        (path.to_owned(), query, expires)
+    }
+
+    #[test]
+    fn a_url_verifies_through_its_expiry_second_and_not_after() {
+        let clock = crate::FixedClock(1_000_000);
+        let signer = Signer::new(b"k", 3600).unwrap();
+        let (path, query, expires) = signed(&signer, clock.now_unix_seconds());
+        // 1_000_000 + 3600 rounded up to a whole day.
+        assert_eq!(expires, 12 * DAY_SECONDS);
+        for at in [clock.now_unix_seconds(), expires - 1, expires] {
+            assert!(signer.verify(&path, &query, at).is_ok(), "at {at}");
+        }
+        let Err(Error::Forbidden(message)) = signer.verify(&path, &query, expires + 1) else {
+            panic!("a URL past its expiry verifies");
+        };
+        assert!(message.contains("expired"), "{message}");
+    }
+
+    /// Rounding up to a whole day never shortens a URL's life: from any signing time it
+    /// verifies for the whole lifetime, and at most a day longer.
+    #[test]
+    fn rounding_to_a_whole_day_keeps_the_full_lifetime() {
+        for lifetime in [1, 3600, DAY_SECONDS - 1, DAY_SECONDS, 30 * DAY_SECONDS] {
+            let signer = Signer::new(b"k", lifetime).unwrap();
+            for now in [
+                100 * DAY_SECONDS - 1,
+                100 * DAY_SECONDS,
+                100 * DAY_SECONDS + 1,
+                100 * DAY_SECONDS + DAY_SECONDS / 2,
+                101 * DAY_SECONDS - lifetime % DAY_SECONDS,
+            ] {
+                let (path, query, expires) = signed(&signer, now);
+                assert_eq!(expires % DAY_SECONDS, 0, "{lifetime} {now}");
+                assert!(
+                    expires >= now + lifetime && expires < now + lifetime + DAY_SECONDS,
+                    "lifetime {lifetime}, signed at {now}: expires {expires}"
+                );
+                for at in [now, now + lifetime - 1, now + lifetime] {
+                    assert!(
+                        signer.verify(&path, &query, at).is_ok(),
+                        "lifetime {lifetime}, signed at {now}, checked at {at}"
+                    );
+                }
+                assert!(signer.verify(&path, &query, expires + 1).is_err());
+            }
+        }
     }
 
     #[test]

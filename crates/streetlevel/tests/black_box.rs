@@ -1,5 +1,7 @@
 //! Black-box tests of `streetlevel serve`: the real binary on `127.0.0.1:0` against a fixture
-//! data directory, talked to over HTTP. Expected answers come from the store opened directly.
+//! data directory, talked to over HTTP. Search results are checked against a scan of the
+//! fixture's `SQLite` file in plain SQL (`scan`), errors against docs/API.md's error table, and
+//! entity lookups against the store opened directly.
 // Helpers outside `#[test]` functions fail the test by panicking, like the tests themselves.
 #![allow(clippy::unwrap_used, clippy::panic, clippy::expect_used)]
 
@@ -68,25 +70,121 @@ fn get_json(target: &str) -> Value {
     response.json()
 }
 
-/// Asserts a Graph-style error with this status and code, the trace member and CORS.
-fn assert_error(response: &Response, status: u16, code: i64, mentions: &str) -> Value {
+// The rows of docs/API.md's error table, by the start of their "Situation" cell.
+const MALFORMED: &str = "malformed parameter";
+const NOT_SELECTIVE: &str = "search without a selective filter";
+const UNKNOWN_FIELD: &str = "unknown field in `fields`";
+const MIXED_KINDS: &str = "mixed entity kinds";
+const TOKEN: &str = "missing, unknown, expired or conflicting token";
+const MEDIA_SIGNATURE: &str = "bad or expired media signature";
+const UNKNOWN_ID: &str = "unknown ID";
+const UNKNOWN_TILE_SET: &str = "unknown tile set";
+const UNKNOWN_PATH: &str = "unknown path";
+const METHOD_NOT_ALLOWED: &str = "method not allowed";
+const BODY_TOO_LARGE: &str = "request body over the limit";
+const QUOTA: &str = "quota exhausted";
+const INTERNAL: &str = "handler panic or internal failure";
+
+/// One row of the error table in docs/API.md.
+#[derive(Debug)]
+struct DocumentedError {
+    situation: String,
+    status: u16,
+    error_type: String,
+    code: i64,
+    subcode: Option<i64>,
+}
+
+/// The error table of docs/API.md's "Errors" section, parsed once: what the docs promise is
+/// what the tests expect, so the two cannot drift apart.
+fn documented_errors() -> &'static [DocumentedError] {
+    static ROWS: OnceLock<Vec<DocumentedError>> = OnceLock::new();
+    ROWS.get_or_init(|| {
+        let api = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/API.md"),
+        )
+        .unwrap();
+        let section = api
+            .split("\n## Errors")
+            .nth(1)
+            .and_then(|rest| rest.split("\n## ").next())
+            .expect("docs/API.md has an Errors section");
+        let rows: Vec<DocumentedError> = section
+            .lines()
+            .filter(|line| line.starts_with('|'))
+            .skip(2) // the header and its rule
+            .map(|line| {
+                let cells: Vec<&str> = line.trim_matches('|').split('|').map(str::trim).collect();
+                assert_eq!(cells.len(), 5, "{line}");
+                DocumentedError {
+                    situation: cells[0].to_owned(),
+                    status: cells[1].parse().unwrap(),
+                    error_type: cells[2].to_owned(),
+                    code: cells[3].parse().unwrap(),
+                    subcode: (!cells[4].is_empty()).then(|| cells[4].parse().unwrap()),
+                }
+            })
+            .collect();
+        assert!(rows.len() >= 10, "{rows:?}");
+        rows
+    })
+}
+
+/// The documented row whose situation starts with `situation`.
+fn documented(situation: &str) -> &'static DocumentedError {
+    let mut rows = documented_errors()
+        .iter()
+        .filter(|row| row.situation.starts_with(situation));
+    let row = rows
+        .next()
+        .unwrap_or_else(|| panic!("docs/API.md has no error row for {situation:?}"));
+    assert!(rows.next().is_none(), "two rows for {situation:?}");
+    row
+}
+
+/// Asserts the Graph-style error docs/API.md documents for `situation` (status, `type`,
+/// `code`, `error_subcode` present exactly when documented), a message that mentions
+/// `mentions`, the trace member and CORS.
+fn assert_error(response: &Response, situation: &str, mentions: &str) -> Value {
+    assert_error_with_trace(response, situation, mentions, "svctrace_id")
+}
+
+/// [`assert_error`] for a server whose trace member is `trace_member`.
+fn assert_error_with_trace(
+    response: &Response,
+    situation: &str,
+    mentions: &str,
+    trace_member: &str,
+) -> Value {
+    let row = documented(situation);
     assert_eq!(
         response.status,
-        status,
-        "{}",
+        row.status,
+        "{situation}: {}",
         String::from_utf8_lossy(&response.body)
     );
     assert_eq!(response.header("access-control-allow-origin"), Some("*"));
     let body = response.json();
     let error = &body["error"];
-    assert_eq!(error["code"], code, "{body}");
+    assert_eq!(
+        error["type"],
+        row.error_type.as_str(),
+        "{situation}: {body}"
+    );
+    assert_eq!(error["code"], row.code, "{situation}: {body}");
+    assert_eq!(
+        error
+            .get("error_subcode")
+            .map(|subcode| subcode.as_i64().unwrap()),
+        row.subcode,
+        "{situation}: {body}"
+    );
     assert!(
         error["message"].as_str().unwrap().contains(mentions),
         "{body} should mention {mentions}"
     );
-    assert!(error["type"].is_string(), "{body}");
     assert!(
-        error["svctrace_id"]
+        error[trace_member]
             .as_str()
             .is_some_and(|id| !id.is_empty()),
         "{body}"
@@ -171,12 +269,11 @@ fn no_nulls(value: &Value) -> bool {
 fn requests_without_a_valid_token_get_401_code_190() {
     let server = &world().server;
     let missing = server.get("/images?bbox=13,55,14,56");
-    let body = assert_error(&missing, 401, 190, "access token");
+    let body = assert_error(&missing, TOKEN, "access token");
     assert_eq!(body["error"]["type"], "OAuthException");
     assert_error(
         &server.get("/images?bbox=13,55,14,56&access_token=nope"),
-        401,
-        190,
+        TOKEN,
         "",
     );
     assert_error(
@@ -186,8 +283,7 @@ fn requests_without_a_valid_token_get_401_code_190() {
             &[("Authorization", "OAuth wrong")],
             b"",
         ),
-        401,
-        190,
+        TOKEN,
         "",
     );
 }
@@ -212,11 +308,10 @@ fn a_browser_at_the_root_gets_the_landing_page_and_api_clients_keep_json() {
     assert!(html.contains(&server.base()), "names the API base: {html}");
 
     // Without an `Accept: text/html`, or with a query, `/` is the API's multiple-ID call.
-    assert_error(&server.get("/"), 401, 190, "access token");
+    assert_error(&server.get("/"), TOKEN, "access token");
     assert_error(
         &server.request("GET", "/", &[("Accept", "application/json")], b""),
-        401,
-        190,
+        TOKEN,
         "access token",
     );
     let image = first_image().id;
@@ -227,8 +322,7 @@ fn a_browser_at_the_root_gets_the_landing_page_and_api_clients_keep_json() {
             &[("Accept", FIREFOX)],
             b"",
         ),
-        401,
-        190,
+        TOKEN,
         "access token",
     );
     let ids = get_json(&format!("/?ids={image}&fields=id"));
@@ -329,19 +423,19 @@ fn preflight_allows_authorization_and_every_response_has_cors() {
 
 #[test]
 fn unknown_paths_and_methods_are_graph_errors() {
-    assert_error(&get("/nothing/here/at/all"), 404, 2500, "Unknown path");
+    assert_error(&get("/nothing/here/at/all"), UNKNOWN_PATH, "Unknown path");
     let world = world();
     let auth = format!("OAuth {}", world.fixture.client_token);
     let response = world
         .server
         .request("DELETE", "/images", &[("Authorization", &auth)], b"");
-    assert_error(&response, 405, 100, "DELETE");
+    assert_error(&response, METHOD_NOT_ALLOWED, "DELETE");
 }
 
 #[test]
 fn a_panicking_handler_is_a_500_error_body_and_the_server_lives_on() {
     let response = world().server.get("/__panic");
-    assert_error(&response, 500, 1, "unknown error");
+    assert_error(&response, INTERNAL, "unknown error");
     assert_eq!(get(&format!("/{}?fields=id", first_image().id)).status, 200);
 }
 
@@ -354,7 +448,340 @@ fn oversized_bodies_are_refused() {
         &[("Content-Type", "application/json")],
         &body,
     );
-    assert_error(&response, 413, 100, "larger than");
+    assert_error(&response, BODY_TOO_LARGE, "larger than");
+}
+
+/// Every row of docs/API.md's error table, answered by the real server: a row no request
+/// here covers fails the test, so a documented error cannot go unchecked.
+#[test]
+fn every_row_of_the_documented_error_table_is_what_the_server_answers() {
+    let world = world();
+    let image = first_image();
+    let feature = all_ids(&world.store, EntityKind::MapFeature)[0];
+    let thumb = get_json(&format!("/{}?fields=thumb_256_url", image.id));
+    let auth = format!("OAuth {}", world.fixture.client_token);
+    let mut covered = 0;
+    for row in documented_errors() {
+        let situation = row.situation.as_str();
+        let is = |prefix: &str| situation.starts_with(prefix);
+        let response = if is(MALFORMED) {
+            get("/images?bbox=13,55,14")
+        } else if is(NOT_SELECTIVE) {
+            get("/images?start_captured_at=2021-01-01")
+        } else if is(UNKNOWN_FIELD) {
+            get(&format!("/{}?fields=id,nonsense", image.id))
+        } else if is(MIXED_KINDS) {
+            get(&format!("/?ids={},{feature}", image.id))
+        } else if is(TOKEN) {
+            world.server.get("/images?bbox=13,55,14,56")
+        } else if is(MEDIA_SIGNATURE) {
+            let target = local_target(&thumb["thumb_256_url"]);
+            world
+                .server
+                .get(&target.replace("signature=", "signature=ab"))
+        } else if is(UNKNOWN_ID) {
+            get("/1?fields=id")
+        } else if is(UNKNOWN_TILE_SET) {
+            get("/maps/vtp/nope/2/14/0/0")
+        } else if is(UNKNOWN_PATH) {
+            get("/nothing/here/at/all")
+        } else if is(METHOD_NOT_ALLOWED) {
+            world
+                .server
+                .request("PUT", "/images", &[("Authorization", &auth)], b"")
+        } else if is(BODY_TOO_LARGE) {
+            world.server.request(
+                "POST",
+                "/logging",
+                &[
+                    ("Authorization", &auth),
+                    ("Content-Type", "application/json"),
+                ],
+                &vec![b' '; 65 * 1024 + 1],
+            )
+        } else if is(QUOTA) {
+            let fixture = world.pristine.copy("black-box-error-table-quota");
+            let limited = Server::start(
+                Path::new(BINARY),
+                &fixture.dir,
+                &["--limit-entity-per-min", "1"],
+            );
+            let auth = format!("OAuth {}", fixture.client_token);
+            let target = format!("/{}?fields=id", image.id);
+            assert_eq!(
+                limited
+                    .request("GET", &target, &[("Authorization", &auth)], b"")
+                    .status,
+                200
+            );
+            limited.request("GET", &target, &[("Authorization", &auth)], b"")
+        } else if is(INTERNAL) {
+            world.server.get("/__panic")
+        } else {
+            panic!("no request here checks the documented error row {situation:?}: add one");
+        };
+        assert_error(&response, situation, "");
+        covered += 1;
+    }
+    assert_eq!(covered, 13, "docs/API.md's error table has 13 rows");
+}
+
+/// A body that is not what it claims to be is a 400 in the token endpoint's RFC 6749 shape,
+/// and changes nothing: the code inside a broken body can still be redeemed.
+#[test]
+fn malformed_token_request_bodies_are_400_and_change_nothing() {
+    let world = world();
+    let secret = format!("OAuth {}", world.fixture.client_secret);
+    let client_id = &world.fixture.client_id;
+    let code = approved_code("malformed-body-user");
+    let valid =
+        format!(r#"{{"grant_type":"authorization_code","client_id":{client_id},"code":"{code}"}}"#);
+    let json = ("Content-Type", "application/json");
+    let form = ("Content-Type", "application/x-www-form-urlencoded");
+    for (content_type, body) in [
+        (json, valid.as_bytes()[..valid.len() - 1].to_vec()),
+        (json, format!("{valid} trailing").into_bytes()),
+        (json, format!("[{valid}]").into_bytes()),
+        (json, b"\xff\xfe{}".to_vec()),
+        (json, Vec::new()),
+        // (An invalid `%` escape in a form is kept literally, as WHATWG form decoding does.)
+        (form, b"grant_type=\xff\xfe".to_vec()),
+    ] {
+        let response = world.server.request(
+            "POST",
+            "/token",
+            &[content_type, ("Authorization", &secret)],
+            &body,
+        );
+        let shown = String::from_utf8_lossy(&body);
+        assert_eq!(
+            response.status,
+            400,
+            "{shown}: {}",
+            String::from_utf8_lossy(&response.body)
+        );
+        assert_eq!(response.header("access-control-allow-origin"), Some("*"));
+        let answer = response.json();
+        assert_eq!(answer["error"], "invalid_request", "{shown}: {answer}");
+        assert!(answer["error_description"].is_string(), "{answer}");
+        assert!(answer["svctrace_id"].is_string(), "{answer}");
+    }
+    let exchanged = world.server.request(
+        "POST",
+        "/token",
+        &[json, ("Authorization", &secret)],
+        valid.as_bytes(),
+    );
+    assert_eq!(
+        exchanged.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&exchanged.body)
+    );
+    assert!(exchanged.json()["access_token"].is_string());
+}
+
+/// An auth store on the fixture's database whose clock reads `now`, as the server's own
+/// would at that time.
+fn auth_store_at(now: streetlevel_model::Timestamp) -> streetlevel_auth::AuthStore {
+    streetlevel_auth::AuthStore::open(
+        &world().fixture.database(),
+        streetlevel_auth::Config::insecure_fast(),
+        streetlevel_auth::FakeClock::new(now),
+        streetlevel_auth::OsRandom,
+    )
+    .unwrap()
+}
+
+fn now_millis() -> streetlevel_model::Timestamp {
+    let since_epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    streetlevel_model::Timestamp(i64::try_from(since_epoch.as_millis()).unwrap())
+}
+
+/// A new user `username` approves the fixture app through the auth store at `now`: the code.
+fn approved_code_at(username: &str, now: streetlevel_model::Timestamp) -> String {
+    let store = auth_store_at(now);
+    let user = store.create_user(username, "a password").unwrap();
+    let query = format!("client_id={}&response_type=code", world().fixture.client_id);
+    let streetlevel_auth::Authorization::Prompt(request) =
+        store.authorization_request(Some(&query)).unwrap()
+    else {
+        panic!("the fixture app's authorization request is refused");
+    };
+    let location = store.approve(&request, user.id).unwrap();
+    location
+        .split_once("code=")
+        .map(|(_, rest)| rest.split('&').next().unwrap().to_owned())
+        .unwrap()
+}
+
+/// [`approved_code_at`] now.
+fn approved_code(username: &str) -> String {
+    approved_code_at(username, now_millis())
+}
+
+/// `POST /token` with the fixture app's secret and a JSON body.
+fn post_token(body: &Value) -> Response {
+    let world = world();
+    let secret = format!("OAuth {}", world.fixture.client_secret);
+    world.server.request(
+        "POST",
+        "/token",
+        &[
+            ("Content-Type", "application/json"),
+            ("Authorization", &secret),
+        ],
+        body.to_string().as_bytes(),
+    )
+}
+
+/// The code of `approved_code_at` exchanged through the auth store at the same time: a user
+/// token issued then.
+fn user_token_issued_at(username: &str, now: streetlevel_model::Timestamp) -> String {
+    let code = approved_code_at(username, now);
+    let fixture = &world().fixture;
+    let body = serde_json::json!({
+        "grant_type": "authorization_code",
+        "client_id": fixture.client_id.parse::<u64>().unwrap(),
+        "code": code,
+    });
+    auth_store_at(now)
+        .exchange(
+            Some(&format!("OAuth {}", fixture.client_secret)),
+            Some("application/json"),
+            body.to_string().as_bytes(),
+        )
+        .unwrap()
+        .access_token
+}
+
+#[test]
+fn expired_and_conflicting_tokens_are_401() {
+    let world = world();
+    let path = format!("/{}?fields=id", first_image().id);
+    // Issued a year ago with a 30-day lifetime.
+    let year_ago = streetlevel_model::Timestamp(now_millis().0 - 365 * 24 * 3600 * 1000);
+    let expired = user_token_issued_at("expired-token-user", year_ago);
+    let header = format!("OAuth {expired}");
+    assert_error(
+        &world
+            .server
+            .request("GET", &path, &[("Authorization", &header)], b""),
+        TOKEN,
+        "expired",
+    );
+    assert_error(
+        &world.server.get(&format!("{path}&access_token={expired}")),
+        TOKEN,
+        "expired",
+    );
+    // Too long ago to refresh (the grace is a day).
+    let refused = post_token(&serde_json::json!({
+        "grant_type": "refresh_token",
+        "client_id": world.fixture.client_id.parse::<u64>().unwrap(),
+        "refresh_token": expired,
+    }));
+    assert_eq!(refused.status, 400);
+    assert_eq!(refused.json()["error"], "invalid_grant");
+
+    // Two valid tokens of the same app, one in the query and one in the header: neither wins.
+    let embed = streetlevel_tests::run(
+        Path::new(BINARY),
+        &[
+            "apps",
+            "embed-token",
+            "--data",
+            world.fixture.dir.to_str().unwrap(),
+            "--client-id",
+            &world.fixture.client_id,
+        ],
+    );
+    let embed = embed.trim().strip_prefix("embed_token: ").unwrap();
+    let client = &world.fixture.client_token;
+    assert_eq!(
+        world
+            .server
+            .get(&format!("{path}&access_token={embed}"))
+            .status,
+        200
+    );
+    let header = format!("OAuth {embed}");
+    assert_error(
+        &world.server.request(
+            "GET",
+            &format!("{path}&access_token={client}"),
+            &[("Authorization", &header)],
+            b"",
+        ),
+        TOKEN,
+        "",
+    );
+}
+
+/// Refresh over HTTP: the new token works, the old one stops, and presenting the old one
+/// again revokes the family.
+#[test]
+fn a_user_token_refreshes_over_http_and_a_replayed_refresh_revokes_the_family() {
+    let world = world();
+    let client_id = world.fixture.client_id.parse::<u64>().unwrap();
+    let code = approved_code("refresh-user");
+    let issued = post_token(&serde_json::json!({
+        "grant_type": "authorization_code", "client_id": client_id, "code": code,
+    }));
+    assert_eq!(
+        issued.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&issued.body)
+    );
+    let first = issued.json()["access_token"].as_str().unwrap().to_owned();
+    let path = format!("/{}?fields=id", first_image().id);
+    let works = |token: &str| {
+        world
+            .server
+            .get(&format!("{path}&access_token={token}"))
+            .status
+    };
+    assert_eq!(works(&first), 200);
+
+    let refresh = |token: &str| {
+        post_token(&serde_json::json!({
+            "grant_type": "refresh_token", "client_id": client_id, "refresh_token": token,
+        }))
+    };
+    let refreshed = refresh(&first);
+    assert_eq!(
+        refreshed.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&refreshed.body)
+    );
+    let body = refreshed.json();
+    assert_eq!(body["token_type"], "bearer");
+    assert!(
+        body["expires_in"]
+            .as_u64()
+            .is_some_and(|seconds| seconds > 0)
+    );
+    let second = body["access_token"].as_str().unwrap().to_owned();
+    assert_ne!(second, first);
+    assert_eq!(works(&second), 200);
+    assert_error(
+        &world.server.get(&format!("{path}&access_token={first}")),
+        TOKEN,
+        "",
+    );
+
+    let replayed = refresh(&first);
+    assert_eq!(replayed.status, 400);
+    assert_eq!(replayed.json()["error"], "invalid_grant");
+    assert_error(
+        &world.server.get(&format!("{path}&access_token={second}")),
+        TOKEN,
+        "",
+    );
 }
 
 // ---- entities ----------------------------------------------------------------------------------
@@ -413,21 +840,18 @@ fn unknown_fields_and_ids_are_errors() {
     let image = first_image();
     assert_error(
         &get(&format!("/{}?fields=id,nonsense", image.id)),
-        400,
-        100,
+        UNKNOWN_FIELD,
         "nonexisting field (nonsense)",
     );
     let feature_id = all_ids(&world.store, EntityKind::MapFeature)[0];
     // The SDK tells map features from images this way.
     assert_error(
         &get(&format!("/{feature_id}?fields={SDK_IMAGE_FIELDS}")),
-        400,
-        100,
+        UNKNOWN_FIELD,
         "MapFeature",
     );
-    let unknown = assert_error(&get("/1?fields=id"), 404, 100, "does not exist");
-    assert_eq!(unknown["error"]["error_subcode"], 33);
-    assert_error(&get("/12abc?fields=id"), 400, 100, "(id)");
+    assert_error(&get("/1?fields=id"), UNKNOWN_ID, "does not exist");
+    assert_error(&get("/12abc?fields=id"), MALFORMED, "(id)");
 }
 
 #[test]
@@ -484,35 +908,32 @@ fn first_image_with_organization() -> u64 {
 
 #[test]
 fn detections_of_an_image_and_of_a_map_feature() {
-    let store = &world().store;
-    let image_id = all_ids(store, EntityKind::Image)
-        .into_iter()
-        .find(|id| !store.detections_of_image(ImageId(*id)).is_empty())
-        .expect("an image with detections");
-    let expected: Vec<String> = store
-        .detections_of_image(ImageId(image_id))
-        .iter()
-        .map(|d| d.id.to_string())
-        .collect();
+    let scan = scan();
+    let detection_ids = |of: &dyn Fn(&ScannedDetection) -> bool| -> Vec<String> {
+        scan.detections
+            .iter()
+            .filter(|detection| of(detection))
+            .map(|detection| detection.id.to_string())
+            .collect()
+    };
+    let image_id = scan.detections[0].image;
+    let expected = detection_ids(&|detection| detection.image == image_id);
     let body = get_json(&format!(
         "/{image_id}/detections/?fields=id,value,image,geometry"
     ));
-    let got: Vec<String> = body["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| d["id"].as_str().unwrap().to_owned())
-        .collect();
-    assert_eq!(got, expected);
+    assert!(!expected.is_empty());
+    assert_eq!(ids_of(&body), expected);
     assert_eq!(body["data"][0]["image"]["id"], image_id.to_string());
 
-    let feature_id = all_ids(store, EntityKind::MapFeature)[0];
-    let expected = store
-        .detections_of_map_feature(streetlevel_model::MapFeatureId(feature_id))
-        .len();
+    let feature_id = scan
+        .detections
+        .iter()
+        .find_map(|detection| detection.map_feature)
+        .expect("a detection of a map feature");
+    let expected = detection_ids(&|detection| detection.map_feature == Some(feature_id));
     let body = get_json(&format!("/{feature_id}/detections?fields="));
-    assert_eq!(body["data"].as_array().unwrap().len(), expected);
-    assert!(expected > 0);
+    assert!(!expected.is_empty());
+    assert_eq!(ids_of(&body), expected);
 }
 
 #[test]
@@ -528,11 +949,10 @@ fn multiple_ids_are_keyed_and_must_share_a_kind() {
     let feature = all_ids(store, EntityKind::MapFeature)[0];
     assert_error(
         &get(&format!("/?ids={},{feature}&fields=id", images[0])),
-        400,
-        100,
+        MIXED_KINDS,
         "(ids)",
     );
-    assert_error(&get("/?fields=id"), 400, 100, "(ids)");
+    assert_error(&get("/?fields=id"), MALFORMED, "(ids)");
 }
 
 #[test]
@@ -550,7 +970,7 @@ fn image_ids_of_a_sequence_in_capture_order() {
         got,
         expected.iter().map(ToString::to_string).collect::<Vec<_>>()
     );
-    assert_error(&get("/image_ids"), 400, 100, "(sequence_id)");
+    assert_error(&get("/image_ids"), MALFORMED, "(sequence_id)");
     assert_eq!(get("/image_ids?sequence_id=doesnotexist").status, 404);
 }
 
@@ -602,15 +1022,208 @@ fn exhaust(first: &str) -> Vec<String> {
     panic!("paging did not end");
 }
 
+/// The fixture's entities read straight from its `SQLite` file with plain SQL (no store
+/// code): the oracle the search tests filter by scanning, independently of the store's index.
+struct Scan {
+    images: Vec<ScannedImage>,
+    features: Vec<ScannedFeature>,
+    detections: Vec<ScannedDetection>,
+}
+
+struct ScannedImage {
+    id: u64,
+    captured_at: i64,
+    lon: f64,
+    lat: f64,
+    creator: String,
+    is_pano: bool,
+    make: Option<String>,
+    sequence: String,
+    organization: Option<u64>,
+}
+
+struct ScannedFeature {
+    id: u64,
+    lon: f64,
+    lat: f64,
+    object_value: String,
+    first_seen_at: i64,
+    last_seen_at: i64,
+}
+
+struct ScannedDetection {
+    id: u64,
+    value: String,
+    image: u64,
+    map_feature: Option<u64>,
+}
+
+#[allow(clippy::cast_sign_loss)] // IDs are stored as the two's complement of the u64
+fn scan() -> &'static Scan {
+    static SCAN: OnceLock<Scan> = OnceLock::new();
+    SCAN.get_or_init(|| {
+        let connection = rusqlite::Connection::open_with_flags(
+            world().pristine.database(),
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+        )
+        .unwrap();
+        let id = |value: i64| value as u64;
+        let mut images: Vec<ScannedImage> = connection
+            .prepare(
+                "SELECT i.id, i.captured_at, i.lon, i.lat, c.username, i.is_pano, i.make,
+                        i.sequence, i.organization
+                 FROM store_images i JOIN store_creators c ON c.id = i.creator",
+            )
+            .unwrap()
+            .query_map([], |row| {
+                Ok(ScannedImage {
+                    id: id(row.get(0)?),
+                    captured_at: row.get(1)?,
+                    lon: row.get(2)?,
+                    lat: row.get(3)?,
+                    creator: row.get(4)?,
+                    is_pano: row.get(5)?,
+                    make: row.get(6)?,
+                    sequence: row.get(7)?,
+                    organization: row.get::<_, Option<i64>>(8)?.map(id),
+                })
+            })
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let mut features: Vec<ScannedFeature> = connection
+            .prepare(
+                "SELECT id, lon, lat, object_value, first_seen_at, last_seen_at
+                 FROM store_map_features",
+            )
+            .unwrap()
+            .query_map([], |row| {
+                Ok(ScannedFeature {
+                    id: id(row.get(0)?),
+                    lon: row.get(1)?,
+                    lat: row.get(2)?,
+                    object_value: row.get(3)?,
+                    first_seen_at: row.get(4)?,
+                    last_seen_at: row.get(5)?,
+                })
+            })
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let mut detections: Vec<ScannedDetection> = connection
+            .prepare("SELECT id, value, image, map_feature FROM store_detections")
+            .unwrap()
+            .query_map([], |row| {
+                Ok(ScannedDetection {
+                    id: id(row.get(0)?),
+                    value: row.get(1)?,
+                    image: id(row.get(2)?),
+                    map_feature: row.get::<_, Option<i64>>(3)?.map(id),
+                })
+            })
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        images.sort_by_key(|image| image.id);
+        features.sort_by_key(|feature| feature.id);
+        detections.sort_by_key(|detection| detection.id);
+        assert!(!images.is_empty() && !features.is_empty() && !detections.is_empty());
+        Scan {
+            images,
+            features,
+            detections,
+        }
+    })
+}
+
+impl Scan {
+    fn image(&self, id: u64) -> &ScannedImage {
+        self.images.iter().find(|image| image.id == id).unwrap()
+    }
+}
+
+/// `left,bottom,right,top` as the `bbox` parameter, and whether it holds `(lon, lat)`.
+#[derive(Clone, Copy)]
+struct Bbox([f64; 4]);
+
+impl Bbox {
+    fn holds(self, lon: f64, lat: f64) -> bool {
+        let [left, bottom, right, top] = self.0;
+        (left..=right).contains(&lon) && (bottom..=top).contains(&lat)
+    }
+
+    fn param(self) -> String {
+        let [left, bottom, right, top] = self.0;
+        format!("{left},{bottom},{right},{top}")
+    }
+}
+
+/// The western half of the images' extent, so a bbox filter keeps some images, not all.
+fn western_half() -> Bbox {
+    let images = &scan().images;
+    let (min_lon, max_lon) = images.iter().fold((f64::MAX, f64::MIN), |(low, high), i| {
+        (low.min(i.lon), high.max(i.lon))
+    });
+    let (min_lat, max_lat) = images.iter().fold((f64::MAX, f64::MIN), |(low, high), i| {
+        (low.min(i.lat), high.max(i.lat))
+    });
+    // Rounded to 4 decimals so the query carries exactly the box the oracle uses.
+    let round = |value: f64| (value * 1e4).round() / 1e4;
+    Bbox([
+        round(min_lon - 0.01),
+        round(min_lat - 0.01),
+        round(f64::midpoint(min_lon, max_lon)),
+        round(max_lat + 0.01),
+    ])
+}
+
+/// `*` matches any run of characters, anything else itself.
+fn glob(pattern: &str, value: &str) -> bool {
+    match pattern.split_once('*') {
+        None => pattern == value,
+        Some((head, rest)) => {
+            value.starts_with(head)
+                && (0..=value.len() - head.len()).any(|skip| {
+                    value.is_char_boundary(head.len() + skip)
+                        && glob(rest, &value[head.len() + skip..])
+                })
+        }
+    }
+}
+
+/// A whole-second time in the form the query takes (`Z`, as `+` would need escaping).
+fn query_time(millis: i64) -> String {
+    streetlevel_model::Timestamp(millis)
+        .to_iso8601()
+        .replace("+0000", "Z")
+}
+
+/// The median of `values`, rounded down to a whole second.
+fn median_second(mut values: Vec<i64>) -> i64 {
+    values.sort_unstable();
+    let median = values[values.len() / 2];
+    median - median.rem_euclid(1000)
+}
+
+/// Checks that `query` pages to exactly `expected` (ID strings in ascending order), which
+/// must not be empty: an empty answer cannot pass.
+fn check_search(query: &str, expected: &[u64]) {
+    assert!(!expected.is_empty(), "{query}: the oracle expects nothing");
+    let separator = if query.contains('?') { '&' } else { '?' };
+    let got = exhaust(&format!("{query}{separator}limit=7&fields=id"));
+    let expected: Vec<String> = expected.iter().map(ToString::to_string).collect();
+    assert_eq!(got, expected, "{query}");
+}
+
 #[test]
 fn image_search_by_bbox_pages_to_exhaustion() {
-    let store = &world().store;
-    let expected: Vec<String> = all_ids(store, EntityKind::Image)
-        .iter()
-        .map(ToString::to_string)
-        .collect();
+    let scan = scan();
+    let expected: Vec<u64> = scan.images.iter().map(|image| image.id).collect();
     let all = exhaust("/images?bbox=-180,-90,180,90&limit=37&fields=id,geometry");
-    assert_eq!(all, expected);
+    assert_eq!(
+        all,
+        expected.iter().map(ToString::to_string).collect::<Vec<_>>()
+    );
     let unique: BTreeSet<&String> = all.iter().collect();
     assert_eq!(unique.len(), all.len());
     // The default limit is 2000 and there is then no paging.
@@ -620,134 +1233,123 @@ fn image_search_by_bbox_pages_to_exhaustion() {
 }
 
 #[test]
-fn image_search_filters_match_the_store() {
-    let store = &world().store;
-    let image = first_image();
-    let creator = store.creator(image.creator).unwrap().username.clone();
-    let check = |query: &str, filter: ImageFilter| {
-        let expected: Vec<String> = store
-            .search_images(&filter, 2000, None)
-            .items
+fn image_search_filters_match_a_scan_of_the_fixture() {
+    let scan = scan();
+    let check = |query: &str, keep: &dyn Fn(&ScannedImage) -> bool| {
+        let expected: Vec<u64> = scan
+            .images
             .iter()
-            .map(|i| i.id.to_string())
+            .filter(|image| keep(image))
+            .map(|image| image.id)
             .collect();
-        let got = ids_of(&get_json(&format!("/images?{query}&fields=id")));
-        assert_eq!(got, expected, "{query}");
+        // Each filter here keeps some images and drops others.
+        assert!(
+            expected.len() < scan.images.len(),
+            "{query} keeps everything"
+        );
+        check_search(&format!("/images?{query}"), &expected);
     };
-    let lund = BoundingBox::new(13.0, 55.0, 14.0, 56.0).unwrap();
-    check(
-        &format!("creator_username={creator}"),
-        ImageFilter {
-            creator_username: Some(creator.clone()),
-            ..Default::default()
-        },
-    );
+    let half = western_half();
+    let in_half = |image: &ScannedImage| half.holds(image.lon, image.lat);
+    check(&format!("bbox={}", half.param()), &in_half);
+    let pano = scan.images.iter().find(|image| image.is_pano).unwrap();
+    let creator = pano.creator.clone();
+    check(&format!("creator_username={creator}"), &|image| {
+        image.creator == creator
+    });
     check(
         &format!("creator_username={creator}&is_pano=true"),
-        ImageFilter {
-            creator_username: Some(creator.clone()),
-            is_pano: Some(true),
-            ..Default::default()
-        },
+        &|image| image.creator == creator && image.is_pano,
     );
-    check(
-        "bbox=13,55,14,56&is_pano=false",
-        ImageFilter {
-            bbox: Some(lund),
-            is_pano: Some(false),
-            ..Default::default()
-        },
-    );
-    let make = image.make.clone().unwrap();
-    check(
-        &format!("bbox=13,55,14,56&make={}", make.replace(' ', "%20")),
-        ImageFilter {
-            bbox: Some(lund),
-            make: Some(make),
-            ..Default::default()
-        },
-    );
-    check(
-        &format!("sequence_ids={}", image.sequence),
-        ImageFilter {
-            sequence_ids: Some(vec![image.sequence.clone()]),
-            ..Default::default()
-        },
-    );
-    // The Python SDK's alias.
-    check(
-        &format!("sequence_id={}", image.sequence),
-        ImageFilter {
-            sequence_ids: Some(vec![image.sequence.clone()]),
-            ..Default::default()
-        },
-    );
-    let organization = first_image_with_organization();
-    check(
-        &format!("organization_id={organization}"),
-        ImageFilter {
-            organization_id: Some(streetlevel_model::OrganizationId(organization)),
-            ..Default::default()
-        },
-    );
-    let start = streetlevel_model::Timestamp(image.captured_at.millis() - 1000);
+    check(&format!("bbox={}&is_pano=false", half.param()), &|image| {
+        in_half(image) && !image.is_pano
+    });
+    let make = pano.make.clone().unwrap();
+    // Case-insensitive, spaces allowed.
     check(
         &format!(
-            "bbox=13,55,14,56&start_captured_at={}",
-            start.to_iso8601().replace("+0000", "Z")
+            "bbox=-180,-90,180,90&make={}",
+            make.to_lowercase().replace(' ', "%20")
         ),
-        ImageFilter {
-            bbox: Some(lund),
-            captured_at: streetlevel_store::TimeRange {
-                start: Some(start),
-                end: None,
-            },
-            ..Default::default()
+        &|image| {
+            image
+                .make
+                .as_deref()
+                .is_some_and(|m| m.eq_ignore_ascii_case(&make))
         },
+    );
+    let sequence = pano.sequence.clone();
+    check(&format!("sequence_ids={sequence}"), &|image| {
+        image.sequence == sequence
+    });
+    // The Python SDK's alias.
+    check(&format!("sequence_id={sequence}"), &|image| {
+        image.sequence == sequence
+    });
+    let organization = pano.organization.unwrap();
+    let other_organization = scan
+        .images
+        .iter()
+        .find_map(|image| image.organization.filter(|id| *id != organization));
+    if other_organization.is_some() {
+        check(&format!("organization_id={organization}"), &|image| {
+            image.organization == Some(organization)
+        });
+    }
+    let start = median_second(scan.images.iter().map(|image| image.captured_at).collect());
+    check(
+        &format!(
+            "bbox=-180,-90,180,90&start_captured_at={}",
+            query_time(start)
+        ),
+        &|image| image.captured_at >= start,
+    );
+    check(
+        &format!("bbox=-180,-90,180,90&end_captured_at={}", query_time(start)),
+        &|image| image.captured_at <= start,
     );
 }
 
 #[test]
 fn image_ids_and_s2_searches_for_the_viewer() {
-    let store = &world().store;
-    let ids = all_ids(store, EntityKind::Image);
-    let asked = [ids[5], ids[1], ids[9]];
+    let scan = scan();
+    let asked = [scan.images[5].id, scan.images[1].id, scan.images[9].id];
     let body = get_json(&format!(
-        "/images?image_ids={},{},{}&fields=id,computed_geometry,sequence",
+        "/images?image_ids={},{},{},1&fields=id,computed_geometry,sequence",
         asked[0], asked[1], asked[2]
     ));
     let got: BTreeSet<String> = ids_of(&body).into_iter().collect();
     assert_eq!(got, asked.iter().map(ToString::to_string).collect());
 
-    let image = first_image();
-    let cell = streetlevel_store::S2CellId::from_lat_lng(image.geometry.lat, image.geometry.lon)
-        .parent(17);
-    let expected: Vec<String> = store
-        .images_in_s2_cell(cell)
+    let image = &scan.images[0];
+    let cell_of =
+        |lat: f64, lon: f64| streetlevel_store::S2CellId::from_lat_lng(lat, lon).parent(17);
+    let cell = cell_of(image.lat, image.lon);
+    let expected: Vec<String> = scan
+        .images
         .iter()
-        .map(|i| i.id.to_string())
+        .filter(|other| cell_of(other.lat, other.lon) == cell)
+        .map(|other| other.id.to_string())
         .collect();
+    assert!(expected.contains(&image.id.to_string()));
     let body = get_json(&format!(
         "/images?s2={}&fields=id,computed_geometry,geometry,sequence",
         cell.raw()
     ));
     assert_eq!(ids_of(&body), expected);
-    assert!(expected.contains(&image.id.to_string()));
 }
 
 #[test]
 fn image_search_rules_give_400s_naming_the_parameter() {
     assert_error(
         &get("/images?fields=id"),
-        400,
-        100,
+        NOT_SELECTIVE,
         "bbox, creator_username",
     );
     let too_many: Vec<String> = (1..=201).map(|id| id.to_string()).collect();
     assert_error(
         &get(&format!("/images?image_ids={}", too_many.join(","))),
-        400,
-        100,
+        MALFORMED,
         "(image_ids): give at most 200 ids",
     );
     let enough = &too_many[..200];
@@ -757,33 +1359,28 @@ fn image_search_rules_give_400s_naming_the_parameter() {
     );
     assert_error(
         &get("/images?is_pano=true"),
-        400,
-        100,
+        NOT_SELECTIVE,
         "bbox, creator_username",
     );
     assert_error(
         &get("/images?organization_id=1&is_pano=true"),
-        400,
-        100,
+        NOT_SELECTIVE,
         "(is_pano)",
     );
     assert_error(
         &get("/images?creator_username=x&make=Sony"),
-        400,
-        100,
+        NOT_SELECTIVE,
         "(make)",
     );
     assert_error(
         &get("/images?creator_username=x&model=A"),
-        400,
-        100,
+        NOT_SELECTIVE,
         "(model)",
     );
     for limit in ["0", "2001", "ten", "-1"] {
         assert_error(
             &get(&format!("/images?bbox=13,55,14,56&limit={limit}")),
-            400,
-            100,
+            MALFORMED,
             "(limit)",
         );
     }
@@ -797,71 +1394,98 @@ fn image_search_rules_give_400s_naming_the_parameter() {
         "13,-95,14,56",
         "a,b,c,d",
     ] {
-        assert_error(&get(&format!("/images?bbox={bbox}")), 400, 100, "(bbox)");
+        assert_error(&get(&format!("/images?bbox={bbox}")), MALFORMED, "(bbox)");
     }
     assert_error(
         &get("/images?bbox=13,55,14,56&start_captured_at=yesterday"),
-        400,
-        100,
+        MALFORMED,
         "(start_captured_at)",
     );
     assert_error(
         &get("/images?bbox=13,55,14,56&after=zzz"),
-        400,
-        100,
+        MALFORMED,
         "(after)",
     );
-    assert_error(&get("/images?image_ids=1,x"), 400, 100, "(image_ids)");
-    assert_error(&get("/images?s2=notacell"), 400, 100, "(s2)");
+    assert_error(&get("/images?image_ids=1,x"), MALFORMED, "(image_ids)");
+    assert_error(&get("/images?s2=notacell"), MALFORMED, "(s2)");
     assert_error(
         &get("/images?bbox=13,55,14,56&is_pano=maybe"),
-        400,
-        100,
+        MALFORMED,
         "(is_pano)",
     );
 }
 
 #[test]
-fn map_feature_and_detection_searches() {
-    let store = &world().store;
-    let all_features = exhaust("/map_features?bbox=-180,-90,180,90&limit=5&fields=id,object_value");
-    assert_eq!(
-        all_features,
-        all_ids(store, EntityKind::MapFeature)
+fn map_feature_and_detection_searches_match_a_scan_of_the_fixture() {
+    let scan = scan();
+    let features = |keep: &dyn Fn(&ScannedFeature) -> bool| -> Vec<u64> {
+        scan.features
             .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
+            .filter(|feature| keep(feature))
+            .map(|feature| feature.id)
+            .collect()
+    };
+    check_search("/map_features?bbox=-180,-90,180,90", &features(&|_| true));
+    let half = western_half();
+    let in_half = features(&|feature| half.holds(feature.lon, feature.lat));
+    assert!(in_half.len() < scan.features.len());
+    check_search(&format!("/map_features?bbox={}", half.param()), &in_half);
+    check_search(
+        "/map_features?bbox=-180,-90,180,90&object_values=regulatory--*,object--street-*",
+        &features(&|feature| {
+            glob("regulatory--*", &feature.object_value)
+                || glob("object--street-*", &feature.object_value)
+        }),
     );
-    let body = get_json(
-        "/map_features?bbox=-180,-90,180,90&object_values=regulatory--*&fields=id,object_value",
+    let seen = median_second(scan.features.iter().map(|f| f.first_seen_at).collect());
+    check_search(
+        &format!(
+            "/map_features?bbox=-180,-90,180,90&start_first_seen_at={}",
+            query_time(seen)
+        ),
+        &features(&|feature| feature.first_seen_at >= seen),
     );
-    for item in body["data"].as_array().unwrap() {
-        assert!(
-            item["object_value"]
-                .as_str()
-                .unwrap()
-                .starts_with("regulatory--")
-        );
-    }
-    assert_error(&get("/map_features?fields=id"), 400, 100, "bbox");
+    let last = median_second(scan.features.iter().map(|f| f.last_seen_at).collect());
+    check_search(
+        &format!(
+            "/map_features?bbox=-180,-90,180,90&end_last_seen_at={}",
+            query_time(last)
+        ),
+        &features(&|feature| feature.last_seen_at <= last),
+    );
+    assert_error(&get("/map_features?fields=id"), NOT_SELECTIVE, "bbox");
 
-    let all_detections = exhaust("/detections?bbox=-180,-90,180,90&limit=25&fields=id,value");
-    assert_eq!(
-        all_detections,
-        all_ids(store, EntityKind::Detection)
+    let detections = |keep: &dyn Fn(&ScannedDetection) -> bool| -> Vec<u64> {
+        scan.detections
             .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
+            .filter(|detection| keep(detection))
+            .map(|detection| detection.id)
+            .collect()
+    };
+    check_search("/detections?bbox=-180,-90,180,90", &detections(&|_| true));
+    let regulatory = detections(&|detection| glob("regulatory--*", &detection.value));
+    assert!(regulatory.len() < scan.detections.len());
+    check_search("/detections?values=regulatory--*", &regulatory);
+    check_search(
+        "/detections?values=object--*,regulatory--*",
+        &detections(&|d| glob("object--*", &d.value) || glob("regulatory--*", &d.value)),
     );
-    let body = get_json("/detections?values=object--*,regulatory--*&fields=id,value");
-    for item in body["data"].as_array().unwrap() {
-        let value = item["value"].as_str().unwrap();
-        assert!(
-            value.starts_with("object--") || value.starts_with("regulatory--"),
-            "{value}"
-        );
-    }
-    assert_error(&get("/detections?fields=id"), 400, 100, "values");
+    // `bbox` and the time bounds are the detection's image's.
+    let in_half = detections(&|detection| {
+        let image = scan.image(detection.image);
+        half.holds(image.lon, image.lat)
+    });
+    assert!(in_half.len() < scan.detections.len());
+    check_search(&format!("/detections?bbox={}", half.param()), &in_half);
+    let start = median_second(scan.images.iter().map(|image| image.captured_at).collect());
+    check_search(
+        &format!(
+            "/detections?values=*&start_captured_at={}",
+            query_time(start)
+        ),
+        &detections(&|detection| scan.image(detection.image).captured_at >= start),
+    );
+    assert_error(&get("/detections?fields=id"), NOT_SELECTIVE, "values");
 }
 
 // ---- tiles -------------------------------------------------------------------------------------
@@ -1073,8 +1697,7 @@ fn tile_errors() {
     let server = &world().server;
     assert_error(
         &server.get(&format!("/maps/vtp/nope/2/14/0/0?access_token={token}")),
-        404,
-        100,
+        UNKNOWN_TILE_SET,
         "nope",
     );
     for (path, name) in [
@@ -1087,8 +1710,7 @@ fn tile_errors() {
             &server.get(&format!(
                 "/maps/vtp/svc1_public/{path}?access_token={token}"
             )),
-            400,
-            100,
+            MALFORMED,
             name,
         );
     }
@@ -1137,8 +1759,68 @@ fn signed_thumbnails_work_without_a_token_and_tampering_fails() {
         let decoded = image::load_from_memory(&response.body).unwrap();
         assert_eq!(decoded.width(), width.min(image.width));
         let tampered = target.replace("signature=", "signature=00");
-        assert_error(&world().server.get(&tampered), 403, 10, "signature");
+        assert_error(&world().server.get(&tampered), MEDIA_SIGNATURE, "signature");
     }
+}
+
+/// The signer the server uses: its key from `DATA/media.key`, the default lifetime.
+fn server_signer() -> streetlevel_server::media::Signer {
+    let key = std::fs::read_to_string(world().fixture.dir.join("media.key")).unwrap();
+    streetlevel_server::media::Signer::new(&hex::decode(key.trim()).unwrap(), 30 * 24 * 3600)
+        .unwrap()
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+/// Media URLs signed with the server's own key: one signed now works, one whose expiry has
+/// passed, one without a signature or expiry, and one whose expiry was moved are 403 code 10.
+#[test]
+fn expired_unsigned_and_altered_media_urls_are_403() {
+    use streetlevel_server::media::{MediaObject, ThumbSize};
+    let server = &world().server;
+    let object = MediaObject::Thumb(first_image().id, ThumbSize::W256);
+    let signer = server_signer();
+    let base = server.base();
+    let target = |url: String| url.strip_prefix(&base).unwrap().to_owned();
+    let fresh = target(signer.url(&base, &object, unix_now()));
+    assert_eq!(server.get(&fresh).status, 200, "{fresh}");
+
+    // Signed long ago: the signature matches, the expiry has passed.
+    let expired = target(signer.url(&base, &object, unix_now() - 40 * 24 * 3600));
+    assert_error(&server.get(&expired), MEDIA_SIGNATURE, "expired");
+
+    let (path, query) = fresh.split_once('?').unwrap();
+    let (expires, signature) = query.split_once('&').unwrap();
+    assert!(expires.starts_with("expires=") && signature.starts_with("signature="));
+    assert_error(&server.get(path), MEDIA_SIGNATURE, "");
+    assert_error(
+        &server.get(&format!("{path}?{expires}")),
+        MEDIA_SIGNATURE,
+        "signature",
+    );
+    assert_error(
+        &server.get(&format!("{path}?{signature}")),
+        MEDIA_SIGNATURE,
+        "expiry",
+    );
+    let later: u64 = expires["expires=".len()..].parse::<u64>().unwrap() + 86_400;
+    assert_error(
+        &server.get(&format!("{path}?expires={later}&{signature}")),
+        MEDIA_SIGNATURE,
+        "signature",
+    );
+    // Another image's path under this signature.
+    let other = MediaObject::Thumb(ImageId(first_image().id.0 + 1), ThumbSize::W256).path();
+    assert_error(
+        &server.get(&format!("{other}?{query}")),
+        MEDIA_SIGNATURE,
+        "signature",
+    );
 }
 
 /// The fixtures are written with lazy media, so meshes and `SfM` clusters are made on their
@@ -1260,16 +1942,17 @@ fn rate_limits_answer_with_the_spec_body_and_retry_after() {
     );
     assert!(throttled.header("x-app-usage").is_some());
     assert_eq!(throttled.header("access-control-allow-origin"), Some("*"));
-    let body = throttled.json();
+    let body = assert_error_with_trace(
+        &throttled,
+        QUOTA,
+        "Application request limit reached",
+        "mlytrace_id",
+    );
     let error = &body["error"];
     assert_eq!(error["message"], "Application request limit reached");
-    assert_eq!(error["type"], "OAuthException");
     assert_eq!(error["is_transient"], true);
-    assert_eq!(error["code"], 4);
-    assert_eq!(error["error_subcode"], 1_349_210);
     assert_eq!(error["error_user_title"], "Rate Limit Exceeded");
     assert!(error["error_user_msg"].is_string());
-    assert!(error["mlytrace_id"].is_string());
     // Entity calls have their own quota.
     let entity = server.request(
         "GET",
@@ -1284,7 +1967,12 @@ fn rate_limits_answer_with_the_spec_body_and_retry_after() {
         fixture.client_token
     );
     assert_eq!(server.get(&tile).status, 200);
-    assert_eq!(server.get(&tile).status, 429);
+    assert_error_with_trace(
+        &server.get(&tile),
+        QUOTA,
+        "Application request limit reached",
+        "mlytrace_id",
+    );
 }
 
 // ---- web surface -------------------------------------------------------------------------------

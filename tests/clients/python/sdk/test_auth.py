@@ -3,6 +3,7 @@
 `message`, `type`, `code` and `fbtrace_id` (a missing member would be a KeyError instead)."""
 
 import pytest
+import requests
 from mapillary.models.client import Client
 from mapillary.models.exceptions import InvalidTokenError
 
@@ -16,8 +17,16 @@ def test_valid_token_is_accepted_and_used(service, sdk):
     checks = [e for e in service.rewrite.since(mark) if TOKEN_CHECK_PATH in e.url]
     assert len(checks) == 1, [e.url for e in service.rewrite.since(mark)]
     assert checks[0].headers.get("Authorization") == f"OAuth {service.token}"
-    # The ID is unknown in the fixtures, so any answer but 401 means "token accepted".
-    assert checks[0].status != 401
+    # The ID is unknown in the fixtures: an accepted token gets docs/API.md's unknown-ID error
+    # (404, GraphMethodException, code 100, subcode 33); a 401 or a 500 is a failure.
+    assert checks[0].status == 404, checks[0].status
+    response = requests.get(
+        service.url(f"{TOKEN_CHECK_PATH}?fields=id"),
+        headers={"Authorization": f"OAuth {service.token}"},
+    )
+    assert response.status_code == 404, (response.status_code, response.text[:300])
+    error = response.json()["error"]
+    assert (error["type"], error["code"], error["error_subcode"]) == ("GraphMethodException", 100, 33), error
 
 
 def test_bad_token_raises_invalid_token_error(service, sdk):
@@ -34,8 +43,6 @@ def test_bad_token_raises_invalid_token_error(service, sdk):
 
 
 def test_bad_token_error_body_has_the_graph_shape(service):
-    import requests
-
     response = requests.get(
         service.url(f"{TOKEN_CHECK_PATH}?fields=id"),
         headers={"Authorization": "OAuth nonsense"},

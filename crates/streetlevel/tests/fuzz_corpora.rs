@@ -1,0 +1,97 @@
+//! The fuzz targets' inputs replayed as ordinary tests, without cargo-fuzz: the committed
+//! seeds (`fuzz/seeds/<target>/`), the fuzzer's own corpus when one is on disk
+//! (`fuzz/corpus/<target>/`, not committed), and every seed's truncations and single-byte
+//! changes, all through the checks the fuzz targets make (`fuzz/checks.rs`): never a panic,
+//! and round trips of geometry wherever an input decodes.
+// A failed check is a panic, as in the fuzz targets.
+#![allow(clippy::unwrap_used, clippy::panic, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+
+use arbitrary::{Arbitrary, Unstructured};
+
+#[path = "../../../fuzz/checks.rs"]
+mod checks;
+
+/// The files of `fuzz/<kind>/<target>/`, sorted; none when the directory does not exist.
+fn files(kind: &str, target: &str) -> Vec<(PathBuf, Vec<u8>)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fuzz")
+        .join(kind)
+        .join(target);
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return Vec::new();
+    };
+    let mut paths: Vec<PathBuf> = entries
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.is_file())
+        .collect();
+    paths.sort();
+    paths
+        .into_iter()
+        .map(|path| {
+            let bytes = std::fs::read(&path).unwrap();
+            (path, bytes)
+        })
+        .collect()
+}
+
+/// Every prefix of `seed`, and `seed` with each byte replaced by its complement and by its
+/// successor: inputs next to valid encodings, where decoders meet cut and corrupt fields.
+fn neighbours(seed: &[u8]) -> impl Iterator<Item = Vec<u8>> + '_ {
+    let prefixes = (0..seed.len()).map(|length| seed[..length].to_vec());
+    let changed = (0..seed.len()).flat_map(move |index| {
+        [!seed[index], seed[index].wrapping_add(1)].map(|byte| {
+            let mut bytes = seed.to_vec();
+            bytes[index] = byte;
+            bytes
+        })
+    });
+    prefixes.chain(changed)
+}
+
+/// Replays `target` with `check`: seeds must decode (they are real encodings), corpus files
+/// and neighbours of seeds must not break a check; some neighbours must decode too, so the
+/// round trips ran on inputs the encoder did not write.
+fn replay(target: &str, check: impl Fn(&[u8]) -> bool) {
+    let seeds = files("seeds", target);
+    assert!(!seeds.is_empty(), "fuzz/seeds/{target} holds no seeds");
+    let mut n_decoded_neighbours = 0;
+    for (path, seed) in &seeds {
+        assert!(check(seed), "the seed {} does not decode", path.display());
+        for bytes in neighbours(seed) {
+            n_decoded_neighbours += usize::from(check(&bytes));
+        }
+    }
+    assert!(
+        n_decoded_neighbours > 0,
+        "no changed seed of {target} decodes"
+    );
+    for (_, bytes) in files("corpus", target) {
+        check(&bytes);
+    }
+}
+
+#[test]
+fn decode_tile_corpus() {
+    replay("decode_tile", checks::decode_tile);
+}
+
+#[test]
+fn decode_detection_corpus() {
+    // The fuzz target's input is `(u16, u16, &str)` built by `arbitrary` from the bytes, as
+    // libfuzzer-sys builds it.
+    replay("decode_detection", |bytes| {
+        let Ok((width, height, geometry)) =
+            <(u16, u16, &str)>::arbitrary_take_rest(Unstructured::new(bytes))
+        else {
+            return false;
+        };
+        checks::decode_detection(width, height, geometry)
+    });
+}
+
+#[test]
+fn read_metadata_corpus() {
+    replay("read_metadata", checks::read_metadata);
+}

@@ -1,0 +1,241 @@
+//! What each fuzz target checks on one input, shared by the cargo-fuzz targets
+//! (`fuzz_targets/*.rs`) and by the replay of the seeds and corpora as ordinary tests
+//! (`crates/streetlevel/tests/fuzz_corpora.rs`), so the two cannot check different things.
+//!
+//! Each check panics on a broken invariant and returns whether the input decoded, so a replay
+//! can tell that its round trips ran.
+
+use std::collections::BTreeSet;
+
+use streetlevel_mvt::geo::{Coord, LineString, MultiPolygon};
+use streetlevel_mvt::{DecodedLayer, DecodedTile, Geometry, TileBuilder, Value};
+
+/// What a kept feature must decode to: its layer, extent, id, properties and the geometry it
+/// was encoded from.
+type Kept = (String, u32, Option<u64>, Vec<(String, Value)>, Geometry);
+
+/// Re-encodes every feature of `layers`; `None` when the encoder refuses one (deltas between
+/// decoded `i32` coordinates may exceed 32 bits) or a layer.
+fn reencode(layers: &[DecodedLayer]) -> Option<(Vec<u8>, Vec<Kept>)> {
+    let mut builder = TileBuilder::new();
+    let mut kept = Vec::new();
+    for layer in layers {
+        let out = builder.layer(&layer.name, layer.extent).ok()?;
+        for feature in &layer.features {
+            let properties: Vec<(&str, Value)> = feature
+                .properties
+                .iter()
+                .map(|(key, value)| (key, value.clone()))
+                .collect();
+            if out
+                .add_feature(feature.id, &feature.geometry, &properties)
+                .ok()?
+            {
+                let properties = properties
+                    .into_iter()
+                    .map(|(key, value)| (key.to_owned(), value))
+                    .collect();
+                kept.push((
+                    layer.name.clone(),
+                    layer.extent,
+                    feature.id,
+                    properties,
+                    feature.geometry.clone(),
+                ));
+            }
+        }
+    }
+    Some((builder.encode(), kept))
+}
+
+/// Equal, with floats compared by their bits (a NaN property must survive as that NaN).
+fn same_value(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Float(a), Value::Float(b)) => a.to_bits() == b.to_bits(),
+        (Value::Double(a), Value::Double(b)) => a.to_bits() == b.to_bits(),
+        _ => a == b,
+    }
+}
+
+/// A line without consecutive repeated points, as the encoder writes it.
+fn dedup(line: &LineString<i32>) -> Vec<Coord<i32>> {
+    let mut out: Vec<Coord<i32>> = Vec::new();
+    for coord in &line.0 {
+        if out.last() != Some(coord) {
+            out.push(*coord);
+        }
+    }
+    out
+}
+
+fn polygon_vertices(polygons: &MultiPolygon<i32>) -> BTreeSet<(i32, i32)> {
+    polygons
+        .iter()
+        .flat_map(|polygon| std::iter::once(polygon.exterior()).chain(polygon.interiors()))
+        .flat_map(|ring| ring.coords().map(|coord| (coord.x, coord.y)))
+        .collect()
+}
+
+/// The geometry a kept feature decodes to, against the one it was encoded from: points
+/// exactly; lines as the original's without repeated points and without lines that then
+/// have fewer than two; polygons with no vertex the original does not have.
+fn check_geometry(decoded: &Geometry, original: &Geometry) {
+    match (decoded, original) {
+        (Geometry::Points(decoded), Geometry::Points(original)) => {
+            assert_eq!(decoded, original, "points change in a round trip");
+        }
+        (Geometry::LineStrings(decoded), Geometry::LineStrings(original)) => {
+            let expected: Vec<Vec<Coord<i32>>> = original
+                .iter()
+                .map(dedup)
+                .filter(|line| line.len() >= 2)
+                .collect();
+            let got: Vec<Vec<Coord<i32>>> = decoded.iter().map(|line| line.0.clone()).collect();
+            assert_eq!(got, expected, "lines change in a round trip");
+        }
+        (Geometry::Polygons(decoded), Geometry::Polygons(original)) => {
+            let original_vertices = polygon_vertices(original);
+            let new: Vec<_> = polygon_vertices(decoded)
+                .difference(&original_vertices)
+                .copied()
+                .collect();
+            assert!(new.is_empty(), "a round trip adds polygon vertices {new:?}");
+            assert!(
+                decoded.0.len() <= original.0.len(),
+                "a round trip adds polygons"
+            );
+        }
+        _ => panic!("a round trip changes the geometry type: {original:?} became {decoded:?}"),
+    }
+}
+
+/// `decode_tile`: any bytes give a tile or an error, never a panic. A tile that decodes is
+/// re-encoded: the features the encoder keeps (it drops geometries that are empty once
+/// repeated points and degenerate parts are removed) must decode with the same layer, id,
+/// properties and geometry (see [`check_geometry`]), and encoding that result again must give
+/// the same bytes and geometries (the encoder's normalisation is a fixed point).
+pub fn decode_tile(bytes: &[u8]) -> bool {
+    let Ok(tile) = DecodedTile::decode(bytes) else {
+        return false;
+    };
+    let Some((encoded, kept)) = reencode(&tile.layers) else {
+        return true;
+    };
+    let again = DecodedTile::decode(&encoded).expect("our own encoding must decode");
+    let decoded: Vec<_> = again
+        .layers
+        .iter()
+        .flat_map(|layer| layer.features.iter().map(move |feature| (layer, feature)))
+        .collect();
+    assert_eq!(decoded.len(), kept.len(), "kept features must all decode");
+    for ((layer, feature), (name, extent, id, properties, geometry)) in decoded.iter().zip(&kept) {
+        assert_eq!(&layer.name, name);
+        assert_eq!(layer.extent, *extent);
+        assert_eq!(feature.id, *id);
+        assert_eq!(feature.properties.len(), properties.len());
+        for ((key, value), (want_key, want_value)) in feature.properties.iter().zip(properties) {
+            assert_eq!(key, want_key);
+            assert!(same_value(value, want_value), "{value:?} != {want_value:?}");
+        }
+        check_geometry(&feature.geometry, geometry);
+    }
+    let (twice, kept_twice) = reencode(&again.layers).expect("a normalised tile re-encodes");
+    assert_eq!(
+        twice, encoded,
+        "re-encoding a normalised tile must give the same bytes"
+    );
+    for ((_, feature), (_, _, _, _, geometry)) in decoded.iter().zip(&kept_twice) {
+        assert_eq!(&feature.geometry, geometry, "a normalised geometry changes");
+    }
+    true
+}
+
+/// Every vertex of `polygons` as exact bit patterns.
+fn detection_vertices(polygons: &MultiPolygon<f64>) -> Vec<(f64, f64)> {
+    polygons
+        .iter()
+        .flat_map(|polygon| std::iter::once(polygon.exterior()).chain(polygon.interiors()))
+        .flat_map(|ring| ring.coords().map(|coord| (coord.x, coord.y)))
+        .collect()
+}
+
+/// `decode_detection`: a detection geometry string and an image size give polygons or an
+/// error, never a panic. Pixel and normalized decoding agree (pixels are normalized
+/// coordinates times the size); a geometry that decodes re-encodes, from pixels and from
+/// normalized coordinates alike, to the same string, whose polygons have only vertices of
+/// the original (clamped to the image), and encoding those again gives the same string.
+pub fn decode_detection(width: u16, height: u16, geometry: &str) -> bool {
+    let (width, height) = (u32::from(width), u32::from(height));
+    let pixels = streetlevel_detection::decode_pixels(geometry, width, height);
+    let Ok(normalized) = streetlevel_detection::decode_normalized(geometry) else {
+        assert!(pixels.is_err(), "pixels decode where normalized does not");
+        return false;
+    };
+    let encoded = streetlevel_detection::encode_normalized(&normalized);
+    if width > 0 && height > 0 {
+        let pixels = pixels.expect("pixels decode where normalized does");
+        let scaled = detection_vertices(&pixels);
+        let unscaled = detection_vertices(&normalized);
+        assert_eq!(scaled.len(), unscaled.len());
+        for ((x, y), (nx, ny)) in scaled.iter().zip(&unscaled) {
+            let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * a.abs().max(1.0);
+            assert!(
+                close(*x, nx * f64::from(width)) && close(*y, ny * f64::from(height)),
+                "pixel ({x}, {y}) is not ({nx}, {ny}) scaled to {width}x{height}"
+            );
+        }
+        let from_pixels = streetlevel_detection::encode_pixels(&pixels, width, height);
+        assert_eq!(
+            from_pixels.as_ref().ok(),
+            encoded.as_ref().ok(),
+            "pixel and normalized encodings differ"
+        );
+    }
+    let Ok(encoded) = encoded else {
+        return true;
+    };
+    let again = streetlevel_detection::decode_normalized(&encoded)
+        .expect("our own detection encoding must decode");
+    let allowed: Vec<(f64, f64)> = detection_vertices(&normalized)
+        .into_iter()
+        .map(|(x, y)| (x.clamp(0.0, 1.0), y.clamp(0.0, 1.0)))
+        .collect();
+    for vertex in detection_vertices(&again) {
+        assert!(
+            allowed.contains(&vertex),
+            "a round trip adds the vertex {vertex:?}"
+        );
+    }
+    assert_eq!(
+        streetlevel_detection::encode_normalized(&again).ok(),
+        Some(encoded),
+        "re-encoding a normalised detection must give the same string"
+    );
+    true
+}
+
+/// `read_metadata`: any bytes give metadata or an error, never a panic, and metadata that is
+/// read keeps the documented ranges.
+pub fn read_metadata(jpeg: &[u8]) -> bool {
+    let Ok(metadata) = streetlevel_ingest::read_metadata(jpeg) else {
+        return false;
+    };
+    assert!((-90.0..=90.0).contains(&metadata.latitude), "{metadata:?}");
+    assert!(
+        (-180.0..=180.0).contains(&metadata.longitude),
+        "{metadata:?}"
+    );
+    assert!((1..=8).contains(&metadata.orientation), "{metadata:?}");
+    if let Some(angle) = metadata.compass_angle {
+        assert!((0.0..360.0).contains(&angle), "{metadata:?}");
+    }
+    if let Some(altitude) = metadata.altitude {
+        assert!(altitude.is_finite(), "{metadata:?}");
+    }
+    assert!(metadata.width > 0 && metadata.height > 0, "{metadata:?}");
+    assert_eq!(
+        metadata.is_pano,
+        metadata.camera_type == streetlevel_model::CameraType::Equirectangular
+    );
+    true
+}
