@@ -108,9 +108,10 @@ fn http2_by_prior_knowledge_is_served_next_to_http1() {
     assert_eq!(response.status, 200);
 }
 
-/// A request body that sends `first` and then nothing, ever.
+/// A request body that sends `first` and then, if `stall`, nothing ever (else it ends).
 struct Stalled {
     first: Option<Bytes>,
+    stall: bool,
 }
 
 impl Body for Stalled {
@@ -123,7 +124,8 @@ impl Body for Stalled {
     ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         match self.first.take() {
             Some(bytes) => Poll::Ready(Some(Ok(Frame::data(bytes)))),
-            None => Poll::Pending,
+            None if self.stall => Poll::Pending,
+            None => Poll::Ready(None),
         }
     }
 }
@@ -186,6 +188,7 @@ fn http2_connections_keep_the_limits_of_http1() {
             .header("content-length", "100")
             .body(Stalled {
                 first: Some(Bytes::from_static(b"grant_type=")),
+                stall: true,
             })
             .unwrap();
         let response = tokio::time::timeout(PATIENCE, sender.send_request(stalled))
@@ -194,6 +197,15 @@ fn http2_connections_keep_the_limits_of_http1() {
             .unwrap();
         let (parts, body) = read(response).await;
         assert_eq!(parts.status, 408, "{}", String::from_utf8_lossy(&body));
+        // The 408 ends that stream only: the connection serves the next request.
+        let health = hyper::http::Request::get(format!("http://{addr}/health"))
+            .body(Stalled {
+                first: None,
+                stall: false,
+            })
+            .unwrap();
+        let (parts, _) = read(sender.send_request(health).await.unwrap()).await;
+        assert_eq!(parts.status, 200);
 
         // A connection without requests is closed after the header read timeout, as an
         // idle HTTP/1.1 connection is.
