@@ -138,8 +138,9 @@ impl Server {
                 let busy = Activity::start(&activity_for_service);
                 async move {
                     let response = serve_one(app, request).await;
-                    drop(busy);
-                    Ok::<_, Infallible>(response)
+                    // In progress until the body is sent (hyper drops it then), so a slow
+                    // reader's download is never taken for idleness.
+                    Ok::<_, Infallible>(response.map(|body| Tracked { body, _busy: busy }))
                 }
             });
             let header_read_timeout = app.config().header_read_timeout;
@@ -160,12 +161,19 @@ impl Server {
                 // HTTP/1.1's header read timeout is hyper's; it has none for HTTP/2, nor for
                 // the first bytes it reads to tell the two apart, so a connection without a
                 // request in progress for that long is closed here, whatever it speaks. Closing
-                // is graceful: responses under way are finished (HTTP/2: GOAWAY).
+                // is graceful first: responses under way are finished (HTTP/2: GOAWAY). A peer
+                // can stall that too (HTTP/2 waits for its SETTINGS, or for the answer to the
+                // PING of a graceful GOAWAY), so after a second idle period the connection is
+                // dropped.
                 let mut closing = false;
                 let result = loop {
                     tokio::select! {
                         result = connection.as_mut() => break result,
-                        () = activity.idle_for(header_read_timeout), if !closing => {
+                        () = activity.idle_for(header_read_timeout) => {
+                            if closing {
+                                tracing::debug!(%peer, "dropped a connection that did not close");
+                                break Ok(());
+                            }
                             closing = true;
                             connection.as_mut().graceful_shutdown();
                         }
@@ -224,6 +232,32 @@ impl Activity {
                 changed.await;
             }
         }
+    }
+}
+
+/// A response body that keeps its request counted as in progress until it is dropped.
+struct Tracked {
+    body: Full<Bytes>,
+    _busy: Busy,
+}
+
+impl hyper::body::Body for Tracked {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Infallible>>> {
+        std::pin::Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
     }
 }
 

@@ -130,15 +130,17 @@ impl Body for Stalled {
     }
 }
 
-/// Reads until the server closes the connection; fails if it is still open after `PATIENCE`.
-fn closed_by_server(stream: &mut TcpStream) {
+/// Reads until the server closes the connection and returns what it sent; fails if it is still
+/// open after `PATIENCE`.
+fn closed_by_server(stream: &mut TcpStream) -> Vec<u8> {
     stream.set_read_timeout(Some(PATIENCE)).unwrap();
+    let mut received = Vec::new();
     let mut buffer = [0_u8; 4096];
     loop {
         match stream.read(&mut buffer) {
-            Ok(0) => return,
-            Ok(_) => {}
-            Err(error) if error.kind() == std::io::ErrorKind::ConnectionReset => return,
+            Ok(0) => return received,
+            Ok(read) => received.extend_from_slice(&buffer[..read]),
+            Err(error) if error.kind() == std::io::ErrorKind::ConnectionReset => return received,
             Err(error) => panic!("the server kept the connection open: {error}"),
         }
     }
@@ -216,10 +218,53 @@ fn http2_connections_keep_the_limits_of_http1() {
             .unwrap();
     });
 
-    // Nothing at all, or half the HTTP/2 preface: closed too.
-    let mut silent = TcpStream::connect(addr).unwrap();
-    closed_by_server(&mut silent);
-    let mut half = TcpStream::connect(addr).unwrap();
-    std::io::Write::write_all(&mut half, b"PRI * HTTP/2.0\r\n").unwrap();
-    closed_by_server(&mut half);
+    // Nothing at all, half the HTTP/2 preface, the preface without the SETTINGS that must
+    // follow, or SETTINGS and then no answer to the server's PING when it says GOAWAY: each
+    // connection is closed too (the last two only after a second idle period).
+    let preface: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+    let empty_settings: &[u8] = &[0, 0, 0, 4, 0, 0, 0, 0, 0];
+    for opening in [
+        Vec::new(),
+        preface[..16].to_vec(),
+        preface.to_vec(),
+        [preface, empty_settings].concat(),
+    ] {
+        let mut stream = TcpStream::connect(addr).unwrap();
+        std::io::Write::write_all(&mut stream, &opening).unwrap();
+        closed_by_server(&mut stream);
+    }
+}
+
+#[test]
+fn http2_connections_count_against_the_per_address_cap() {
+    let fixture = Fixture::generate(Path::new(BINARY), "http2-per-address", 10);
+    let config = fixture.dir.join("cap.json");
+    std::fs::write(&config, r#"{"max_connections_per_address": 2}"#).unwrap();
+    let server = Server::start(
+        Path::new(BINARY),
+        &fixture.dir,
+        &["--config", config.to_str().unwrap()],
+    );
+    let addr = server.addr;
+    let runtime = runtime();
+    // Two HTTP/2 connections, each answered once, so both hold their slot ...
+    let held: Vec<_> = (0..2)
+        .map(|_| {
+            runtime.block_on(async {
+                let (mut sender, driver) = connect::<Full<Bytes>>(addr).await;
+                let health = hyper::http::Request::get(format!("http://{addr}/health"))
+                    .body(Full::new(Bytes::new()))
+                    .unwrap();
+                let (parts, _) = read(sender.send_request(health).await.unwrap()).await;
+                assert_eq!(parts.status, 200);
+                (sender, driver)
+            })
+        })
+        .collect();
+    // ... and a third from the same address is closed without a word (an accepted HTTP/2
+    // connection would at least send its SETTINGS).
+    let mut third = TcpStream::connect(addr).unwrap();
+    std::io::Write::write_all(&mut third, b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").unwrap();
+    assert_eq!(closed_by_server(&mut third), b"");
+    drop(held);
 }
