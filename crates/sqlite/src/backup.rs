@@ -59,19 +59,44 @@ fn copy_all(from: &Connection, to: &mut Connection) -> Result<(), rusqlite::Erro
     }
 }
 
-/// What `PRAGMA integrity_check` finds wrong in the database file at `path`, opened
-/// read-only: empty when the file is sound.
+/// Opens the database file at `path` read-only as it is on disk, without locks and without the
+/// `-wal` and `-shm` files: nothing is created beside it, and a write-ahead log beside it is not
+/// read (for a file about to be copied elsewhere, the file alone is what counts).
+///
+/// # Errors
+///
+/// The `SQLite` error of opening the file; `InvalidPath` when the path is not UTF-8.
+pub fn open_file_alone(path: &Path) -> Result<Connection, rusqlite::Error> {
+    let text = path
+        .to_str()
+        .ok_or_else(|| rusqlite::Error::InvalidPath(path.to_owned()))?;
+    let mut uri = String::from("file:");
+    for character in text.chars() {
+        match character {
+            '%' => uri.push_str("%25"),
+            '?' => uri.push_str("%3f"),
+            '#' => uri.push_str("%23"),
+            other => uri.push(other),
+        }
+    }
+    uri.push_str("?immutable=1");
+    Connection::open_with_flags(
+        uri,
+        OpenFlags::SQLITE_OPEN_READ_ONLY
+            | OpenFlags::SQLITE_OPEN_URI
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+}
+
+/// What `PRAGMA integrity_check` finds wrong in the database file at `path`, read as
+/// [`open_file_alone`] does: empty when the file is sound.
 ///
 /// # Errors
 ///
 /// The `SQLite` error of opening or reading the file: a file that is not a database at all
 /// is `SQLITE_NOTADB`, one damaged beyond reading `SQLITE_CORRUPT`.
 pub fn integrity_problems(path: &Path) -> Result<Vec<String>, rusqlite::Error> {
-    let connection = Connection::open_with_flags(
-        path,
-        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )?;
-    connection.busy_timeout(BUSY_TIMEOUT)?;
+    let connection = open_file_alone(path)?;
     let mut statement = connection.prepare("PRAGMA integrity_check")?;
     let messages = statement
         .query_map([], |row| row.get::<_, String>(0))?
@@ -129,6 +154,28 @@ mod tests {
         assert_eq!(integrity_problems(&out).unwrap(), Vec::<String>::new());
         assert_eq!(count(&out), 100);
         assert_eq!(count(&source), 101);
+        std::fs::remove_dir_all(&directory).unwrap();
+    }
+
+    /// A WAL-mode file with an odd name is read alone: nothing appears beside it.
+    #[test]
+    fn a_file_is_checked_alone_and_nothing_is_created_beside_it() {
+        let directory = directory("alone");
+        let path = directory.join("odd ?#% name.sqlite");
+        let writer = crate::open(&path).unwrap();
+        writer
+            .execute_batch("CREATE TABLE t_rows (id INTEGER PRIMARY KEY)")
+            .unwrap();
+        drop(writer);
+        let before: Vec<_> = std::fs::read_dir(&directory).unwrap().collect();
+        assert_eq!(before.len(), 1, "{before:?}");
+        assert!(integrity_problems(&path).unwrap().is_empty());
+        let tables: i64 = open_file_alone(&path)
+            .unwrap()
+            .query_row("SELECT COUNT(*) FROM sqlite_master", [], |row| row.get(0))
+            .unwrap();
+        assert_eq!(tables, 1);
+        assert_eq!(std::fs::read_dir(&directory).unwrap().count(), 1);
         std::fs::remove_dir_all(&directory).unwrap();
     }
 

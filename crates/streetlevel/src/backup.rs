@@ -97,6 +97,17 @@ pub fn run_backup(args: &BackupArgs) -> anyhow::Result<()> {
 }
 
 pub fn run_restore(args: &RestoreArgs) -> anyhow::Result<()> {
+    // Only the file is installed: writes still in a log beside it would be lost.
+    let log = with_suffix(&args.from, "-wal");
+    if std::fs::metadata(&log).is_ok_and(|metadata| metadata.len() > 0) {
+        anyhow::bail!(
+            "{} has a write-ahead log beside it ({}) whose writes the file alone lacks: restore \
+             a file made by `streetlevel backup`, or copy a database only after every process \
+             using it has stopped",
+            args.from.display(),
+            log.display()
+        );
+    }
     // Checked before anything in the data directory changes.
     verify(&args.from)?;
     std::fs::create_dir_all(&args.data)
@@ -185,9 +196,9 @@ fn verify(path: &Path) -> anyhow::Result<()> {
             problems.len()
         );
     }
-    let connection =
-        rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
-            .with_context(|| format!("cannot open {}", path.display()))?;
+    let connection = streetlevel_sqlite::open_file_alone(path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
+
     let version = streetlevel_sqlite::schema_version(&connection, "store")
         .with_context(|| format!("cannot read {}", path.display()))?;
     if version.is_none() {

@@ -224,7 +224,12 @@ fn a_restore_replaces_a_database_only_when_forced_and_never_a_damaged_backup() {
         .unwrap()
         .execute_batch("CREATE TABLE things (id INTEGER)")
         .unwrap();
+    // A copy of a live database without its log, which holds the latest writes.
+    let torn = backups.join("torn.sqlite");
+    std::fs::copy(&backup, &torn).unwrap();
+    std::fs::write(backups.join("torn.sqlite-wal"), b"some log").unwrap();
     for (bad, expected) in [
+        (&torn, "write-ahead log beside it"),
         (&damaged, "integrity_check"),
         (&not_a_database, "not a readable SQLite database"),
         (&other_database, "not a streetlevel one"),
