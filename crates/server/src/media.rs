@@ -426,8 +426,9 @@ fn pyramid_tile(original: &[u8], z: u32, x: u32, y: u32) -> Result<Option<Vec<u8
 
 #[cfg(test)]
 mod tests {
+    use streetlevel_model::{FakeClock, Timestamp};
+
     use super::*;
-    use crate::Clock as _;
 
     #[test]
     fn signed_urls_verify_and_tampering_fails() {
@@ -475,7 +476,7 @@ mod tests {
 
     #[test]
     fn a_url_verifies_through_its_expiry_second_and_not_after() {
-        let clock = crate::FixedClock(1_000_000);
+        let clock = FakeClock::new(Timestamp(1_000_000_000));
         let signer = Signer::new(b"k", 3600).unwrap();
         let (path, query, expires) = signed(&signer, clock.now_unix_seconds());
         // 1_000_000 + 3600 rounded up to a whole day.

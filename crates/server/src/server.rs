@@ -1,24 +1,33 @@
-//! The listener: accepts connections on hyper 1, bounds how many are served at once, reads
-//! bodies with a size limit, turns panics into 500s and shuts down gracefully.
+//! The listener: accepts connections on hyper 1, speaking HTTP/1.1 and HTTP/2 without TLS
+//! (h2c, prior knowledge: a client or proxy that starts with the HTTP/2 preface gets HTTP/2),
+//! bounds how many are served at once, closes idle ones, reads bodies with a size limit and a
+//! deadline, turns panics into 500s and shuts down gracefully.
 
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Request, Response};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
-use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
+use tokio::sync::{Notify, Semaphore, watch};
 
 use crate::app::App;
 use crate::{Config, Error, PublicUrls, Route, Services};
+
+/// Requests one HTTP/2 connection may have in progress at once. An HTTP/1.1 connection has
+/// one, so the connection caps bound a client's concurrent requests; HTTP/2 multiplies that
+/// bound by this number, which is kept small (a browser loading a map asks for a few dozen
+/// tiles at once; HTTP/1.1 browsers use six connections).
+const HTTP2_MAX_CONCURRENT_STREAMS: u32 = 32;
 
 /// A bound, not yet running server.
 pub struct Server {
@@ -77,11 +86,12 @@ impl Server {
     /// and returns.
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<(), Error> {
         let Server { listener, app, .. } = self;
-        let connections = Arc::new(Semaphore::new(app.config().max_connections.max(1)));
+        let max_connections = app.config().max_connections.max(1);
+        let connections = Arc::new(Semaphore::new(max_connections));
         let per_address = Arc::new(PerAddress::default());
         let max_per_address = app.config().max_connections_per_address.max(1);
         let mut accept_errors = AcceptErrors::default();
-        let graceful = GracefulShutdown::new();
+        let (stop_connections, stopping) = watch::channel(false);
         tokio::pin!(shutdown);
         loop {
             let permit = tokio::select! {
@@ -117,23 +127,63 @@ impl Server {
                 continue;
             };
             let _ = stream.set_nodelay(true);
+            let activity = Arc::new(Activity::default());
             let app_for_connection = Arc::clone(&app);
+            let activity_for_service = Arc::clone(&activity);
             let service = service_fn(move |mut request: Request<Incoming>| {
                 request
                     .extensions_mut()
                     .insert(streetlevel_ratelimit::ClientAddr(peer));
                 let app = Arc::clone(&app_for_connection);
-                async move { Ok::<_, Infallible>(serve_one(app, request).await) }
+                let busy = Activity::start(&activity_for_service);
+                async move {
+                    let response = serve_one(app, request).await;
+                    // In progress until the body is sent (hyper drops it then), so a slow
+                    // reader's download is never taken for idleness.
+                    Ok::<_, Infallible>(response.map(|body| Tracked { body, _busy: busy }))
+                }
             });
-            let mut builder = http1::Builder::new();
-            builder
-                .timer(TokioTimer::new())
-                .header_read_timeout(app.config().header_read_timeout)
-                .keep_alive(true);
-            let connection = builder.serve_connection(TokioIo::new(stream), service);
-            let connection = graceful.watch(connection);
+            let header_read_timeout = app.config().header_read_timeout;
+            let mut stopping = stopping.clone();
             tokio::spawn(async move {
-                if let Err(error) = connection.await {
+                let mut builder = auto::Builder::new(TokioExecutor::new());
+                builder
+                    .http1()
+                    .timer(TokioTimer::new())
+                    .header_read_timeout(header_read_timeout)
+                    .keep_alive(true);
+                builder
+                    .http2()
+                    .timer(TokioTimer::new())
+                    .max_concurrent_streams(HTTP2_MAX_CONCURRENT_STREAMS);
+                let connection = builder.serve_connection(TokioIo::new(stream), service);
+                tokio::pin!(connection);
+                // HTTP/1.1's header read timeout is hyper's; it has none for HTTP/2, nor for
+                // the first bytes it reads to tell the two apart, so a connection without a
+                // request in progress for that long is closed here, whatever it speaks. Closing
+                // is graceful first: responses under way are finished (HTTP/2: GOAWAY). A peer
+                // can stall that too (HTTP/2 waits for its SETTINGS, or for the answer to the
+                // PING of a graceful GOAWAY), so after a second idle period the connection is
+                // dropped.
+                let mut closing = false;
+                let result = loop {
+                    tokio::select! {
+                        result = connection.as_mut() => break result,
+                        () = activity.idle_for(header_read_timeout) => {
+                            if closing {
+                                tracing::debug!(%peer, "dropped a connection that did not close");
+                                break Ok(());
+                            }
+                            closing = true;
+                            connection.as_mut().graceful_shutdown();
+                        }
+                        _ = stopping.wait_for(|stop| *stop), if !closing => {
+                            closing = true;
+                            connection.as_mut().graceful_shutdown();
+                        }
+                    }
+                };
+                if let Err(error) = result {
                     tracing::debug!(%error, "connection ended with an error");
                 }
                 drop(permit);
@@ -141,8 +191,80 @@ impl Server {
             });
         }
         drop(listener);
-        graceful.shutdown().await;
+        let _ = stop_connections.send(true);
+        // Every connection holds a permit until it ends: having them all means all ended.
+        let all = u32::try_from(max_connections).unwrap_or(u32::MAX);
+        let _ = connections.acquire_many(all).await;
         Ok(())
+    }
+}
+
+/// Requests in progress on one connection, to tell when it has been idle for how long.
+#[derive(Debug, Default)]
+struct Activity {
+    in_flight: AtomicUsize,
+    changed: Notify,
+}
+
+/// One request in progress on a connection; it ends when dropped.
+#[derive(Debug)]
+struct Busy(Arc<Activity>);
+
+impl Activity {
+    fn start(activity: &Arc<Self>) -> Busy {
+        activity.in_flight.fetch_add(1, Ordering::SeqCst);
+        activity.changed.notify_waiters();
+        Busy(Arc::clone(activity))
+    }
+
+    /// Resolves once no request has been in progress for `timeout`.
+    async fn idle_for(&self, timeout: Duration) {
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            // Registered before looking, so a change between the look and the wait is seen.
+            changed.as_mut().enable();
+            if self.in_flight.load(Ordering::SeqCst) == 0 {
+                if tokio::time::timeout(timeout, changed).await.is_err() {
+                    return;
+                }
+            } else {
+                changed.await;
+            }
+        }
+    }
+}
+
+/// A response body that keeps its request counted as in progress until it is dropped.
+struct Tracked {
+    body: Full<Bytes>,
+    _busy: Busy,
+}
+
+impl hyper::body::Body for Tracked {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Infallible>>> {
+        std::pin::Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+        self.0.changed.notify_waiters();
     }
 }
 
@@ -161,13 +283,17 @@ async fn serve_one(app: Arc<App>, request: Request<Incoming>) -> Response<Full<B
         Err(_) => {
             // A slow body gets an answer, and the connection is not kept: the rest of the
             // body would be read as the next request.
+            let http1 = parts.version < http::Version::HTTP_2;
             let mut response = app
                 .respond_async(parts, Err(Error::BodyTimeout(timeout.as_secs())))
                 .await;
-            response.headers_mut().insert(
-                http::header::CONNECTION,
-                http::HeaderValue::from_static("close"),
-            );
+            // HTTP/2 has no such header: the stream ends, and the connection serves others.
+            if http1 {
+                response.headers_mut().insert(
+                    http::header::CONNECTION,
+                    http::HeaderValue::from_static("close"),
+                );
+            }
             return response.map(Full::new);
         }
         Ok(Ok(collected)) => Ok(collected.to_bytes()),

@@ -5,6 +5,10 @@ use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior};
 
+mod backup;
+
+pub use backup::{backup, integrity_problems, open_file_alone};
+
 /// How long a connection waits for another one's lock before giving up.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 

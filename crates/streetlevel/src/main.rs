@@ -1,7 +1,9 @@
-//! The `streetlevel` command line: `serve`, `fixtures`, `import`, and the admin commands
-//! `apps` and `users`. Each subcommand lives in its own module of this binary.
+//! The `streetlevel` command line: `serve`, `fixtures`, `import`, `backup`, `restore`, and
+//! the admin commands `apps` and `users`. Each subcommand lives in its own module of this binary.
 
 mod admin;
+mod backup;
+mod data_lock;
 mod fixtures;
 mod import;
 mod serve;
@@ -24,6 +26,10 @@ enum Command {
     Fixtures(fixtures::Args),
     /// Import geotagged JPEG files and folders into a data directory.
     Import(import::Args),
+    /// Copy the database of a data directory, also while a server runs and writes to it.
+    Backup(backup::BackupArgs),
+    /// Install a backup into a data directory no server is running on.
+    Restore(backup::RestoreArgs),
     /// Manage developer apps.
     #[command(subcommand)]
     Apps(admin::AppsCommand),
@@ -49,6 +55,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Serve(args) => serve::run(*args),
         Command::Fixtures(args) => fixtures::run(args),
         Command::Import(args) => import::run(&args),
+        Command::Backup(args) => backup::run_backup(&args),
+        Command::Restore(args) => backup::run_restore(&args),
         Command::Apps(command) => admin::run_apps(command),
         Command::Users(command) => admin::run_users(command),
     }

@@ -90,32 +90,6 @@ fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     options.open(path)?.write_all(bytes)
 }
 
-/// The data directory's lock file: held (flock) for as long as a server serves it.
-const LOCK_FILE: &str = "streetlevel.lock";
-
-/// Takes the data directory for this process: a second server on the same directory would
-/// run its own upload worker and caches over the same files, so it is refused. The lock is
-/// the kernel's, so it goes with the process, however it ends.
-fn lock_data_dir(data: &Path) -> anyhow::Result<std::fs::File> {
-    let path = data.join(LOCK_FILE);
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .with_context(|| format!("cannot open {}", path.display()))?;
-    rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).map_err(
-        |_| {
-            anyhow::anyhow!(
-                "another streetlevel server is serving {} (it holds {})",
-                data.display(),
-                path.display()
-            )
-        },
-    )?;
-    Ok(file)
-}
-
 /// A database file of zero bytes is a damaged or truncated copy, not a new data set: `SQLite`
 /// would take it for an empty database and the server would serve nothing without a word.
 fn check_database_file(data: &Path) -> anyhow::Result<()> {
@@ -208,7 +182,9 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         upload_limits,
     } = settings::resolve(settings, args.debug_panic_route, media_key)?;
     check_database_file(&data)?;
-    let _lock = lock_data_dir(&data)?;
+    // A second server on the same directory would run its own upload worker and caches
+    // over the same files, so it is refused.
+    let _lock = crate::data_lock::lock_data_dir(&data, "")?;
     // Bound before the store loads, so a port in use is reported at once.
     let listener = listen(&addr).await?;
     // The one clock: tokens, sign-in throttles, quotas and media URLs all read it.

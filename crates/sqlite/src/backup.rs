@@ -1,0 +1,230 @@
+//! Online backup of the shared database file and its verification, with `SQLite`'s backup
+//! API: a consistent copy taken while other connections (a running server) keep writing.
+
+use std::path::Path;
+
+use rusqlite::backup::{Backup, StepResult};
+use rusqlite::{Connection, OpenFlags};
+
+use crate::BUSY_TIMEOUT;
+
+/// Copies the database at `source` into a new file at `out`: one snapshot of the source, as
+/// of the moment the copy started, whatever other connections write meanwhile. The copy is a
+/// single self-contained file (rollback journal, not WAL), so it can be moved and opened
+/// read-only. `out` must not exist; `source` must.
+///
+/// The whole copy is one backup step: in WAL mode a reader never blocks a writer, so the
+/// server keeps writing while it runs, and a copy in many small steps would restart on
+/// every write of another connection and might never finish under a steady stream of them.
+///
+/// # Errors
+///
+/// The `SQLite` error of opening either file or of copying (a missing source is
+/// `SQLITE_CANTOPEN`).
+pub fn backup(source: &Path, out: &Path) -> Result<(), rusqlite::Error> {
+    let source = Connection::open_with_flags(
+        source,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    source.busy_timeout(BUSY_TIMEOUT)?;
+    let mut copy = Connection::open_with_flags(
+        out,
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    copy.busy_timeout(BUSY_TIMEOUT)?;
+    copy_all(&source, &mut copy)?;
+    copy.pragma_update(None, "journal_mode", "DELETE")?;
+    copy.close().map_err(|(_, error)| error)
+}
+
+/// Copies every page of `from` into `to` in one step, retrying while a lock is in the way
+/// (the busy handler has already waited [`BUSY_TIMEOUT`] each time).
+fn copy_all(from: &Connection, to: &mut Connection) -> Result<(), rusqlite::Error> {
+    let backup = Backup::new(from, to)?;
+    let mut attempts = 0;
+    loop {
+        match backup.step(-1)? {
+            StepResult::Done => return Ok(()),
+            StepResult::Busy | StepResult::Locked if attempts < 3 => attempts += 1,
+            // `More` cannot follow a step of every page; treat it like a lock that stays.
+            _ => {
+                return Err(rusqlite::Error::SqliteFailure(
+                    rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_BUSY),
+                    Some(String::from("the database stayed locked during the copy")),
+                ));
+            }
+        }
+    }
+}
+
+/// Opens the database file at `path` read-only as it is on disk, without locks and without the
+/// `-wal` and `-shm` files: nothing is created beside it, and a write-ahead log beside it is not
+/// read (for a file about to be copied elsewhere, the file alone is what counts).
+///
+/// # Errors
+///
+/// The `SQLite` error of opening the file; `InvalidPath` when the path is not UTF-8.
+pub fn open_file_alone(path: &Path) -> Result<Connection, rusqlite::Error> {
+    let text = path
+        .to_str()
+        .ok_or_else(|| rusqlite::Error::InvalidPath(path.to_owned()))?;
+    let mut uri = String::from("file:");
+    for character in text.chars() {
+        match character {
+            '%' => uri.push_str("%25"),
+            '?' => uri.push_str("%3f"),
+            '#' => uri.push_str("%23"),
+            other => uri.push(other),
+        }
+    }
+    uri.push_str("?immutable=1");
+    Connection::open_with_flags(
+        uri,
+        OpenFlags::SQLITE_OPEN_READ_ONLY
+            | OpenFlags::SQLITE_OPEN_URI
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+}
+
+/// What `PRAGMA integrity_check` finds wrong in the database file at `path`, read as
+/// [`open_file_alone`] does: empty when the file is sound.
+///
+/// # Errors
+///
+/// The `SQLite` error of opening or reading the file: a file that is not a database at all
+/// is `SQLITE_NOTADB`, one damaged beyond reading `SQLITE_CORRUPT`.
+pub fn integrity_problems(path: &Path) -> Result<Vec<String>, rusqlite::Error> {
+    let connection = open_file_alone(path)?;
+    let mut statement = connection.prepare("PRAGMA integrity_check")?;
+    let messages = statement
+        .query_map([], |row| row.get::<_, String>(0))?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(messages
+        .into_iter()
+        .filter(|message| message != "ok")
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn directory(name: &str) -> std::path::PathBuf {
+        let directory = std::env::temp_dir().join(format!(
+            "streetlevel-sqlite-backup-{name}-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&directory);
+        std::fs::create_dir_all(&directory).unwrap();
+        directory
+    }
+
+    fn count(path: &Path) -> i64 {
+        Connection::open(path)
+            .unwrap()
+            .query_row("SELECT COUNT(*) FROM t_rows", [], |row| row.get(0))
+            .unwrap()
+    }
+
+    /// Rows still in the write-ahead log (never checkpointed into the main file) are in the
+    /// copy, and the copy stands alone: no `-wal` file goes with it.
+    #[test]
+    fn the_copy_holds_what_the_log_holds_and_stands_alone() {
+        let directory = directory("wal");
+        let source = directory.join("source.sqlite");
+        let writer = crate::open(&source).unwrap();
+        writer.pragma_update(None, "wal_autocheckpoint", 0).unwrap();
+        writer
+            .execute_batch("CREATE TABLE t_rows (id INTEGER PRIMARY KEY)")
+            .unwrap();
+        for id in 0..100 {
+            writer
+                .execute("INSERT INTO t_rows (id) VALUES (?1)", [id])
+                .unwrap();
+        }
+        let out = directory.join("copy.sqlite");
+        backup(&source, &out).unwrap();
+        // Written after the copy: not in it.
+        writer
+            .execute("INSERT INTO t_rows (id) VALUES (1000)", [])
+            .unwrap();
+        assert!(!directory.join("copy.sqlite-wal").exists());
+        assert_eq!(integrity_problems(&out).unwrap(), Vec::<String>::new());
+        assert_eq!(count(&out), 100);
+        assert_eq!(count(&source), 101);
+        std::fs::remove_dir_all(&directory).unwrap();
+    }
+
+    /// A WAL-mode file with an odd name is read alone: nothing appears beside it.
+    #[test]
+    fn a_file_is_checked_alone_and_nothing_is_created_beside_it() {
+        let directory = directory("alone");
+        let path = directory.join("odd ?#% name.sqlite");
+        let writer = crate::open(&path).unwrap();
+        writer
+            .execute_batch("CREATE TABLE t_rows (id INTEGER PRIMARY KEY)")
+            .unwrap();
+        drop(writer);
+        let before: Vec<_> = std::fs::read_dir(&directory).unwrap().collect();
+        assert_eq!(before.len(), 1, "{before:?}");
+        assert!(integrity_problems(&path).unwrap().is_empty());
+        let tables: i64 = open_file_alone(&path)
+            .unwrap()
+            .query_row("SELECT COUNT(*) FROM sqlite_master", [], |row| row.get(0))
+            .unwrap();
+        assert_eq!(tables, 1);
+        assert_eq!(std::fs::read_dir(&directory).unwrap().count(), 1);
+        std::fs::remove_dir_all(&directory).unwrap();
+    }
+
+    #[test]
+    fn a_missing_source_creates_nothing() {
+        let directory = directory("missing");
+        let out = directory.join("copy.sqlite");
+        assert!(backup(&directory.join("absent.sqlite"), &out).is_err());
+        assert!(!directory.join("absent.sqlite").exists());
+        std::fs::remove_dir_all(&directory).unwrap();
+    }
+
+    #[test]
+    fn damage_is_reported_and_garbage_is_an_error() {
+        let directory = directory("damage");
+        let path = directory.join("damaged.sqlite");
+        let connection = Connection::open(&path).unwrap();
+        connection
+            .execute_batch(
+                "CREATE TABLE t_rows (id INTEGER PRIMARY KEY, text TEXT);
+                 CREATE INDEX t_rows_text ON t_rows (text);",
+            )
+            .unwrap();
+        connection.execute_batch("BEGIN").unwrap();
+        for id in 0..2000 {
+            connection
+                .execute(
+                    "INSERT INTO t_rows (id, text) VALUES (?1, ?2)",
+                    rusqlite::params![id, format!("row number {id} of the test")],
+                )
+                .unwrap();
+        }
+        connection.execute_batch("COMMIT").unwrap();
+        drop(connection);
+        assert!(integrity_problems(&path).unwrap().is_empty());
+        // Overwrite the middle of the file (page 1, the header, stays intact).
+        let mut bytes = std::fs::read(&path).unwrap();
+        let middle = bytes.len() / 2;
+        bytes[middle..middle + 8192].fill(0xa5);
+        std::fs::write(&path, &bytes).unwrap();
+        let found = integrity_problems(&path);
+        assert!(
+            found.as_ref().map_or(true, |problems| !problems.is_empty()),
+            "{found:?}"
+        );
+
+        let garbage = directory.join("garbage.sqlite");
+        std::fs::write(&garbage, b"this is not a database, not even close to one").unwrap();
+        assert!(integrity_problems(&garbage).is_err());
+        std::fs::remove_dir_all(&directory).unwrap();
+    }
+}
