@@ -181,6 +181,10 @@ pub struct Server {
     _stdin: ChildStdin,
     /// The bound address.
     pub addr: SocketAddr,
+    /// The lines the server printed to standard output before `listening on`.
+    pub announced: Vec<String>,
+    /// Standard error, when started with [`Server::start_captured`].
+    stderr: Option<std::sync::Arc<std::sync::Mutex<String>>>,
 }
 
 impl Server {
@@ -203,6 +207,40 @@ impl Server {
         extra: &[&str],
         env: &[(&str, &str)],
     ) -> Server {
+        Server::spawn(binary, dir, addr, extra, env, false)
+    }
+
+    /// [`Server::start_with_env`] on `127.0.0.1:0`, keeping the server's standard error for
+    /// [`Server::stderr`] instead of passing it through.
+    pub fn start_captured(
+        binary: &Path,
+        dir: &Path,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Server {
+        Server::spawn(binary, dir, "127.0.0.1:0", extra, env, true)
+    }
+
+    /// What the server wrote to standard error so far ([`Server::start_captured`] only).
+    pub fn stderr(&self) -> String {
+        self.stderr
+            .as_ref()
+            .map(|text| {
+                text.lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .clone()
+            })
+            .unwrap_or_default()
+    }
+
+    fn spawn(
+        binary: &Path,
+        dir: &Path,
+        addr: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+        capture_stderr: bool,
+    ) -> Server {
         let mut command = Command::new(binary);
         for (name, _) in std::env::vars_os() {
             if name.to_string_lossy().starts_with("STREETLEVEL_") {
@@ -210,21 +248,40 @@ impl Server {
             }
         }
         let mut child = command
-            .envs(env.iter().copied())
             .arg("serve")
             .arg("--data")
             .arg(dir)
             .args(["--addr", addr, "--exit-on-stdin-eof"])
             .args(extra)
             .env("RUST_LOG", "warn")
+            .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(if capture_stderr {
+                Stdio::piped()
+            } else {
+                Stdio::inherit()
+            })
             .spawn()
             .expect("streetlevel serve starts");
+        let stderr = child.stderr.take().map(|pipe| {
+            let text = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+            let sink = std::sync::Arc::clone(&text);
+            std::thread::spawn(move || {
+                for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                    let mut sink = sink
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                    sink.push_str(&line);
+                    sink.push('\n');
+                }
+            });
+            text
+        });
         let stdin = child.stdin.take().expect("piped stdin");
         let stdout = child.stdout.take().expect("piped stdout");
         let mut lines = BufReader::new(stdout).lines();
+        let mut announced = Vec::new();
         let addr = loop {
             let line = lines
                 .next()
@@ -233,6 +290,7 @@ impl Server {
             if let Some(url) = line.strip_prefix("listening on http://") {
                 break url.trim().parse().expect("a socket address");
             }
+            announced.push(line);
         };
         // Keep draining stdout so the server never blocks on a full pipe.
         std::thread::spawn(move || for _ in lines {});
@@ -240,6 +298,8 @@ impl Server {
             child,
             _stdin: stdin,
             addr,
+            announced,
+            stderr,
         }
     }
 

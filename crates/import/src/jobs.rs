@@ -214,6 +214,34 @@ impl Uploads {
         )
     }
 
+    /// How many jobs are in each state (for metrics), every state listed.
+    pub fn job_counts(&self) -> Result<Vec<(JobState, u64)>, ImportError> {
+        let connection = self.connection();
+        let mut statement =
+            connection.prepare("SELECT state, COUNT(*) FROM import_jobs GROUP BY state")?;
+        let rows = statement
+            .query_map([], |row| {
+                Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?))
+            })?
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok([
+            JobState::Received,
+            JobState::Processing,
+            JobState::Published,
+            JobState::Failed,
+        ]
+        .into_iter()
+        .map(|state| {
+            let count = rows
+                .iter()
+                .filter(|(name, _)| JobState::parse(name) == state)
+                .map(|(_, count)| u64::try_from(*count).unwrap_or(0))
+                .sum();
+            (state, count)
+        })
+        .collect())
+    }
+
     /// One job.
     pub fn job(&self, id: u64) -> Result<Option<Job>, ImportError> {
         Ok(self.query_jobs("WHERE id = ?1", id as i64)?.pop())

@@ -160,11 +160,13 @@ impl App {
         if parts.method == Method::OPTIONS {
             return reply::preflight(&parts.headers);
         }
+        let route = Route::of(parts.uri.path());
+        let class = route.class();
         let result = match body {
-            Ok(body) => self.dispatch(&parts, body).await,
+            Ok(body) => self.dispatch(&parts, route, body).await,
             Err(error) => Err(error),
         };
-        self.complete(&parts, &request_id, started, result)
+        self.complete(&parts, class, &request_id, started, result)
     }
 
     /// Answers `POST /upload/<key>`, whose body streams to disk instead of being read first.
@@ -180,14 +182,15 @@ impl App {
             .receive_upload(&parts, key, body)
             .await
             .map(Dispatched::Reply);
-        self.complete(&parts, &request_id, started, result)
+        self.complete(&parts, "upload", &request_id, started, result)
     }
 
     /// The response for a handler's result: errors mapped, CORS and caching headers added,
-    /// and the request logged.
+    /// and the request logged and counted, once.
     fn complete(
         &self,
         parts: &Parts,
+        class: &'static str,
         request_id: &str,
         started: Instant,
         result: Result<Dispatched, Error>,
@@ -213,14 +216,17 @@ impl App {
                 )
             }
         };
+        let elapsed = started.elapsed();
         tracing::info!(
             request_id,
+            class,
             method = %parts.method,
             path = parts.uri.path(),
             status = response.status().as_u16(),
-            micros = started.elapsed().as_micros() as u64,
+            micros = elapsed.as_micros() as u64,
             "request"
         );
+        crate::metrics::request(class, response.status(), elapsed);
         response
     }
 
@@ -255,8 +261,12 @@ impl App {
         reply
     }
 
-    async fn dispatch(self: &Arc<Self>, parts: &Parts, body: Bytes) -> Result<Dispatched, Error> {
-        let route = Route::of(parts.uri.path());
+    async fn dispatch(
+        self: &Arc<Self>,
+        parts: &Parts,
+        route: Route,
+        body: Bytes,
+    ) -> Result<Dispatched, Error> {
         if !route.allows(&parts.method) {
             return Err(Error::MethodNotAllowed(parts.method.to_string()));
         }
@@ -347,7 +357,10 @@ impl App {
     }
 
     fn handle(&self, route: &Route, parts: &Parts, query: &Query) -> Result<Reply, Error> {
-        let caller = self.services.auth.authenticate(parts)?;
+        let caller = self.services.auth.authenticate(parts);
+        let result = if caller.is_ok() { "ok" } else { "refused" };
+        metrics::counter!(crate::metrics::TOKEN_CHECKS, "result" => result).increment(1);
+        let caller = caller?;
         let class = match route {
             Route::Tile { .. } => Class::Tiles,
             Route::SearchImages | Route::SearchMapFeatures | Route::SearchDetections => {
@@ -359,7 +372,11 @@ impl App {
             .services
             .rate_limits
             .check(caller.app_id, class)
-            .map_err(Error::RateLimited)?;
+            .map_err(|rejection| {
+                metrics::counter!(crate::metrics::RATE_LIMITED, "class" => quota_class(class))
+                    .increment(1);
+                Error::RateLimited(rejection)
+            })?;
         let store = self
             .services
             .store
@@ -426,6 +443,14 @@ impl App {
     /// The signed URL of a media object.
     pub fn media_url(&self, object: &MediaObject) -> String {
         self.services.media_links.url(object)
+    }
+}
+
+fn quota_class(class: Class) -> &'static str {
+    match class {
+        Class::Entity => "entity",
+        Class::Search => "search",
+        Class::Tiles => "tiles",
     }
 }
 

@@ -6,6 +6,7 @@ mod config;
 mod endpoints;
 mod error;
 pub mod media;
+pub mod metrics;
 pub mod query;
 pub mod reply;
 mod route;

@@ -111,6 +111,31 @@ impl Route {
         }
     }
 
+    /// The route's class in logs and metrics: a small closed set, so a metric label never
+    /// carries an ID or a path.
+    pub fn class(&self) -> &'static str {
+        match self {
+            Route::Tile { .. } => "tile",
+            Route::Media => "media",
+            Route::Token => "token",
+            Route::SearchImages | Route::SearchMapFeatures | Route::SearchDetections => "search",
+            Route::ImageIds
+            | Route::Multiple
+            | Route::Entity(_)
+            | Route::DetectionsOf(_)
+            | Route::ImageTiles(_) => "entity",
+            Route::Login => "sign_in",
+            Route::Me
+            | Route::Upload(_)
+            | Route::FinishUpload
+            | Route::Logging
+            | Route::Uploads => "upload",
+            Route::Health | Route::Ready => "probe",
+            Route::Page(_) => "page",
+            Route::DebugPanic | Route::Other => "other",
+        }
+    }
+
     /// The methods the route answers (besides `OPTIONS`).
     pub fn allows(&self, method: &Method) -> bool {
         match self {

@@ -165,8 +165,10 @@ pub fn tile(
     let key = (tileset, tile.z(), tile.x(), tile.y());
     let generation = store.generation();
     if let Some(hit) = cache.get(&key, generation) {
+        metrics::counter!(crate::metrics::TILE_CACHE, "result" => "hit").increment(1);
         return Ok(hit);
     }
+    metrics::counter!(crate::metrics::TILE_CACHE, "result" => "miss").increment(1);
     let bytes = Bytes::from(encode(store, tileset, tile)?);
     let etag = format!(
         "\"t{generation:x}-{}\"",

@@ -23,7 +23,7 @@ use streetlevel_web::{Registry, StoreImages, Web, WebConfig};
 use tokio::net::TcpListener;
 
 use self::media::DataDirMedia;
-use self::settings::{Resolved, Settings};
+use self::settings::{LogFormat, Resolved, Settings};
 
 /// Options of `streetlevel serve`.
 #[derive(clap::Args, Debug)]
@@ -44,21 +44,39 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    init_logging();
+    let settings = settings::merge(&args.settings, args.config.as_deref())?;
+    let _log_writer = init_logging(settings.log_format.unwrap_or_default());
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(serve(args))
+    runtime.block_on(serve(args, settings))
 }
 
-fn init_logging() {
+/// Logs to standard error through a writer thread, so a slow terminal or pipe never stalls
+/// a request (it blocks rather than drops when its queue is full: no line is lost); colours
+/// only when standard error is a terminal. The guard flushes the queue when dropped.
+fn init_logging(format: LogFormat) -> tracing_appender::non_blocking::WorkerGuard {
+    use std::io::IsTerminal as _;
+    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+        .lossy(false)
+        .finish(std::io::stderr());
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
+        .with_writer(writer);
+    let _ = match format {
+        LogFormat::Text => builder
+            .with_ansi(std::io::stderr().is_terminal())
+            .try_init(),
+        LogFormat::Json => builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .try_init(),
+    };
+    guard
 }
 
 /// The media signing key: from the config, else `DATA/media.key` (created on first start).
@@ -121,6 +139,61 @@ async fn load_store(data: &Path) -> anyhow::Result<Store> {
     Ok(store)
 }
 
+/// Installs the Prometheus recorder and serves it on `metrics_addr`, announced on standard
+/// output (`metrics on http://ADDR`, before `listening on`). The store's and the upload
+/// queue's sizes are read at each scrape.
+async fn start_metrics(
+    metrics_addr: &str,
+    store: Arc<RwLock<Store>>,
+    uploads: Arc<Uploads>,
+) -> anyhow::Result<()> {
+    use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
+    use streetlevel_server::metrics;
+    let listener = listen(metrics_addr).await?;
+    let handle = PrometheusBuilder::new()
+        .set_buckets_for_metric(
+            Matcher::Full(metrics::REQUEST_SECONDS.to_owned()),
+            metrics::REQUEST_SECONDS_BUCKETS,
+        )
+        .context("invalid histogram buckets")?
+        .install_recorder()
+        .context("cannot install the metrics recorder")?;
+    let render = move || {
+        {
+            let store = store.read().unwrap_or_else(PoisonError::into_inner);
+            for (kind, count) in [
+                ("images", store.image_count()),
+                ("sequences", store.sequence_count()),
+                ("map_features", store.map_feature_count()),
+                ("detections", store.detection_count()),
+            ] {
+                ::metrics::gauge!(metrics::STORE_ENTITIES, "kind" => kind).set(count as f64);
+            }
+        }
+        match uploads.job_counts() {
+            Ok(counts) => {
+                for (state, count) in counts {
+                    ::metrics::gauge!(metrics::UPLOAD_JOBS, "state" => state.as_str())
+                        .set(count as f64);
+                }
+            }
+            Err(error) => tracing::warn!(%error, "cannot count upload jobs for metrics"),
+        }
+        handle.run_upkeep();
+        handle.render()
+    };
+    announce_metrics(listener.local_addr()?);
+    tokio::spawn(metrics::serve_metrics(listener, Arc::new(render)));
+    Ok(())
+}
+
+#[allow(clippy::print_stdout)]
+fn announce_metrics(addr: SocketAddr) {
+    use std::io::Write;
+    println!("metrics on http://{addr}/metrics");
+    let _ = std::io::stdout().flush();
+}
+
 /// Binds `addr` (`HOST:PORT`, the host a name or an IP address): the first of its addresses
 /// that can be bound. The error is one line that says what to do.
 async fn listen(addr: &str) -> anyhow::Result<TcpListener> {
@@ -171,11 +244,11 @@ fn warn_if_empty(store: &Store, data: &Path) {
     }
 }
 
-async fn serve(args: Args) -> anyhow::Result<()> {
-    let settings = settings::merge(&args.settings, args.config.as_deref())?;
+async fn serve(args: Args, settings: Settings) -> anyhow::Result<()> {
     let Resolved {
         data,
         addr,
+        metrics_addr,
         config,
         limits,
         assets_dir,
@@ -256,6 +329,9 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         uploads: Some(Arc::clone(&uploads)),
         sign_in: Arc::clone(&sign_in),
     };
+    if let Some(metrics_addr) = metrics_addr {
+        start_metrics(&metrics_addr, Arc::clone(&store), Arc::clone(&uploads)).await?;
+    }
     let server = Server::on_listener(listener, config, services)
         .with_context(|| format!("cannot serve on {addr}"))?;
     let shutdown = shutdown_signal(args.exit_on_stdin_eof);

@@ -94,12 +94,31 @@ pub struct Settings {
     /// still image.
     #[arg(long, env = "STREETLEVEL_ASSETS_DIR")]
     pub assets_dir: Option<PathBuf>,
+    /// Serve Prometheus metrics at `http://HOST:PORT/metrics` on a listener of their own (off
+    /// by default; bind it to loopback or a private network).
+    #[arg(long, env = "STREETLEVEL_METRICS_ADDR")]
+    pub metrics_addr: Option<String>,
+    /// Log lines as `text` or `json` (one object per line); which lines is `RUST_LOG`'s
+    /// choice (default `info`). [default: text]
+    #[arg(long, env = "STREETLEVEL_LOG_FORMAT", value_enum)]
+    pub log_format: Option<LogFormat>,
     /// Largest upload session, bytes. [default: 4294967296]
     #[arg(long, env = "STREETLEVEL_MAX_UPLOAD_SESSION_BYTES")]
     pub max_upload_session_bytes: Option<u64>,
     /// Bytes one user may have uploaded and not yet processed. [default: 17179869184]
     #[arg(long, env = "STREETLEVEL_MAX_PENDING_UPLOAD_BYTES_PER_USER")]
     pub max_pending_upload_bytes_per_user: Option<u64>,
+}
+
+/// How log lines are written.
+#[derive(clap::ValueEnum, Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable lines (colours only on a terminal).
+    #[default]
+    Text,
+    /// One JSON object per line, for log shippers.
+    Json,
 }
 
 /// The settings merged from the command line (flags and environment, already merged by clap)
@@ -128,6 +147,7 @@ pub fn merge(command_line: &Settings, config_file: Option<&Path>) -> anyhow::Res
 pub struct Resolved {
     pub data: PathBuf,
     pub addr: String,
+    pub metrics_addr: Option<String>,
     pub config: Config,
     pub limits: streetlevel_ratelimit::Config,
     /// `None`: the web crate's default (`web/node_modules` of the source tree).
@@ -224,6 +244,7 @@ pub fn resolve(
     };
     Ok(Resolved {
         data,
+        metrics_addr: settings.metrics_addr,
         addr: settings
             .addr
             .unwrap_or_else(|| String::from("127.0.0.1:8080")),
