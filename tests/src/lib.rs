@@ -221,6 +221,11 @@ impl Server {
         Server::spawn(binary, dir, "127.0.0.1:0", extra, env, true)
     }
 
+    /// The server's process ID.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// What the server wrote to standard error so far ([`Server::start_captured`] only).
     pub fn stderr(&self) -> String {
         self.stderr

@@ -44,6 +44,9 @@ pub struct Config {
     /// How long a request body (other than an upload's, which streams) may take to arrive in
     /// full; a slower one is answered 408 and the connection closed.
     pub body_read_timeout: Duration,
+    /// How long a client may take none of a response before the connection is dropped
+    /// (between two writes, as nginx's `send_timeout`, not for the whole response).
+    pub send_timeout: Duration,
     /// Encoded tiles kept in memory.
     pub tile_cache_entries: usize,
     /// `Cache-Control: max-age` of tiles, seconds.
@@ -70,6 +73,7 @@ impl Default for Config {
             max_connections: 1024,
             max_connections_per_address: 64,
             body_read_timeout: Duration::from_secs(10),
+            send_timeout: Duration::from_secs(30),
             tile_cache_entries: 4096,
             tile_max_age_seconds: 3600,
             debug_panic_route: false,

@@ -17,6 +17,9 @@ use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpListener;
 use tokio::sync::{Notify, Semaphore, watch};
 
@@ -143,52 +146,19 @@ impl Server {
                     Ok::<_, Infallible>(response.map(|body| Tracked { body, _busy: busy }))
                 }
             });
-            let header_read_timeout = app.config().header_read_timeout;
-            let mut stopping = stopping.clone();
-            tokio::spawn(async move {
-                let mut builder = auto::Builder::new(TokioExecutor::new());
-                builder
-                    .http1()
-                    .timer(TokioTimer::new())
-                    .header_read_timeout(header_read_timeout)
-                    .keep_alive(true);
-                builder
-                    .http2()
-                    .timer(TokioTimer::new())
-                    .max_concurrent_streams(HTTP2_MAX_CONCURRENT_STREAMS);
-                let connection = builder.serve_connection(TokioIo::new(stream), service);
-                tokio::pin!(connection);
-                // HTTP/1.1's header read timeout is hyper's; it has none for HTTP/2, nor for
-                // the first bytes it reads to tell the two apart, so a connection without a
-                // request in progress for that long is closed here, whatever it speaks. Closing
-                // is graceful first: responses under way are finished (HTTP/2: GOAWAY). A peer
-                // can stall that too (HTTP/2 waits for its SETTINGS, or for the answer to the
-                // PING of a graceful GOAWAY), so after a second idle period the connection is
-                // dropped.
-                let mut closing = false;
-                let result = loop {
-                    tokio::select! {
-                        result = connection.as_mut() => break result,
-                        () = activity.idle_for(header_read_timeout) => {
-                            if closing {
-                                tracing::debug!(%peer, "dropped a connection that did not close");
-                                break Ok(());
-                            }
-                            closing = true;
-                            connection.as_mut().graceful_shutdown();
-                        }
-                        _ = stopping.wait_for(|stop| *stop), if !closing => {
-                            closing = true;
-                            connection.as_mut().graceful_shutdown();
-                        }
-                    }
-                };
-                if let Err(error) = result {
-                    tracing::debug!(%error, "connection ended with an error");
-                }
-                drop(permit);
-                drop(address_slot);
-            });
+            let limits = ConnectionLimits {
+                header_read_timeout: app.config().header_read_timeout,
+                send_timeout: app.config().send_timeout,
+            };
+            tokio::spawn(serve_connection(
+                stream,
+                peer,
+                service,
+                activity,
+                limits,
+                stopping.clone(),
+                (permit, address_slot),
+            ));
         }
         drop(listener);
         let _ = stop_connections.send(true);
@@ -196,6 +166,173 @@ impl Server {
         let all = u32::try_from(max_connections).unwrap_or(u32::MAX);
         let _ = connections.acquire_many(all).await;
         Ok(())
+    }
+}
+
+/// The timeouts of one connection.
+#[derive(Clone, Copy)]
+struct ConnectionLimits {
+    header_read_timeout: Duration,
+    send_timeout: Duration,
+}
+
+/// Serves one accepted connection until it ends, holding its slots (`held`) until then.
+async fn serve_connection<S>(
+    stream: tokio::net::TcpStream,
+    peer: SocketAddr,
+    service: S,
+    activity: Arc<Activity>,
+    limits: ConnectionLimits,
+    mut stopping: watch::Receiver<bool>,
+    held: (tokio::sync::OwnedSemaphorePermit, AddressSlot),
+) where
+    S: hyper::service::Service<Request<Incoming>, Response = Response<Tracked>, Error = Infallible>
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+{
+    let ConnectionLimits {
+        header_read_timeout,
+        send_timeout,
+    } = limits;
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(header_read_timeout)
+        .keep_alive(true);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(HTTP2_MAX_CONCURRENT_STREAMS);
+    let stream = SendTimeout::new(stream, send_timeout);
+    let connection = builder.serve_connection(TokioIo::new(stream), service);
+    tokio::pin!(connection);
+    // HTTP/1.1's header read timeout is hyper's; it has none for HTTP/2, nor for
+    // the first bytes it reads to tell the two apart, so a connection without a
+    // request in progress for that long is closed here, whatever it speaks. Closing
+    // is graceful first: responses under way are finished (HTTP/2: GOAWAY). A peer
+    // can stall that too (HTTP/2 waits for its SETTINGS, or for the answer to the
+    // PING of a graceful GOAWAY), so after a second idle period the connection is
+    // dropped.
+    let mut closing = false;
+    let result = loop {
+        tokio::select! {
+            result = connection.as_mut() => break result,
+            () = activity.idle_for(header_read_timeout) => {
+                if closing {
+                    tracing::debug!(%peer, "dropped a connection that did not close");
+                    break Ok(());
+                }
+                closing = true;
+                connection.as_mut().graceful_shutdown();
+            }
+            _ = stopping.wait_for(|stop| *stop), if !closing => {
+                closing = true;
+                connection.as_mut().graceful_shutdown();
+            }
+        }
+    };
+    if let Err(error) = result {
+        tracing::debug!(%error, "connection ended with an error");
+    }
+    drop(held);
+}
+
+/// A socket whose writes fail once the peer has taken none of our bytes for `timeout` (as
+/// nginx's `send_timeout`): a client that asks and stops reading cannot hold a connection
+/// slot and its response forever. The bound is between two writes, not on the whole response,
+/// so a slow but reading client still gets a large download.
+struct SendTimeout<T> {
+    inner: T,
+    timeout: Duration,
+    stalled: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl<T> SendTimeout<T> {
+    fn new(inner: T, timeout: Duration) -> Self {
+        SendTimeout {
+            inner,
+            timeout,
+            stalled: None,
+        }
+    }
+
+    /// Called when a write would block: fails once it has blocked for the timeout.
+    fn stall<R>(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<R>> {
+        let timeout = self.timeout;
+        let sleep = self
+            .stalled
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
+        match sleep.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "the client took none of the response for the send timeout",
+            ))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn progressed<R>(
+        &mut self,
+        result: Poll<std::io::Result<R>>,
+        cx: &mut Context<'_>,
+    ) -> Poll<std::io::Result<R>> {
+        match result {
+            Poll::Ready(result) => {
+                self.stalled = None;
+                Poll::Ready(result)
+            }
+            Poll::Pending => self.stall(cx),
+        }
+    }
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for SendTimeout<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for SendTimeout<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let this = &mut *self;
+        let result = Pin::new(&mut this.inner).poll_write(cx, buf);
+        this.progressed(result, cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let this = &mut *self;
+        let result = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
+        this.progressed(result, cx)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let this = &mut *self;
+        let result = Pin::new(&mut this.inner).poll_flush(cx);
+        this.progressed(result, cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let this = &mut *self;
+        let result = Pin::new(&mut this.inner).poll_shutdown(cx);
+        this.progressed(result, cx)
     }
 }
 

@@ -111,6 +111,100 @@ fn a_slow_or_missing_body_is_answered_408_and_others_are_served_meanwhile() {
     answered(&server, &token);
 }
 
+/// A client that asks for many large answers and stops reading is cut off after the send
+/// timeout, instead of holding its connection and the unsent answers forever. (The pause is
+/// the attack: the client not reading; the server is not waited for.)
+#[test]
+fn a_client_that_stops_reading_is_dropped_after_the_send_timeout() {
+    let fixture = streetlevel_tests::Fixture::generate(Path::new(BINARY), "send-timeout", 300);
+    let server = Server::start(
+        Path::new(BINARY),
+        &fixture.dir,
+        &["--send-timeout-seconds", "1"],
+    );
+    let target = format!(
+        "/images?bbox=-180,-90,180,90&limit=2000&fields=id,geometry,captured_at,compass_angle,sequence,make,model&access_token={}",
+        fixture.client_token
+    );
+    let one = server.get(&target);
+    assert_eq!(one.status, 200);
+    // Far more than the kernel buffers on both ends hold (a few MiB each).
+    let requests = (64 << 20) / one.body.len() + 1;
+    let mut stream = TcpStream::connect(server.addr).unwrap();
+    let request = format!("GET {target} HTTP/1.1\r\nHost: x\r\n\r\n");
+    for _ in 0..requests {
+        stream.write_all(request.as_bytes()).unwrap();
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    let (received, waited) = read_until_closed(&mut stream, Duration::from_secs(60));
+    assert!(
+        received.len() < requests * one.body.len(),
+        "all {requests} answers were sent to a client that did not read for 3 s"
+    );
+    assert!(
+        waited < Duration::from_secs(60),
+        "the connection stayed open"
+    );
+    // Others are still served.
+    assert_eq!(server.get(&target).status, 200);
+}
+
+/// Out of file descriptors, the accept loop backs off and logs once per interval with a
+/// count instead of spinning, and serves again once descriptors are free.
+#[test]
+fn running_out_of_file_descriptors_backs_off_and_recovers() {
+    let root = scratch("descriptors");
+    let data = root.join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let token = create_app(Path::new(BINARY), &data, "read");
+    let server = Server::start_captured(Path::new(BINARY), &data, &[], &[("RUST_LOG", "warn")]);
+    answered(&server, &token);
+    // Lower the running server's descriptor limit (util-linux's prlimit).
+    let Ok(status) = std::process::Command::new("prlimit")
+        .args(["--pid", &server.pid().to_string(), "--nofile=40:40"])
+        .status()
+    else {
+        assert!(std::env::var_os("CI").is_none(), "prlimit is missing");
+        eprintln!("skipped: prlimit (util-linux) is not installed");
+        return;
+    };
+    assert!(status.success());
+    // Far more connections than descriptors: the accepts beyond the limit fail.
+    let held: Vec<TcpStream> = (0..60)
+        .map(|_| TcpStream::connect(server.addr).unwrap())
+        .collect();
+    let started = Instant::now();
+    while !server.stderr().contains("accept failed") {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "no accept failure logged: {}",
+            server.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The attack lasts a while; a spinning loop would log thousands of lines meanwhile.
+    std::thread::sleep(Duration::from_secs(2));
+    let failures = server.stderr().matches("accept failed").count();
+    assert!(
+        failures <= 3,
+        "{failures} lines in 2 s:\n{}",
+        server.stderr()
+    );
+    drop(held);
+    let started = Instant::now();
+    loop {
+        let attempt = std::panic::catch_unwind(|| answered(&server, &token));
+        if attempt.is_ok() {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "never served again"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 #[test]
 fn one_address_cannot_hold_every_connection() {
     let (server, token, _) = world("per-address", r#"{"max_connections_per_address": 3}"#);

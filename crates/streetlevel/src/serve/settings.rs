@@ -64,6 +64,10 @@ pub struct Settings {
     /// Time for a whole request body (other than an upload's) to arrive, seconds. [default: 10]
     #[arg(long, env = "STREETLEVEL_BODY_READ_TIMEOUT_SECONDS")]
     pub body_read_timeout_seconds: Option<u64>,
+    /// How long a client may take none of a response before its connection is dropped,
+    /// seconds (between two writes, not for the whole response). [default: 30]
+    #[arg(long, env = "STREETLEVEL_SEND_TIMEOUT_SECONDS")]
+    pub send_timeout_seconds: Option<u64>,
     /// Largest request body in bytes (uploads stream and have their own limits).
     /// [default: 65536]
     #[arg(long, env = "STREETLEVEL_MAX_BODY_BYTES")]
@@ -223,6 +227,7 @@ pub fn resolve(
             settings.body_read_timeout_seconds,
             defaults.body_read_timeout,
         ),
+        send_timeout: seconds(settings.send_timeout_seconds, defaults.send_timeout),
         max_body_bytes: settings.max_body_bytes.unwrap_or(defaults.max_body_bytes),
         max_connections: settings.max_connections.unwrap_or(defaults.max_connections),
         max_connections_per_address: settings
