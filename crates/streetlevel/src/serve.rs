@@ -45,6 +45,11 @@ pub struct Args {
     /// service read `fbtrace_id`).
     #[arg(long)]
     trace_member: Option<String>,
+    /// Everything a family of clients needs at once: `original` (the original service's SDK,
+    /// viewer and maps) means `--short-name mly --trace-member fbtrace_id`. A flag given
+    /// as well wins; this wins over the config file.
+    #[arg(long, value_enum)]
+    compat: Option<Compat>,
     /// Entity calls per minute per app.
     #[arg(long)]
     limit_entity_per_min: Option<NonZeroU32>,
@@ -55,8 +60,9 @@ pub struct Args {
     #[arg(long)]
     limit_tiles_per_day: Option<NonZeroU32>,
     /// The npm `node_modules` folder holding the embed page's viewer and map packages
-    /// (default: the source tree's `web/node_modules`). Without them the embed page shows a
-    /// still image.
+    /// (default: `assets/` next to this executable if it holds them, as in a release tarball,
+    /// else the source tree's `web/node_modules`). Without them the embed page shows a still
+    /// image.
     #[arg(long)]
     assets_dir: Option<PathBuf>,
     /// Serve `GET /__panic` (a handler that panics), for tests of panic handling.
@@ -65,6 +71,27 @@ pub struct Args {
     /// Shut down when standard input closes: a test harness that dies takes the server with it.
     #[arg(long, hide = true)]
     exit_on_stdin_eof: bool,
+}
+
+/// `--compat`: the settings a family of clients needs.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum Compat {
+    /// The original service's clients: tile sets `mly1_public`, …, and `fbtrace_id`.
+    Original,
+}
+
+impl Compat {
+    fn short_name(self) -> &'static str {
+        match self {
+            Self::Original => "mly",
+        }
+    }
+
+    fn trace_member(self) -> &'static str {
+        match self {
+            Self::Original => "fbtrace_id",
+        }
+    }
 }
 
 /// Media from the data directory; originals missing there (fixtures written with
@@ -305,9 +332,14 @@ fn settings(args: &Args) -> anyhow::Result<Settings> {
         short_name: args
             .short_name
             .clone()
+            .or_else(|| args.compat.map(|compat| compat.short_name().to_owned()))
             .or(file.short_name)
             .unwrap_or(defaults.short_name.clone()),
-        trace_member: args.trace_member.clone().or(file.trace_member),
+        trace_member: args
+            .trace_member
+            .clone()
+            .or_else(|| args.compat.map(|compat| compat.trace_member().to_owned()))
+            .or(file.trace_member),
         media_key: media_key(&args.data, file.media_key_hex.as_deref())?,
         media_url_lifetime: file
             .media_url_lifetime_seconds
