@@ -2,7 +2,7 @@
 //! files and the docs into `target/dist/streetlevel-<version>-<target>.tar.gz`, then checked
 //! as another machine would use it: unpacked into an empty directory, a data set generated and
 //! served by the unpacked binary, and the embed page must be the interactive viewer whose
-//! scripts (mapillary-js, MapLibre) come from the unpacked files.
+//! scripts (mapillary-js and `MapLibre`) come from the unpacked files.
 //!
 //! The tarball holds `streetlevel`, `assets/` (the served files of `web/node_modules`, laid
 //! out as there, with the packages' licences), `README.md`, `ARCHITECTURE.md` and `docs/`.
@@ -43,7 +43,7 @@ const ASSET_FILES: &[&str] = &[
     "maplibre-gl/package.json",
 ];
 
-/// Scripts the embed page loads that its HTML does not name: `embed.mjs` imports MapLibre,
+/// Scripts the embed page loads that its HTML does not name: `embed.mjs` imports `MapLibre`,
 /// which starts its worker from a file next to it.
 const IMPORTED_SCRIPTS: &[&str] = &[
     "/assets/maplibre-gl/dist/maplibre-gl.mjs",
