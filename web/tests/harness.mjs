@@ -90,11 +90,12 @@ export async function startCallback() {
   };
 }
 
-export async function startService({ images = 40, callbackUrl }) {
+// Seed 3 with 120 images holds perspective sequences and a panorama sequence.
+export async function startService({ images = 120, seed = 3, callbackUrl }) {
   const bin = binary();
   const root = mkdtempSync(join(tmpdir(), 'streetlevel-browser-'));
   const data = join(root, 'data');
-  run(bin, ['fixtures', '--out', data, '--images', String(images), '--seed', '11']);
+  run(bin, ['fixtures', '--out', data, '--images', String(images), '--seed', String(seed)]);
   run(bin, ['users', 'create', '--data', data, '--username', USERNAME], { input: `${PASSWORD}\n` });
   const app = keyValues(
     run(bin, ['apps', 'create', '--data', data, '--name', 'Browser Test App', '--callback', callbackUrl, '--scopes', 'read']),

@@ -87,3 +87,54 @@ export function variety(image, region = { x: 0, y: 0, width: image.width, height
   const mean = sum / count;
   return { colours: colours.size, deviation: Math.sqrt(Math.max(0, sumSquares / count - mean * mean)) };
 }
+
+// Pixel statistics of a region: the mean colour and the fraction of near-black pixels (every
+// channel below 24 of 255), the two things a viewer drawing black where the picture belongs
+// changes.
+export function colourStats(image, region = { x: 0, y: 0, width: image.width, height: image.height }) {
+  let r = 0;
+  let g = 0;
+  let b = 0;
+  let black = 0;
+  let count = 0;
+  for (let y = region.y; y < region.y + region.height; y += 1) {
+    for (let x = region.x; x < region.x + region.width; x += 1) {
+      const index = (y * image.width + x) * image.channels;
+      const red = image.pixels[index];
+      const green = image.channels >= 3 ? image.pixels[index + 1] : red;
+      const blue = image.channels >= 3 ? image.pixels[index + 2] : red;
+      r += red;
+      g += green;
+      b += blue;
+      if (Math.max(red, green, blue) < 24) black += 1;
+      count += 1;
+    }
+  }
+  return { mean: [r / count, g / count, b / count], black: black / count, pixels: count };
+}
+
+// How many pixels of a region are close to `colour` ([r, g, b]), each channel within `slack`.
+export function pixelsNear(image, region, colour, slack = 40) {
+  let near = 0;
+  for (let y = region.y; y < region.y + region.height; y += 1) {
+    for (let x = region.x; x < region.x + region.width; x += 1) {
+      const index = (y * image.width + x) * image.channels;
+      if (colour.every((value, channel) => Math.abs(image.pixels[index + channel] - value) <= slack)) {
+        near += 1;
+      }
+    }
+  }
+  return near;
+}
+
+// The middle `fraction` (0..1) of a box, in whole pixels.
+export function middle(box, fraction) {
+  const width = Math.floor(box.width * fraction);
+  const height = Math.floor(box.height * fraction);
+  return {
+    x: Math.floor(box.x + (box.width - width) / 2),
+    y: Math.floor(box.y + (box.height - height) / 2),
+    width,
+    height,
+  };
+}

@@ -49,7 +49,8 @@ enum Task {
         /// Only benchmarks whose name contains this.
         filter: Option<String>,
     },
-    /// Build an optimised binary and pack it into target/dist.
+    /// Build an optimised binary, pack it with the viewer files and docs into
+    /// `<target dir>/dist`, and check the tarball unpacked elsewhere serves the viewer.
     Release,
     /// Build, create the default fixtures if absent, and serve them (127.0.0.1:8080).
     Serve {

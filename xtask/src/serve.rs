@@ -109,8 +109,10 @@ fn build(root: &Path) -> Result<PathBuf> {
 }
 
 /// The value of `--short-name` among the server's flags, which names the tile sets.
+/// The short name the server will use: `--short-name`, else `mly` under `--compat original`.
 fn short_name(server_args: &[String]) -> Option<&str> {
     let mut args = server_args.iter();
+    let mut compat = None;
     while let Some(arg) = args.next() {
         if arg == "--short-name" {
             return args.next().map(String::as_str);
@@ -118,8 +120,13 @@ fn short_name(server_args: &[String]) -> Option<&str> {
         if let Some(value) = arg.strip_prefix("--short-name=") {
             return Some(value);
         }
+        if arg == "--compat" {
+            compat = args.next().map(String::as_str);
+        } else if let Some(value) = arg.strip_prefix("--compat=") {
+            compat = Some(value);
+        }
     }
-    None
+    (compat == Some("original")).then_some("mly")
 }
 
 #[allow(clippy::print_stdout)]
@@ -223,6 +230,12 @@ mod tests {
         check(
             &["--trace-member", "fbtrace_id", "--short-name=mly"],
             Some("mly"),
+        );
+        check(&["--compat", "original"], Some("mly"));
+        check(&["--compat=original"], Some("mly"));
+        check(
+            &["--compat", "original", "--short-name", "own"],
+            Some("own"),
         );
     }
 }

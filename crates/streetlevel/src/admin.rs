@@ -110,7 +110,11 @@ fn open(data: &Path, create: bool) -> anyhow::Result<AuthStore> {
 }
 
 pub fn run_apps(command: AppsCommand) -> anyhow::Result<()> {
-    let mut out = std::io::stdout().lock();
+    apps_to(command, &mut std::io::stdout().lock())
+}
+
+/// [`run_apps`] writing to `out` (tests keep the secrets it prints out of their output).
+fn apps_to(command: AppsCommand, out: &mut impl Write) -> anyhow::Result<()> {
     match command {
         AppsCommand::Create {
             data,
@@ -233,17 +237,32 @@ mod tests {
     fn apps_create_writes_an_app_that_list_and_the_store_see() {
         let data = std::env::temp_dir().join(format!("streetlevel-admin-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&data);
-        assert!(run_apps(AppsCommand::List { data: data.clone() }).is_err());
-        run_apps(AppsCommand::Create {
-            data: data.clone(),
-            name: "My app".to_owned(),
-            callback: "https://my.example/cb".to_owned(),
-            scopes: "read,write".to_owned(),
-            owner: None,
-            require_pkce: true,
-        })
+        let mut out = Vec::new();
+        assert!(apps_to(AppsCommand::List { data: data.clone() }, &mut out).is_err());
+        apps_to(
+            AppsCommand::Create {
+                data: data.clone(),
+                name: "My app".to_owned(),
+                callback: "https://my.example/cb".to_owned(),
+                scopes: "read,write".to_owned(),
+                owner: None,
+                require_pkce: true,
+            },
+            &mut out,
+        )
         .unwrap();
-        run_apps(AppsCommand::List { data: data.clone() }).unwrap();
+        let created = String::from_utf8(std::mem::take(&mut out)).unwrap();
+        let keys: Vec<&str> = created
+            .lines()
+            .filter_map(|line| line.split_once(": ").map(|(key, _)| key))
+            .collect();
+        assert_eq!(keys, ["client_id", "client_token", "client_secret"]);
+        apps_to(AppsCommand::List { data: data.clone() }, &mut out).unwrap();
+        let listed = String::from_utf8(std::mem::take(&mut out)).unwrap();
+        assert!(
+            listed.contains("read,write\t-\trequired\thttps://my.example/cb\tMy app"),
+            "{listed}"
+        );
         let bad_scope = AppsCommand::Create {
             data: data.clone(),
             name: "Other".to_owned(),
@@ -252,7 +271,7 @@ mod tests {
             owner: None,
             require_pkce: false,
         };
-        assert!(run_apps(bad_scope).is_err());
+        assert!(apps_to(bad_scope, &mut out).is_err());
         let store = open(&data, false).unwrap();
         let apps = store.apps().unwrap();
         assert_eq!(apps.len(), 1);

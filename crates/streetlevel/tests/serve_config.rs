@@ -245,6 +245,40 @@ fn flags_win_over_the_config_file() {
     );
 }
 
+#[test]
+fn compat_original_sets_what_the_original_clients_need_and_flags_still_win() {
+    let server = start(&["--compat", "original", "--limit-search-per-min", "1"]);
+    assert_eq!(get(&server, &tile("mly1_public")).status, 200);
+    assert_eq!(get(&server, &tile("mly_map_feature_point")).status, 200);
+    assert_eq!(get(&server, &tile("svc1_public")).status, 404);
+    assert_eq!(get(&server, SEARCH).status, 200);
+    let throttled = get(&server, SEARCH);
+    assert_eq!(throttled.status, 429);
+    assert!(
+        throttled.json()["error"]["fbtrace_id"].is_string(),
+        "{}",
+        throttled.json()
+    );
+    drop(server);
+    let server = start_with_config(
+        "compat",
+        r#"{"short_name": "cfg", "trace_member": "cfg_trace"}"#,
+        &["--compat", "original", "--short-name", "flag"],
+    );
+    assert_eq!(
+        get(&server, &tile("flag1_public")).status,
+        200,
+        "a flag wins"
+    );
+    assert_eq!(get(&server, &tile("mly1_public")).status, 404);
+    let missing = get(&server, "/1?fields=id");
+    assert!(
+        missing.json()["error"]["fbtrace_id"].is_string(),
+        "--compat wins over the file: {}",
+        missing.json()
+    );
+}
+
 /// Asserts that `serve` with these arguments exits with an error that mentions `mentions`,
 /// without ever listening.
 fn assert_refused(extra: &[&str], mentions: &[&str]) {

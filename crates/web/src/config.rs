@@ -17,7 +17,7 @@ pub struct WebConfig {
     /// The service's short name in tile set names (`{short}1_public`).
     pub short_name: String,
     /// The npm `node_modules` folder whose viewer and map packages are served at `/assets/`.
-    /// Default: the repository's `web/node_modules`, as found when this crate was compiled.
+    /// Default: [`default_assets_dir`].
     pub assets_dir: PathBuf,
 }
 
@@ -28,12 +28,31 @@ impl Default for WebConfig {
             base_url: None,
             tiles_url: None,
             short_name: String::from("svc"),
-            assets_dir: PathBuf::from(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../../web/node_modules"
-            )),
+            assets_dir: default_assets_dir(),
         }
     }
+}
+
+/// The folder next to the executable that a release tarball ships the viewer's npm files in
+/// (laid out as `node_modules`: `mapillary-js/dist/…`, `maplibre-gl/dist/…`).
+pub const RELEASE_ASSETS_DIR: &str = "assets";
+
+/// Where the viewer's npm files are when no `--assets-dir` is given: [`RELEASE_ASSETS_DIR`]
+/// next to the running executable when it holds them (an unpacked release, wherever it is),
+/// else the source tree's `web/node_modules` as found when this crate was compiled (a build
+/// from a clone).
+pub fn default_assets_dir() -> PathBuf {
+    let beside_executable = std::env::current_exe()
+        .ok()
+        .and_then(|executable| Some(executable.parent()?.join(RELEASE_ASSETS_DIR)));
+    beside_executable
+        .filter(|dir| crate::assets::missing_packages(dir).is_empty())
+        .unwrap_or_else(|| {
+            PathBuf::from(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../../web/node_modules"
+            ))
+        })
 }
 
 /// The URLs of one request, resolved.

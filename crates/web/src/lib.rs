@@ -14,7 +14,7 @@ mod login;
 mod registry;
 mod web;
 
-pub use config::WebConfig;
+pub use config::{RELEASE_ASSETS_DIR, WebConfig, default_assets_dir};
 pub use embed::EmbedStyle;
 pub use error::WebError;
 pub use images::{EmbedImage, EmbedImages, StoreImages, ThumbUrl};

@@ -50,6 +50,11 @@ pub struct Settings {
     /// service read `fbtrace_id`).
     #[arg(long, env = "STREETLEVEL_TRACE_MEMBER")]
     pub trace_member: Option<String>,
+    /// Everything a family of clients needs at once: `original` (the original service's SDK,
+    /// viewer and maps) means `--short-name mly --trace-member fbtrace_id`. Those given at
+    /// the same level or above (a flag over a variable over the file) win over it.
+    #[arg(long, env = "STREETLEVEL_COMPAT", value_enum)]
+    pub compat: Option<Compat>,
     /// The media signing key, hexadecimal; default `DATA/media.key`, created on first start.
     /// A secret: prefer the environment or the file to a flag, which other users can see.
     #[arg(long, env = "STREETLEVEL_MEDIA_KEY_HEX", hide_env_values = true)]
@@ -114,6 +119,29 @@ pub struct Settings {
     pub max_pending_upload_bytes_per_user: Option<u64>,
 }
 
+/// `--compat`: the settings a family of clients needs.
+#[derive(clap::ValueEnum, Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Compat {
+    /// The original service's clients: tile sets `mly1_public`, …, and `fbtrace_id`.
+    Original,
+}
+
+impl Compat {
+    /// Fills the short name and trace member `settings` do not give.
+    fn fill(self, settings: &mut Settings) {
+        let (short_name, trace_member) = match self {
+            Compat::Original => ("mly", "fbtrace_id"),
+        };
+        settings
+            .short_name
+            .get_or_insert_with(|| short_name.to_owned());
+        settings
+            .trace_member
+            .get_or_insert_with(|| trace_member.to_owned());
+    }
+}
+
 /// How log lines are written.
 #[derive(clap::ValueEnum, Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[serde(rename_all = "lowercase")]
@@ -128,15 +156,23 @@ pub enum LogFormat {
 /// The settings merged from the command line (flags and environment, already merged by clap)
 /// over the config file at `config_file`, if any.
 pub fn merge(command_line: &Settings, config_file: Option<&Path>) -> anyhow::Result<Settings> {
+    // `compat` stands for the settings it implies at its own level.
+    let mut command_line = command_line.clone();
+    if let Some(compat) = command_line.compat {
+        compat.fill(&mut command_line);
+    }
     let Some(path) = config_file else {
-        return Ok(command_line.clone());
+        return Ok(command_line);
     };
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read the config file {}", path.display()))?;
-    let from_file: Settings = serde_json::from_str(&text)
+    let mut from_file: Settings = serde_json::from_str(&text)
         .with_context(|| format!("invalid config file {}", path.display()))?;
+    if let Some(compat) = from_file.compat {
+        compat.fill(&mut from_file);
+    }
     let mut merged = serde_json::to_value(from_file)?;
-    let Value::Object(over) = serde_json::to_value(command_line)? else {
+    let Value::Object(over) = serde_json::to_value(&command_line)? else {
         anyhow::bail!("the settings are not a JSON object");
     };
     for (name, value) in over {

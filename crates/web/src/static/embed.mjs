@@ -1,6 +1,7 @@
 // The embed page: the mapillary-js viewer and, for the split and classic styles, a MapLibre map
-// of this server's coverage tiles that follows the viewer. State for tests and embedding
-// pages is kept on `window.streetlevelEmbed`.
+// of this server's coverage tiles that follows the viewer; a click on an image or a sequence on
+// the map moves the viewer there. State for tests and embedding pages is kept on
+// `window.streetlevelEmbed`.
 import { Map as MapLibreMap } from '/assets/maplibre-gl/dist/maplibre-gl.mjs';
 
 const config = JSON.parse(document.getElementById('embed-config').textContent);
@@ -10,6 +11,7 @@ const state = {
   events: [],
   errors: [],
   currentImageId: null,
+  currentLngLat: null,
   mapLoaded: false,
   tilesLoaded: 0,
   viewer: null,
@@ -86,6 +88,7 @@ function follow(image) {
     return;
   }
   const center = [image.lngLat.lng, image.lngLat.lat];
+  state.currentLngLat = center;
   const source = map.getSource('current');
   if (source) {
     source.setData(point(center));
@@ -110,6 +113,53 @@ viewer.on('image', (event) => {
   follow(image);
 });
 viewer.on('load', () => record('load'));
+
+// Tile IDs are MVT unsigned integers, which MapLibre reads as JavaScript numbers: exact below
+// 2^53, as every ID this server hands out is.
+function idOf(value) {
+  return typeof value === 'number' && Number.isSafeInteger(value) ? String(value)
+    : typeof value === 'string' && /^[0-9]+$/.test(value) ? value : null;
+}
+
+// What a click on the map at `point` (pixels) points at: the image drawn nearest to it, else
+// the first image of a sequence drawn there (below zoom 14 the map draws no image points).
+function imageAt(point) {
+  const slack = 6;
+  const box = [[point.x - slack, point.y - slack], [point.x + slack, point.y + slack]];
+  const images = map.queryRenderedFeatures(box, { layers: ['images'] })
+    .filter((feature) => feature.geometry.type === 'Point' && idOf(feature.properties.id));
+  if (images.length > 0) {
+    const away = (feature) => {
+      const at = map.project(feature.geometry.coordinates);
+      return Math.hypot(at.x - point.x, at.y - point.y);
+    };
+    images.sort((a, b) => away(a) - away(b));
+    return idOf(images[0].properties.id);
+  }
+  const sequences = map.queryRenderedFeatures(box, { layers: ['sequences', 'overview'] });
+  for (const feature of sequences) {
+    const id = idOf(feature.properties.image_id) ?? idOf(feature.properties.id);
+    if (id) {
+      return id;
+    }
+  }
+  return null;
+}
+
+if (map) {
+  map.on('click', (event) => {
+    const imageId = imageAt(event.point);
+    if (!imageId || imageId === state.currentImageId) {
+      return;
+    }
+    record('mapclick', { imageId });
+    viewer.moveTo(imageId).catch((error) => fail(`Cannot move to image ${imageId}: ${error.message}`));
+  });
+  for (const layer of ['images', 'sequences', 'overview']) {
+    map.on('mouseenter', layer, () => { map.getCanvas().style.cursor = 'pointer'; });
+    map.on('mouseleave', layer, () => { map.getCanvas().style.cursor = ''; });
+  }
+}
 
 const swap = document.getElementById('swap');
 if (swap && mapContainer) {
