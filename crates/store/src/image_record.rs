@@ -1,4 +1,6 @@
-//! The compact in-memory form of an image: fixed-size, no heap, strings and cameras interned.
+//! The compact in-memory form of an image: fixed-size, no heap, strings and cameras interned;
+//! and which of its two locations a coverage tile uses. The bottom of the store: everything
+//! else builds on these records.
 
 use std::collections::HashMap;
 
@@ -258,6 +260,31 @@ impl ImageRecord {
             return Some(self.computed_compass_angle);
         }
         decode(self.compass_angle)
+    }
+}
+
+/// Which location of an image a coverage tile uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum GeometryVariant {
+    /// The original `geometry` (tile set `svc1_public`).
+    Original,
+    /// `computed_geometry`, falling back to `geometry` when absent (`svc1_computed_public`).
+    Computed,
+}
+
+impl GeometryVariant {
+    /// The location of this variant (lon, lat).
+    pub(crate) fn point(self, record: &ImageRecord) -> [f64; 2] {
+        match self {
+            GeometryVariant::Computed if !record.computed_geometry[0].is_nan() => {
+                record.computed_geometry
+            }
+            _ => record.geometry,
+        }
+    }
+
+    pub(crate) fn is_computed(self) -> bool {
+        self == GeometryVariant::Computed
     }
 }
 

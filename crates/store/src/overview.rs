@@ -19,10 +19,13 @@ use std::cmp::Ordering;
 
 use streetlevel_mvt::{DEFAULT_EXTENT, ProjectionConfig, TileId, lon_lat_to_world};
 
-use crate::image_record::ImageRecord;
+use crate::image_record::{GeometryVariant, ImageRecord};
+use crate::records::SequenceRecord;
 use crate::sequence_lines::SequenceLines;
-use crate::store::SequenceRecord;
-use crate::tiles::{GeometryVariant, OVERVIEW_GRID};
+
+/// Overview tiles keep at most one image per cell of a grid this many cells wide across the
+/// tile (plus the buffer), so a tile never holds much more than `OVERVIEW_GRID²` points.
+pub const OVERVIEW_GRID: u32 = 64;
 
 /// The zooms the pyramid answers: 0 to 5.
 pub(crate) const PYRAMID_ZOOMS: usize = 6;

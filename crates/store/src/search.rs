@@ -17,7 +17,7 @@ use crate::filter::{
     BoundingBox, Cursor, DetectionFilter, ImageFilter, MapFeatureFilter, Page, matches_any,
 };
 use crate::image_record::NONE;
-use crate::store::{lower_f32, upper_f32};
+use crate::indexes::{lower_f32, upper_f32};
 
 /// Above this many R-tree candidates (or a hundredth of the images, if more) a bounding-box
 /// search switches to the ordered scan: a box holding that many is dense enough for the scan

@@ -22,9 +22,9 @@ use streetlevel_mvt::geo::{Coord, LineString};
 use streetlevel_mvt::simplify::{DEFAULT_TOLERANCE, simplify_line_string};
 use streetlevel_mvt::{DEFAULT_EXTENT, ProjectionConfig, TileProjector, lon_lat_to_world};
 
-use crate::image_record::ImageRecord;
-use crate::store::SequenceRecord;
-use crate::tiles::{GeometryVariant, SequenceEntry};
+use crate::image_record::{GeometryVariant, ImageRecord};
+use crate::indexes::SequenceEntry;
+use crate::records::SequenceRecord;
 
 /// The first zoom with precomputed lines.
 pub(crate) const FIRST_ZOOM: u8 = 6;

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use rstar::primitives::GeomWithData;
-use rstar::{AABB, RStarInsertionStrategy, RTree, RTreeObject, RTreeParams};
+use rstar::{RTree, RTreeObject};
 use streetlevel_model::{
     Creator, CreatorId, Detection, DetectionId, EntityId, EntityKind, Image, ImageId, MapFeature,
     MapFeatureId, MediaId, Organization, OrganizationId, Sequence, SequenceId,
@@ -16,9 +16,10 @@ use crate::image_record::{
     Camera, CameraPool, ImageRecord, Interner, NONE, ParameterPool, RecordLinks, RecordNames,
     RecordValues, ResolvedNames,
 };
+use crate::indexes::{ImageEntry, ImageTreeParams, SequenceEntry};
 use crate::overview::OverviewPyramid;
+use crate::records::{CreatorRecord, OrganizationRecord, SequenceRecord};
 use crate::s2::S2CellId;
-use crate::tiles::SequenceEntry;
 use crate::{StoreError, sqlite};
 
 /// The file name of the database inside the data directory.
@@ -26,105 +27,8 @@ pub const DATABASE_FILE: &str = "streetlevel.sqlite";
 /// The name of the media folder inside the data directory.
 pub const MEDIA_DIR: &str = "media";
 
-/// An image in the R-tree: the box around its original and computed locations (in `f32`,
-/// widened outwards so it always contains both) and its index in the image table. One tree
-/// serves both geometry variants; queries check the exact `f64` location afterwards.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct ImageEntry {
-    min: [f32; 2],
-    max: [f32; 2],
-    pub(crate) index: u32,
-}
-
-impl RTreeObject for ImageEntry {
-    type Envelope = AABB<[f32; 2]>;
-
-    fn envelope(&self) -> Self::Envelope {
-        AABB::from_corners(self.min, self.max)
-    }
-}
-
-impl ImageEntry {
-    fn new(record: &ImageRecord, index: u32) -> Self {
-        let mut min = [f32::INFINITY; 2];
-        let mut max = [f32::NEG_INFINITY; 2];
-        let mut add = |point: [f64; 2]| {
-            for axis in 0..2 {
-                min[axis] = min[axis].min(lower_f32(point[axis]));
-                max[axis] = max[axis].max(upper_f32(point[axis]));
-            }
-        };
-        add(record.geometry);
-        if !record.computed_geometry[0].is_nan() {
-            add(record.computed_geometry);
-        }
-        ImageEntry { min, max, index }
-    }
-}
-
 /// Batches of at least this many images build their R-tree and S2 entries on two threads.
 const PARALLEL_INDEXING: usize = 50_000;
-
-/// Node sizes of the image R-tree: wider nodes than rstar's default (6) need fewer inner nodes
-/// (each leaf entry takes rstar's 40-byte node either way), which saves memory, and bulk-loaded
-/// trees of this width answer box queries as fast.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct ImageTreeParams;
-
-impl RTreeParams for ImageTreeParams {
-    const MIN_SIZE: usize = 6;
-    const MAX_SIZE: usize = 16;
-    const REINSERTION_COUNT: usize = 4;
-    type DefaultInsertionStrategy = RStarInsertionStrategy;
-}
-
-/// The largest `f32` not above `value`.
-pub(crate) fn lower_f32(value: f64) -> f32 {
-    let rounded = value as f32;
-    if f64::from(rounded) > value {
-        rounded.next_down()
-    } else {
-        rounded
-    }
-}
-
-/// The smallest `f32` not below `value`.
-pub(crate) fn upper_f32(value: f64) -> f32 {
-    let rounded = value as f32;
-    if f64::from(rounded) < value {
-        rounded.next_up()
-    } else {
-        rounded
-    }
-}
-
-#[derive(Debug)]
-pub(crate) struct SequenceRecord {
-    pub(crate) id: SequenceId,
-    /// Set when the sequence itself was inserted (not only images naming it).
-    pub(crate) explicit: Option<(CreatorId, Option<OrganizationId>)>,
-    /// Image indices in capture order (ties by ID).
-    pub(crate) members: Vec<u32>,
-    /// Its entry in the sequence R-tree, if it has images.
-    pub(crate) entry: Option<SequenceEntry>,
-}
-
-#[derive(Debug)]
-pub(crate) struct CreatorRecord {
-    pub(crate) id: CreatorId,
-    /// `None` while the creator is known only from its images.
-    pub(crate) creator: Option<Creator>,
-    /// Image indices in ID order.
-    pub(crate) images: Vec<u32>,
-}
-
-#[derive(Debug)]
-pub(crate) struct OrganizationRecord {
-    pub(crate) id: OrganizationId,
-    pub(crate) organization: Option<Organization>,
-    /// Image indices in ID order.
-    pub(crate) images: Vec<u32>,
-}
 
 /// The in-memory store of images, sequences, map features, detections, organizations and
 /// creators, optionally backed by `SQLite`.

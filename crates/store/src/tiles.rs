@@ -4,10 +4,13 @@
 //!
 //! The queries work at any zoom; the spec uses `tile_images` and the map feature tiles at z14,
 //! `tile_sequences` at z6–14 and `tile_overview` at z0–5.
+//!
+//! The top of the store's tile code: these queries read the records, the indexes and the
+//! low-zoom structures (`overview.rs`, `sequence_lines.rs`), none of which depends on them.
 
 use std::collections::HashMap;
 
-use rstar::{AABB, RTreeObject};
+use rstar::AABB;
 use streetlevel_model::{
     CreatorId, ImageId, MapFeature, ObjectType, OrganizationId, SequenceId, Timestamp,
 };
@@ -15,42 +18,14 @@ use streetlevel_mvt::geo::{Coord, LineString, MultiLineString};
 use streetlevel_mvt::simplify::tolerance_for_zoom;
 use streetlevel_mvt::{Geometry, ProjectionConfig, TileId, TileProjector};
 
-use crate::image_record::ImageRecord;
+use crate::image_record::GeometryVariant;
+use crate::indexes::{lower_f32, upper_f32};
+use crate::overview::OVERVIEW_GRID;
 use crate::sequence_lines::Precomputed;
-use crate::store::{lower_f32, upper_f32};
 use crate::{Store, StoreError};
 
 /// The highest zoom of the coverage tiles: lines are not simplified there.
 pub const MAX_COVERAGE_ZOOM: u8 = 14;
-
-/// Overview tiles keep at most one image per cell of a grid this many cells wide across the
-/// tile (plus the buffer), so a tile never holds much more than `OVERVIEW_GRID²` points.
-pub const OVERVIEW_GRID: u32 = 64;
-
-/// Which location of an image a coverage tile uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum GeometryVariant {
-    /// The original `geometry` (tile set `svc1_public`).
-    Original,
-    /// `computed_geometry`, falling back to `geometry` when absent (`svc1_computed_public`).
-    Computed,
-}
-
-impl GeometryVariant {
-    /// The location of this variant (lon, lat).
-    pub(crate) fn point(self, record: &ImageRecord) -> [f64; 2] {
-        match self {
-            GeometryVariant::Computed if !record.computed_geometry[0].is_nan() => {
-                record.computed_geometry
-            }
-            _ => record.geometry,
-        }
-    }
-
-    fn is_computed(self) -> bool {
-        self == GeometryVariant::Computed
-    }
-}
 
 /// An image in a tile (the `image` and `overview` layers).
 #[derive(Debug, Clone, PartialEq)]
@@ -100,44 +75,6 @@ pub struct TileMapFeature<'a> {
     pub feature: &'a MapFeature,
     /// Its point in tile-local coordinates.
     pub geometry: Geometry,
-}
-
-/// A sequence in the sequence R-tree: the box around every location (both variants) of its
-/// images.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct SequenceEntry {
-    pub(crate) min: [f32; 2],
-    pub(crate) max: [f32; 2],
-    pub(crate) index: u32,
-}
-
-impl RTreeObject for SequenceEntry {
-    type Envelope = AABB<[f32; 2]>;
-
-    fn envelope(&self) -> Self::Envelope {
-        AABB::from_corners(self.min, self.max)
-    }
-}
-
-impl SequenceEntry {
-    pub(crate) fn around(records: impl Iterator<Item = ImageRecord>, index: u32) -> Option<Self> {
-        let mut min = [f32::INFINITY; 2];
-        let mut max = [f32::NEG_INFINITY; 2];
-        let mut any = false;
-        for record in records {
-            any = true;
-            for point in [record.geometry, record.computed_geometry] {
-                if point[0].is_nan() {
-                    continue;
-                }
-                for axis in 0..2 {
-                    min[axis] = min[axis].min(lower_f32(point[axis]));
-                    max[axis] = max[axis].max(upper_f32(point[axis]));
-                }
-            }
-        }
-        any.then_some(SequenceEntry { min, max, index })
-    }
 }
 
 /// How one sequence tile query projects its sequences.
