@@ -6,6 +6,7 @@ pub mod filter;
 mod image_record;
 mod indexes;
 mod overview;
+mod persistence;
 mod records;
 pub mod s2;
 mod search;

@@ -417,7 +417,7 @@ fn follow_in_transaction(
     let Some(&(newest, _, _)) = writes.last() else {
         return Ok((after, 0));
     };
-    let first_new = store.images.len();
+    let first_new = store.image_count();
     let mut added = std::collections::HashSet::new();
     let mut statement =
         connection.prepare_cached(&format!("{IMAGE_COLUMNS} WHERE id BETWEEN ?1 AND ?2"))?;
@@ -430,10 +430,10 @@ fn follow_in_transaction(
                 continue;
             }
             let (values, names) = read_image_row(row, &mut parameters)?;
-            store.push_image(&values, &names);
+            store.records.push_image(&values, &names);
         }
     }
-    let new_images = store.images.len() - first_new;
+    let new_images = store.image_count() - first_new;
     follow_names(connection, store, first_new)?;
     store.index_new_images(first_new);
     Ok((newest, new_images))
@@ -449,18 +449,18 @@ fn follow_names(
     let mut creators = std::collections::BTreeSet::new();
     let mut organizations = std::collections::BTreeSet::new();
     let mut sequences = std::collections::BTreeSet::new();
-    for record in &store.images[first_new..] {
-        let creator = &store.creators[record.creator as usize];
+    for record in &store.records.images()[first_new..] {
+        let creator = store.records.creator(record.creator);
         if creator.creator.is_none() {
             creators.insert(creator.id);
         }
         if record.organization != NONE {
-            let organization = &store.organizations[record.organization as usize];
+            let organization = store.records.organization(record.organization);
             if organization.organization.is_none() {
                 organizations.insert(organization.id);
             }
         }
-        let sequence = &store.sequences[record.sequence as usize];
+        let sequence = store.records.sequence(record.sequence);
         if sequence.explicit.is_none() {
             sequences.insert(sequence.id.clone());
         }
@@ -472,7 +472,7 @@ fn follow_names(
             .query_row([to_sql_id(id.0)], |row| row.get::<_, String>(0))
             .optional()?
         {
-            store.push_creator(&Creator { id, username });
+            store.records.push_creator(&Creator { id, username });
         }
     }
     let mut statement = connection
@@ -489,7 +489,7 @@ fn follow_names(
             })
             .optional()?;
         if let Some(organization) = row {
-            store.push_organization(&organization);
+            store.records.push_organization(&organization);
         }
     }
     let mut statement = connection
@@ -501,7 +501,7 @@ fn follow_names(
             })
             .optional()?;
         if let Some((creator, organization)) = row {
-            store.push_sequence(&Sequence {
+            store.records.push_sequence(&Sequence {
                 id,
                 creator: CreatorId(from_sql_id(creator)),
                 organization: organization.map(|id| OrganizationId(from_sql_id(id))),
@@ -603,7 +603,7 @@ fn load_all(
     // The first read fixes this transaction's snapshot (WAL): everything below, and the
     // second connection's half of the images, must come from it.
     let n_images = image_count(connection)?;
-    store.followed_write = last_write(connection)?;
+    store.persistence.followed_up_to(last_write(connection)?);
     after_first_read();
     let upper_half = match connection.path().filter(|path| !path.is_empty()) {
         Some(path) if n_images >= parallel_from => {
@@ -615,7 +615,7 @@ fn load_all(
     let mut statement = connection.prepare("SELECT id, username FROM store_creators")?;
     let mut rows = statement.query([])?;
     while let Some(row) = rows.next()? {
-        store.push_creator(&Creator {
+        store.records.push_creator(&Creator {
             id: CreatorId(from_sql_id(row.get(0)?)),
             username: row.get(1)?,
         });
@@ -625,7 +625,7 @@ fn load_all(
         connection.prepare("SELECT id, slug, name, description FROM store_organizations")?;
     let mut rows = statement.query([])?;
     while let Some(row) = rows.next()? {
-        store.push_organization(&Organization {
+        store.records.push_organization(&Organization {
             id: OrganizationId(from_sql_id(row.get(0)?)),
             slug: row.get(1)?,
             name: row.get(2)?,
@@ -637,7 +637,7 @@ fn load_all(
         connection.prepare("SELECT id, creator, organization FROM store_sequences")?;
     let mut rows = statement.query([])?;
     while let Some(row) = rows.next()? {
-        store.push_sequence(&Sequence {
+        store.records.push_sequence(&Sequence {
             id: SequenceId(row.get(0)?),
             creator: CreatorId(from_sql_id(row.get(1)?)),
             organization: row
@@ -666,7 +666,7 @@ fn load_all(
                 });
             }
         };
-        store.push_map_feature(&MapFeature {
+        store.records.push_map_feature(&MapFeature {
             id: MapFeatureId(from_sql_id(row.get(0)?)),
             aligned_direction: row.get(1)?,
             first_seen_at: Timestamp(row.get(2)?),
@@ -684,7 +684,7 @@ fn load_all(
     )?;
     let mut rows = statement.query([])?;
     while let Some(row) = rows.next()? {
-        store.push_detection(&Detection {
+        store.records.push_detection(&Detection {
             id: DetectionId(from_sql_id(row.get(0)?)),
             created_at: Timestamp(row.get(1)?),
             geometry: row.get(2)?,
@@ -767,15 +767,15 @@ fn load_images(
     upper_half: Option<(Connection, i64)>,
 ) -> Result<ImageRead, StoreError> {
     store
-        .images
-        .reserve_exact(usize::try_from(n_images).unwrap_or(0));
+        .records
+        .reserve_exact_images(usize::try_from(n_images).unwrap_or(0));
     let mut parameters = Vec::new();
     let Some((upper_connection, split)) = upper_half else {
         let mut statement = connection.prepare(IMAGE_COLUMNS)?;
         let mut rows = statement.query([])?;
         while let Some(row) = rows.next()? {
             let (values, names) = read_image_row(row, &mut parameters)?;
-            store.push_image(&values, &names);
+            store.records.push_image(&values, &names);
         }
         store.index_new_images(0);
         return Ok(ImageRead::OnePass);
@@ -787,7 +787,7 @@ fn load_images(
             let mut rows = statement.query([split])?;
             while let Some(row) = rows.next()? {
                 let (values, names) = read_image_row(row, &mut parameters)?;
-                store.push_image(&values, &names);
+                store.records.push_image(&values, &names);
             }
             Ok::<(), StoreError>(())
         })();
@@ -809,7 +809,7 @@ fn load_images(
             camera_parameters: upper.parameters.get(image.parameters),
             camera_type: image.camera_type,
         };
-        store.push_image(&image.values, &names);
+        store.records.push_image(&image.values, &names);
     }
     drop(upper);
     store.index_new_images(0);

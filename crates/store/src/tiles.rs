@@ -123,13 +123,13 @@ impl Store {
         geometry: Geometry,
         variant: GeometryVariant,
     ) -> TileImage<'_> {
-        let record = &self.images[index as usize];
+        let record = self.records.image(index);
         TileImage {
             id: ImageId(record.id),
             geometry,
             captured_at: Timestamp(record.captured_at),
-            creator_id: self.creators[record.creator as usize].id,
-            sequence_id: &self.sequences[record.sequence as usize].id,
+            creator_id: self.records.creator(record.creator).id,
+            sequence_id: &self.records.sequence(record.sequence).id,
             organization_id: self.organization_id_at(record.organization),
             is_pano: record.is_pano(),
             compass_angle: record.compass(variant.is_computed()),
@@ -147,14 +147,14 @@ impl Store {
     ) -> Result<Vec<(u64, u32, Geometry)>, StoreError> {
         let projector = Self::projector(tile, config)?;
         Ok(self
-            .image_tree
-            .locate_in_envelope_intersecting(&query_envelope(tile, config))
-            .filter_map(|entry| {
-                let record = &self.images[entry.index as usize];
+            .indexes
+            .images_meeting(&query_envelope(tile, config))
+            .filter_map(|index| {
+                let record = self.records.image(index);
                 let [lon, lat] = variant.point(record);
                 projector
                     .point(lon, lat)
-                    .map(|geometry| (record.id, entry.index, geometry))
+                    .map(|geometry| (record.id, index, geometry))
             })
             .collect())
     }
@@ -190,15 +190,16 @@ impl Store {
         variant: GeometryVariant,
     ) -> Result<Vec<TileImage<'_>>, StoreError> {
         let projector = Self::projector(tile, config)?;
-        let Some(chosen) = self.overview.tile(tile, config, variant, |index| {
-            self.images[index as usize].id
-        }) else {
+        let Some(chosen) = self
+            .overview
+            .tile(tile, config, variant, |index| self.records.image(index).id)
+        else {
             return self.tile_overview_by_scan(tile, config, variant);
         };
         Ok(chosen
             .into_iter()
             .filter_map(|(_, index)| {
-                let [lon, lat] = variant.point(&self.images[index as usize]);
+                let [lon, lat] = variant.point(self.records.image(index));
                 let geometry = projector.point(lon, lat)?;
                 Some(self.tile_image(index, geometry, variant))
             })
@@ -294,18 +295,19 @@ impl Store {
         // One entry per sequence, so no repeats. Sorting on a key prefix carried along saves
         // following every key's pointer at each comparison (a cache miss each at 10M images).
         let mut candidates: Vec<(u128, u32)> = self
-            .sequence_tree
-            .locate_in_envelope_intersecting(&query_envelope(tile, &config))
+            .indexes
+            .sequences_meeting(&query_envelope(tile, &config))
             .map(|entry| {
-                let key = self.sequences[entry.index as usize].id.as_str();
+                let key = self.records.sequence(entry.index).id.as_str();
                 (key_prefix(key), entry.index)
             })
             .collect();
         candidates.sort_unstable_by(|a, b| {
             a.0.cmp(&b.0).then_with(|| {
-                self.sequences[a.1 as usize]
+                self.records
+                    .sequence(a.1)
                     .id
-                    .cmp(&self.sequences[b.1 as usize].id)
+                    .cmp(&self.records.sequence(b.1).id)
             })
         });
         Ok(candidates
@@ -320,14 +322,14 @@ impl Store {
         projectors: &SequenceProjectors,
         variant: GeometryVariant,
     ) -> Option<TileSequence<'_>> {
-        let record = &self.sequences[sequence as usize];
-        let first = &self.images[*record.members.first()? as usize];
+        let record = self.records.sequence(sequence);
+        let first = self.records.image(*record.members.first()?);
         let coord = |index: u32| {
-            let [x, y] = variant.point(&self.images[index as usize]);
+            let [x, y] = variant.point(self.records.image(index));
             Coord { x, y }
         };
-        let kept = match &record.entry {
-            Some(entry) if projectors.precomputed => self.overview.sequence_lines.kept(
+        let kept = match self.indexes.sequence_entry(sequence) {
+            Some(entry) if projectors.precomputed => self.overview.sequence_lines().kept(
                 sequence,
                 entry,
                 &projectors.simplifying,
@@ -359,7 +361,7 @@ impl Store {
             id: &record.id,
             image_id: ImageId(first.id),
             captured_at: Timestamp(first.captured_at),
-            creator_id: self.creators[first.creator as usize].id,
+            creator_id: self.records.creator(first.creator).id,
             organization_id: self.organization_id_at(first.organization),
             is_pano: first.is_pano(),
             geometry,
@@ -369,7 +371,7 @@ impl Store {
     /// Heap bytes held by the precomputed sequence lines behind [`Store::tile_sequences`]
     /// (on top of [`Store::image_memory_bytes`]).
     pub fn sequence_lines_memory_bytes(&self) -> usize {
-        self.overview.sequence_lines.bytes()
+        self.overview.sequence_lines().bytes()
     }
 
     /// The map features of one type in a tile (the `point` or `traffic_sign` layer, z14), in
@@ -389,9 +391,9 @@ impl Store {
             [f64::from(upper[0]), f64::from(upper[1])],
         );
         let mut found: Vec<TileMapFeature<'_>> = self
-            .map_feature_tree
-            .locate_in_envelope(&envelope)
-            .map(|entry| &self.map_features[entry.data as usize])
+            .indexes
+            .map_features_in(&envelope)
+            .map(|index| &self.records.map_features()[index as usize])
             .filter(|feature| feature.object_type == object_type)
             .filter_map(|feature| {
                 projector
