@@ -41,10 +41,12 @@ pub(crate) fn upper_f32(value: f64) -> f32 {
 /// An image in the R-tree: the box around its original and computed locations (in `f32`,
 /// widened outwards so it always contains both) and its index in the image table. One tree
 /// serves both geometry variants; queries check the exact `f64` location afterwards.
+///
+/// The box is kept as rstar's envelope, not as corners: bulk loading asks for it at every
+/// comparison, and building it from corners each time was most of the tree's load time.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct ImageEntry {
-    min: [f32; 2],
-    max: [f32; 2],
+    envelope: AABB<[f32; 2]>,
     pub(crate) index: u32,
 }
 
@@ -52,7 +54,7 @@ impl RTreeObject for ImageEntry {
     type Envelope = AABB<[f32; 2]>;
 
     fn envelope(&self) -> Self::Envelope {
-        AABB::from_corners(self.min, self.max)
+        self.envelope
     }
 }
 
@@ -70,7 +72,10 @@ impl ImageEntry {
         if !record.computed_geometry[0].is_nan() {
             add(record.computed_geometry);
         }
-        ImageEntry { min, max, index }
+        ImageEntry {
+            envelope: AABB::from_corners(min, max),
+            index,
+        }
     }
 }
 

@@ -11,7 +11,7 @@
 //!   [`Records::sort_new_detection_lists`], the detection lists per image and per map feature
 //!   are in ID order.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use streetlevel_model::{
     Creator, CreatorId, Detection, Image, ImageId, MapFeature, Organization, OrganizationId,
@@ -19,8 +19,8 @@ use streetlevel_model::{
 };
 
 use crate::image_record::{
-    Camera, CameraPool, ImageRecord, Interner, NONE, ParameterPool, RecordLinks, RecordNames,
-    RecordValues, ResolvedNames,
+    Camera, CameraPool, FastMap, ImageRecord, Interner, NONE, ParameterPool, RecordLinks,
+    RecordNames, RecordValues, ResolvedNames,
 };
 
 /// Batches of at least this many images drop the slack of their lists after sorting.
@@ -61,18 +61,18 @@ pub(crate) struct Records {
     camera_parameters: ParameterPool,
     cameras: CameraPool,
     sequences: Vec<SequenceRecord>,
-    sequence_index: HashMap<Box<str>, u32>,
+    sequence_index: FastMap<Box<str>, u32>,
     creators: Vec<CreatorRecord>,
-    creator_index: HashMap<u64, u32>,
-    username_index: HashMap<String, u32>,
+    creator_index: FastMap<u64, u32>,
+    username_index: FastMap<String, u32>,
     organizations: Vec<OrganizationRecord>,
-    organization_index: HashMap<u64, u32>,
+    organization_index: FastMap<u64, u32>,
     map_features: Vec<MapFeature>,
     map_feature_ids: BTreeMap<u64, u32>,
     detections: Vec<Detection>,
     detection_ids: BTreeMap<u64, u32>,
-    detections_by_image: HashMap<u64, Vec<u32>>,
-    detections_by_map_feature: HashMap<u64, Vec<u32>>,
+    detections_by_image: FastMap<u64, Vec<u32>>,
+    detections_by_map_feature: FastMap<u64, Vec<u32>>,
 }
 
 impl Records {
@@ -243,9 +243,19 @@ impl Records {
         }
     }
 
-    /// Makes room for exactly `count` more images (loading knows the total).
-    pub(crate) fn reserve_exact_images(&mut self, count: usize) {
+    /// Makes room for exactly `count` more images, and in the camera pools for as many
+    /// cameras (loading knows the total; sets whose images each have their own calibration
+    /// then never grow a table on the way). [`Records::shrink_pools`] gives back the rest.
+    pub(crate) fn reserve_for_load(&mut self, count: usize) {
         self.images.reserve_exact(count);
+        self.cameras.reserve(count);
+        self.camera_parameters.reserve(count);
+    }
+
+    /// Gives back what [`Records::reserve_for_load`] took for the pools and was not used.
+    pub(crate) fn shrink_pools(&mut self) {
+        self.cameras.shrink_to_fit();
+        self.camera_parameters.shrink_to_fit();
     }
 
     fn creator_slot(&mut self, id: CreatorId) -> u32 {
@@ -393,15 +403,14 @@ impl Records {
         sequences_touched
     }
 
-    pub(crate) fn push_map_feature(&mut self, feature: &MapFeature) {
+    pub(crate) fn push_map_feature(&mut self, feature: MapFeature) {
         let index = self.map_features.len() as u32;
-        self.map_features.push(feature.clone());
         self.map_feature_ids.insert(feature.id.0, index);
+        self.map_features.push(feature);
     }
 
-    pub(crate) fn push_detection(&mut self, detection: &Detection) {
+    pub(crate) fn push_detection(&mut self, detection: Detection) {
         let index = self.detections.len() as u32;
-        self.detections.push(detection.clone());
         self.detection_ids.insert(detection.id.0, index);
         self.detections_by_image
             .entry(detection.image.0)
@@ -413,6 +422,7 @@ impl Records {
                 .or_default()
                 .push(index);
         }
+        self.detections.push(detection);
     }
 
     /// Sorts the detection lists that detections `first_new..` joined.

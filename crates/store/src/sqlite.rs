@@ -14,7 +14,7 @@ use streetlevel_model::{
     SequenceId, Timestamp,
 };
 
-use crate::image_record::{Interner, NONE, ParameterPool, RecordNames, RecordValues};
+use crate::image_record::{Interner, NONE, RecordNames, RecordValues};
 use crate::{Store, StoreError};
 
 /// The newest schema version this build writes.
@@ -666,7 +666,7 @@ fn load_all(
                 });
             }
         };
-        store.records.push_map_feature(&MapFeature {
+        store.records.push_map_feature(MapFeature {
             id: MapFeatureId(from_sql_id(row.get(0)?)),
             aligned_direction: row.get(1)?,
             first_seen_at: Timestamp(row.get(2)?),
@@ -684,7 +684,7 @@ fn load_all(
     )?;
     let mut rows = statement.query([])?;
     while let Some(row) = rows.next()? {
-        store.records.push_detection(&Detection {
+        store.records.push_detection(Detection {
             id: DetectionId(from_sql_id(row.get(0)?)),
             created_at: Timestamp(row.get(1)?),
             geometry: row.get(2)?,
@@ -768,7 +768,7 @@ fn load_images(
 ) -> Result<ImageRead, StoreError> {
     store
         .records
-        .reserve_exact_images(usize::try_from(n_images).unwrap_or(0));
+        .reserve_for_load(usize::try_from(n_images).unwrap_or(0));
     let mut parameters = Vec::new();
     let Some((upper_connection, split)) = upper_half else {
         let mut statement = connection.prepare(IMAGE_COLUMNS)?;
@@ -777,6 +777,7 @@ fn load_images(
             let (values, names) = read_image_row(row, &mut parameters)?;
             store.records.push_image(&values, &names);
         }
+        store.records.shrink_pools();
         store.index_new_images(0);
         return Ok(ImageRead::OnePass);
     };
@@ -806,12 +807,15 @@ fn load_images(
             organization: image.organization,
             make: upper.strings.get(image.make),
             model: upper.strings.get(image.model),
-            camera_parameters: upper.parameters.get(image.parameters),
+            camera_parameters: image
+                .parameters
+                .map(|(start, end)| &upper.parameters[start..end]),
             camera_type: image.camera_type,
         };
         store.records.push_image(&image.values, &names);
     }
     drop(upper);
+    store.records.shrink_pools();
     store.index_new_images(0);
     Ok(ImageRead::Halves)
 }
@@ -824,14 +828,17 @@ struct BufferedImage {
     organization: Option<OrganizationId>,
     make: u32,
     model: u32,
-    parameters: u32,
+    /// Where its camera parameters lie in [`BufferedImages::parameters`].
+    parameters: Option<(usize, usize)>,
     camera_type: Option<CameraType>,
 }
 
 struct BufferedImages {
     images: Vec<BufferedImage>,
     strings: Interner,
-    parameters: ParameterPool,
+    /// Every image's camera parameters end to end, not interned: the store interns them
+    /// once, when it takes the images.
+    parameters: Vec<f64>,
 }
 
 /// Reads the images with IDs from `first` on through the second connection (in its read
@@ -840,7 +847,7 @@ fn read_images_buffered(connection: Connection, first: i64) -> Result<BufferedIm
     let mut buffered = BufferedImages {
         images: Vec::new(),
         strings: Interner::default(),
-        parameters: ParameterPool::default(),
+        parameters: Vec::new(),
     };
     let mut statement = connection.prepare(&format!("{IMAGE_COLUMNS} WHERE id >= ?1"))?;
     let mut rows = statement.query([first])?;
@@ -858,9 +865,14 @@ fn read_images_buffered(connection: Connection, first: i64) -> Result<BufferedIm
             model: names
                 .model
                 .map_or(NONE, |model| buffered.strings.intern(model)),
-            parameters: names
-                .camera_parameters
-                .map_or(NONE, |list| buffered.parameters.intern(list)),
+            parameters: match names.camera_parameters {
+                Some(list) => {
+                    let start = buffered.parameters.len();
+                    buffered.parameters.extend_from_slice(list);
+                    Some((start, buffered.parameters.len()))
+                }
+                None => None,
+            },
             camera_type: names.camera_type,
         };
         buffered.images.push(image);
@@ -917,16 +929,21 @@ fn read_image_row<'a>(
     };
     let computed_rotation = match row.get_ref(13)?.as_blob_or_null()? {
         Some(blob) => {
-            let mut rotation = Vec::with_capacity(3);
-            decode_floats(TABLE, blob, &mut rotation)?;
-            let rotation: [f64; 3] =
-                rotation
-                    .try_into()
-                    .map_err(|values: Vec<f64>| StoreError::CorruptRow {
-                        table: TABLE,
-                        reason: format!("rotation of {} values", values.len()),
-                    })?;
-            Some(rotation)
+            // Decoded in place: no allocation per row.
+            let bytes: &[u8; 24] = blob.try_into().map_err(|_| StoreError::CorruptRow {
+                table: TABLE,
+                reason: if blob.len().is_multiple_of(8) {
+                    format!("rotation of {} values", blob.len() / 8)
+                } else {
+                    format!("float blob of {} bytes", blob.len())
+                },
+            })?;
+            let value = |index: usize| {
+                let mut eight = [0; 8];
+                eight.copy_from_slice(&bytes[index * 8..index * 8 + 8]);
+                f64::from_le_bytes(eight)
+            };
+            Some([value(0), value(1), value(2)])
         }
         None => None,
     };

@@ -464,7 +464,7 @@ impl Store {
         self.write(|transaction| sqlite::insert_map_features(transaction, features))?;
         let first_new = self.map_feature_count();
         for feature in features {
-            self.records.push_map_feature(feature);
+            self.records.push_map_feature(feature.clone());
         }
         self.index_new_map_features(first_new);
         self.bump_generation();
@@ -481,7 +481,7 @@ impl Store {
         self.write(|transaction| sqlite::insert_detections(transaction, detections))?;
         let first_new = self.detection_count();
         for detection in detections {
-            self.records.push_detection(detection);
+            self.records.push_detection(detection.clone());
         }
         self.index_new_detections(first_new);
         self.bump_generation();
