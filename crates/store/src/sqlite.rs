@@ -725,7 +725,7 @@ const IMAGE_COLUMNS: &str = "SELECT id, captured_at, lon, lat, computed_lon, com
     FROM store_images";
 
 /// A second read-only connection in a read transaction on the same images as `connection`'s,
-/// and the first ID of the upper half it is to read; `None` when a writer committed between
+/// and the first ID of the upper half it is to read (above the middle of the ID range); `None` when a writer committed between
 /// the two transactions' first reads (then one connection reads everything).
 ///
 /// Both transactions' snapshots are fixed by their first read (WAL), and the main one's was
@@ -746,13 +746,17 @@ fn open_upper_half(
     if image_count(&upper)? != n_images {
         return Ok(None);
     }
-    let split: Option<i64> = connection
-        .query_row(
-            "SELECT id FROM store_images ORDER BY id LIMIT 1 OFFSET ?1",
-            [n_images / 2],
-            |row| row.get(0),
-        )
-        .optional()?;
+    // The middle of the ID range, not the median ID: min and max are two lookups in the
+    // table's B-tree, where `OFFSET n/2` stepped through half of it (a tenth of loading's
+    // CPU time at 1M). IDs are handed out in ascending order, so the halves are near even.
+    let (low, high): (Option<i64>, Option<i64>) =
+        connection.query_row("SELECT min(id), max(id) FROM store_images", [], |row| {
+            Ok((row.get(0)?, row.get(1)?))
+        })?;
+    let split = low.zip(high).map(|(low, high)| {
+        let middle = (i128::from(low) + i128::from(high)) / 2 + 1;
+        i64::try_from(middle).unwrap_or(i64::MAX)
+    });
     Ok(split.map(|split| (upper, split)))
 }
 
