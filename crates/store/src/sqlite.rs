@@ -753,10 +753,9 @@ fn open_upper_half(
         connection.query_row("SELECT min(id), max(id) FROM store_images", [], |row| {
             Ok((row.get(0)?, row.get(1)?))
         })?;
-    let split = low.zip(high).map(|(low, high)| {
-        let middle = (i128::from(low) + i128::from(high)) / 2 + 1;
-        i64::try_from(middle).unwrap_or(i64::MAX)
-    });
+    let split = low
+        .zip(high)
+        .map(|(low, high)| low.midpoint(high).saturating_add(1));
     Ok(split.map(|split| (upper, split)))
 }
 
