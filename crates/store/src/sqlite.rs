@@ -747,13 +747,15 @@ fn open_upper_half(
     )?;
     upper.busy_timeout(streetlevel_sqlite::BUSY_TIMEOUT)?;
     upper.execute_batch("BEGIN")?;
-    const STATE: &str = "SELECT (SELECT coalesce(max(seq), 0) FROM store_writes),
-        (SELECT max(id) FROM store_images)";
-    let (upper_write, upper_high): (i64, Option<i64>) =
-        upper.query_row(STATE, [], |row| Ok((row.get(0)?, row.get(1)?)))?;
+    let (upper_write, upper_high): (i64, Option<i64>) = upper.query_row(
+        "SELECT (SELECT coalesce(max(seq), 0) FROM store_writes),
+                (SELECT max(id) FROM store_images)",
+        [],
+        |row| Ok((row.get(0)?, row.get(1)?)),
+    )?;
     // The middle of the ID range, not the median ID: min and max are two lookups in the
-    // table's B-tree, where `OFFSET n/2` stepped through half of it (a tenth of loading's
-    // CPU time at 1M). IDs are handed out in ascending order, so the halves are near even.
+    // table's B-tree, where `OFFSET n/2` stepped through half of it. IDs are handed out in
+    // ascending order, so the halves are near even.
     let (low, high): (Option<i64>, Option<i64>) =
         connection.query_row("SELECT min(id), max(id) FROM store_images", [], |row| {
             Ok((row.get(0)?, row.get(1)?))

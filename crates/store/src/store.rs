@@ -35,7 +35,7 @@ pub const MEDIA_DIR: &str = "media";
 /// Concurrency: every query takes `&self` and every write `&mut self`; the store is `Send` and
 /// `Sync`, so a server shares it as `Arc<RwLock<Store>>`. Writes go to `SQLite` first (one
 /// transaction per call) and then to memory, and bump [`Store::generation`].
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Store {
     /// The entity tables and their key lookups.
     pub(crate) records: Records,
@@ -52,7 +52,13 @@ pub struct Store {
 impl Store {
     /// An empty store without persistence, for tests and tools.
     pub fn in_memory() -> Self {
-        Store::default()
+        Store {
+            records: Records::default(),
+            indexes: Indexes::default(),
+            overview: OverviewPyramid::default(),
+            persistence: Persistence::default(),
+            generation: 0,
+        }
     }
 
     /// Opens (creating if needed) the data directory `data_dir` with `streetlevel.sqlite` and
