@@ -48,32 +48,21 @@ impl Store {
     /// on the same file; unused ones are simply never seen.
     pub fn reserve_ids(&mut self, count: u64) -> Result<u64, StoreError> {
         let in_memory_next = self.greatest_id_in_memory().map_or(1, |id| id + 1);
-        let mut first = in_memory_next.max(self.next_id);
+        let mut first = in_memory_next.max(self.persistence.next_id());
         self.write(|transaction| {
             first = sqlite::reserve_ids(transaction, count, first)?;
             Ok(())
         })?;
-        self.next_id = first
+        let next = first
             .checked_add(count)
             .ok_or(StoreError::Full("entity ids"))?;
+        self.persistence.handed_out_below(next);
         Ok(first)
     }
 
     fn greatest_id_in_memory(&self) -> Option<u64> {
-        let image = self
-            .id_order
-            .last()
-            .map(|&index| self.images[index as usize].id);
-        [
-            image,
-            self.map_feature_ids.keys().next_back().copied(),
-            self.detection_ids.keys().next_back().copied(),
-            self.organization_index.keys().max().copied(),
-            self.creator_index.keys().max().copied(),
-        ]
-        .into_iter()
-        .flatten()
-        .max()
+        let image = self.indexes.greatest_image_id(&self.records);
+        image.max(self.records.greatest_id_but_images())
     }
 
     /// The creator named `username`, created (with a new ID) if there is none, also when
@@ -82,13 +71,8 @@ impl Store {
         if let Some(creator) = self.creator_by_username(username) {
             return Ok(creator.id);
         }
-        let stored = match &self.database {
-            Some(database) => {
-                let connection = database
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
-                sqlite::creator_by_username(&connection, username)?
-            }
+        let stored = match self.persistence.connection() {
+            Some(connection) => sqlite::creator_by_username(&connection, username)?,
             None => None,
         };
         let id = if let Some(id) = stored {
@@ -104,11 +88,11 @@ impl Store {
             })?;
             id
         };
-        self.push_creator(&Creator {
+        self.records.push_creator(&Creator {
             id,
             username: username.to_owned(),
         });
-        self.generation += 1;
+        self.bump_generation();
         Ok(id)
     }
 
@@ -117,16 +101,11 @@ impl Store {
         &self,
         hashes: &[[u8; 32]],
     ) -> Result<Vec<Option<ImageId>>, StoreError> {
-        match &self.database {
-            Some(database) => {
-                let connection = database
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
-                sqlite::images_with_hashes(&connection, hashes)
-            }
+        match self.persistence.connection() {
+            Some(connection) => sqlite::images_with_hashes(&connection, hashes),
             None => Ok(hashes
                 .iter()
-                .map(|hash| self.image_hashes.get(hash).copied())
+                .map(|hash| self.persistence.image_with_hash(hash))
                 .collect()),
         }
     }
@@ -164,11 +143,11 @@ impl Store {
                 reason: "its sequence is not in the batch",
             });
         }
-        Self::check_capacity(self.images.len() + batch.images.len(), "images")?;
+        Self::check_capacity(self.image_count() + batch.images.len(), "images")?;
         let mut outcome = BatchOutcome::default();
         let mut kept: Vec<&ImportedImage> = Vec::new();
         let mut kept_sequences: Vec<Sequence> = Vec::new();
-        let known_in_memory = |hash: &[u8; 32]| self.image_hashes.get(hash).copied();
+        let known_in_memory = |hash: &[u8; 32]| self.persistence.image_with_hash(hash);
         self.write(|transaction| {
             let hashes: Vec<[u8; 32]> = batch
                 .images
@@ -211,18 +190,18 @@ impl Store {
             Ok(())
         })?;
         for sequence in &kept_sequences {
-            self.push_sequence(sequence);
+            self.records.push_sequence(sequence);
         }
-        let first_new = self.images.len();
+        let first_new = self.image_count();
         for imported in &kept {
             let image = &imported.image;
-            self.push_image(&RecordValues::of(image), &RecordNames::of(image));
-            if self.database.is_none() {
-                self.image_hashes.insert(imported.content_hash, image.id);
-            }
+            self.records
+                .push_image(&RecordValues::of(image), &RecordNames::of(image));
+            self.persistence
+                .remember_hash(imported.content_hash, image.id);
         }
         self.index_new_images(first_new);
-        self.generation += 1;
+        self.bump_generation();
         Ok(outcome)
     }
 
@@ -231,21 +210,19 @@ impl Store {
     /// that an import into a served data directory shows without a restart. Returns how many
     /// images were added. A store without `SQLite` has nothing to follow.
     pub fn follow(&mut self) -> Result<usize, StoreError> {
-        let Some(database) = self.database.take() else {
+        let Some(database) = self.persistence.shared_connection() else {
             return Ok(0);
         };
-        let after = self.followed_write;
-        let result = {
+        let after = self.persistence.followed_write();
+        let (newest, added) = {
             let connection = database
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            sqlite::follow(&connection, self, after)
+            sqlite::follow(&connection, self, after)?
         };
-        self.database = Some(database);
-        let (newest, added) = result?;
-        self.followed_write = newest;
+        self.persistence.followed_up_to(newest);
         if added > 0 {
-            self.generation += 1;
+            self.bump_generation();
         }
         Ok(added)
     }
@@ -254,13 +231,10 @@ impl Store {
     /// since the last [`Store::follow`]: a cheap check under a read lock before taking the
     /// write lock to follow.
     pub fn has_writes_to_follow(&self) -> Result<bool, StoreError> {
-        let Some(database) = &self.database else {
+        let Some(connection) = self.persistence.connection() else {
             return Ok(false);
         };
-        let connection = database
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        Ok(sqlite::last_write(&connection)? > self.followed_write)
+        Ok(sqlite::last_write(&connection)? > self.persistence.followed_write())
     }
 
     pub(crate) fn check_new_image(

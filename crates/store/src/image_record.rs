@@ -1,10 +1,15 @@
-//! The compact in-memory form of an image: fixed-size, no heap, strings and cameras interned.
-
-use std::collections::HashMap;
+//! The compact in-memory form of an image: fixed-size, no heap, strings and cameras interned;
+//! and which of its two locations a coverage tile uses. The bottom of the store: everything
+//! else builds on these records.
 
 use streetlevel_model::{
     CameraType, CreatorId, Image, ImageId, MediaId, OrganizationId, Point, Timestamp,
 };
+
+/// A hash map with foldhash's fast hasher: the store's keys are its own (IDs, keys, names
+/// from its database), so `SipHash`'s protection against chosen collisions buys nothing and
+/// costs much of loading (docs/PERFORMANCE.md).
+pub(crate) type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 
 /// "No value" for the interned indices.
 pub(crate) const NONE: u32 = u32::MAX;
@@ -261,6 +266,31 @@ impl ImageRecord {
     }
 }
 
+/// Which location of an image a coverage tile uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum GeometryVariant {
+    /// The original `geometry` (tile set `svc1_public`).
+    Original,
+    /// `computed_geometry`, falling back to `geometry` when absent (`svc1_computed_public`).
+    Computed,
+}
+
+impl GeometryVariant {
+    /// The location of this variant (lon, lat).
+    pub(crate) fn point(self, record: &ImageRecord) -> [f64; 2] {
+        match self {
+            GeometryVariant::Computed if !record.computed_geometry[0].is_nan() => {
+                record.computed_geometry
+            }
+            _ => record.geometry,
+        }
+    }
+
+    pub(crate) fn is_computed(self) -> bool {
+        self == GeometryVariant::Computed
+    }
+}
+
 /// A camera as images name it: make, model (interned strings or [`NONE`]), parameters (index
 /// into the [`ParameterPool`] or [`NONE`]) and type. Images share one entry per distinct
 /// combination.
@@ -272,26 +302,51 @@ pub(crate) struct Camera {
     pub(crate) kind: Option<CameraType>,
 }
 
-/// The distinct cameras, each stored once.
+/// The cameras images name. A camera without parameters is stored once (sets have a
+/// handful of makes and models); one with parameters is stored once per run of images with
+/// that parameter list (see [`ParameterPool`]: a list is shared only along a run, so a
+/// lookup table over such cameras would only grow).
 #[derive(Debug, Default)]
 pub(crate) struct CameraPool {
     cameras: Vec<Camera>,
-    index: HashMap<Camera, u32>,
+    /// Cameras without parameters, by value.
+    index: FastMap<Camera, u32>,
 }
 
 impl CameraPool {
     pub(crate) fn intern(&mut self, camera: Camera) -> u32 {
-        if let Some(&index) = self.index.get(&camera) {
+        if camera.parameters == NONE {
+            if let Some(&index) = self.index.get(&camera) {
+                return index;
+            }
+            let index = self.push(camera);
+            self.index.insert(camera, index);
             return index;
         }
+        match self.cameras.last() {
+            Some(last) if *last == camera => (self.cameras.len() - 1) as u32,
+            _ => self.push(camera),
+        }
+    }
+
+    fn push(&mut self, camera: Camera) -> u32 {
         let index = self.cameras.len() as u32;
         self.cameras.push(camera);
-        self.index.insert(camera, index);
         index
     }
 
     pub(crate) fn get(&self, index: u32) -> Option<&Camera> {
         self.cameras.get(index as usize)
+    }
+
+    /// Room for `additional` more cameras.
+    pub(crate) fn reserve(&mut self, additional: usize) {
+        self.cameras.reserve(additional);
+    }
+
+    /// Gives back what [`CameraPool::reserve`] took and was not used.
+    pub(crate) fn shrink_to_fit(&mut self) {
+        self.cameras.shrink_to_fit();
     }
 
     /// Which cameras pass `keep`, by index.
@@ -304,7 +359,7 @@ impl CameraPool {
 #[derive(Debug, Default)]
 pub(crate) struct Interner {
     strings: Vec<Box<str>>,
-    index: HashMap<Box<str>, u32>,
+    index: FastMap<Box<str>, u32>,
 }
 
 impl Interner {
@@ -333,26 +388,54 @@ impl Interner {
     }
 }
 
-/// Camera parameter lists stored once (cameras of one model share them).
+/// Camera parameter lists, end to end in one vector so that storing one allocates nothing of
+/// its own. A list equal (bit for bit) to the one stored last is stored once: images come in
+/// runs of one camera. Others are not looked up: sets calibrate each image (every one of the
+/// fixture set's lists differs), where lookup tables over lists and cameras took a fifth of
+/// loading's CPU time and saved nothing; where lists repeat across runs, a repeat costs its
+/// values again (24 bytes for the usual three).
 #[derive(Debug, Default)]
 pub(crate) struct ParameterPool {
-    lists: Vec<Box<[f64]>>,
-    index: HashMap<Box<[u64]>, u32>,
+    /// Every list, end to end.
+    values: Vec<f64>,
+    /// Where each list ends in `values`.
+    ends: Vec<usize>,
 }
 
 impl ParameterPool {
+    /// The index of a list equal to `parameters`.
     pub(crate) fn intern(&mut self, parameters: &[f64]) -> u32 {
-        let key: Box<[u64]> = parameters.iter().map(|value| value.to_bits()).collect();
-        if let Some(&index) = self.index.get(&key) {
-            return index;
+        if let Some(last) = self.ends.len().checked_sub(1)
+            && self.get(last as u32).is_some_and(|stored| {
+                stored.len() == parameters.len()
+                    && stored
+                        .iter()
+                        .zip(parameters)
+                        .all(|(a, b)| a.to_bits() == b.to_bits())
+            })
+        {
+            return last as u32;
         }
-        let index = self.lists.len() as u32;
-        self.lists.push(parameters.into());
-        self.index.insert(key, index);
-        index
+        self.values.extend_from_slice(parameters);
+        self.ends.push(self.values.len());
+        (self.ends.len() - 1) as u32
     }
 
     pub(crate) fn get(&self, index: u32) -> Option<&[f64]> {
-        self.lists.get(index as usize).map(AsRef::as_ref)
+        let index = index as usize;
+        let end = *self.ends.get(index)?;
+        let start = if index == 0 { 0 } else { self.ends[index - 1] };
+        self.values.get(start..end)
+    }
+
+    /// Room for `additional` more lists.
+    pub(crate) fn reserve(&mut self, additional: usize) {
+        self.ends.reserve(additional);
+    }
+
+    /// Gives back what [`ParameterPool::reserve`] took and was not used.
+    pub(crate) fn shrink_to_fit(&mut self) {
+        self.values.shrink_to_fit();
+        self.ends.shrink_to_fit();
     }
 }

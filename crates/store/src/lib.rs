@@ -4,7 +4,10 @@ mod batch;
 mod error;
 pub mod filter;
 mod image_record;
+mod indexes;
 mod overview;
+mod persistence;
+mod records;
 pub mod s2;
 mod search;
 mod sequence_lines;
@@ -18,9 +21,9 @@ pub use filter::{
     BoundingBox, Cursor, DetectionFilter, ImageFilter, MapFeatureFilter, Page, TimeRange,
     wildcard_match,
 };
+pub use image_record::GeometryVariant;
+pub use overview::OVERVIEW_GRID;
 pub use s2::S2CellId;
 pub use sqlite::SCHEMA_VERSION;
 pub use store::{DATABASE_FILE, MEDIA_DIR, Store};
-pub use tiles::{
-    GeometryVariant, MAX_COVERAGE_ZOOM, OVERVIEW_GRID, TileImage, TileMapFeature, TileSequence,
-};
+pub use tiles::{MAX_COVERAGE_ZOOM, TileImage, TileMapFeature, TileSequence};

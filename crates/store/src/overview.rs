@@ -19,10 +19,13 @@ use std::cmp::Ordering;
 
 use streetlevel_mvt::{DEFAULT_EXTENT, ProjectionConfig, TileId, lon_lat_to_world};
 
-use crate::image_record::ImageRecord;
+use crate::image_record::{GeometryVariant, ImageRecord};
+use crate::records::Records;
 use crate::sequence_lines::SequenceLines;
-use crate::store::SequenceRecord;
-use crate::tiles::{GeometryVariant, OVERVIEW_GRID};
+
+/// Overview tiles keep at most one image per cell of a grid this many cells wide across the
+/// tile (plus the buffer), so a tile never holds much more than `OVERVIEW_GRID²` points.
+pub const OVERVIEW_GRID: u32 = 64;
 
 /// The zooms the pyramid answers: 0 to 5.
 pub(crate) const PYRAMID_ZOOMS: usize = 6;
@@ -225,7 +228,7 @@ impl Runs {
 pub(crate) struct OverviewPyramid {
     pyramid: Pyramid,
     /// Simplified sequence lines for z6–11.
-    pub(crate) sequence_lines: SequenceLines,
+    sequence_lines: SequenceLines,
 }
 
 /// Batches of at least this many images update the pyramid and the sequence lines on two
@@ -263,32 +266,25 @@ fn world_units(zoom: usize) -> f64 {
 }
 
 impl OverviewPyramid {
-    /// Adds images `first_new..` of `images` (their index is their position), once the
-    /// member lists of their sequences are sorted.
-    pub(crate) fn add(
-        &mut self,
-        images: &[ImageRecord],
-        sequences: &[SequenceRecord],
-        first_new: usize,
-    ) {
+    /// Adds images `first_new..` of `records` (an image's index is its position), members
+    /// of the sequences `touched`, once those sequences' member lists are sorted.
+    pub(crate) fn add(&mut self, records: &Records, first_new: usize, touched: &[u32]) {
+        let images = records.images();
         let Some(new) = images.get(first_new..) else {
             return;
         };
         if new.is_empty() {
             return;
         }
-        let mut touched: Vec<u32> = new.iter().map(|record| record.sequence).collect();
-        touched.sort_unstable();
-        touched.dedup();
         let lines = &mut self.sequence_lines;
         let pyramid = &mut self.pyramid;
         if new.len() >= PARALLEL_BATCH {
             std::thread::scope(|scope| {
-                scope.spawn(|| lines.update(images, sequences, touched.into_iter()));
+                scope.spawn(|| lines.update(records, touched));
                 pyramid.add(images, first_new);
             });
         } else {
-            lines.update(images, sequences, touched.into_iter());
+            lines.update(records, touched);
             pyramid.add(images, first_new);
         }
     }
@@ -308,6 +304,11 @@ impl OverviewPyramid {
     /// Heap bytes held by the pyramid (without the sequence lines).
     pub(crate) fn bytes(&self) -> usize {
         self.pyramid.bytes()
+    }
+
+    /// The precomputed sequence lines.
+    pub(crate) fn sequence_lines(&self) -> &SequenceLines {
+        &self.sequence_lines
     }
 }
 

@@ -17,7 +17,7 @@ use crate::filter::{
     BoundingBox, Cursor, DetectionFilter, ImageFilter, MapFeatureFilter, Page, matches_any,
 };
 use crate::image_record::NONE;
-use crate::store::{lower_f32, upper_f32};
+use crate::indexes::{lower_f32, upper_f32};
 
 /// Above this many R-tree candidates (or a hundredth of the images, if more) a bounding-box
 /// search switches to the ordered scan: a box holding that many is dense enough for the scan
@@ -95,7 +95,7 @@ impl Store {
         let page = page_of(
             indices
                 .into_iter()
-                .map(|index| (self.images[index as usize].id, index)),
+                .map(|index| (self.records.image(index).id, index)),
             limit,
         );
         Page {
@@ -111,16 +111,16 @@ impl Store {
     /// `None` when a named creator, make, model or organization does not exist (no result).
     fn resolve_image_filter<'a>(&self, filter: &'a ImageFilter) -> Option<ResolvedImageFilter<'a>> {
         let creator = match &filter.creator_username {
-            Some(username) => Some(*self.username_index.get(username)?),
+            Some(username) => Some(self.records.username_slot(username)?),
             None => None,
         };
         let organization = match filter.organization_id {
-            Some(id) => Some(*self.organization_index.get(&id.0)?),
+            Some(id) => Some(self.records.organization_slot_of(id)?),
             None => None,
         };
         let interned = |text: &Option<String>| {
             text.as_deref()
-                .map(|text| self.strings.matching_ignore_case(text))
+                .map(|text| self.records.strings().matching_ignore_case(text))
         };
         let makes = interned(&filter.make);
         let models = interned(&filter.model);
@@ -128,7 +128,7 @@ impl Store {
             return None;
         }
         let cameras = (makes.is_some() || models.is_some()).then(|| {
-            self.cameras.matching(|camera| {
+            self.records.cameras().matching(|camera| {
                 let named = |names: &Option<Vec<u32>>, name: u32| {
                     names
                         .as_ref()
@@ -139,7 +139,7 @@ impl Store {
         });
         let sequences = filter.sequence_ids.as_ref().map(|ids| {
             ids.iter()
-                .filter_map(|id| self.sequence_index.get(id.as_str()).copied())
+                .filter_map(|id| self.records.sequence_slot_of(id.as_str()))
                 .collect()
         });
         Some(ResolvedImageFilter {
@@ -152,7 +152,7 @@ impl Store {
     }
 
     fn image_matches(&self, index: u32, resolved: &ResolvedImageFilter<'_>) -> bool {
-        let record = &self.images[index as usize];
+        let record = self.records.image(index);
         let filter = resolved.filter;
         filter.bbox.is_none_or(|bbox| bbox.contains(record.point()))
             && resolved
@@ -183,7 +183,7 @@ impl Store {
     ) -> Vec<u32> {
         let wanted = limit.saturating_add(1);
         let by_id = |indices: &mut Vec<u32>| {
-            indices.sort_unstable_by_key(|&index| self.images[index as usize].id);
+            indices.sort_unstable_by_key(|&index| self.records.image(index).id);
             indices.dedup();
         };
         if let Some(ids) = &resolved.filter.image_ids {
@@ -199,27 +199,23 @@ impl Store {
         if let Some(sequences) = &resolved.sequences {
             let mut indices: Vec<u32> = sequences
                 .iter()
-                .flat_map(|&sequence| self.sequences[sequence as usize].members.iter().copied())
-                .filter(|&index| is_after(self.images[index as usize].id, after))
+                .flat_map(|&sequence| self.records.sequence(sequence).members.iter().copied())
+                .filter(|&index| is_after(self.records.image(index).id, after))
                 .filter(|&index| self.image_matches(index, resolved))
                 .collect();
             by_id(&mut indices);
             return indices;
         }
         if let Some(bbox) = &resolved.filter.bbox {
-            let cap = BBOX_CANDIDATE_CAP.max(self.images.len() / 100);
+            let cap = BBOX_CANDIDATE_CAP.max(self.image_count() / 100);
             let mut found: Vec<(u64, u32)> = Vec::new();
             let mut visited = 0;
-            for entry in self
-                .image_tree
-                .locate_in_envelope_intersecting(&envelope_f32(bbox))
-            {
+            for index in self.indexes.images_meeting(&envelope_f32(bbox)) {
                 visited += 1;
                 if visited > cap {
                     break;
                 }
-                let index = entry.index;
-                let id = self.images[index as usize].id;
+                let id = self.records.image(index).id;
                 if is_after(id, after) && self.image_matches(index, resolved) {
                     found.push((id, index));
                 }
@@ -239,19 +235,19 @@ impl Store {
         // everything (the ID order); stop once the page (plus one) is full.
         let creator_list = resolved
             .creator
-            .map(|creator| &self.creators[creator as usize].images);
+            .map(|creator| &self.records.creator(creator).images);
         let organization_list = resolved
             .organization
-            .map(|organization| &self.organizations[organization as usize].images);
+            .map(|organization| &self.records.organization(organization).images);
         let list = match (creator_list, organization_list) {
             (Some(a), Some(b)) => Some(if a.len() <= b.len() { a } else { b }),
             (a, b) => a.or(b),
         };
         let matching = |index: &u32| self.image_matches(*index, resolved);
         // Every list is in ID order: start after the cursor by binary search.
-        let list = list.map_or(self.id_order.as_slice(), Vec::as_slice);
+        let list = list.map_or(self.indexes.id_order(), Vec::as_slice);
         let start = after.map_or(0, |cursor| {
-            list.partition_point(|&index| self.images[index as usize].id <= cursor.last_id())
+            list.partition_point(|&index| self.records.image(index).id <= cursor.last_id())
         });
         list[start..]
             .iter()
@@ -284,12 +280,12 @@ impl Store {
             );
             let mut found = Vec::new();
             let mut visited = 0;
-            for entry in self.map_feature_tree.locate_in_envelope(&envelope) {
+            for index in self.indexes.map_features_in(&envelope) {
                 visited += 1;
                 if visited > BBOX_CANDIDATE_CAP {
                     break;
                 }
-                let feature = &self.map_features[entry.data as usize];
+                let feature = &self.records.map_features()[index as usize];
                 if is_after(feature.id.0, after) && matches(feature) {
                     found.push(feature);
                 }
@@ -303,9 +299,10 @@ impl Store {
             }
         }
         page_of(
-            self.map_feature_ids
+            self.records
+                .map_feature_ids()
                 .range((after_bound(after), Bound::Unbounded))
-                .map(|(&id, &index)| (id, &self.map_features[index as usize]))
+                .map(|(&id, &index)| (id, &self.records.map_features()[index as usize]))
                 .filter(|(_, feature)| matches(feature)),
             limit,
         )
@@ -331,19 +328,16 @@ impl Store {
             let Some(index) = self.image_index(detection.image.0) else {
                 return false;
             };
-            let record = &self.images[index as usize];
+            let record = self.records.image(index);
             filter.bbox.is_none_or(|bbox| bbox.contains(record.point()))
                 && filter.captured_at.contains(Timestamp(record.captured_at))
         };
         if let Some(bbox) = &filter.bbox {
             let mut found = Vec::new();
             let mut visited = 0;
-            for entry in self
-                .image_tree
-                .locate_in_envelope_intersecting(&envelope_f32(bbox))
-            {
-                let record = &self.images[entry.index as usize];
-                let Some(detections) = self.detections_by_image.get(&record.id) else {
+            for index in self.indexes.images_meeting(&envelope_f32(bbox)) {
+                let record = self.records.image(index);
+                let Some(detections) = self.records.detections_of_image(record.id) else {
                     continue;
                 };
                 visited += detections.len();
@@ -351,7 +345,7 @@ impl Store {
                     break;
                 }
                 for &index in detections {
-                    let detection = &self.detections[index as usize];
+                    let detection = &self.records.detections()[index as usize];
                     if is_after(detection.id.0, after) && matches(detection) {
                         found.push(detection);
                     }
@@ -368,9 +362,10 @@ impl Store {
             }
         }
         page_of(
-            self.detection_ids
+            self.records
+                .detection_ids()
                 .range((after_bound(after), Bound::Unbounded))
-                .map(|(&id, &index)| (id, &self.detections[index as usize]))
+                .map(|(&id, &index)| (id, &self.records.detections()[index as usize]))
                 .filter(|(_, detection)| matches(detection)),
             limit,
         )

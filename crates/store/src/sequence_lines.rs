@@ -22,9 +22,9 @@ use streetlevel_mvt::geo::{Coord, LineString};
 use streetlevel_mvt::simplify::{DEFAULT_TOLERANCE, simplify_line_string};
 use streetlevel_mvt::{DEFAULT_EXTENT, ProjectionConfig, TileProjector, lon_lat_to_world};
 
-use crate::image_record::ImageRecord;
-use crate::store::SequenceRecord;
-use crate::tiles::{GeometryVariant, SequenceEntry};
+use crate::image_record::{GeometryVariant, ImageRecord};
+use crate::indexes::SequenceEntry;
+use crate::records::Records;
 
 /// The first zoom with precomputed lines.
 pub(crate) const FIRST_ZOOM: u8 = 6;
@@ -66,18 +66,14 @@ pub(crate) enum Precomputed<'a> {
 
 impl SequenceLines {
     /// Recomputes the lines of these sequences (after their member lists were sorted).
-    pub(crate) fn update(
-        &mut self,
-        images: &[ImageRecord],
-        sequences: &[SequenceRecord],
-        touched: impl Iterator<Item = u32>,
-    ) {
+    pub(crate) fn update(&mut self, records: &Records, touched: &[u32]) {
+        let sequences = records.sequences();
         if self.lines.len() < sequences.len() {
             self.lines.resize_with(sequences.len(), Box::default);
         }
-        for sequence in touched {
+        for &sequence in touched {
             let members = &sequences[sequence as usize].members;
-            self.lines[sequence as usize] = compute(images, members);
+            self.lines[sequence as usize] = compute(records.images(), members);
         }
     }
 

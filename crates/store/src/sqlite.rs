@@ -14,7 +14,7 @@ use streetlevel_model::{
     SequenceId, Timestamp,
 };
 
-use crate::image_record::{Interner, NONE, ParameterPool, RecordNames, RecordValues};
+use crate::image_record::{Interner, NONE, RecordNames, RecordValues};
 use crate::{Store, StoreError};
 
 /// The newest schema version this build writes.
@@ -417,7 +417,7 @@ fn follow_in_transaction(
     let Some(&(newest, _, _)) = writes.last() else {
         return Ok((after, 0));
     };
-    let first_new = store.images.len();
+    let first_new = store.image_count();
     let mut added = std::collections::HashSet::new();
     let mut statement =
         connection.prepare_cached(&format!("{IMAGE_COLUMNS} WHERE id BETWEEN ?1 AND ?2"))?;
@@ -430,10 +430,10 @@ fn follow_in_transaction(
                 continue;
             }
             let (values, names) = read_image_row(row, &mut parameters)?;
-            store.push_image(&values, &names);
+            store.records.push_image(&values, &names);
         }
     }
-    let new_images = store.images.len() - first_new;
+    let new_images = store.image_count() - first_new;
     follow_names(connection, store, first_new)?;
     store.index_new_images(first_new);
     Ok((newest, new_images))
@@ -449,18 +449,18 @@ fn follow_names(
     let mut creators = std::collections::BTreeSet::new();
     let mut organizations = std::collections::BTreeSet::new();
     let mut sequences = std::collections::BTreeSet::new();
-    for record in &store.images[first_new..] {
-        let creator = &store.creators[record.creator as usize];
+    for record in &store.records.images()[first_new..] {
+        let creator = store.records.creator(record.creator);
         if creator.creator.is_none() {
             creators.insert(creator.id);
         }
         if record.organization != NONE {
-            let organization = &store.organizations[record.organization as usize];
+            let organization = store.records.organization(record.organization);
             if organization.organization.is_none() {
                 organizations.insert(organization.id);
             }
         }
-        let sequence = &store.sequences[record.sequence as usize];
+        let sequence = store.records.sequence(record.sequence);
         if sequence.explicit.is_none() {
             sequences.insert(sequence.id.clone());
         }
@@ -472,7 +472,7 @@ fn follow_names(
             .query_row([to_sql_id(id.0)], |row| row.get::<_, String>(0))
             .optional()?
         {
-            store.push_creator(&Creator { id, username });
+            store.records.push_creator(&Creator { id, username });
         }
     }
     let mut statement = connection
@@ -489,7 +489,7 @@ fn follow_names(
             })
             .optional()?;
         if let Some(organization) = row {
-            store.push_organization(&organization);
+            store.records.push_organization(&organization);
         }
     }
     let mut statement = connection
@@ -501,7 +501,7 @@ fn follow_names(
             })
             .optional()?;
         if let Some((creator, organization)) = row {
-            store.push_sequence(&Sequence {
+            store.records.push_sequence(&Sequence {
                 id,
                 creator: CreatorId(from_sql_id(creator)),
                 organization: organization.map(|id| OrganizationId(from_sql_id(id))),
@@ -603,11 +603,12 @@ fn load_all(
     // The first read fixes this transaction's snapshot (WAL): everything below, and the
     // second connection's half of the images, must come from it.
     let n_images = image_count(connection)?;
-    store.followed_write = last_write(connection)?;
+    let newest_write = last_write(connection)?;
+    store.persistence.followed_up_to(newest_write);
     after_first_read();
     let upper_half = match connection.path().filter(|path| !path.is_empty()) {
         Some(path) if n_images >= parallel_from => {
-            open_upper_half(connection, Path::new(path), n_images)?
+            open_upper_half(connection, Path::new(path), newest_write)?
         }
         _ => None,
     };
@@ -615,7 +616,7 @@ fn load_all(
     let mut statement = connection.prepare("SELECT id, username FROM store_creators")?;
     let mut rows = statement.query([])?;
     while let Some(row) = rows.next()? {
-        store.push_creator(&Creator {
+        store.records.push_creator(&Creator {
             id: CreatorId(from_sql_id(row.get(0)?)),
             username: row.get(1)?,
         });
@@ -625,7 +626,7 @@ fn load_all(
         connection.prepare("SELECT id, slug, name, description FROM store_organizations")?;
     let mut rows = statement.query([])?;
     while let Some(row) = rows.next()? {
-        store.push_organization(&Organization {
+        store.records.push_organization(&Organization {
             id: OrganizationId(from_sql_id(row.get(0)?)),
             slug: row.get(1)?,
             name: row.get(2)?,
@@ -637,7 +638,7 @@ fn load_all(
         connection.prepare("SELECT id, creator, organization FROM store_sequences")?;
     let mut rows = statement.query([])?;
     while let Some(row) = rows.next()? {
-        store.push_sequence(&Sequence {
+        store.records.push_sequence(&Sequence {
             id: SequenceId(row.get(0)?),
             creator: CreatorId(from_sql_id(row.get(1)?)),
             organization: row
@@ -666,7 +667,7 @@ fn load_all(
                 });
             }
         };
-        store.push_map_feature(&MapFeature {
+        store.records.push_map_feature(MapFeature {
             id: MapFeatureId(from_sql_id(row.get(0)?)),
             aligned_direction: row.get(1)?,
             first_seen_at: Timestamp(row.get(2)?),
@@ -684,7 +685,7 @@ fn load_all(
     )?;
     let mut rows = statement.query([])?;
     while let Some(row) = rows.next()? {
-        store.push_detection(&Detection {
+        store.records.push_detection(Detection {
             id: DetectionId(from_sql_id(row.get(0)?)),
             created_at: Timestamp(row.get(1)?),
             geometry: row.get(2)?,
@@ -725,17 +726,20 @@ const IMAGE_COLUMNS: &str = "SELECT id, captured_at, lon, lat, computed_lon, com
     FROM store_images";
 
 /// A second read-only connection in a read transaction on the same images as `connection`'s,
-/// and the first ID of the upper half it is to read; `None` when a writer committed between
-/// the two transactions' first reads (then one connection reads everything).
+/// and the first ID of the upper half it is to read (above the middle of the ID range);
+/// `None` when a writer committed between the two transactions' first reads (then one
+/// connection reads everything).
 ///
 /// Both transactions' snapshots are fixed by their first read (WAL), and the main one's was
-/// fixed before this opens. The store only ever inserts into `store_images`, so a later
-/// snapshot with as many images as `n_images` holds exactly the same images; a count that
-/// differs means the halves could disagree.
+/// fixed before this opens. The store only ever inserts into `store_images`, and every insert
+/// appends to `store_writes` in its transaction (which [`follow`] relies on too), so a later
+/// snapshot with the same newest write `newest_write` and the same greatest image ID holds
+/// exactly the same images; anything else means the halves could disagree. (Comparing the
+/// counts of images instead took two scans of the table, a tenth of loading's CPU time.)
 fn open_upper_half(
     connection: &Connection,
     path: &Path,
-    n_images: i64,
+    newest_write: i64,
 ) -> Result<Option<(Connection, i64)>, StoreError> {
     let upper = Connection::open_with_flags(
         path,
@@ -743,16 +747,25 @@ fn open_upper_half(
     )?;
     upper.busy_timeout(streetlevel_sqlite::BUSY_TIMEOUT)?;
     upper.execute_batch("BEGIN")?;
-    if image_count(&upper)? != n_images {
+    let (upper_write, upper_high): (i64, Option<i64>) = upper.query_row(
+        "SELECT (SELECT coalesce(max(seq), 0) FROM store_writes),
+                (SELECT max(id) FROM store_images)",
+        [],
+        |row| Ok((row.get(0)?, row.get(1)?)),
+    )?;
+    // The middle of the ID range, not the median ID: min and max are two lookups in the
+    // table's B-tree, where `OFFSET n/2` stepped through half of it. IDs are handed out in
+    // ascending order, so the halves are near even.
+    let (low, high): (Option<i64>, Option<i64>) =
+        connection.query_row("SELECT min(id), max(id) FROM store_images", [], |row| {
+            Ok((row.get(0)?, row.get(1)?))
+        })?;
+    if upper_write != newest_write || upper_high != high {
         return Ok(None);
     }
-    let split: Option<i64> = connection
-        .query_row(
-            "SELECT id FROM store_images ORDER BY id LIMIT 1 OFFSET ?1",
-            [n_images / 2],
-            |row| row.get(0),
-        )
-        .optional()?;
+    let split = low
+        .zip(high)
+        .map(|(low, high)| low.midpoint(high).saturating_add(1));
     Ok(split.map(|split| (upper, split)))
 }
 
@@ -767,16 +780,17 @@ fn load_images(
     upper_half: Option<(Connection, i64)>,
 ) -> Result<ImageRead, StoreError> {
     store
-        .images
-        .reserve_exact(usize::try_from(n_images).unwrap_or(0));
+        .records
+        .reserve_for_load(usize::try_from(n_images).unwrap_or(0));
     let mut parameters = Vec::new();
     let Some((upper_connection, split)) = upper_half else {
         let mut statement = connection.prepare(IMAGE_COLUMNS)?;
         let mut rows = statement.query([])?;
         while let Some(row) = rows.next()? {
             let (values, names) = read_image_row(row, &mut parameters)?;
-            store.push_image(&values, &names);
+            store.records.push_image(&values, &names);
         }
+        store.records.shrink_pools();
         store.index_new_images(0);
         return Ok(ImageRead::OnePass);
     };
@@ -787,7 +801,7 @@ fn load_images(
             let mut rows = statement.query([split])?;
             while let Some(row) = rows.next()? {
                 let (values, names) = read_image_row(row, &mut parameters)?;
-                store.push_image(&values, &names);
+                store.records.push_image(&values, &names);
             }
             Ok::<(), StoreError>(())
         })();
@@ -806,12 +820,15 @@ fn load_images(
             organization: image.organization,
             make: upper.strings.get(image.make),
             model: upper.strings.get(image.model),
-            camera_parameters: upper.parameters.get(image.parameters),
+            camera_parameters: image
+                .parameters
+                .map(|(start, end)| &upper.parameters[start..end]),
             camera_type: image.camera_type,
         };
-        store.push_image(&image.values, &names);
+        store.records.push_image(&image.values, &names);
     }
     drop(upper);
+    store.records.shrink_pools();
     store.index_new_images(0);
     Ok(ImageRead::Halves)
 }
@@ -824,14 +841,17 @@ struct BufferedImage {
     organization: Option<OrganizationId>,
     make: u32,
     model: u32,
-    parameters: u32,
+    /// Where its camera parameters lie in [`BufferedImages::parameters`].
+    parameters: Option<(usize, usize)>,
     camera_type: Option<CameraType>,
 }
 
 struct BufferedImages {
     images: Vec<BufferedImage>,
     strings: Interner,
-    parameters: ParameterPool,
+    /// Every image's camera parameters end to end, not interned: the store interns them
+    /// once, when it takes the images.
+    parameters: Vec<f64>,
 }
 
 /// Reads the images with IDs from `first` on through the second connection (in its read
@@ -840,7 +860,7 @@ fn read_images_buffered(connection: Connection, first: i64) -> Result<BufferedIm
     let mut buffered = BufferedImages {
         images: Vec::new(),
         strings: Interner::default(),
-        parameters: ParameterPool::default(),
+        parameters: Vec::new(),
     };
     let mut statement = connection.prepare(&format!("{IMAGE_COLUMNS} WHERE id >= ?1"))?;
     let mut rows = statement.query([first])?;
@@ -858,9 +878,14 @@ fn read_images_buffered(connection: Connection, first: i64) -> Result<BufferedIm
             model: names
                 .model
                 .map_or(NONE, |model| buffered.strings.intern(model)),
-            parameters: names
-                .camera_parameters
-                .map_or(NONE, |list| buffered.parameters.intern(list)),
+            parameters: match names.camera_parameters {
+                Some(list) => {
+                    let start = buffered.parameters.len();
+                    buffered.parameters.extend_from_slice(list);
+                    Some((start, buffered.parameters.len()))
+                }
+                None => None,
+            },
             camera_type: names.camera_type,
         };
         buffered.images.push(image);
@@ -917,16 +942,21 @@ fn read_image_row<'a>(
     };
     let computed_rotation = match row.get_ref(13)?.as_blob_or_null()? {
         Some(blob) => {
-            let mut rotation = Vec::with_capacity(3);
-            decode_floats(TABLE, blob, &mut rotation)?;
-            let rotation: [f64; 3] =
-                rotation
-                    .try_into()
-                    .map_err(|values: Vec<f64>| StoreError::CorruptRow {
-                        table: TABLE,
-                        reason: format!("rotation of {} values", values.len()),
-                    })?;
-            Some(rotation)
+            // Decoded in place: no allocation per row.
+            let bytes: &[u8; 24] = blob.try_into().map_err(|_| StoreError::CorruptRow {
+                table: TABLE,
+                reason: if blob.len().is_multiple_of(8) {
+                    format!("rotation of {} values", blob.len() / 8)
+                } else {
+                    format!("float blob of {} bytes", blob.len())
+                },
+            })?;
+            let value = |index: usize| {
+                let mut eight = [0; 8];
+                eight.copy_from_slice(&bytes[index * 8..index * 8 + 8]);
+                f64::from_le_bytes(eight)
+            };
+            Some([value(0), value(1), value(2)])
         }
         None => None,
     };

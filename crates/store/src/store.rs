@@ -1,130 +1,33 @@
 //! The store: entities in compact in-memory tables with their indices, written through to
 //! `SQLite` when opened on a data directory.
+//!
+//! A [`Store`] is four parts, each keeping its own invariants in its own file: the records
+//! (`records.rs`: entity tables and key lookups), the indexes over them (`indexes.rs`: ID
+//! order, R-trees, S2 order), the low-zoom tile structures (`overview.rs` with
+//! `sequence_lines.rs`) and persistence (`persistence.rs`: the database and what goes with
+//! it). This file keeps the one invariant across them: after every write, the indexes and
+//! tile structures cover exactly the records (the `index_new_*` methods).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 
-use rstar::primitives::GeomWithData;
-use rstar::{AABB, RStarInsertionStrategy, RTree, RTreeObject, RTreeParams};
 use streetlevel_model::{
     Creator, CreatorId, Detection, DetectionId, EntityId, EntityKind, Image, ImageId, MapFeature,
     MapFeatureId, MediaId, Organization, OrganizationId, Sequence, SequenceId,
 };
 
-use crate::image_record::{
-    Camera, CameraPool, ImageRecord, Interner, NONE, ParameterPool, RecordLinks, RecordNames,
-    RecordValues, ResolvedNames,
-};
+use crate::image_record::{NONE, RecordNames, RecordValues};
+use crate::indexes::Indexes;
 use crate::overview::OverviewPyramid;
+use crate::persistence::Persistence;
+use crate::records::{Records, SequenceRecord};
 use crate::s2::S2CellId;
-use crate::tiles::SequenceEntry;
 use crate::{StoreError, sqlite};
 
 /// The file name of the database inside the data directory.
 pub const DATABASE_FILE: &str = "streetlevel.sqlite";
 /// The name of the media folder inside the data directory.
 pub const MEDIA_DIR: &str = "media";
-
-/// An image in the R-tree: the box around its original and computed locations (in `f32`,
-/// widened outwards so it always contains both) and its index in the image table. One tree
-/// serves both geometry variants; queries check the exact `f64` location afterwards.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct ImageEntry {
-    min: [f32; 2],
-    max: [f32; 2],
-    pub(crate) index: u32,
-}
-
-impl RTreeObject for ImageEntry {
-    type Envelope = AABB<[f32; 2]>;
-
-    fn envelope(&self) -> Self::Envelope {
-        AABB::from_corners(self.min, self.max)
-    }
-}
-
-impl ImageEntry {
-    fn new(record: &ImageRecord, index: u32) -> Self {
-        let mut min = [f32::INFINITY; 2];
-        let mut max = [f32::NEG_INFINITY; 2];
-        let mut add = |point: [f64; 2]| {
-            for axis in 0..2 {
-                min[axis] = min[axis].min(lower_f32(point[axis]));
-                max[axis] = max[axis].max(upper_f32(point[axis]));
-            }
-        };
-        add(record.geometry);
-        if !record.computed_geometry[0].is_nan() {
-            add(record.computed_geometry);
-        }
-        ImageEntry { min, max, index }
-    }
-}
-
-/// Batches of at least this many images build their R-tree and S2 entries on two threads.
-const PARALLEL_INDEXING: usize = 50_000;
-
-/// Node sizes of the image R-tree: wider nodes than rstar's default (6) need fewer inner nodes
-/// (each leaf entry takes rstar's 40-byte node either way), which saves memory, and bulk-loaded
-/// trees of this width answer box queries as fast.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct ImageTreeParams;
-
-impl RTreeParams for ImageTreeParams {
-    const MIN_SIZE: usize = 6;
-    const MAX_SIZE: usize = 16;
-    const REINSERTION_COUNT: usize = 4;
-    type DefaultInsertionStrategy = RStarInsertionStrategy;
-}
-
-/// The largest `f32` not above `value`.
-pub(crate) fn lower_f32(value: f64) -> f32 {
-    let rounded = value as f32;
-    if f64::from(rounded) > value {
-        rounded.next_down()
-    } else {
-        rounded
-    }
-}
-
-/// The smallest `f32` not below `value`.
-pub(crate) fn upper_f32(value: f64) -> f32 {
-    let rounded = value as f32;
-    if f64::from(rounded) < value {
-        rounded.next_up()
-    } else {
-        rounded
-    }
-}
-
-#[derive(Debug)]
-pub(crate) struct SequenceRecord {
-    pub(crate) id: SequenceId,
-    /// Set when the sequence itself was inserted (not only images naming it).
-    pub(crate) explicit: Option<(CreatorId, Option<OrganizationId>)>,
-    /// Image indices in capture order (ties by ID).
-    pub(crate) members: Vec<u32>,
-    /// Its entry in the sequence R-tree, if it has images.
-    pub(crate) entry: Option<SequenceEntry>,
-}
-
-#[derive(Debug)]
-pub(crate) struct CreatorRecord {
-    pub(crate) id: CreatorId,
-    /// `None` while the creator is known only from its images.
-    pub(crate) creator: Option<Creator>,
-    /// Image indices in ID order.
-    pub(crate) images: Vec<u32>,
-}
-
-#[derive(Debug)]
-pub(crate) struct OrganizationRecord {
-    pub(crate) id: OrganizationId,
-    pub(crate) organization: Option<Organization>,
-    /// Image indices in ID order.
-    pub(crate) images: Vec<u32>,
-}
 
 /// The in-memory store of images, sequences, map features, detections, organizations and
 /// creators, optionally backed by `SQLite`.
@@ -134,78 +37,27 @@ pub(crate) struct OrganizationRecord {
 /// transaction per call) and then to memory, and bump [`Store::generation`].
 #[derive(Debug)]
 pub struct Store {
-    pub(crate) database: Option<Mutex<rusqlite::Connection>>,
-    pub(crate) generation: u64,
-    pub(crate) images: Vec<ImageRecord>,
-    /// Image indices in ascending ID order (the ID lookup, by binary search).
-    pub(crate) id_order: Vec<u32>,
-    pub(crate) image_tree: RTree<ImageEntry, ImageTreeParams>,
-    /// Image indices sorted by the leaf S2 cell of their original location (computed from the
-    /// record when searching, rather than stored).
-    pub(crate) s2_images: Vec<u32>,
-    /// One box per sequence around all locations of its images.
-    pub(crate) sequence_tree: RTree<SequenceEntry>,
-    pub(crate) strings: Interner,
-    pub(crate) camera_parameters: ParameterPool,
-    pub(crate) cameras: CameraPool,
-    pub(crate) sequences: Vec<SequenceRecord>,
-    pub(crate) sequence_index: HashMap<Box<str>, u32>,
-    pub(crate) creators: Vec<CreatorRecord>,
-    pub(crate) creator_index: HashMap<u64, u32>,
-    pub(crate) username_index: HashMap<String, u32>,
-    pub(crate) organizations: Vec<OrganizationRecord>,
-    pub(crate) organization_index: HashMap<u64, u32>,
-    pub(crate) map_features: Vec<MapFeature>,
-    pub(crate) map_feature_ids: BTreeMap<u64, u32>,
-    pub(crate) map_feature_tree: RTree<GeomWithData<[f64; 2], u32>>,
-    pub(crate) detections: Vec<Detection>,
-    pub(crate) detection_ids: BTreeMap<u64, u32>,
-    pub(crate) detections_by_image: HashMap<u64, Vec<u32>>,
-    pub(crate) detections_by_map_feature: HashMap<u64, Vec<u32>>,
+    /// The entity tables and their key lookups.
+    pub(crate) records: Records,
+    /// The ID order, R-trees and S2 order over the records.
+    pub(crate) indexes: Indexes,
     /// Precomputed low-zoom tile data: lowest image ID per overview cell at z0–5 and
-    /// simplified sequence lines at z6–11 (see `overview.rs`).
+    /// simplified sequence lines at z6–11.
     pub(crate) overview: OverviewPyramid,
-    /// The newest entry of `SQLite`'s write log this store holds (see `batch.rs`).
-    pub(crate) followed_write: i64,
-    /// Content hashes of imported images, for a store without `SQLite` (with one, the
-    /// database answers).
-    pub(crate) image_hashes: HashMap<[u8; 32], ImageId>,
-    /// The least ID [`Store::reserve_ids`] may hand out next (the database keeps its own).
-    pub(crate) next_id: u64,
+    /// The database written through, the write log position, the ID allocator's floor.
+    pub(crate) persistence: Persistence,
+    generation: u64,
 }
 
 impl Store {
     /// An empty store without persistence, for tests and tools.
     pub fn in_memory() -> Self {
         Store {
-            database: None,
-            generation: 0,
-            images: Vec::new(),
-            id_order: Vec::new(),
-            image_tree: RTree::new_with_params(),
-            s2_images: Vec::new(),
-            sequence_tree: RTree::new(),
-            strings: Interner::default(),
-            camera_parameters: ParameterPool::default(),
-            cameras: CameraPool::default(),
-            sequences: Vec::new(),
-            sequence_index: HashMap::new(),
-            creators: Vec::new(),
-            creator_index: HashMap::new(),
-            username_index: HashMap::new(),
-            organizations: Vec::new(),
-            organization_index: HashMap::new(),
-            map_features: Vec::new(),
-            map_feature_ids: BTreeMap::new(),
-            map_feature_tree: RTree::new(),
-            detections: Vec::new(),
-            detection_ids: BTreeMap::new(),
-            detections_by_image: HashMap::new(),
-            detections_by_map_feature: HashMap::new(),
+            records: Records::default(),
+            indexes: Indexes::default(),
             overview: OverviewPyramid::default(),
-            followed_write: 0,
-            image_hashes: HashMap::new(),
-            next_id: 1,
+            persistence: Persistence::default(),
+            generation: 0,
         }
     }
 
@@ -221,7 +73,7 @@ impl Store {
         let connection = sqlite::open(&Self::database_path(data_dir))?;
         let mut store = Store::in_memory();
         sqlite::load(&connection, &mut store)?;
-        store.database = Some(Mutex::new(connection));
+        store.persistence.attach(connection);
         Ok(store)
     }
 
@@ -240,24 +92,29 @@ impl Store {
         self.generation
     }
 
+    /// Records that a write reached memory.
+    pub(crate) fn bump_generation(&mut self) {
+        self.generation += 1;
+    }
+
     /// The number of images.
     pub fn image_count(&self) -> usize {
-        self.images.len()
+        self.records.images().len()
     }
 
     /// The number of map features.
     pub fn map_feature_count(&self) -> usize {
-        self.map_features.len()
+        self.records.map_features().len()
     }
 
     /// The number of detections.
     pub fn detection_count(&self) -> usize {
-        self.detections.len()
+        self.records.detections().len()
     }
 
     /// The number of sequences (also those known only from their images).
     pub fn sequence_count(&self) -> usize {
-        self.sequences.len()
+        self.records.sequences().len()
     }
 
     // ---- lookups -------------------------------------------------------------------------
@@ -266,15 +123,11 @@ impl Store {
     pub fn kind_of(&self, id: EntityId) -> Option<EntityKind> {
         if self.image_index(id.0).is_some() {
             Some(EntityKind::Image)
-        } else if self.map_feature_ids.contains_key(&id.0) {
+        } else if self.records.map_feature_ids().contains_key(&id.0) {
             Some(EntityKind::MapFeature)
-        } else if self.detection_ids.contains_key(&id.0) {
+        } else if self.records.detection_ids().contains_key(&id.0) {
             Some(EntityKind::Detection)
-        } else if self
-            .organization_index
-            .get(&id.0)
-            .is_some_and(|&index| self.organizations[index as usize].organization.is_some())
-        {
+        } else if self.organization(OrganizationId(id.0)).is_some() {
             Some(EntityKind::Organization)
         } else {
             None
@@ -293,7 +146,8 @@ impl Store {
     /// milliseconds once per mesh.
     pub fn image_with_mesh(&self, mesh: MediaId) -> Option<Image> {
         let index = self
-            .images
+            .records
+            .images()
             .iter()
             .position(|record| record.mesh_id() == Some(mesh))?;
         Some(self.image_at(index as u32))
@@ -303,7 +157,8 @@ impl Store {
     /// images give the rest). A scan, for the same reason as [`Store::image_with_mesh`].
     pub fn image_with_sfm_cluster(&self, cluster: MediaId) -> Option<Image> {
         let index = self
-            .images
+            .records
+            .images()
             .iter()
             .position(|record| record.sfm_cluster_id() == Some(cluster))?;
         Some(self.image_at(index as u32))
@@ -316,48 +171,50 @@ impl Store {
 
     /// The map feature with this ID.
     pub fn map_feature(&self, id: MapFeatureId) -> Option<&MapFeature> {
-        let index = *self.map_feature_ids.get(&id.0)?;
-        self.map_features.get(index as usize)
+        let index = *self.records.map_feature_ids().get(&id.0)?;
+        self.records.map_features().get(index as usize)
     }
 
     /// The detection with this ID.
     pub fn detection(&self, id: DetectionId) -> Option<&Detection> {
-        let index = *self.detection_ids.get(&id.0)?;
-        self.detections.get(index as usize)
+        let index = *self.records.detection_ids().get(&id.0)?;
+        self.records.detections().get(index as usize)
     }
 
     /// The organization with this ID (only inserted organizations, not ones merely named by
     /// images).
     pub fn organization(&self, id: OrganizationId) -> Option<&Organization> {
-        let index = *self.organization_index.get(&id.0)?;
-        self.organizations[index as usize].organization.as_ref()
+        let index = self.records.organization_slot_of(id)?;
+        self.records.organization(index).organization.as_ref()
     }
 
     /// The creator with this ID.
     pub fn creator(&self, id: CreatorId) -> Option<&Creator> {
-        let index = *self.creator_index.get(&id.0)?;
-        self.creators[index as usize].creator.as_ref()
+        let index = self.records.creator_slot_of(id)?;
+        self.records.creator(index).creator.as_ref()
     }
 
     /// The creator with this username (exact).
     pub fn creator_by_username(&self, username: &str) -> Option<&Creator> {
-        let index = *self.username_index.get(username)?;
-        self.creators[index as usize].creator.as_ref()
+        let index = self.records.username_slot(username)?;
+        self.records.creator(index).creator.as_ref()
     }
 
     /// The sequence with this key, its `image_ids` in capture order (ties by ID). A sequence
     /// that was never inserted but is named by images takes creator and organization from its
     /// first image.
     pub fn sequence(&self, id: &SequenceId) -> Option<Sequence> {
-        let record = &self.sequences[*self.sequence_index.get(id.as_str())? as usize];
+        let record = self
+            .records
+            .sequence(self.records.sequence_slot_of(id.as_str())?);
         let first = record
             .members
             .first()
-            .map(|&index| &self.images[index as usize]);
+            .map(|&index| self.records.image(index));
         let (creator, organization) = match (record.explicit, first) {
             (Some(explicit), _) => explicit,
             (None, Some(first)) => (
-                self.creators[first.creator as usize].id,
+                self.records.creator(first.creator).id,
                 self.organization_id_at(first.organization),
             ),
             (None, None) => return None,
@@ -372,55 +229,54 @@ impl Store {
 
     /// The image IDs of a sequence in capture order, or `None` for an unknown sequence.
     pub fn sequence_image_ids(&self, id: &SequenceId) -> Option<Vec<ImageId>> {
-        let record = &self.sequences[*self.sequence_index.get(id.as_str())? as usize];
+        let record = self
+            .records
+            .sequence(self.records.sequence_slot_of(id.as_str())?);
         Some(self.member_ids(record))
     }
 
     /// The IDs of the images owned by a creator, in ID order.
     pub fn images_of_creator(&self, id: CreatorId) -> Vec<ImageId> {
-        self.creator_index
-            .get(&id.0)
-            .map(|&index| self.ids_of(&self.creators[index as usize].images))
+        self.records
+            .creator_slot_of(id)
+            .map(|index| self.records.ids_of(&self.records.creator(index).images))
             .unwrap_or_default()
     }
 
     /// The IDs of the images owned by the creator with this username, in ID order.
     pub fn images_of_username(&self, username: &str) -> Vec<ImageId> {
-        self.username_index
-            .get(username)
-            .map(|&index| self.ids_of(&self.creators[index as usize].images))
+        self.records
+            .username_slot(username)
+            .map(|index| self.records.ids_of(&self.records.creator(index).images))
             .unwrap_or_default()
     }
 
     /// The IDs of the images contributed to an organization, in ID order.
     pub fn images_of_organization(&self, id: OrganizationId) -> Vec<ImageId> {
-        self.organization_index
-            .get(&id.0)
-            .map(|&index| self.ids_of(&self.organizations[index as usize].images))
+        self.records
+            .organization_slot_of(id)
+            .map(|index| {
+                self.records
+                    .ids_of(&self.records.organization(index).images)
+            })
             .unwrap_or_default()
     }
 
     /// The detections in an image, in ID order.
     pub fn detections_of_image(&self, id: ImageId) -> Vec<&Detection> {
-        self.detections_at(self.detections_by_image.get(&id.0))
+        self.detections_at(self.records.detections_of_image(id.0))
     }
 
     /// The detections contributing to a map feature, in ID order.
     pub fn detections_of_map_feature(&self, id: MapFeatureId) -> Vec<&Detection> {
-        self.detections_at(self.detections_by_map_feature.get(&id.0))
+        self.detections_at(self.records.detections_of_map_feature(id.0))
     }
 
     /// The images whose original `geometry` lies in the S2 cell (any level), in ID order.
     /// Every image lies in exactly one cell of each level.
     pub fn images_in_s2_cell(&self, cell: S2CellId) -> Vec<Image> {
-        let start = self
-            .s2_images
-            .partition_point(|&index| self.s2_leaf(index) < cell.range_min());
-        let end = start
-            + self.s2_images[start..]
-                .partition_point(|&index| self.s2_leaf(index) <= cell.range_max());
-        let mut indices = self.s2_images[start..end].to_vec();
-        indices.sort_unstable_by_key(|&index| self.images[index as usize].id);
+        let mut indices = self.indexes.images_in_s2_cell(&self.records, cell).to_vec();
+        indices.sort_unstable_by_key(|&index| self.records.image(index).id);
         indices
             .into_iter()
             .map(|index| self.image_at(index))
@@ -434,15 +290,18 @@ impl Store {
     /// and organization; images, the bulk, come first and are never looked up).
     pub(crate) fn first_shared_id(&self) -> Option<(u64, EntityKind, EntityKind)> {
         let map_features = self
-            .map_feature_ids
+            .records
+            .map_feature_ids()
             .keys()
             .map(|&id| (id, EntityKind::MapFeature));
         let detections = self
-            .detection_ids
+            .records
+            .detection_ids()
             .keys()
             .map(|&id| (id, EntityKind::Detection));
         let organizations = self
-            .organizations
+            .records
+            .organizations()
             .iter()
             .filter(|record| record.organization.is_some())
             .map(|record| (record.id.0, EntityKind::Organization));
@@ -459,61 +318,30 @@ impl Store {
 
     // ---- helpers shared with search and tiles ---------------------------------------------
 
-    /// The index of the image with this ID, by binary search over the ID order.
+    /// The index of the image with this ID.
     pub(crate) fn image_index(&self, id: u64) -> Option<u32> {
-        let &last = self.id_order.last()?;
-        if id > self.images[last as usize].id {
-            return None;
-        }
-        let position = self
-            .id_order
-            .binary_search_by_key(&id, |&index| self.images[index as usize].id)
-            .ok()?;
-        Some(self.id_order[position])
-    }
-
-    /// The leaf S2 cell of an image's original location.
-    fn s2_leaf(&self, index: u32) -> u64 {
-        let [lon, lat] = self.images[index as usize].geometry;
-        S2CellId::from_lat_lng(lat, lon).raw()
+        self.indexes.image_index(&self.records, id)
     }
 
     pub(crate) fn image_at(&self, index: u32) -> Image {
-        let record = &self.images[index as usize];
-        let camera = self.cameras.get(record.camera);
-        record.to_image(&ResolvedNames {
-            sequence: &self.sequences[record.sequence as usize].id,
-            creator: self.creators[record.creator as usize].id,
-            organization: self.organization_id_at(record.organization),
-            make: camera.and_then(|camera| self.strings.get(camera.make)),
-            model: camera.and_then(|camera| self.strings.get(camera.model)),
-            camera_parameters: camera
-                .and_then(|camera| self.camera_parameters.get(camera.parameters)),
-            camera_type: camera.and_then(|camera| camera.kind),
-        })
+        self.records.image_at(index)
     }
 
     pub(crate) fn organization_id_at(&self, index: u32) -> Option<OrganizationId> {
-        (index != NONE).then(|| self.organizations[index as usize].id)
+        self.records.organization_id_at(index)
     }
 
     fn member_ids(&self, record: &SequenceRecord) -> Vec<ImageId> {
-        self.ids_of(&record.members)
+        self.records.ids_of(&record.members)
     }
 
-    fn ids_of(&self, indices: &[u32]) -> Vec<ImageId> {
-        indices
-            .iter()
-            .map(|&index| ImageId(self.images[index as usize].id))
-            .collect()
-    }
-
-    fn detections_at(&self, indices: Option<&Vec<u32>>) -> Vec<&Detection> {
+    fn detections_at(&self, indices: Option<&[u32]>) -> Vec<&Detection> {
+        let detections = self.records.detections();
         indices
             .map(|indices| {
                 indices
                     .iter()
-                    .map(|&index| &self.detections[index as usize])
+                    .map(|&index| &detections[index as usize])
                     .collect()
             })
             .unwrap_or_default()
@@ -522,8 +350,8 @@ impl Store {
     /// Approximate bytes held by the image table and the structures kept per image or per
     /// sequence: the image records, the ID order, the image R-tree, the S2 index, the image
     /// lists of creators, organizations and sequences, the sequence records, the sequence key
-    /// index (its entries and control bytes) and the sequence R-tree. Vectors count at their
-    /// capacity.
+    /// index (its entries and control bytes), the sequence boxes and the sequence R-tree.
+    /// Vectors count at their capacity.
     ///
     /// Not counted: the text of strings (sequence keys, usernames, makes, models), the camera
     /// pool and camera parameter lists (shared by all images of a camera), the creator and
@@ -531,27 +359,7 @@ impl Store {
     /// low-zoom structures ([`Store::overview_memory_bytes`],
     /// [`Store::sequence_lines_memory_bytes`]).
     pub fn image_memory_bytes(&self) -> usize {
-        let record = std::mem::size_of::<ImageRecord>() * self.images.capacity();
-        let id_index = self.id_order.capacity() * 4;
-        let tree = r_tree_bytes(self.image_tree.root());
-        let s2 = self.s2_images.capacity() * 4;
-        let lists: usize = self
-            .creators
-            .iter()
-            .map(|creator| creator.images.capacity() * 4)
-            .chain(
-                self.organizations
-                    .iter()
-                    .map(|org| org.images.capacity() * 4),
-            )
-            .chain(self.sequences.iter().map(|seq| seq.members.capacity() * 4))
-            .sum();
-        let sequence_records = std::mem::size_of::<SequenceRecord>() * self.sequences.capacity();
-        // A hash table holds an entry and one control byte per slot.
-        let sequence_index =
-            self.sequence_index.capacity() * (std::mem::size_of::<(Box<str>, u32)>() + 1);
-        let sequence_tree = r_tree_bytes(self.sequence_tree.root());
-        record + id_index + tree + s2 + lists + sequence_records + sequence_index + sequence_tree
+        self.records.image_bytes() + self.indexes.image_bytes()
     }
 
     // ---- writes --------------------------------------------------------------------------
@@ -563,20 +371,16 @@ impl Store {
         for image in images {
             self.check_new_image(image, &mut batch)?;
         }
-        Self::check_capacity(self.images.len() + images.len(), "images")?;
+        Self::check_capacity(self.image_count() + images.len(), "images")?;
         self.write(|transaction| sqlite::insert_images(transaction, images))?;
-        let first_new = self.images.len();
-        if first_new + images.len() > self.images.capacity() {
-            // Grow by the batch, but by at least an eighth of the table: doubling would leave
-            // up to half the table's records unused (up to 88 bytes per image), an eighth at
-            // most 22, and small batches still grow the table geometrically.
-            self.images.reserve_exact(images.len().max(first_new / 8));
-        }
+        let first_new = self.image_count();
+        self.records.reserve_images(images.len());
         for image in images {
-            self.push_image(&RecordValues::of(image), &RecordNames::of(image));
+            self.records
+                .push_image(&RecordValues::of(image), &RecordNames::of(image));
         }
         self.index_new_images(first_new);
-        self.generation += 1;
+        self.bump_generation();
         Ok(())
     }
 
@@ -586,9 +390,9 @@ impl Store {
         let mut batch = HashSet::new();
         for sequence in sequences {
             let explicit = self
-                .sequence_index
-                .get(sequence.id.as_str())
-                .is_some_and(|&index| self.sequences[index as usize].explicit.is_some());
+                .records
+                .sequence_slot_of(sequence.id.as_str())
+                .is_some_and(|index| self.records.sequence(index).explicit.is_some());
             if explicit || !batch.insert(&sequence.id) {
                 return Err(StoreError::DuplicateKey {
                     what: "sequence",
@@ -598,9 +402,9 @@ impl Store {
         }
         self.write(|transaction| sqlite::insert_sequences(transaction, sequences))?;
         for sequence in sequences {
-            self.push_sequence(sequence);
+            self.records.push_sequence(sequence);
         }
-        self.generation += 1;
+        self.bump_generation();
         Ok(())
     }
 
@@ -615,7 +419,7 @@ impl Store {
                     key: creator.id.to_string(),
                 });
             }
-            if self.username_index.contains_key(&creator.username)
+            if self.records.username_slot(&creator.username).is_some()
                 || !usernames.insert(creator.username.as_str())
             {
                 return Err(StoreError::DuplicateKey {
@@ -626,9 +430,9 @@ impl Store {
         }
         self.write(|transaction| sqlite::insert_creators(transaction, creators))?;
         for creator in creators {
-            self.push_creator(creator);
+            self.records.push_creator(creator);
         }
-        self.generation += 1;
+        self.bump_generation();
         Ok(())
     }
 
@@ -643,9 +447,9 @@ impl Store {
         }
         self.write(|transaction| sqlite::insert_organizations(transaction, organizations))?;
         for organization in organizations {
-            self.push_organization(organization);
+            self.records.push_organization(organization);
         }
-        self.generation += 1;
+        self.bump_generation();
         Ok(())
     }
 
@@ -662,14 +466,14 @@ impl Store {
                 });
             }
         }
-        Self::check_capacity(self.map_features.len() + features.len(), "map features")?;
+        Self::check_capacity(self.map_feature_count() + features.len(), "map features")?;
         self.write(|transaction| sqlite::insert_map_features(transaction, features))?;
-        let first_new = self.map_features.len();
+        let first_new = self.map_feature_count();
         for feature in features {
-            self.push_map_feature(feature);
+            self.records.push_map_feature(feature.clone());
         }
         self.index_new_map_features(first_new);
-        self.generation += 1;
+        self.bump_generation();
         Ok(())
     }
 
@@ -679,14 +483,14 @@ impl Store {
         for detection in detections {
             self.check_new_id(detection.id.0, &mut batch)?;
         }
-        Self::check_capacity(self.detections.len() + detections.len(), "detections")?;
+        Self::check_capacity(self.detection_count() + detections.len(), "detections")?;
         self.write(|transaction| sqlite::insert_detections(transaction, detections))?;
-        let first_new = self.detections.len();
+        let first_new = self.detection_count();
         for detection in detections {
-            self.push_detection(detection);
+            self.records.push_detection(detection.clone());
         }
         self.index_new_detections(first_new);
-        self.generation += 1;
+        self.bump_generation();
         Ok(())
     }
 
@@ -713,426 +517,48 @@ impl Store {
     /// Whether the database takes a write lock within `patience` (a readiness probe): begins
     /// an immediate transaction and rolls it back. A store without `SQLite` always can.
     pub fn check_writable(&self, patience: std::time::Duration) -> Result<(), StoreError> {
-        let Some(database) = &self.database else {
-            return Ok(());
-        };
-        let mut connection = database
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        connection.busy_timeout(patience)?;
-        let result = connection
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .and_then(rusqlite::Transaction::rollback);
-        connection.busy_timeout(streetlevel_sqlite::BUSY_TIMEOUT)?;
-        Ok(result?)
+        self.persistence.check_writable(patience)
     }
 
+    /// Runs `statements` in one `SQLite` transaction (nothing without `SQLite`); the caller
+    /// applies the write to memory only after this succeeded.
     pub(crate) fn write(
         &self,
         statements: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
-        let Some(database) = &self.database else {
-            return Ok(());
-        };
-        // A poisoned lock only means another writer panicked mid-call; SQLite rolled back.
-        let mut connection = database
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        // Immediate: a writer that reads before it writes (ID allocation, duplicate checks)
-        // must not find its lock upgrade refused by another process's writer.
-        let transaction =
-            connection.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        statements(&transaction)?;
-        transaction.commit()?;
-        Ok(())
+        self.persistence.write(statements)
     }
 
-    // ---- in-memory application, shared with loading -----------------------------------------
+    // ---- keeping indexes and tile structures up with the records -----------------------------
 
-    fn creator_slot(&mut self, id: CreatorId) -> u32 {
-        if let Some(&index) = self.creator_index.get(&id.0) {
-            return index;
-        }
-        let index = self.creators.len() as u32;
-        self.creators.push(CreatorRecord {
-            id,
-            creator: None,
-            images: Vec::new(),
-        });
-        self.creator_index.insert(id.0, index);
-        index
-    }
-
-    fn organization_slot(&mut self, id: OrganizationId) -> u32 {
-        if let Some(&index) = self.organization_index.get(&id.0) {
-            return index;
-        }
-        let index = self.organizations.len() as u32;
-        self.organizations.push(OrganizationRecord {
-            id,
-            organization: None,
-            images: Vec::new(),
-        });
-        self.organization_index.insert(id.0, index);
-        index
-    }
-
-    fn sequence_slot(&mut self, id: &str) -> u32 {
-        // Images come in runs of one sequence: check the newest sequence before hashing.
-        if let Some(last) = self.sequences.last()
-            && last.id.as_str() == id
-        {
-            return (self.sequences.len() - 1) as u32;
-        }
-        if let Some(&index) = self.sequence_index.get(id) {
-            return index;
-        }
-        let index = self.sequences.len() as u32;
-        self.sequences.push(SequenceRecord {
-            id: SequenceId(id.to_owned()),
-            explicit: None,
-            members: Vec::new(),
-            entry: None,
-        });
-        self.sequence_index.insert(id.into(), index);
-        index
-    }
-
-    pub(crate) fn push_creator(&mut self, creator: &Creator) {
-        let index = self.creator_slot(creator.id);
-        self.creators[index as usize].creator = Some(creator.clone());
-        self.username_index.insert(creator.username.clone(), index);
-    }
-
-    pub(crate) fn push_organization(&mut self, organization: &Organization) {
-        let index = self.organization_slot(organization.id);
-        self.organizations[index as usize].organization = Some(organization.clone());
-    }
-
-    pub(crate) fn push_sequence(&mut self, sequence: &Sequence) {
-        let index = self.sequence_slot(sequence.id.as_str());
-        self.sequences[index as usize].explicit = Some((sequence.creator, sequence.organization));
-    }
-
-    /// Appends an image to the table and its lists; [`Store::index_new_images`] then sorts
-    /// the lists and fills the ID order and the spatial indices.
-    pub(crate) fn push_image(&mut self, values: &RecordValues, names: &RecordNames<'_>) {
-        let index = self.images.len() as u32;
-        let creator = self.creator_slot(names.creator);
-        let organization = names
-            .organization
-            .map_or(NONE, |id| self.organization_slot(id));
-        let sequence = self.sequence_slot(names.sequence);
-        let camera = Camera {
-            make: names.make.map_or(NONE, |make| self.strings.intern(make)),
-            model: names.model.map_or(NONE, |model| self.strings.intern(model)),
-            parameters: names
-                .camera_parameters
-                .map_or(NONE, |parameters| self.camera_parameters.intern(parameters)),
-            kind: names.camera_type,
-        };
-        let links = RecordLinks {
-            sequence,
-            creator,
-            organization,
-            camera: self.cameras.intern(camera),
-        };
-        self.images.push(ImageRecord::new(values, &links));
-        self.creators[creator as usize].images.push(index);
-        if organization != NONE {
-            self.organizations[organization as usize].images.push(index);
-        }
-        self.sequences[sequence as usize].members.push(index);
-    }
-
-    /// Sorts the lists touched by images `first_new..` and adds those images to the ID order,
-    /// the R-tree and the S2 index.
+    /// Sorts the lists touched by images `first_new..` (pushed to the records) and adds those
+    /// images to the indexes and the low-zoom tile structures.
     pub(crate) fn index_new_images(&mut self, first_new: usize) {
-        if self.images.len() == first_new {
+        if self.image_count() == first_new {
             return;
         }
-        let parallel = self.images.len() - first_new >= PARALLEL_INDEXING;
+        let touched = self.records.sort_new_image_lists(first_new);
         let Self {
-            images,
-            image_tree,
-            creators,
-            organizations,
-            sequences,
-            sequence_tree,
-            id_order,
-            s2_images,
+            records,
+            indexes,
             overview,
             ..
         } = self;
-        let images: &[ImageRecord] = images;
-        let mut everything_but_the_tree = || {
-            Self::index_new_images_except_tree_parts(
-                images,
-                creators,
-                organizations,
-                sequences,
-                sequence_tree,
-                id_order,
-                s2_images,
-                first_new,
-            );
-            overview.add(images, sequences, first_new);
-        };
-        if parallel {
-            // The R-tree, the slowest part, reads only the records: large batches (loading)
-            // build it on a second thread while this one does the rest.
-            std::thread::scope(|scope| {
-                scope.spawn(|| Self::extend_image_tree(image_tree, images, first_new));
-                everything_but_the_tree();
-            });
-        } else {
-            Self::extend_image_tree(image_tree, images, first_new);
-            everything_but_the_tree();
-        }
+        let records: &Records = records;
+        indexes.add_images(records, first_new, &touched, || {
+            overview.add(records, first_new, &touched);
+        });
     }
 
-    /// Everything [`Store::index_new_images`] does but the image R-tree and the overview
-    /// pyramid, on the fields it needs (so that the tree can be built at the same time).
-    #[allow(clippy::too_many_arguments)]
-    fn index_new_images_except_tree_parts(
-        images: &[ImageRecord],
-        creators: &mut [CreatorRecord],
-        organizations: &mut [OrganizationRecord],
-        sequences: &mut [SequenceRecord],
-        sequence_tree: &mut RTree<SequenceEntry>,
-        id_order: &mut Vec<u32>,
-        s2_images: &mut Vec<u32>,
-        first_new: usize,
-    ) {
-        let new = &images[first_new..];
-        // After a large batch (loading) the lists drop the slack of growing by doubling.
-        let large = new.len() >= PARALLEL_INDEXING;
-        let by_id = |index: &u32| images[*index as usize].id;
-        let by_capture = |index: &u32| {
-            let record = &images[*index as usize];
-            (record.captured_at, record.id)
-        };
-        let new_creators: HashSet<u32> = new.iter().map(|record| record.creator).collect();
-        for creator in new_creators {
-            let list = &mut creators[creator as usize].images;
-            if !list.is_sorted_by_key(by_id) {
-                list.sort_unstable_by_key(by_id);
-            }
-            if large {
-                list.shrink_to_fit();
-            }
-        }
-        let new_organizations: HashSet<u32> = new
-            .iter()
-            .map(|record| record.organization)
-            .filter(|&organization| organization != NONE)
-            .collect();
-        for organization in new_organizations {
-            let list = &mut organizations[organization as usize].images;
-            if !list.is_sorted_by_key(by_id) {
-                list.sort_unstable_by_key(by_id);
-            }
-            if large {
-                list.shrink_to_fit();
-            }
-        }
-        let new_sequences: HashSet<u32> = new.iter().map(|record| record.sequence).collect();
-        let rebuild_sequences = new_sequences.len() >= sequence_tree.size();
-        for &sequence in &new_sequences {
-            let record = &mut sequences[sequence as usize];
-            if !record.members.is_sorted_by_key(by_capture) {
-                record.members.sort_unstable_by_key(by_capture);
-            }
-            if large {
-                record.members.shrink_to_fit();
-            }
-            let entry = SequenceEntry::around(
-                record.members.iter().map(|&index| images[index as usize]),
-                sequence,
-            );
-            let old = std::mem::replace(&mut record.entry, entry);
-            if !rebuild_sequences {
-                if let Some(old) = old {
-                    sequence_tree.remove(&old);
-                }
-                if let Some(entry) = entry {
-                    sequence_tree.insert(entry);
-                }
-            }
-        }
-        if rebuild_sequences {
-            *sequence_tree =
-                RTree::bulk_load(sequences.iter().filter_map(|record| record.entry).collect());
-        }
-        Self::extend_id_order(id_order, images, first_new);
-        Self::extend_s2_index(s2_images, images, first_new);
-    }
-
-    /// Adds images `first_new..` to the ID order: appended when their IDs follow the last one
-    /// (loading, ascending inserts), else merged.
-    fn extend_id_order(id_order: &mut Vec<u32>, images: &[ImageRecord], first_new: usize) {
-        let by_id = |index: &u32| images[*index as usize].id;
-        let mut added: Vec<u32> = (first_new as u32..images.len() as u32).collect();
-        if !added.is_sorted_by_key(by_id) {
-            added.sort_unstable_by_key(by_id);
-        }
-        let follows = match (id_order.last(), added.first()) {
-            (Some(last), Some(first)) => by_id(last) < by_id(first),
-            _ => true,
-        };
-        if follows {
-            id_order.reserve_exact(added.len());
-            id_order.extend(added);
-            return;
-        }
-        *id_order = merge_sorted(id_order, &added, |index| by_id(index));
-    }
-
-    fn extend_image_tree(
-        tree: &mut RTree<ImageEntry, ImageTreeParams>,
-        images: &[ImageRecord],
-        first_new: usize,
-    ) {
-        let new = &images[first_new..];
-        let entries = new
-            .iter()
-            .enumerate()
-            .map(|(offset, record)| ImageEntry::new(record, (first_new + offset) as u32));
-        if new.len().saturating_mul(4) >= tree.size() {
-            // Bulk loading everything beats inserting one by one for batches of this size.
-            let mut all: Vec<ImageEntry> = Vec::with_capacity(tree.size() + new.len());
-            all.extend(tree.iter().copied());
-            all.extend(entries);
-            *tree = RTree::bulk_load_with_params(all);
-        } else {
-            for entry in entries {
-                tree.insert(entry);
-            }
-        }
-    }
-
-    /// Adds images `first_new..` to the S2 index: sorted among themselves by leaf cell, then
-    /// merged in, finding each one's place by binary search (leaf cells are computed, not
-    /// stored, so a merge reads only `log n` old leaves per new image).
-    fn extend_s2_index(s2_images: &mut Vec<u32>, images: &[ImageRecord], first_new: usize) {
-        let leaf = |index: u32| {
-            let [lon, lat] = images[index as usize].geometry;
-            S2CellId::from_lat_lng(lat, lon).raw()
-        };
-        let mut added: Vec<(u64, u32)> = (first_new as u32..images.len() as u32)
-            .map(|index| (leaf(index), index))
-            .collect();
-        added.sort_unstable();
-        let mut merged = Vec::with_capacity(s2_images.len() + added.len());
-        let mut start = 0;
-        for (cell, index) in added {
-            let end = start + s2_images[start..].partition_point(|&old| leaf(old) <= cell);
-            merged.extend_from_slice(&s2_images[start..end]);
-            merged.push(index);
-            start = end;
-        }
-        merged.extend_from_slice(&s2_images[start..]);
-        *s2_images = merged;
-    }
-
-    pub(crate) fn push_map_feature(&mut self, feature: &MapFeature) {
-        let index = self.map_features.len() as u32;
-        self.map_features.push(feature.clone());
-        self.map_feature_ids.insert(feature.id.0, index);
-    }
-
+    /// Adds map features `first_new..` (pushed to the records) to their R-tree.
     pub(crate) fn index_new_map_features(&mut self, first_new: usize) {
-        let entries = self.map_features[first_new..]
-            .iter()
-            .enumerate()
-            .map(|(offset, feature)| {
-                GeomWithData::new(
-                    [feature.geometry.lon, feature.geometry.lat],
-                    (first_new + offset) as u32,
-                )
-            });
-        if self.map_features.len() - first_new >= self.map_feature_tree.size() {
-            let all: Vec<_> = self
-                .map_feature_tree
-                .iter()
-                .copied()
-                .chain(entries)
-                .collect();
-            self.map_feature_tree = RTree::bulk_load(all);
-        } else {
-            for entry in entries.collect::<Vec<_>>() {
-                self.map_feature_tree.insert(entry);
-            }
-        }
+        self.indexes.add_map_features(&self.records, first_new);
     }
 
-    pub(crate) fn push_detection(&mut self, detection: &Detection) {
-        let index = self.detections.len() as u32;
-        self.detections.push(detection.clone());
-        self.detection_ids.insert(detection.id.0, index);
-        self.detections_by_image
-            .entry(detection.image.0)
-            .or_default()
-            .push(index);
-        if let Some(feature) = detection.map_feature {
-            self.detections_by_map_feature
-                .entry(feature.0)
-                .or_default()
-                .push(index);
-        }
-    }
-
+    /// Sorts the lists touched by detections `first_new..` (pushed to the records).
     pub(crate) fn index_new_detections(&mut self, first_new: usize) {
-        let detections = &self.detections;
-        let by_id = |index: &u32| detections[*index as usize].id;
-        for detection in &detections[first_new..] {
-            if let Some(list) = self.detections_by_image.get_mut(&detection.image.0)
-                && !list.is_sorted_by_key(by_id)
-            {
-                list.sort_unstable_by_key(by_id);
-            }
-            if let Some(feature) = detection.map_feature
-                && let Some(list) = self.detections_by_map_feature.get_mut(&feature.0)
-                && !list.is_sorted_by_key(by_id)
-            {
-                list.sort_unstable_by_key(by_id);
-            }
-        }
+        self.records.sort_new_detection_lists(first_new);
     }
-}
-
-/// Bytes held by an R-tree below (and including the children of) `node`: every child is one
-/// node enum in its parent's vector (counted at its length; bulk loading sizes them exactly),
-/// plus the allocator's header of each vector.
-fn r_tree_bytes<T: RTreeObject>(node: &rstar::ParentNode<T>) -> usize {
-    const ALLOCATION_HEADER: usize = 16;
-    let children = node.children();
-    let own = std::mem::size_of_val(children) + ALLOCATION_HEADER;
-    own + children
-        .iter()
-        .map(|child| match child {
-            rstar::RTreeNode::Parent(parent) => r_tree_bytes(parent),
-            rstar::RTreeNode::Leaf(_) => 0,
-        })
-        .sum::<usize>()
-}
-
-/// Merges two lists sorted by `key` into one (`a` first on ties).
-fn merge_sorted<K: Ord>(a: &[u32], b: &[u32], key: impl Fn(&u32) -> K) -> Vec<u32> {
-    let mut merged = Vec::with_capacity(a.len() + b.len());
-    let (mut i, mut j) = (0, 0);
-    while i < a.len() && j < b.len() {
-        if key(&b[j]) < key(&a[i]) {
-            merged.push(b[j]);
-            j += 1;
-        } else {
-            merged.push(a[i]);
-            i += 1;
-        }
-    }
-    merged.extend_from_slice(&a[i..]);
-    merged.extend_from_slice(&b[j..]);
-    merged
 }
 
 #[cfg(test)]
@@ -1140,6 +566,7 @@ mod tests {
     use streetlevel_model::{Point, Timestamp};
 
     use super::*;
+    use crate::indexes::SequenceEntry;
 
     fn image(number: u64, sequence: &str) -> Image {
         Image {

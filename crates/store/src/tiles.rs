@@ -4,10 +4,13 @@
 //!
 //! The queries work at any zoom; the spec uses `tile_images` and the map feature tiles at z14,
 //! `tile_sequences` at z6–14 and `tile_overview` at z0–5.
+//!
+//! The top of the store's tile code: these queries read the records, the indexes and the
+//! low-zoom structures (`overview.rs`, `sequence_lines.rs`), none of which depends on them.
 
 use std::collections::HashMap;
 
-use rstar::{AABB, RTreeObject};
+use rstar::AABB;
 use streetlevel_model::{
     CreatorId, ImageId, MapFeature, ObjectType, OrganizationId, SequenceId, Timestamp,
 };
@@ -15,42 +18,14 @@ use streetlevel_mvt::geo::{Coord, LineString, MultiLineString};
 use streetlevel_mvt::simplify::tolerance_for_zoom;
 use streetlevel_mvt::{Geometry, ProjectionConfig, TileId, TileProjector};
 
-use crate::image_record::ImageRecord;
+use crate::image_record::GeometryVariant;
+use crate::indexes::{lower_f32, upper_f32};
+use crate::overview::OVERVIEW_GRID;
 use crate::sequence_lines::Precomputed;
-use crate::store::{lower_f32, upper_f32};
 use crate::{Store, StoreError};
 
 /// The highest zoom of the coverage tiles: lines are not simplified there.
 pub const MAX_COVERAGE_ZOOM: u8 = 14;
-
-/// Overview tiles keep at most one image per cell of a grid this many cells wide across the
-/// tile (plus the buffer), so a tile never holds much more than `OVERVIEW_GRID²` points.
-pub const OVERVIEW_GRID: u32 = 64;
-
-/// Which location of an image a coverage tile uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum GeometryVariant {
-    /// The original `geometry` (tile set `svc1_public`).
-    Original,
-    /// `computed_geometry`, falling back to `geometry` when absent (`svc1_computed_public`).
-    Computed,
-}
-
-impl GeometryVariant {
-    /// The location of this variant (lon, lat).
-    pub(crate) fn point(self, record: &ImageRecord) -> [f64; 2] {
-        match self {
-            GeometryVariant::Computed if !record.computed_geometry[0].is_nan() => {
-                record.computed_geometry
-            }
-            _ => record.geometry,
-        }
-    }
-
-    fn is_computed(self) -> bool {
-        self == GeometryVariant::Computed
-    }
-}
 
 /// An image in a tile (the `image` and `overview` layers).
 #[derive(Debug, Clone, PartialEq)]
@@ -102,44 +77,6 @@ pub struct TileMapFeature<'a> {
     pub geometry: Geometry,
 }
 
-/// A sequence in the sequence R-tree: the box around every location (both variants) of its
-/// images.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct SequenceEntry {
-    pub(crate) min: [f32; 2],
-    pub(crate) max: [f32; 2],
-    pub(crate) index: u32,
-}
-
-impl RTreeObject for SequenceEntry {
-    type Envelope = AABB<[f32; 2]>;
-
-    fn envelope(&self) -> Self::Envelope {
-        AABB::from_corners(self.min, self.max)
-    }
-}
-
-impl SequenceEntry {
-    pub(crate) fn around(records: impl Iterator<Item = ImageRecord>, index: u32) -> Option<Self> {
-        let mut min = [f32::INFINITY; 2];
-        let mut max = [f32::NEG_INFINITY; 2];
-        let mut any = false;
-        for record in records {
-            any = true;
-            for point in [record.geometry, record.computed_geometry] {
-                if point[0].is_nan() {
-                    continue;
-                }
-                for axis in 0..2 {
-                    min[axis] = min[axis].min(lower_f32(point[axis]));
-                    max[axis] = max[axis].max(upper_f32(point[axis]));
-                }
-            }
-        }
-        any.then_some(SequenceEntry { min, max, index })
-    }
-}
-
 /// How one sequence tile query projects its sequences.
 struct SequenceProjectors {
     /// Clips and simplifies with the zoom's tolerance.
@@ -186,13 +123,13 @@ impl Store {
         geometry: Geometry,
         variant: GeometryVariant,
     ) -> TileImage<'_> {
-        let record = &self.images[index as usize];
+        let record = self.records.image(index);
         TileImage {
             id: ImageId(record.id),
             geometry,
             captured_at: Timestamp(record.captured_at),
-            creator_id: self.creators[record.creator as usize].id,
-            sequence_id: &self.sequences[record.sequence as usize].id,
+            creator_id: self.records.creator(record.creator).id,
+            sequence_id: &self.records.sequence(record.sequence).id,
             organization_id: self.organization_id_at(record.organization),
             is_pano: record.is_pano(),
             compass_angle: record.compass(variant.is_computed()),
@@ -210,14 +147,14 @@ impl Store {
     ) -> Result<Vec<(u64, u32, Geometry)>, StoreError> {
         let projector = Self::projector(tile, config)?;
         Ok(self
-            .image_tree
-            .locate_in_envelope_intersecting(&query_envelope(tile, config))
-            .filter_map(|entry| {
-                let record = &self.images[entry.index as usize];
+            .indexes
+            .images_meeting(&query_envelope(tile, config))
+            .filter_map(|index| {
+                let record = self.records.image(index);
                 let [lon, lat] = variant.point(record);
                 projector
                     .point(lon, lat)
-                    .map(|geometry| (record.id, entry.index, geometry))
+                    .map(|geometry| (record.id, index, geometry))
             })
             .collect())
     }
@@ -253,15 +190,16 @@ impl Store {
         variant: GeometryVariant,
     ) -> Result<Vec<TileImage<'_>>, StoreError> {
         let projector = Self::projector(tile, config)?;
-        let Some(chosen) = self.overview.tile(tile, config, variant, |index| {
-            self.images[index as usize].id
-        }) else {
+        let Some(chosen) = self
+            .overview
+            .tile(tile, config, variant, |index| self.records.image(index).id)
+        else {
             return self.tile_overview_by_scan(tile, config, variant);
         };
         Ok(chosen
             .into_iter()
             .filter_map(|(_, index)| {
-                let [lon, lat] = variant.point(&self.images[index as usize]);
+                let [lon, lat] = variant.point(self.records.image(index));
                 let geometry = projector.point(lon, lat)?;
                 Some(self.tile_image(index, geometry, variant))
             })
@@ -357,18 +295,19 @@ impl Store {
         // One entry per sequence, so no repeats. Sorting on a key prefix carried along saves
         // following every key's pointer at each comparison (a cache miss each at 10M images).
         let mut candidates: Vec<(u128, u32)> = self
-            .sequence_tree
-            .locate_in_envelope_intersecting(&query_envelope(tile, &config))
+            .indexes
+            .sequences_meeting(&query_envelope(tile, &config))
             .map(|entry| {
-                let key = self.sequences[entry.index as usize].id.as_str();
+                let key = self.records.sequence(entry.index).id.as_str();
                 (key_prefix(key), entry.index)
             })
             .collect();
         candidates.sort_unstable_by(|a, b| {
             a.0.cmp(&b.0).then_with(|| {
-                self.sequences[a.1 as usize]
+                self.records
+                    .sequence(a.1)
                     .id
-                    .cmp(&self.sequences[b.1 as usize].id)
+                    .cmp(&self.records.sequence(b.1).id)
             })
         });
         Ok(candidates
@@ -383,14 +322,14 @@ impl Store {
         projectors: &SequenceProjectors,
         variant: GeometryVariant,
     ) -> Option<TileSequence<'_>> {
-        let record = &self.sequences[sequence as usize];
-        let first = &self.images[*record.members.first()? as usize];
+        let record = self.records.sequence(sequence);
+        let first = self.records.image(*record.members.first()?);
         let coord = |index: u32| {
-            let [x, y] = variant.point(&self.images[index as usize]);
+            let [x, y] = variant.point(self.records.image(index));
             Coord { x, y }
         };
-        let kept = match &record.entry {
-            Some(entry) if projectors.precomputed => self.overview.sequence_lines.kept(
+        let kept = match self.indexes.sequence_entry(sequence) {
+            Some(entry) if projectors.precomputed => self.overview.sequence_lines().kept(
                 sequence,
                 entry,
                 &projectors.simplifying,
@@ -422,7 +361,7 @@ impl Store {
             id: &record.id,
             image_id: ImageId(first.id),
             captured_at: Timestamp(first.captured_at),
-            creator_id: self.creators[first.creator as usize].id,
+            creator_id: self.records.creator(first.creator).id,
             organization_id: self.organization_id_at(first.organization),
             is_pano: first.is_pano(),
             geometry,
@@ -432,7 +371,7 @@ impl Store {
     /// Heap bytes held by the precomputed sequence lines behind [`Store::tile_sequences`]
     /// (on top of [`Store::image_memory_bytes`]).
     pub fn sequence_lines_memory_bytes(&self) -> usize {
-        self.overview.sequence_lines.bytes()
+        self.overview.sequence_lines().bytes()
     }
 
     /// The map features of one type in a tile (the `point` or `traffic_sign` layer, z14), in
@@ -452,9 +391,9 @@ impl Store {
             [f64::from(upper[0]), f64::from(upper[1])],
         );
         let mut found: Vec<TileMapFeature<'_>> = self
-            .map_feature_tree
-            .locate_in_envelope(&envelope)
-            .map(|entry| &self.map_features[entry.data as usize])
+            .indexes
+            .map_features_in(&envelope)
+            .map(|index| &self.records.map_features()[index as usize])
             .filter(|feature| feature.object_type == object_type)
             .filter_map(|feature| {
                 projector

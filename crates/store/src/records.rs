@@ -1,0 +1,454 @@
+//! The records: every entity in its table, and the lookups from keys to table slots.
+//!
+//! Invariants kept here, by the only code that writes these tables:
+//! - a slot, once given, never moves: every index stored elsewhere (image records' links,
+//!   index entries, tile structures) stays valid;
+//! - every key map (sequence keys, creator and organization IDs, usernames, map feature and
+//!   detection IDs) maps a key to the slot holding it, and an image record's links name
+//!   existing slots ([`NONE`] for no organization or camera value);
+//! - after [`Records::sort_new_image_lists`], every creator's and organization's image list
+//!   is in ID order and every sequence's members in capture order (ties by ID); after
+//!   [`Records::sort_new_detection_lists`], the detection lists per image and per map feature
+//!   are in ID order.
+
+use std::collections::BTreeMap;
+
+use streetlevel_model::{
+    Creator, CreatorId, Detection, Image, ImageId, MapFeature, Organization, OrganizationId,
+    Sequence, SequenceId,
+};
+
+use crate::image_record::{
+    Camera, CameraPool, FastMap, ImageRecord, Interner, NONE, ParameterPool, RecordLinks,
+    RecordNames, RecordValues, ResolvedNames,
+};
+
+/// Batches of at least this many images drop the slack of their lists after sorting.
+const LARGE_BATCH: usize = 50_000;
+
+#[derive(Debug)]
+pub(crate) struct SequenceRecord {
+    pub(crate) id: SequenceId,
+    /// Set when the sequence itself was inserted (not only images naming it).
+    pub(crate) explicit: Option<(CreatorId, Option<OrganizationId>)>,
+    /// Image indices in capture order (ties by ID).
+    pub(crate) members: Vec<u32>,
+}
+
+#[derive(Debug)]
+pub(crate) struct CreatorRecord {
+    pub(crate) id: CreatorId,
+    /// `None` while the creator is known only from its images.
+    pub(crate) creator: Option<Creator>,
+    /// Image indices in ID order.
+    pub(crate) images: Vec<u32>,
+}
+
+#[derive(Debug)]
+pub(crate) struct OrganizationRecord {
+    pub(crate) id: OrganizationId,
+    pub(crate) organization: Option<Organization>,
+    /// Image indices in ID order.
+    pub(crate) images: Vec<u32>,
+}
+
+/// The entity tables and their key lookups (see the module documentation). Readers get
+/// shared slices and records; only the `push_*` and `sort_*` methods write.
+#[derive(Debug, Default)]
+pub(crate) struct Records {
+    images: Vec<ImageRecord>,
+    strings: Interner,
+    camera_parameters: ParameterPool,
+    cameras: CameraPool,
+    sequences: Vec<SequenceRecord>,
+    sequence_index: FastMap<Box<str>, u32>,
+    creators: Vec<CreatorRecord>,
+    creator_index: FastMap<u64, u32>,
+    username_index: FastMap<String, u32>,
+    organizations: Vec<OrganizationRecord>,
+    organization_index: FastMap<u64, u32>,
+    map_features: Vec<MapFeature>,
+    map_feature_ids: BTreeMap<u64, u32>,
+    detections: Vec<Detection>,
+    detection_ids: BTreeMap<u64, u32>,
+    detections_by_image: FastMap<u64, Vec<u32>>,
+    detections_by_map_feature: FastMap<u64, Vec<u32>>,
+}
+
+impl Records {
+    // ---- reads ---------------------------------------------------------------------------
+
+    /// The image table; an image's index is its position.
+    pub(crate) fn images(&self) -> &[ImageRecord] {
+        &self.images
+    }
+
+    pub(crate) fn image(&self, index: u32) -> &ImageRecord {
+        &self.images[index as usize]
+    }
+
+    /// The sequence table; a sequence's index is its position.
+    pub(crate) fn sequences(&self) -> &[SequenceRecord] {
+        &self.sequences
+    }
+
+    pub(crate) fn sequence(&self, index: u32) -> &SequenceRecord {
+        &self.sequences[index as usize]
+    }
+
+    /// The slot of the sequence with this key.
+    pub(crate) fn sequence_slot_of(&self, key: &str) -> Option<u32> {
+        self.sequence_index.get(key).copied()
+    }
+
+    pub(crate) fn creator(&self, index: u32) -> &CreatorRecord {
+        &self.creators[index as usize]
+    }
+
+    /// The slot of the creator with this ID (also one known only from its images).
+    pub(crate) fn creator_slot_of(&self, id: CreatorId) -> Option<u32> {
+        self.creator_index.get(&id.0).copied()
+    }
+
+    /// The slot of the inserted creator with this username.
+    pub(crate) fn username_slot(&self, username: &str) -> Option<u32> {
+        self.username_index.get(username).copied()
+    }
+
+    pub(crate) fn organizations(&self) -> &[OrganizationRecord] {
+        &self.organizations
+    }
+
+    pub(crate) fn organization(&self, index: u32) -> &OrganizationRecord {
+        &self.organizations[index as usize]
+    }
+
+    /// The slot of the organization with this ID (also one known only from its images).
+    pub(crate) fn organization_slot_of(&self, id: OrganizationId) -> Option<u32> {
+        self.organization_index.get(&id.0).copied()
+    }
+
+    /// The ID of the organization in slot `index`, `None` for [`NONE`].
+    pub(crate) fn organization_id_at(&self, index: u32) -> Option<OrganizationId> {
+        (index != NONE).then(|| self.organizations[index as usize].id)
+    }
+
+    /// The interned makes and models.
+    pub(crate) fn strings(&self) -> &Interner {
+        &self.strings
+    }
+
+    pub(crate) fn cameras(&self) -> &CameraPool {
+        &self.cameras
+    }
+
+    pub(crate) fn map_features(&self) -> &[MapFeature] {
+        &self.map_features
+    }
+
+    /// Map feature slots by ID, in ID order.
+    pub(crate) fn map_feature_ids(&self) -> &BTreeMap<u64, u32> {
+        &self.map_feature_ids
+    }
+
+    pub(crate) fn detections(&self) -> &[Detection] {
+        &self.detections
+    }
+
+    /// Detection slots by ID, in ID order.
+    pub(crate) fn detection_ids(&self) -> &BTreeMap<u64, u32> {
+        &self.detection_ids
+    }
+
+    /// The detection slots of the image with this ID, in ID order.
+    pub(crate) fn detections_of_image(&self, id: u64) -> Option<&[u32]> {
+        self.detections_by_image.get(&id).map(Vec::as_slice)
+    }
+
+    /// The detection slots of the map feature with this ID, in ID order.
+    pub(crate) fn detections_of_map_feature(&self, id: u64) -> Option<&[u32]> {
+        self.detections_by_map_feature.get(&id).map(Vec::as_slice)
+    }
+
+    /// The image in slot `index`, rebuilt from its compact record.
+    pub(crate) fn image_at(&self, index: u32) -> Image {
+        let record = &self.images[index as usize];
+        let camera = self.cameras.get(record.camera);
+        record.to_image(&ResolvedNames {
+            sequence: &self.sequences[record.sequence as usize].id,
+            creator: self.creators[record.creator as usize].id,
+            organization: self.organization_id_at(record.organization),
+            make: camera.and_then(|camera| self.strings.get(camera.make)),
+            model: camera.and_then(|camera| self.strings.get(camera.model)),
+            camera_parameters: camera
+                .and_then(|camera| self.camera_parameters.get(camera.parameters)),
+            camera_type: camera.and_then(|camera| camera.kind),
+        })
+    }
+
+    /// The IDs of the images in these slots.
+    pub(crate) fn ids_of(&self, indices: &[u32]) -> Vec<ImageId> {
+        indices
+            .iter()
+            .map(|&index| ImageId(self.images[index as usize].id))
+            .collect()
+    }
+
+    /// The greatest ID of a map feature, detection, organization or creator (images are
+    /// the indexes' to answer).
+    pub(crate) fn greatest_id_but_images(&self) -> Option<u64> {
+        [
+            self.map_feature_ids.keys().next_back().copied(),
+            self.detection_ids.keys().next_back().copied(),
+            self.organization_index.keys().max().copied(),
+            self.creator_index.keys().max().copied(),
+        ]
+        .into_iter()
+        .flatten()
+        .max()
+    }
+
+    /// Bytes of the structures kept per image or per sequence here: the image records, the
+    /// image lists of creators, organizations and sequences, the sequence records and the
+    /// sequence key index (its entries and control bytes). Vectors count at their capacity.
+    pub(crate) fn image_bytes(&self) -> usize {
+        let records = std::mem::size_of::<ImageRecord>() * self.images.capacity();
+        let lists: usize = self
+            .creators
+            .iter()
+            .map(|creator| creator.images.capacity() * 4)
+            .chain(
+                self.organizations
+                    .iter()
+                    .map(|org| org.images.capacity() * 4),
+            )
+            .chain(self.sequences.iter().map(|seq| seq.members.capacity() * 4))
+            .sum();
+        let sequence_records = std::mem::size_of::<SequenceRecord>() * self.sequences.capacity();
+        // A hash table holds an entry and one control byte per slot.
+        let sequence_index =
+            self.sequence_index.capacity() * (std::mem::size_of::<(Box<str>, u32)>() + 1);
+        records + lists + sequence_records + sequence_index
+    }
+
+    // ---- writes --------------------------------------------------------------------------
+
+    /// Makes room for a batch of `count` images: by the batch, but by at least an eighth of
+    /// the table (doubling would leave up to half the table's records unused, up to 88 bytes
+    /// per image, an eighth at most 22, and small batches still grow geometrically).
+    pub(crate) fn reserve_images(&mut self, count: usize) {
+        let len = self.images.len();
+        if len + count > self.images.capacity() {
+            self.images.reserve_exact(count.max(len / 8));
+        }
+    }
+
+    /// Makes room for exactly `count` more images, and in the camera pools for as many
+    /// cameras (loading knows the total; sets whose images each have their own calibration
+    /// then never grow a table on the way). [`Records::shrink_pools`] gives back the rest.
+    pub(crate) fn reserve_for_load(&mut self, count: usize) {
+        self.images.reserve_exact(count);
+        self.cameras.reserve(count);
+        self.camera_parameters.reserve(count);
+    }
+
+    /// Gives back what [`Records::reserve_for_load`] took for the pools and was not used.
+    pub(crate) fn shrink_pools(&mut self) {
+        self.cameras.shrink_to_fit();
+        self.camera_parameters.shrink_to_fit();
+    }
+
+    fn creator_slot(&mut self, id: CreatorId) -> u32 {
+        if let Some(&index) = self.creator_index.get(&id.0) {
+            return index;
+        }
+        let index = self.creators.len() as u32;
+        self.creators.push(CreatorRecord {
+            id,
+            creator: None,
+            images: Vec::new(),
+        });
+        self.creator_index.insert(id.0, index);
+        index
+    }
+
+    fn organization_slot(&mut self, id: OrganizationId) -> u32 {
+        if let Some(&index) = self.organization_index.get(&id.0) {
+            return index;
+        }
+        let index = self.organizations.len() as u32;
+        self.organizations.push(OrganizationRecord {
+            id,
+            organization: None,
+            images: Vec::new(),
+        });
+        self.organization_index.insert(id.0, index);
+        index
+    }
+
+    fn sequence_slot(&mut self, id: &str) -> u32 {
+        // Images come in runs of one sequence: check the newest sequence before hashing.
+        if let Some(last) = self.sequences.last()
+            && last.id.as_str() == id
+        {
+            return (self.sequences.len() - 1) as u32;
+        }
+        if let Some(&index) = self.sequence_index.get(id) {
+            return index;
+        }
+        let index = self.sequences.len() as u32;
+        self.sequences.push(SequenceRecord {
+            id: SequenceId(id.to_owned()),
+            explicit: None,
+            members: Vec::new(),
+        });
+        self.sequence_index.insert(id.into(), index);
+        index
+    }
+
+    pub(crate) fn push_creator(&mut self, creator: &Creator) {
+        let index = self.creator_slot(creator.id);
+        self.creators[index as usize].creator = Some(creator.clone());
+        self.username_index.insert(creator.username.clone(), index);
+    }
+
+    pub(crate) fn push_organization(&mut self, organization: &Organization) {
+        let index = self.organization_slot(organization.id);
+        self.organizations[index as usize].organization = Some(organization.clone());
+    }
+
+    pub(crate) fn push_sequence(&mut self, sequence: &Sequence) {
+        let index = self.sequence_slot(sequence.id.as_str());
+        self.sequences[index as usize].explicit = Some((sequence.creator, sequence.organization));
+    }
+
+    /// Appends an image to the table and its lists; [`Records::sort_new_image_lists`] then
+    /// sorts the lists.
+    pub(crate) fn push_image(&mut self, values: &RecordValues, names: &RecordNames<'_>) {
+        let index = self.images.len() as u32;
+        let creator = self.creator_slot(names.creator);
+        let organization = names
+            .organization
+            .map_or(NONE, |id| self.organization_slot(id));
+        let sequence = self.sequence_slot(names.sequence);
+        let camera = Camera {
+            make: names.make.map_or(NONE, |make| self.strings.intern(make)),
+            model: names.model.map_or(NONE, |model| self.strings.intern(model)),
+            parameters: names
+                .camera_parameters
+                .map_or(NONE, |parameters| self.camera_parameters.intern(parameters)),
+            kind: names.camera_type,
+        };
+        let links = RecordLinks {
+            sequence,
+            creator,
+            organization,
+            camera: self.cameras.intern(camera),
+        };
+        self.images.push(ImageRecord::new(values, &links));
+        self.creators[creator as usize].images.push(index);
+        if organization != NONE {
+            self.organizations[organization as usize].images.push(index);
+        }
+        self.sequences[sequence as usize].members.push(index);
+    }
+
+    /// Sorts the lists that images `first_new..` joined and returns the sequences they
+    /// belong to, ascending.
+    pub(crate) fn sort_new_image_lists(&mut self, first_new: usize) -> Vec<u32> {
+        let Self {
+            images,
+            creators,
+            organizations,
+            sequences,
+            ..
+        } = self;
+        let new = &images[first_new..];
+        // After a large batch (loading) the lists drop the slack of growing by doubling.
+        let large = new.len() >= LARGE_BATCH;
+        let by_id = |index: &u32| images[*index as usize].id;
+        let by_capture = |index: &u32| {
+            let record = &images[*index as usize];
+            (record.captured_at, record.id)
+        };
+        let sort = |list: &mut Vec<u32>| {
+            if !list.is_sorted_by_key(by_id) {
+                list.sort_unstable_by_key(by_id);
+            }
+            if large {
+                list.shrink_to_fit();
+            }
+        };
+        for creator in touched(new.iter().map(|record| record.creator)) {
+            sort(&mut creators[creator as usize].images);
+        }
+        let organizations_touched = touched(
+            new.iter()
+                .map(|record| record.organization)
+                .filter(|&organization| organization != NONE),
+        );
+        for organization in organizations_touched {
+            sort(&mut organizations[organization as usize].images);
+        }
+        let sequences_touched = touched(new.iter().map(|record| record.sequence));
+        for &sequence in &sequences_touched {
+            let members = &mut sequences[sequence as usize].members;
+            if !members.is_sorted_by_key(by_capture) {
+                members.sort_unstable_by_key(by_capture);
+            }
+            if large {
+                members.shrink_to_fit();
+            }
+        }
+        sequences_touched
+    }
+
+    pub(crate) fn push_map_feature(&mut self, feature: MapFeature) {
+        let index = self.map_features.len() as u32;
+        self.map_feature_ids.insert(feature.id.0, index);
+        self.map_features.push(feature);
+    }
+
+    pub(crate) fn push_detection(&mut self, detection: Detection) {
+        let index = self.detections.len() as u32;
+        self.detection_ids.insert(detection.id.0, index);
+        self.detections_by_image
+            .entry(detection.image.0)
+            .or_default()
+            .push(index);
+        if let Some(feature) = detection.map_feature {
+            self.detections_by_map_feature
+                .entry(feature.0)
+                .or_default()
+                .push(index);
+        }
+        self.detections.push(detection);
+    }
+
+    /// Sorts the detection lists that detections `first_new..` joined.
+    pub(crate) fn sort_new_detection_lists(&mut self, first_new: usize) {
+        let detections = &self.detections;
+        let by_id = |index: &u32| detections[*index as usize].id;
+        for detection in &detections[first_new..] {
+            if let Some(list) = self.detections_by_image.get_mut(&detection.image.0)
+                && !list.is_sorted_by_key(by_id)
+            {
+                list.sort_unstable_by_key(by_id);
+            }
+            if let Some(feature) = detection.map_feature
+                && let Some(list) = self.detections_by_map_feature.get_mut(&feature.0)
+                && !list.is_sorted_by_key(by_id)
+            {
+                list.sort_unstable_by_key(by_id);
+            }
+        }
+    }
+}
+
+/// The distinct slots of `slots`, ascending.
+fn touched(slots: impl Iterator<Item = u32>) -> Vec<u32> {
+    let mut slots: Vec<u32> = slots.collect();
+    slots.sort_unstable();
+    slots.dedup();
+    slots
+}
