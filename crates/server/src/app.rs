@@ -25,6 +25,7 @@ use crate::query::Query;
 use crate::reply::MVT_CONTENT_TYPE;
 use crate::reply::{self, Reply};
 use crate::route::Route;
+use crate::tilejson;
 use crate::tiles::{self, TileCache, Tileset};
 use crate::{Config, Error, PublicUrls};
 
@@ -339,6 +340,13 @@ impl App {
             Route::DebugPanic | Route::Other => {
                 Err(Error::UnknownPath(parts.uri.path().to_owned()))
             }
+            Route::TileJson(_) | Route::Catalog | Route::Style => {
+                let app = Arc::clone(self);
+                let parts = parts.clone();
+                run_blocking(move || app.describe_tiles(&route, &parts, &query))
+                    .await
+                    .map(Dispatched::Reply)
+            }
             route => catch(|| self.handle(&route, parts, &query)).map(Dispatched::Reply),
         }
     }
@@ -424,6 +432,31 @@ impl App {
         Ok(reply)
     }
 
+    /// `TileJSON`, the catalog and the style: a token is needed (it goes into every URL they
+    /// hand out, as `MapLibre` expects) but no quota is charged; they are small and fixed.
+    fn describe_tiles(&self, route: &Route, parts: &Parts, query: &Query) -> Result<Reply, Error> {
+        self.services.auth.authenticate(parts)?;
+        let token = request_token(parts, query).unwrap_or_default();
+        let value = match route {
+            Route::Catalog => tilejson::catalog(&self.urls, &self.config, &token),
+            Route::Style => tilejson::style(&self.urls, &self.config, &token),
+            Route::TileJson(name) => {
+                let tileset = Tileset::from_name(&self.config, name)
+                    .ok_or_else(|| Error::UnknownTileset(name.clone()))?;
+                let store = self
+                    .services
+                    .store
+                    .read()
+                    .unwrap_or_else(PoisonError::into_inner);
+                tilejson::tilejson(&store, &self.urls, &self.config, tileset, &token)
+            }
+            _ => return Err(Error::UnknownPath(parts.uri.path().to_owned())),
+        };
+        let mut reply = Reply::json(&value);
+        reply.cache_control = Some(String::from("private, no-cache"));
+        Ok(reply)
+    }
+
     fn media(&self, path: &str, query: &Query) -> Result<Reply, Error> {
         let object =
             MediaObject::from_path(path).ok_or_else(|| Error::UnknownPath(path.to_owned()))?;
@@ -444,6 +477,21 @@ impl App {
     pub fn media_url(&self, object: &MediaObject) -> String {
         self.services.media_links.url(object)
     }
+}
+
+/// The access token a request was made with: `access_token=` or `Authorization: OAuth|Bearer`.
+fn request_token(parts: &Parts, query: &Query) -> Option<String> {
+    if let Some(token) = query.get("access_token") {
+        return Some(token.to_owned());
+    }
+    let header = parts
+        .headers
+        .get(http::header::AUTHORIZATION)?
+        .to_str()
+        .ok()?;
+    let (scheme, token) = header.split_once(' ')?;
+    (scheme.eq_ignore_ascii_case("oauth") || scheme.eq_ignore_ascii_case("bearer"))
+        .then(|| token.trim().to_owned())
 }
 
 fn quota_class(class: Class) -> &'static str {

@@ -11,6 +11,7 @@ pub mod query;
 pub mod reply;
 mod route;
 mod server;
+pub mod tilejson;
 pub mod tiles;
 mod upload;
 

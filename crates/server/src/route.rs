@@ -20,6 +20,12 @@ pub enum Route {
         /// Row as sent.
         y: String,
     },
+    /// `GET /maps/vtp/<tileset>/2/tilejson.json`: the tile set's `TileJSON`.
+    TileJson(String),
+    /// `GET /catalog`: every tile set and the URL of its `TileJSON`.
+    Catalog,
+    /// `GET /maps/style.json`: a `MapLibre` style of the coverage and map feature layers.
+    Style,
     /// `GET /media/...`: signed media, no token.
     Media,
     /// `POST /token` (spec 4.11).
@@ -82,6 +88,11 @@ impl Route {
                 x: (*x).to_owned(),
                 y: (*y).to_owned(),
             },
+            ["maps", "vtp", tileset, "2", "tilejson.json"] => {
+                Route::TileJson((*tileset).to_owned())
+            }
+            ["maps", "style.json"] => Route::Style,
+            ["catalog"] => Route::Catalog,
             ["token"] => Route::Token,
             ["login"] => Route::Login,
             ["me"] => Route::Me,
@@ -116,6 +127,7 @@ impl Route {
     pub fn class(&self) -> &'static str {
         match self {
             Route::Tile { .. } => "tile",
+            Route::TileJson(_) | Route::Catalog | Route::Style => "catalog",
             Route::Media => "media",
             Route::Token => "token",
             Route::SearchImages | Route::SearchMapFeatures | Route::SearchDetections => "search",

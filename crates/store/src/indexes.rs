@@ -172,6 +172,27 @@ fn s2_leaf(images: &[ImageRecord], index: u32) -> u64 {
 }
 
 impl Indexes {
+    /// The box around every image's locations, `[west, south, east, north]` (widened to
+    /// `f32`), `None` without images.
+    pub(crate) fn image_extent(&self) -> Option<[f64; 4]> {
+        let envelope = self.image_tree.root().envelope();
+        let (lower, upper) = (envelope.lower(), envelope.upper());
+        extent(
+            self.image_tree.size(),
+            [lower[0], lower[1], upper[0], upper[1]].map(f64::from),
+        )
+    }
+
+    /// The box around every map feature, as [`Indexes::image_extent`].
+    pub(crate) fn map_feature_extent(&self) -> Option<[f64; 4]> {
+        let envelope = self.map_feature_tree.root().envelope();
+        let (lower, upper) = (envelope.lower(), envelope.upper());
+        extent(
+            self.map_feature_tree.size(),
+            [lower[0], lower[1], upper[0], upper[1]],
+        )
+    }
+
     // ---- reads ---------------------------------------------------------------------------
 
     /// Image slots in ascending ID order.
@@ -445,4 +466,8 @@ fn merge_sorted<K: Ord>(a: &[u32], b: &[u32], key: impl Fn(&u32) -> K) -> Vec<u3
     merged.extend_from_slice(&a[i..]);
     merged.extend_from_slice(&b[j..]);
     merged
+}
+
+fn extent(size: usize, corners: [f64; 4]) -> Option<[f64; 4]> {
+    (size > 0).then_some(corners)
 }

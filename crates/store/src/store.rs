@@ -97,6 +97,17 @@ impl Store {
         self.generation += 1;
     }
 
+    /// The box around every image's locations (original and computed), `[west, south, east,
+    /// north]` in degrees, widened outwards to the index's `f32`; `None` without images.
+    pub fn image_extent(&self) -> Option<[f64; 4]> {
+        self.indexes.image_extent()
+    }
+
+    /// The box around every map feature, as [`Store::image_extent`].
+    pub fn map_feature_extent(&self) -> Option<[f64; 4]> {
+        self.indexes.map_feature_extent()
+    }
+
     /// The number of images.
     pub fn image_count(&self) -> usize {
         self.records.images().len()
