@@ -277,6 +277,7 @@ impl App {
                 self.web_page(parts, body, request_id).await
             }
             Route::Health => Ok(Dispatched::Reply(probe(StatusCode::OK, "ok", None))),
+            Route::OpenApi => Ok(Dispatched::Reply(crate::openapi::reply())),
             Route::Ready => {
                 let app = Arc::clone(self);
                 run_blocking(move || Ok(app.readiness()))

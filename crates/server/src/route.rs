@@ -54,6 +54,8 @@ pub enum Route {
     Health,
     /// `GET /ready`: the data is loaded and the database writable (no token, no quota).
     Ready,
+    /// `GET /openapi.json`: the description of the API (no token, no quota).
+    OpenApi,
     /// Anything else (the web surface may answer it).
     Other,
 }
@@ -83,6 +85,7 @@ impl Route {
             ["uploads"] => Route::Uploads,
             ["health"] => Route::Health,
             ["ready"] => Route::Ready,
+            ["openapi.json"] => Route::OpenApi,
             ["images"] => Route::SearchImages,
             ["map_features"] => Route::SearchMapFeatures,
             ["detections"] => Route::SearchDetections,
