@@ -211,12 +211,18 @@ impl App {
                 if error.status().is_server_error() {
                     tracing::error!(request_id, %error, "request failed");
                 }
-                reply::finish(
+                let mut response = reply::finish(
                     &parts.headers,
                     is_head,
                     self.error_reply(&error, request_id),
                     request_id,
-                )
+                );
+                if let Error::MethodNotAllowed(_) = error {
+                    let allow = Route::of(parts.uri.path()).allow_header();
+                    let headers = response.headers_mut();
+                    headers.insert(http::header::ALLOW, HeaderValue::from_static(allow));
+                }
+                response
             }
         };
         tracing::info!(

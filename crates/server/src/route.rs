@@ -108,6 +108,17 @@ impl Route {
             _ => method == Method::GET || method == Method::HEAD,
         }
     }
+
+    /// The `Allow` header of a 405 answer (RFC 9110 15.5.6): what [`Route::allows`] accepts,
+    /// and `OPTIONS`, which every path answers.
+    pub fn allow_header(&self) -> &'static str {
+        match self {
+            Route::Token | Route::FinishUpload | Route::Logging => "POST, OPTIONS",
+            Route::Upload(_) => "GET, HEAD, POST, OPTIONS",
+            Route::Login | Route::Other => "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS",
+            _ => "GET, HEAD, OPTIONS",
+        }
+    }
 }
 
 /// Entity IDs are decimal; anything else with digits only up front is still routed as an ID
@@ -151,5 +162,47 @@ mod tests {
         assert_eq!(Route::of("/me/"), Route::Me);
         assert_eq!(Route::of("/finish_upload"), Route::FinishUpload);
         assert_eq!(Route::of("/media/thumb/1/256"), Route::Media);
+    }
+
+    #[test]
+    fn the_allow_header_lists_exactly_the_allowed_methods() {
+        let methods = [
+            Method::GET,
+            Method::HEAD,
+            Method::POST,
+            Method::PUT,
+            Method::PATCH,
+            Method::DELETE,
+            Method::TRACE,
+        ];
+        for path in [
+            "/token",
+            "/finish_upload",
+            "/logging",
+            "/upload/k",
+            "/login",
+            "/connect",
+            "/1",
+            "/images",
+            "/health",
+            "/openapi.json",
+            "/maps/vtp/a/2/0/0/0",
+            "/media/x",
+        ] {
+            let route = Route::of(path);
+            if route.allows(&Method::TRACE) {
+                // The web surface's paths: it answers every method itself, never this 405.
+                continue;
+            }
+            let listed: Vec<&str> = route.allow_header().split(", ").collect();
+            assert!(listed.contains(&"OPTIONS"), "{path}");
+            for method in &methods {
+                assert_eq!(
+                    route.allows(method),
+                    listed.contains(&method.as_str()),
+                    "{method} {path}"
+                );
+            }
+        }
     }
 }

@@ -690,6 +690,17 @@ fn every_described_operation_answers_as_described() {
     );
     assert_eq!(world.call("POST", "/logging", &[], b"{}").status, 401);
 
+    // A method no operation of the path has is a 405 naming the ones it has (RFC 9110).
+    for (path, allow) in [
+        ("/health", "GET, HEAD, OPTIONS"),
+        ("/token", "POST, OPTIONS"),
+        (&format!("/{image_id}") as &str, "GET, HEAD, OPTIONS"),
+    ] {
+        let response = world.server.request("TRACE", path, &[], b"");
+        assert_eq!(response.status, 405, "TRACE {path}");
+        assert_eq!(response.header("allow"), Some(allow), "TRACE {path}");
+    }
+
     // Every operation was exercised, with a success and, where any is described, a 4xx.
     let description = &world.description;
     for operation in description.operations() {
