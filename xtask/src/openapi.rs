@@ -1,4 +1,4 @@
-//! The OpenAPI conformance run of `cargo xtask test`: schemathesis (pinned in
+//! The `OpenAPI` conformance run of `cargo xtask test`: schemathesis (pinned in
 //! `tests/openapi/requirements.txt`, its own venv `target/venv-openapi`) against the real
 //! `streetlevel` binary and the description it serves at `/openapi.json`, through
 //! `tests/openapi/run_schemathesis.py`, with the checks `not_a_server_error` and
@@ -18,7 +18,7 @@ const WHAT: &str = "the schemathesis run";
 const RUNNER: &str = "tests/openapi/run_schemathesis.py";
 const REQUIREMENTS: &str = "tests/openapi/requirements.txt";
 const VENV: &str = "target/venv-openapi";
-/// The run takes about 15 s on two cores (a fixed number of examples per operation); a hung
+/// The run takes about 20 s on two cores (a fixed number of examples per operation); a hung
 /// server or client must fail the run, not hang CI.
 const DEADLINE: Duration = Duration::from_secs(6 * 60);
 

@@ -1,4 +1,4 @@
-//! The OpenAPI 3.1 description of the public API, `crates/server/openapi.json`, served as is
+//! The `OpenAPI` 3.1 description of the public API, `crates/server/openapi.json`, served as is
 //! at `GET /openapi.json` (no token, no quota). The black-box suite
 //! (`crates/streetlevel/tests/openapi.rs`) and schemathesis (`cargo xtask test`) check real
 //! responses against it, so it stays true.

@@ -1,7 +1,7 @@
-//! The OpenAPI description (`crates/server/openapi.json`, served at `GET /openapi.json`) against
+//! The `OpenAPI` description (`crates/server/openapi.json`, served at `GET /openapi.json`) against
 //! the real binary: every documented operation is called on `127.0.0.1:0`, with successes and
 //! errors, and each response's status, content type, required headers and JSON body are
-//! checked against the description. Body schemas are JSON Schema 2020-12 (OpenAPI 3.1's
+//! checked against the description. Body schemas are JSON Schema 2020-12 (`OpenAPI` 3.1's
 //! dialect), validated with the `jsonschema` crate, `$ref`s resolved inside the document.
 // Helpers outside `#[test]` functions fail the test by panicking, like the tests themselves.
 #![allow(clippy::unwrap_used, clippy::panic, clippy::expect_used)]
@@ -36,7 +36,7 @@ impl Description {
     }
 
     /// The path template of the document that `path` matches: concrete segments win over
-    /// templated ones (OpenAPI 3.1, "Path Templating Matching").
+    /// templated ones (`OpenAPI` 3.1, "Path Templating Matching").
     fn template_of(&self, path: &str) -> String {
         let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
         let paths = self.document["paths"].as_object().expect("paths");
@@ -62,8 +62,10 @@ impl Description {
                 Some((literal, template))
             })
             .max_by_key(|(literal, _)| *literal)
-            .map(|(_, template)| template.clone())
-            .unwrap_or_else(|| panic!("no path of the description matches {path}"))
+            .map_or_else(
+                || panic!("no path of the description matches {path}"),
+                |(_, template)| template.clone(),
+            )
     }
 
     /// Follows a `$ref` inside the document (`#/components/...`), or returns the value.
@@ -250,7 +252,10 @@ impl World {
                 .as_bytes(),
         );
         assert_eq!(login.status, 200);
-        world.user_token = login.json()["access_token"].as_str().unwrap().to_owned();
+        login.json()["access_token"]
+            .as_str()
+            .unwrap()
+            .clone_into(&mut world.user_token);
         world
     }
 
@@ -339,6 +344,58 @@ fn every_described_operation_answers_as_described() {
         "the committed document is served"
     );
 
+    let picks = searches(&mut world);
+    let pyramid_tile = entities(&mut world, &picks);
+    tiles_and_media(&mut world, &picks, pyramid_tile);
+    token_exchange(&mut world, &picks);
+    sign_in_and_me(&mut world);
+    upload_sessions(&mut world);
+    let image_id = &picks.image_id;
+
+    // A method no operation of the path has is a 405 naming the ones it has (RFC 9110).
+    for (path, allow) in [
+        ("/health", "GET, HEAD, OPTIONS"),
+        ("/token", "POST, OPTIONS"),
+        (&format!("/{image_id}") as &str, "GET, HEAD, OPTIONS"),
+    ] {
+        let response = world.server.request("TRACE", path, &[], b"");
+        assert_eq!(response.status, 405, "TRACE {path}");
+        assert_eq!(response.header("allow"), Some(allow), "TRACE {path}");
+    }
+
+    // Every operation was exercised, with a success and, where any is described, a 4xx.
+    let description = &world.description;
+    for operation in description.operations() {
+        let statuses = description
+            .seen
+            .get(&operation)
+            .unwrap_or_else(|| panic!("{operation} was never called"));
+        assert!(
+            statuses.iter().any(|status| (200..300).contains(status)),
+            "{operation} never succeeded: {statuses:?}"
+        );
+        assert!(
+            !description.describes_client_errors(&operation)
+                || statuses.iter().any(|status| (400..500).contains(status)),
+            "{operation} was never called with an error: {statuses:?}"
+        );
+    }
+}
+
+/// What the searches found, for the calls that follow.
+struct Picks {
+    /// An image with every field, one with a mesh and an `SfM` cluster if any has.
+    image: Value,
+    image_id: String,
+    /// Another image.
+    second_id: String,
+    sequence: String,
+    feature_id: String,
+    detection_id: String,
+}
+
+/// The three searches, with every field, paged, and their errors.
+fn searches(world: &mut World) -> Picks {
     // Searches, with every field, paged.
     let images = world
         .expect(
@@ -401,6 +458,28 @@ fn every_described_operation_answers_as_described() {
     world.expect(400, "/detections?values=*&start_captured_at=yesterday");
     assert_eq!(world.get_anonymous("/detections?values=*").status, 401);
 
+    let second_id = data[1]["id"].as_str().unwrap().to_owned();
+    Picks {
+        image,
+        image_id,
+        second_id,
+        sequence,
+        feature_id,
+        detection_id,
+    }
+}
+
+/// Entities by ID, several by ID, detections of, image IDs and the pyramid; returns the
+/// local URL of a pyramid block.
+fn entities(world: &mut World, picks: &Picks) -> String {
+    let Picks {
+        image_id,
+        second_id: second,
+        sequence,
+        feature_id,
+        detection_id,
+        ..
+    } = picks;
     // Entities by ID, each kind with every field.
     world.expect(200, &format!("/{image_id}?fields={IMAGE_FIELDS}"));
     world.expect(
@@ -432,7 +511,6 @@ fn every_described_operation_answers_as_described() {
     assert_eq!(world.get_anonymous(&format!("/{image_id}")).status, 401);
 
     // Several by ID.
-    let second = data[1]["id"].as_str().unwrap().to_owned();
     world.expect(
         200,
         &format!("/?ids={image_id},{second}&fields={IMAGE_FIELDS}"),
@@ -487,6 +565,12 @@ fn every_described_operation_answers_as_described() {
         401
     );
 
+    pyramid_tile
+}
+
+/// Vector tiles, and the signed media of an image.
+fn tiles_and_media(world: &mut World, picks: &Picks, pyramid_tile: String) {
+    let image = &picks.image;
     // Tiles: one with the image in it, an empty one, and errors.
     let coordinates = &image["geometry"]["coordinates"];
     let tile = TileId::containing(
@@ -542,9 +626,13 @@ fn every_described_operation_answers_as_described() {
             .status,
         403
     );
+}
 
+/// `POST /token` with a form body: a real code, a replay, no client authentication.
+fn token_exchange(world: &mut World, picks: &Picks) {
+    let image_id = &picks.image_id;
     // The token exchange: a real code from the web pages, then errors.
-    let code = authorization_code(&world);
+    let code = authorization_code(world);
     let form = format!(
         "grant_type=authorization_code&client_id={}&code={code}&redirect_uri=http%3A%2F%2F127.0.0.1%2Fcallback",
         world.fixture.client_id
@@ -579,7 +667,10 @@ fn every_described_operation_answers_as_described() {
         br#"{"grant_type":"authorization_code","client_id":1,"code":"x"}"#,
     );
     assert_eq!(anonymous.status, 401);
+}
 
+/// The uploader's sign-in and `/me`.
+fn sign_in_and_me(world: &mut World) {
     // The uploader's endpoints.
     let user = world.user_token.clone();
     let app = world.upload_app.clone();
@@ -612,7 +703,12 @@ fn every_described_operation_answers_as_described() {
         b"{",
     );
     assert_eq!(malformed.status, 400);
+}
 
+/// Upload sessions, finishing them, the jobs, and the telemetry endpoint.
+fn upload_sessions(world: &mut World) {
+    let user = world.user_token.clone();
+    let app = world.upload_app.clone();
     assert_eq!(world.get_as(&user, "/upload/photo.jpg").json()["offset"], 0);
     assert_eq!(world.get_as(&user, "/upload/.hidden").status, 400);
     assert_eq!(world.get_as(&app, "/upload/photo.jpg").status, 403);
@@ -689,35 +785,6 @@ fn every_described_operation_answers_as_described() {
         200
     );
     assert_eq!(world.call("POST", "/logging", &[], b"{}").status, 401);
-
-    // A method no operation of the path has is a 405 naming the ones it has (RFC 9110).
-    for (path, allow) in [
-        ("/health", "GET, HEAD, OPTIONS"),
-        ("/token", "POST, OPTIONS"),
-        (&format!("/{image_id}") as &str, "GET, HEAD, OPTIONS"),
-    ] {
-        let response = world.server.request("TRACE", path, &[], b"");
-        assert_eq!(response.status, 405, "TRACE {path}");
-        assert_eq!(response.header("allow"), Some(allow), "TRACE {path}");
-    }
-
-    // Every operation was exercised, with a success and, where any is described, a 4xx.
-    let description = &world.description;
-    for operation in description.operations() {
-        let statuses = description
-            .seen
-            .get(&operation)
-            .unwrap_or_else(|| panic!("{operation} was never called"));
-        assert!(
-            statuses.iter().any(|status| (200..300).contains(status)),
-            "{operation} never succeeded: {statuses:?}"
-        );
-        assert!(
-            !description.describes_client_errors(&operation)
-                || statuses.iter().any(|status| (400..500).contains(status)),
-            "{operation} was never called with an error: {statuses:?}"
-        );
-    }
 }
 
 /// A code from the web surface's OAuth flow, as a browser gets it: sign in with the form,
@@ -725,7 +792,7 @@ fn every_described_operation_answers_as_described() {
 fn authorization_code(world: &World) -> String {
     let server = &world.server;
     let form = server.get("/login");
-    let mut cookies = cookies_of(&form, String::new());
+    let mut cookies = cookies_of(&form, "");
     let csrf = hidden_field(&form, "csrf");
     let body = format!(
         "csrf={csrf}&next=%2Fdashboard&username={USERNAME}&password={}",
@@ -746,7 +813,7 @@ fn authorization_code(world: &World) -> String {
         "{}",
         String::from_utf8_lossy(&signed_in.body)
     );
-    cookies = cookies_of(&signed_in, cookies);
+    cookies = cookies_of(&signed_in, &cookies);
     let query = format!(
         "client_id={}&redirect_uri=http%3A%2F%2F127.0.0.1%2Fcallback&response_type=code&scope=read&state=s",
         world.fixture.client_id
@@ -793,7 +860,7 @@ fn authorization_code(world: &World) -> String {
 }
 
 /// `jar` with the response's `Set-Cookie` pairs added (as a `Cookie` header value).
-fn cookies_of(response: &Response, jar: String) -> String {
+fn cookies_of(response: &Response, jar: &str) -> String {
     let mut pairs: Vec<String> = jar
         .split("; ")
         .filter(|pair| !pair.is_empty())
