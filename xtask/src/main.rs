@@ -10,6 +10,7 @@ mod clients;
 #[cfg(any(test, feature = "codegen"))]
 mod codegen;
 mod fixtures;
+mod openapi;
 mod python;
 mod release;
 mod serve;

@@ -5,7 +5,7 @@ use std::path::Path;
 use anyhow::{Result, bail};
 
 use crate::suite::{Outcome, WORKSPACE_TEST_ARGS, build_test_binaries, skip_or_fail};
-use crate::{browser, cargo, clients, python, release, run_command};
+use crate::{browser, cargo, clients, openapi, python, release, run_command};
 
 /// One step of `cargo xtask test`, named for `--suite`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -20,6 +20,8 @@ pub(crate) enum Suite {
     MvtPython,
     /// The official Python SDK and uploader against the real server.
     Sdk,
+    /// schemathesis against the real server and its `/openapi.json`.
+    Openapi,
     /// The release tarball's layout (the debug binary packed), unpacked and served.
     Release,
     /// The web pages in headless Chromium.
@@ -28,11 +30,12 @@ pub(crate) enum Suite {
 
 impl Suite {
     /// Every suite, in the order that fails fastest.
-    const ALL: [Suite; 7] = [
+    const ALL: [Suite; 8] = [
         Suite::Fmt,
         Suite::Clippy,
         Suite::Cargo,
         Suite::MvtPython,
+        Suite::Openapi,
         Suite::Sdk,
         Suite::Release,
         Suite::Browser,
@@ -46,6 +49,7 @@ impl Suite {
             Suite::Cargo => "cargo",
             Suite::MvtPython => "mvt-python",
             Suite::Sdk => "sdk",
+            Suite::Openapi => "openapi",
             Suite::Release => "release",
             Suite::Browser => "browser",
         }
@@ -114,6 +118,7 @@ fn run_suite(root: &Path, suite: Suite) -> Result<Outcome> {
         Suite::Cargo => run_command(root, &cargo, &WORKSPACE_TEST_ARGS)?,
         Suite::MvtPython => return mvt_python_cross_check(root),
         Suite::Sdk => return clients::run(root),
+        Suite::Openapi => return openapi::run(root),
         Suite::Release => return release::test(root),
         Suite::Browser => return browser::run(root),
     }

@@ -3,11 +3,11 @@
 
 use rusqlite::params;
 
-use streetlevel_model::clock::duration_millis;
 use crate::form::{Params, encode, parse_pairs, redirect_url};
 use crate::ids::to_sql;
 use crate::secret::{SecretKind, digest, generate};
 use crate::{App, AuthError, AuthStore, ClientId, CodeChallenge, Scopes, UserId};
+use streetlevel_model::clock::duration_millis;
 
 /// The `error` value of an authorization redirect (spec section 5.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -16,7 +16,6 @@ mod user;
 
 pub use app::{App, AppCredentials, AppOptions, CLIENT_ID_MAX};
 pub use authorize::{Authorization, AuthorizationErrorCode, AuthorizationRequest};
-pub use streetlevel_model::clock::{Clock, FakeClock, SystemClock};
 pub use config::{Config, PasswordParams};
 pub use error::{AuthError, TokenError, TokenErrorCode};
 pub use form::redirect_url;
@@ -26,5 +25,6 @@ pub use random::{OsRandom, RandomSource, SeededRandom};
 pub use scope::{Scope, Scopes};
 pub use secret::{csrf_token, verify_csrf};
 pub use store::{AuthStore, Purged};
+pub use streetlevel_model::clock::{Clock, FakeClock, SystemClock};
 pub use token::{Principal, TokenKind, TokenResponse};
 pub use user::User;

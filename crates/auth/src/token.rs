@@ -6,13 +6,13 @@ use base64::engine::general_purpose::STANDARD;
 use rusqlite::{Connection, OptionalExtension, params};
 use streetlevel_model::Timestamp;
 
-use streetlevel_model::clock::duration_millis;
 use crate::form::{Params, parse_pairs};
 use crate::ids::{from_sql, to_sql};
 use crate::pkce::{CodeChallenge, CodeChallengeMethod, valid_verifier};
 use crate::secret::{SecretKind, digest, generate};
 use crate::store::write_transaction;
 use crate::{AuthError, AuthStore, ClientId, Scope, Scopes, TokenError, TokenErrorCode, UserId};
+use streetlevel_model::clock::duration_millis;
 
 /// What a token stands for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -4,10 +4,10 @@ use argon2::password_hash::SaltString;
 use argon2::{Algorithm, Argon2, Params, PasswordHash, PasswordHasher, PasswordVerifier, Version};
 use rusqlite::{ErrorCode, OptionalExtension, params};
 
-use streetlevel_model::clock::duration_millis;
 use crate::ids::{from_sql, to_sql};
 use crate::secret::{SecretKind, digest, generate};
 use crate::{AuthError, AuthStore, UserId};
+use streetlevel_model::clock::duration_millis;
 
 /// A user account.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use governor::clock::{Clock as _, Reference};
-use governor::nanos::Nanos;
 use governor::middleware::StateInformationMiddleware;
+use governor::nanos::Nanos;
 use governor::state::keyed::DashMapStateStore;
 use governor::{Quota, RateLimiter};
 

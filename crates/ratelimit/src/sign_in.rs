@@ -15,8 +15,8 @@ use std::sync::Arc;
 
 use governor::clock::{Clock as _, Reference};
 use governor::middleware::NoOpMiddleware;
-use governor::state::keyed::DashMapStateStore;
 use governor::nanos::Nanos;
+use governor::state::keyed::DashMapStateStore;
 use governor::{Quota, RateLimiter};
 use streetlevel_model::Clock;
 

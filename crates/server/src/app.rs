@@ -209,12 +209,18 @@ impl App {
                 if error.status().is_server_error() {
                     tracing::error!(request_id, %error, "request failed");
                 }
-                reply::finish(
+                let mut response = reply::finish(
                     &parts.headers,
                     is_head,
                     self.error_reply(&error, request_id),
                     request_id,
-                )
+                );
+                if let Error::MethodNotAllowed(_) = error {
+                    let allow = Route::of(parts.uri.path()).allow_header();
+                    let headers = response.headers_mut();
+                    headers.insert(http::header::ALLOW, HeaderValue::from_static(allow));
+                }
+                response
             }
         };
         let elapsed = started.elapsed();
@@ -277,6 +283,7 @@ impl App {
                 self.web_page(Page::Home, parts, body).await
             }
             Route::Health => Ok(Dispatched::Reply(probe(StatusCode::OK, "ok", None))),
+            Route::OpenApi => Ok(Dispatched::Reply(crate::openapi::reply())),
             Route::Ready => {
                 let app = Arc::clone(self);
                 run_blocking(move || Ok(app.readiness()))

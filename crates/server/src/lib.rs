@@ -7,6 +7,7 @@ mod endpoints;
 mod error;
 pub mod media;
 pub mod metrics;
+pub mod openapi;
 pub mod query;
 pub mod reply;
 mod route;

@@ -68,6 +68,8 @@ pub enum Route {
     Page(Page),
     /// `GET /__panic`: a handler that panics, served only with `debug_panic_route`.
     DebugPanic,
+    /// `GET /openapi.json`: the description of the API (no token, no quota).
+    OpenApi,
     /// No endpoint and no page.
     Other,
 }
@@ -111,6 +113,7 @@ impl Route {
             ["__panic"] => Route::DebugPanic,
             ["health"] => Route::Health,
             ["ready"] => Route::Ready,
+            ["openapi.json"] => Route::OpenApi,
             ["images"] => Route::SearchImages,
             ["map_features"] => Route::SearchMapFeatures,
             ["detections"] => Route::SearchDetections,
@@ -127,7 +130,7 @@ impl Route {
     pub fn class(&self) -> &'static str {
         match self {
             Route::Tile { .. } => "tile",
-            Route::TileJson(_) | Route::Catalog | Route::Style => "catalog",
+            Route::TileJson(_) | Route::Catalog | Route::Style | Route::OpenApi => "catalog",
             Route::Media => "media",
             Route::Token => "token",
             Route::SearchImages | Route::SearchMapFeatures | Route::SearchDetections => "search",
@@ -158,6 +161,19 @@ impl Route {
             // Pages answer their own 405, as a page.
             Route::Login | Route::Page(_) | Route::Other => true,
             _ => method == Method::GET || method == Method::HEAD,
+        }
+    }
+
+    /// The `Allow` header of a 405 answer (RFC 9110 15.5.6): what [`Route::allows`] accepts,
+    /// and `OPTIONS`, which every path answers.
+    pub fn allow_header(&self) -> &'static str {
+        match self {
+            Route::Token | Route::FinishUpload | Route::Logging => "POST, OPTIONS",
+            Route::Upload(_) => "GET, HEAD, POST, OPTIONS",
+            Route::Login | Route::Page(_) | Route::Other => {
+                "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"
+            }
+            _ => "GET, HEAD, OPTIONS",
         }
     }
 }
@@ -229,6 +245,48 @@ mod tests {
             ("/__panic", Route::DebugPanic),
         ] {
             assert_eq!(Route::of(path), route, "{path}");
+        }
+    }
+
+    #[test]
+    fn the_allow_header_lists_exactly_the_allowed_methods() {
+        let methods = [
+            Method::GET,
+            Method::HEAD,
+            Method::POST,
+            Method::PUT,
+            Method::PATCH,
+            Method::DELETE,
+            Method::TRACE,
+        ];
+        for path in [
+            "/token",
+            "/finish_upload",
+            "/logging",
+            "/upload/k",
+            "/login",
+            "/connect",
+            "/1",
+            "/images",
+            "/health",
+            "/openapi.json",
+            "/maps/vtp/a/2/0/0/0",
+            "/media/x",
+        ] {
+            let route = Route::of(path);
+            if route.allows(&Method::TRACE) {
+                // The web surface's paths: it answers every method itself, never this 405.
+                continue;
+            }
+            let listed: Vec<&str> = route.allow_header().split(", ").collect();
+            assert!(listed.contains(&"OPTIONS"), "{path}");
+            for method in &methods {
+                assert_eq!(
+                    route.allows(method),
+                    listed.contains(&method.as_str()),
+                    "{method} {path}"
+                );
+            }
         }
     }
 }
