@@ -596,6 +596,19 @@ fn tiles_and_media(world: &mut World, picks: &Picks, pyramid_tile: String) {
     world.expect(400, "/maps/vtp/svc1_public/2/14/x/0");
     world.expect(400, "/maps/vtp/svc1_public/2/25/0/0");
     world.expect(404, "/maps/vtp/nonsense/2/0/0/0");
+    // The tile sets' descriptions.
+    let catalog = world.expect(200, "/catalog").json();
+    let tilejson = world.local(&catalog["tiles"]["svc1_public"]["tilejson"]);
+    world.expect(200, &tilejson);
+    world.expect(200, "/maps/style.json");
+    world.expect(404, "/maps/vtp/nonsense/2/tilejson.json");
+    for target in [
+        "/catalog",
+        "/maps/style.json",
+        "/maps/vtp/svc1_public/2/tilejson.json",
+    ] {
+        assert_eq!(world.get_anonymous(target).status, 401, "{target}");
+    }
     assert_eq!(
         world.get_anonymous("/maps/vtp/svc1_public/2/0/0/0").status,
         401
