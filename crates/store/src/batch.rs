@@ -223,6 +223,7 @@ impl Store {
         }
         self.index_new_images(first_new);
         self.generation += 1;
+        self.record_new_images(first_new);
         Ok(outcome)
     }
 
@@ -235,6 +236,7 @@ impl Store {
             return Ok(0);
         };
         let after = self.followed_write;
+        let first_new = self.images.len();
         let result = {
             let connection = database
                 .lock()
@@ -246,6 +248,7 @@ impl Store {
         self.followed_write = newest;
         if added > 0 {
             self.generation += 1;
+            self.record_new_images(first_new);
         }
         Ok(added)
     }

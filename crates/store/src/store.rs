@@ -12,6 +12,7 @@ use streetlevel_model::{
     MapFeatureId, MediaId, Organization, OrganizationId, Sequence, SequenceId,
 };
 
+use crate::changes::ChangeLog;
 use crate::image_record::{
     Camera, CameraPool, ImageRecord, Interner, NONE, ParameterPool, RecordLinks, RecordNames,
     RecordValues, ResolvedNames,
@@ -172,6 +173,8 @@ pub struct Store {
     pub(crate) image_hashes: HashMap<[u8; 32], ImageId>,
     /// The least ID [`Store::reserve_ids`] may hand out next (the database keeps its own).
     pub(crate) next_id: u64,
+    /// The areas recent writes touched, for tile caches (`changes.rs`).
+    pub(crate) changes: ChangeLog,
 }
 
 impl Store {
@@ -206,6 +209,7 @@ impl Store {
             followed_write: 0,
             image_hashes: HashMap::new(),
             next_id: 1,
+            changes: ChangeLog::default(),
         }
     }
 
@@ -577,6 +581,7 @@ impl Store {
         }
         self.index_new_images(first_new);
         self.generation += 1;
+        self.record_new_images(first_new);
         Ok(())
     }
 
@@ -670,6 +675,7 @@ impl Store {
         }
         self.index_new_map_features(first_new);
         self.generation += 1;
+        self.record_new_map_features(first_new);
         Ok(())
     }
 
