@@ -20,7 +20,6 @@ use crate::clock::Clock;
 use crate::endpoints::{self, Links};
 use crate::media::{self, MediaObject, MediaSource, Signer};
 use crate::query::Query;
-use crate::reply::MVT_CONTENT_TYPE;
 use crate::reply::{self, Reply};
 use crate::route::Route;
 use crate::tiles::{self, TileCache, Tileset};
@@ -108,7 +107,7 @@ pub struct App {
     trace_member: String,
     request_seed: u64,
     request_counter: AtomicU64,
-    tile_cache: TileCache,
+    tile_cache: Arc<TileCache>,
 }
 
 impl App {
@@ -121,7 +120,11 @@ impl App {
         let urls = config.public_urls(bound);
         let signer = Signer::new(&config.media_key, config.media_url_lifetime.as_secs())?;
         let trace_member = config.trace_member();
-        let tile_cache = TileCache::new(config.tile_cache_entries);
+        let tile_cache = Arc::new(TileCache::new(
+            Arc::clone(&services.store),
+            config.tile_cache_entries,
+        ));
+        tile_cache.keep_warm();
         let request_seed = services
             .clock
             .now_unix_seconds()
@@ -169,6 +172,12 @@ impl App {
         let result = match body {
             Ok(body) => self.dispatch(&parts, body, &request_id).await,
             Err(error) => Err(error),
+        };
+        let result = match result {
+            Ok(Dispatched::Reply(reply)) => Ok(Dispatched::Reply(
+                reply::compress_large(&parts.headers, reply).await,
+            )),
+            other => other,
         };
         self.complete(&parts, &request_id, started, result)
     }
@@ -338,6 +347,26 @@ impl App {
                 }
                 self.web_page(parts, body, request_id).await
             }
+            Route::Tile {
+                ref tileset,
+                ref z,
+                ref x,
+                ref y,
+            } => {
+                // Rendering runs on blocking threads inside the cache; hits answer here.
+                let usage = self.admit(&route, parts)?;
+                let tileset = Tileset::from_name(&self.config, tileset)
+                    .ok_or_else(|| Error::UnknownTileset(tileset.clone()))?;
+                let tile_id = tiles::parse_tile(z, x, y)?;
+                let tile = self.tile_cache.tile(tileset, tile_id).await?;
+                let mut reply = tile.reply(self.config.tile_max_age_seconds);
+                if let Ok(header) = HeaderValue::from_str(&usage.app_usage_header()) {
+                    reply
+                        .headers
+                        .insert(HeaderName::from_static("x-app-usage"), header);
+                }
+                Ok(Dispatched::Reply(reply))
+            }
             route => catch(|| self.handle(&route, parts, &query)).map(Dispatched::Reply),
         }
     }
@@ -364,7 +393,8 @@ impl App {
             .ok_or_else(|| Error::UnknownPath(parts.uri.path().to_owned()))
     }
 
-    fn handle(&self, route: &Route, parts: &Parts, query: &Query) -> Result<Reply, Error> {
+    /// Authenticates the caller and charges the route's quota.
+    fn admit(&self, route: &Route, parts: &Parts) -> Result<streetlevel_ratelimit::Usage, Error> {
         let caller = self.services.auth.authenticate(parts)?;
         let class = match route {
             Route::Tile { .. } => Class::Tiles,
@@ -373,11 +403,14 @@ impl App {
             }
             _ => Class::Entity,
         };
-        let usage = self
-            .services
+        self.services
             .rate_limits
             .check(caller.app_id, class)
-            .map_err(Error::RateLimited)?;
+            .map_err(Error::RateLimited)
+    }
+
+    fn handle(&self, route: &Route, parts: &Parts, query: &Query) -> Result<Reply, Error> {
+        let usage = self.admit(route, parts)?;
         let store = self
             .services
             .store
@@ -392,25 +425,6 @@ impl App {
             Route::SearchImages => endpoints::search_images(&store, self, query)?,
             Route::SearchMapFeatures => endpoints::search_map_features(&store, self, query)?,
             Route::SearchDetections => endpoints::search_detections(&store, self, query)?,
-            Route::Tile { tileset, z, x, y } => {
-                let tileset = Tileset::from_name(&self.config, tileset)
-                    .ok_or_else(|| Error::UnknownTileset(tileset.clone()))?;
-                let tile_id = tiles::parse_tile(z, x, y)?;
-                let encoded = tiles::tile(&store, &self.tile_cache, tileset, tile_id)?;
-                drop(store);
-                let mut reply = Reply::bytes(MVT_CONTENT_TYPE, encoded.bytes);
-                reply.etag = Some(encoded.etag);
-                reply.cache_control = Some(format!(
-                    "public, max-age={}",
-                    self.config.tile_max_age_seconds
-                ));
-                if let Ok(header) = HeaderValue::from_str(&usage.app_usage_header()) {
-                    reply
-                        .headers
-                        .insert(HeaderName::from_static("x-app-usage"), header);
-                }
-                return Ok(reply);
-            }
             _ => {
                 return Err(Error::UnknownPath(parts.uri.path().to_owned()));
             }
