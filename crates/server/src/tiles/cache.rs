@@ -155,6 +155,8 @@ impl TouchedTiles {
 /// The tile cache of one server (see the module documentation).
 pub struct TileCache {
     store: Arc<RwLock<Store>>,
+    /// False for a budget of 0: every request renders (benchmarks of uncached tiles).
+    enabled: bool,
     entries: moka::future::Cache<Key, Arc<CachedTile>>,
     /// Renders running at once: one core is left to the rest of the API.
     render_slots: Semaphore,
@@ -175,7 +177,8 @@ impl std::fmt::Debug for TileCache {
 }
 
 impl TileCache {
-    /// A cache for `store` with a budget of `entries` times 64 KiB (0 keeps nothing).
+    /// A cache for `store` with a budget of `entries` times 64 KiB (0: no cache, every
+    /// request renders).
     pub fn new(store: Arc<RwLock<Store>>, entries: usize) -> Self {
         let generation = store
             .read()
@@ -184,6 +187,7 @@ impl TileCache {
         let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
         TileCache {
             store,
+            enabled: entries > 0,
             entries: moka::future::Cache::builder()
                 .max_capacity(entries as u64 * BYTES_PER_ENTRY)
                 .weigher(|_key: &Key, tile: &Arc<CachedTile>| tile.weight())
@@ -211,7 +215,7 @@ impl TileCache {
     pub async fn tile(&self, tileset: Tileset, tile: TileId) -> Result<Arc<CachedTile>, Error> {
         let key = (tileset, tile.z(), tile.x(), tile.y());
         self.follow_writes();
-        for _ in 0..2 {
+        for _ in 0..if self.enabled { 2 } else { 0 } {
             let entry = self
                 .entries
                 .entry(key)
@@ -229,7 +233,7 @@ impl TileCache {
             }
             self.entries.invalidate(&key).await;
         }
-        // Writes keep arriving: answer from the store as it is now.
+        // No cache, or writes keep arriving: answer from the store as it is now.
         self.render(tileset, tile)
             .await
             .map_err(|error| Error::Internal(format!("tile rendering failed: {error}")))
@@ -300,6 +304,9 @@ impl TileCache {
     /// Starts the background task that keeps tiles up to [`WARM_MAX_ZOOM`] warm, when called
     /// inside a Tokio runtime; it ends when the cache is dropped.
     pub fn keep_warm(self: &Arc<Self>) {
+        if !self.enabled {
+            return;
+        }
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(warm_loop(Arc::downgrade(self)));
         }
