@@ -359,7 +359,10 @@ impl App {
                     .ok_or_else(|| Error::UnknownTileset(tileset.clone()))?;
                 let tile_id = tiles::parse_tile(z, x, y)?;
                 let tile = self.tile_cache.tile(tileset, tile_id).await?;
-                let mut reply = tile.reply(self.config.tile_max_age_seconds);
+                let mut reply = self
+                    .tile_cache
+                    .reply(&tile, &parts.headers, self.config.tile_max_age_seconds)
+                    .await;
                 if let Ok(header) = HeaderValue::from_str(&usage.app_usage_header()) {
                     reply
                         .headers

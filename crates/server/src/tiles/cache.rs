@@ -9,17 +9,21 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, PoisonError, RwLock, Weak};
+use std::sync::{Arc, OnceLock, PoisonError, RwLock, Weak};
 use std::time::Duration;
 
 use bytes::Bytes;
+use http::HeaderMap;
 use streetlevel_mvt::TileId;
 use streetlevel_store::{Store, TouchedArea, TouchedContent};
 use tokio::sync::Semaphore;
 
 use super::{Tileset, encode};
 use crate::Error;
-use crate::reply::{Encodings, MVT_CONTENT_TYPE, Reply};
+use crate::reply::{
+    COMPRESS_MIN_BYTES, COMPRESS_OFF_WORKERS_BYTES, Coding, MVT_CONTENT_TYPE, Reply,
+    preferred_coding,
+};
 
 /// The cache's byte budget per configured entry (`tile_cache_entries`): most tiles are far
 /// smaller, a few low-zoom tiles of a large set far larger.
@@ -38,17 +42,18 @@ const MAX_REMEMBERED_TILES: usize = 1 << 20;
 
 type Key = (Tileset, u8, u32, u32);
 
-/// An encoded tile with its compressed bodies and `ETag`.
+/// An encoded tile with its `ETag` and its compressed bodies, each made the first time a
+/// client asks for that coding and kept for every later one.
 #[derive(Debug)]
 pub struct CachedTile {
     /// The store generation it was rendered at.
     pub rendered_at: u64,
     /// The MVT bytes; empty for an empty tile.
     pub body: Bytes,
-    /// The same bytes in gzip and brotli (none for small tiles).
-    pub encodings: Encodings,
     /// Strong `ETag` of the identity body, with quotes.
     pub etag: String,
+    gzip: OnceLock<Option<Bytes>>,
+    brotli: OnceLock<Option<Bytes>>,
 }
 
 impl CachedTile {
@@ -62,24 +67,58 @@ impl CachedTile {
         let etag = format!("\"t{}\"", crate::reply::etag_of(&body).trim_matches('"'));
         CachedTile {
             rendered_at,
-            encodings: Encodings::compress(&body),
             body,
             etag,
+            gzip: OnceLock::new(),
+            brotli: OnceLock::new(),
         }
     }
 
-    /// The reply carrying this tile in every coding it has.
-    pub fn reply(&self, max_age_seconds: u32) -> Reply {
+    fn cell(&self, coding: Coding) -> Option<&OnceLock<Option<Bytes>>> {
+        match coding {
+            Coding::Identity => None,
+            Coding::Gzip => Some(&self.gzip),
+            Coding::Brotli => Some(&self.brotli),
+        }
+    }
+
+    /// The body in `coding`, made now if no one asked for it before.
+    pub fn coded(&self, coding: Coding) -> Option<Bytes> {
+        self.cell(coding)?
+            .get_or_init(|| coding.encode(&self.body))
+            .clone()
+    }
+
+    /// The coding `request_headers` prefer among those this tile offers (none when it is too
+    /// small to gain from compression).
+    pub fn coding_for(&self, request_headers: &HeaderMap) -> Coding {
+        if self.body.len() < COMPRESS_MIN_BYTES {
+            return Coding::Identity;
+        }
+        preferred_coding(request_headers, true, true)
+    }
+
+    /// The reply carrying this tile, with the body in `coding` when it is made (see
+    /// [`TileCache::reply`], which makes it off the async workers).
+    pub fn reply(&self, coding: Coding, max_age_seconds: u32) -> Reply {
         let mut reply = Reply::bytes(MVT_CONTENT_TYPE, self.body.clone());
-        reply.encodings = self.encodings.clone();
+        // Never compressed per response: only the stored codings are sent.
+        reply.compressible = false;
+        match coding {
+            Coding::Identity => {}
+            Coding::Gzip => reply.encodings.gzip = self.coded(coding),
+            Coding::Brotli => reply.encodings.brotli = self.coded(coding),
+        }
         reply.etag = Some(self.etag.clone());
         reply.cache_control = Some(format!("public, max-age={max_age_seconds}"));
         reply
     }
 
+    /// The bytes it may come to hold: the body, and at most as much again for the two
+    /// compressed bodies (each far smaller than the body for vector tiles), which are made
+    /// after moka weighed the entry.
     fn weight(&self) -> u32 {
-        u32::try_from(self.body.len() + self.encodings.len() + self.etag.len() + 64)
-            .unwrap_or(u32::MAX)
+        u32::try_from(2 * self.body.len() + self.etag.len() + 128).unwrap_or(u32::MAX)
     }
 }
 
@@ -239,6 +278,35 @@ impl TileCache {
             .map_err(|error| Error::Internal(format!("tile rendering failed: {error}")))
     }
 
+    /// The reply for a request of `tile`: the coding the client prefers, compressed now (once
+    /// per entry) if no one asked for it before, on a blocking thread when large.
+    pub async fn reply(
+        &self,
+        tile: &Arc<CachedTile>,
+        request_headers: &HeaderMap,
+        max_age_seconds: u32,
+    ) -> Reply {
+        let coding = tile.coding_for(request_headers);
+        self.compress(tile, coding).await;
+        tile.reply(coding, max_age_seconds)
+    }
+
+    /// Makes `tile`'s body in `coding` if not made yet: inline when small, else on a blocking
+    /// thread holding a render slot.
+    async fn compress(&self, tile: &Arc<CachedTile>, coding: Coding) {
+        let Some(cell) = tile.cell(coding) else {
+            return;
+        };
+        if cell.get().is_some() || tile.body.len() < COMPRESS_OFF_WORKERS_BYTES {
+            return;
+        }
+        let Ok(_slot) = self.render_slots.acquire().await else {
+            return;
+        };
+        let tile = Arc::clone(tile);
+        let _ = tokio::task::spawn_blocking(move || tile.coded(coding)).await;
+    }
+
     async fn render(&self, tileset: Tileset, tile: TileId) -> Result<Arc<CachedTile>, String> {
         let _slot = self
             .render_slots
@@ -321,6 +389,9 @@ impl TileCache {
                 let Ok(cached) = self.tile(tileset, tile).await else {
                     continue;
                 };
+                // The codings browsers ask for, so that their first request finds them too.
+                self.compress(&cached, Coding::Brotli).await;
+                self.compress(&cached, Coding::Gzip).await;
                 if cached.body.is_empty() || tile.z() >= WARM_MAX_ZOOM {
                     continue;
                 }
@@ -502,7 +573,12 @@ mod tests {
         if let Some(value) = accept_encoding {
             headers.insert(header::ACCEPT_ENCODING, HeaderValue::from_static(value));
         }
-        finish(&headers, false, tile.reply(60), "r")
+        finish(
+            &headers,
+            false,
+            tile.reply(tile.coding_for(&headers), 60),
+            "r",
+        )
     }
 
     #[test]
@@ -532,8 +608,17 @@ mod tests {
         assert_eq!(decoded, tile.body);
 
         // The stored bytes pass through: no compression per response.
-        assert_eq!(Some(gzipped.body()), tile.encodings.gzip.as_ref());
-        assert_eq!(Some(brotli.body()), tile.encodings.brotli.as_ref());
+        assert_eq!(
+            Some(gzipped.body()),
+            tile.gzip.get().and_then(Option::as_ref)
+        );
+        assert_eq!(
+            Some(brotli.body()),
+            tile.brotli.get().and_then(Option::as_ref)
+        );
+        // Made once: a second request gets the very same bytes.
+        let again = fetch(&tile, Some("br"));
+        assert_eq!(again.body().as_ptr(), brotli.body().as_ptr());
         // Each representation has its own ETag, and a conditional request of each gets a 304.
         let etags: Vec<_> = [&identity, &gzipped, &brotli]
             .map(|response| response.headers()[header::ETAG].clone())
@@ -549,7 +634,12 @@ mod tests {
                 headers.insert(header::ACCEPT_ENCODING, HeaderValue::from_static(value));
             }
             headers.insert(header::IF_NONE_MATCH, etag.clone());
-            let response = finish(&headers, false, tile.reply(60), "r");
+            let response = finish(
+                &headers,
+                false,
+                tile.reply(tile.coding_for(&headers), 60),
+                "r",
+            );
             assert_eq!(
                 response.status(),
                 http::StatusCode::NOT_MODIFIED,
@@ -560,7 +650,7 @@ mod tests {
         let mut headers = HeaderMap::new();
         headers.insert(header::IF_NONE_MATCH, etags[1].clone());
         assert_eq!(
-            finish(&headers, false, tile.reply(60), "r").status(),
+            finish(&headers, false, tile.reply(Coding::Identity, 60), "r").status(),
             http::StatusCode::OK
         );
         // Each body's Vary names the header it depends on.

@@ -141,7 +141,12 @@ fn request(store: &Store, tileset: Tileset, tile_id: TileId) -> (Vec<u8>, usize,
     };
     let mut headers = HeaderMap::new();
     headers.insert(header::ACCEPT_ENCODING, HeaderValue::from_static("gzip"));
-    let response = finish(&headers, false, encoded.reply(0), "overview-limits");
+    let response = finish(
+        &headers,
+        false,
+        encoded.reply(encoded.coding_for(&headers), 0),
+        "overview-limits",
+    );
     (
         encoded.body.to_vec(),
         features,
