@@ -1,14 +1,28 @@
-//! `cargo xtask bench [FILTER]`: runs the divan benchmarks of every crate (optimised build).
-//! Figures go to `docs/PERFORMANCE.md` by hand, with the command that produced them.
+//! `cargo xtask bench [FILTER]`: runs the divan benchmarks of every crate (optimised build);
+//! `cargo xtask bench http` runs the HTTP load benchmark instead (the real binary with a 1M
+//! fixture set under `wrk`, against a hyper hello world in the same run; see
+//! `crates/streetlevel/benches/http_load.rs`). Figures go to `docs/PERFORMANCE.md` by hand,
+//! with the command that produced them.
 
 use std::path::Path;
+use std::process::Command;
 
-use anyhow::Result;
+use anyhow::{Result, bail};
 
 use crate::{cargo, run_command};
 
 pub(crate) fn run(root: &Path, package: Option<&str>, filter: Option<&str>) -> Result<()> {
     let cargo = cargo();
+    if package.is_none() && filter == Some("http") {
+        if Command::new("wrk").arg("--version").output().is_err() {
+            bail!("the HTTP benchmark needs wrk (Debian: apt-get install wrk)");
+        }
+        return run_command(
+            root,
+            &cargo,
+            &["bench", "--package", "streetlevel", "--bench", "http_load"],
+        );
+    }
     let mut args = vec!["bench"];
     match package {
         Some(package) => args.extend(["--package", package]),

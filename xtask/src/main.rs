@@ -42,7 +42,8 @@ enum Task {
     },
     /// Check the layering and documentation rules of ARCHITECTURE.md.
     Tidy,
-    /// Run the divan benchmarks (all crates, or one with --package).
+    /// Run the divan benchmarks (all crates, or one with --package); `bench http` runs the
+    /// HTTP load benchmark (needs wrk).
     Bench {
         /// Only this package's benchmarks.
         #[arg(long, short)]

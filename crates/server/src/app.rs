@@ -22,7 +22,6 @@ use streetlevel_model::Clock;
 use crate::endpoints::{self, Links};
 use crate::media::{self, MediaLinks, MediaObject, MediaSource};
 use crate::query::Query;
-use crate::reply::MVT_CONTENT_TYPE;
 use crate::reply::{self, Reply};
 use crate::route::Route;
 use crate::tilejson;
@@ -105,7 +104,7 @@ pub struct App {
     trace_member: String,
     request_seed: u64,
     request_counter: AtomicU64,
-    tile_cache: TileCache,
+    tile_cache: Arc<TileCache>,
 }
 
 impl App {
@@ -117,7 +116,11 @@ impl App {
     ) -> Result<App, Error> {
         let urls = config.public_urls(bound);
         let trace_member = config.trace_member();
-        let tile_cache = TileCache::new(config.tile_cache_entries);
+        let tile_cache = Arc::new(TileCache::new(
+            Arc::clone(&services.store),
+            config.tile_cache_entries,
+        ));
+        tile_cache.keep_warm();
         let request_seed = services
             .clock
             .now_unix_seconds()
@@ -166,6 +169,12 @@ impl App {
         let result = match body {
             Ok(body) => self.dispatch(&parts, route, body).await,
             Err(error) => Err(error),
+        };
+        let result = match result {
+            Ok(Dispatched::Reply(reply)) => Ok(Dispatched::Reply(
+                reply::compress_large(&parts.headers, reply).await,
+            )),
+            other => other,
         };
         self.complete(&parts, class, &request_id, started, result)
     }
@@ -354,8 +363,32 @@ impl App {
                     .await
                     .map(Dispatched::Reply)
             }
+            Route::Tile { .. } => self.tile(&route, parts).await,
             route => catch(|| self.handle(&route, parts, &query)).map(Dispatched::Reply),
         }
+    }
+
+    /// A tile: hits answer here; rendering runs on blocking threads inside the cache.
+    async fn tile(&self, route: &Route, parts: &Parts) -> Result<Dispatched, Error> {
+        let Route::Tile { tileset, z, x, y } = route else {
+            return Err(Error::UnknownPath(parts.uri.path().to_owned()));
+        };
+        // Rendering runs on blocking threads inside the cache; hits answer here.
+        let usage = self.admit(route, parts)?;
+        let tileset = Tileset::from_name(&self.config, tileset)
+            .ok_or_else(|| Error::UnknownTileset(tileset.clone()))?;
+        let tile_id = tiles::parse_tile(z, x, y)?;
+        let tile = self.tile_cache.tile(tileset, tile_id).await?;
+        let mut reply = self
+            .tile_cache
+            .reply(&tile, &parts.headers, self.config.tile_max_age_seconds)
+            .await;
+        if let Ok(header) = HeaderValue::from_str(&usage.app_usage_header()) {
+            reply
+                .headers
+                .insert(HeaderName::from_static("x-app-usage"), header);
+        }
+        Ok(Dispatched::Reply(reply))
     }
 
     async fn web_page(&self, page: Page, parts: &Parts, body: Bytes) -> Result<Dispatched, Error> {
@@ -371,7 +404,8 @@ impl App {
             .map_err(|error| Error::Internal(format!("web page failed: {error}")))
     }
 
-    fn handle(&self, route: &Route, parts: &Parts, query: &Query) -> Result<Reply, Error> {
+    /// Authenticates the caller and charges the route's quota.
+    fn admit(&self, route: &Route, parts: &Parts) -> Result<streetlevel_ratelimit::Usage, Error> {
         let caller = self.services.auth.authenticate(parts);
         let result = if caller.is_ok() { "ok" } else { "refused" };
         metrics::counter!(crate::metrics::TOKEN_CHECKS, "result" => result).increment(1);
@@ -383,15 +417,18 @@ impl App {
             }
             _ => Class::Entity,
         };
-        let usage = self
-            .services
+        self.services
             .rate_limits
             .check(caller.app_id, class)
             .map_err(|rejection| {
                 metrics::counter!(crate::metrics::RATE_LIMITED, "class" => quota_class(class))
                     .increment(1);
                 Error::RateLimited(rejection)
-            })?;
+            })
+    }
+
+    fn handle(&self, route: &Route, parts: &Parts, query: &Query) -> Result<Reply, Error> {
+        let usage = self.admit(route, parts)?;
         let store = self
             .services
             .store
@@ -406,25 +443,6 @@ impl App {
             Route::SearchImages => endpoints::search_images(&store, self, query)?,
             Route::SearchMapFeatures => endpoints::search_map_features(&store, self, query)?,
             Route::SearchDetections => endpoints::search_detections(&store, self, query)?,
-            Route::Tile { tileset, z, x, y } => {
-                let tileset = Tileset::from_name(&self.config, tileset)
-                    .ok_or_else(|| Error::UnknownTileset(tileset.clone()))?;
-                let tile_id = tiles::parse_tile(z, x, y)?;
-                let encoded = tiles::tile(&store, &self.tile_cache, tileset, tile_id)?;
-                drop(store);
-                let mut reply = Reply::bytes(MVT_CONTENT_TYPE, encoded.bytes);
-                reply.etag = Some(encoded.etag);
-                reply.cache_control = Some(format!(
-                    "public, max-age={}",
-                    self.config.tile_max_age_seconds
-                ));
-                if let Ok(header) = HeaderValue::from_str(&usage.app_usage_header()) {
-                    reply
-                        .headers
-                        .insert(HeaderName::from_static("x-app-usage"), header);
-                }
-                return Ok(reply);
-            }
             _ => {
                 return Err(Error::UnknownPath(parts.uri.path().to_owned()));
             }

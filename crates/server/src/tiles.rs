@@ -1,11 +1,6 @@
 //! Vector tiles (spec 4.1 and 2.6): the four tile sets, their layers and properties with the
-//! exact MVT value types, and an LRU-ish cache of encoded tiles keyed by the store's write
-//! generation (a write makes every cached tile stale).
+//! exact MVT value types. `cache.rs` keeps them encoded and compressed.
 
-use std::collections::HashMap;
-use std::sync::{Mutex, PoisonError};
-
-use bytes::Bytes;
 use streetlevel_model::ObjectType;
 use streetlevel_mvt::{DEFAULT_EXTENT, ProjectionConfig, TileBuilder, TileId, Value};
 use streetlevel_store::{GeometryVariant, Store, TileImage};
@@ -69,114 +64,6 @@ pub fn parse_tile(z: &str, x: &str, y: &str) -> Result<TileId, Error> {
     let x = coordinate("x", x)?;
     let y = coordinate("y", y)?;
     TileId::new(z, x, y).map_err(|error| Error::bad_parameter("z", error.to_string()))
-}
-
-/// An encoded tile and its `ETag`.
-#[derive(Debug, Clone)]
-pub struct EncodedTile {
-    /// The MVT bytes; empty for an empty tile.
-    pub bytes: Bytes,
-    /// Strong `ETag`, with quotes.
-    pub etag: String,
-}
-
-type Key = (Tileset, u8, u32, u32);
-
-/// A bounded cache of encoded tiles. When full, the least recently used half is dropped.
-#[derive(Debug)]
-pub struct TileCache {
-    capacity: usize,
-    inner: Mutex<CacheState>,
-}
-
-#[derive(Debug, Default)]
-struct CacheState {
-    generation: u64,
-    tick: u64,
-    entries: HashMap<Key, (u64, EncodedTile)>,
-}
-
-impl TileCache {
-    /// A cache of at most `capacity` tiles (0 disables it).
-    pub fn new(capacity: usize) -> Self {
-        TileCache {
-            capacity,
-            inner: Mutex::new(CacheState::default()),
-        }
-    }
-
-    fn get(&self, key: &Key, generation: u64) -> Option<EncodedTile> {
-        let mut state = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        if state.generation != generation {
-            state.entries.clear();
-            state.generation = generation;
-            return None;
-        }
-        state.tick += 1;
-        let tick = state.tick;
-        let (used, tile) = state.entries.get_mut(key)?;
-        *used = tick;
-        Some(tile.clone())
-    }
-
-    fn put(&self, key: Key, generation: u64, tile: EncodedTile) {
-        if self.capacity == 0 {
-            return;
-        }
-        let mut state = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        if state.generation != generation {
-            state.entries.clear();
-            state.generation = generation;
-        }
-        if state.entries.len() >= self.capacity {
-            let mut ticks: Vec<u64> = state.entries.values().map(|(used, _)| *used).collect();
-            let middle = ticks.len() / 2;
-            let (_, median, _) = ticks.select_nth_unstable(middle);
-            let median = *median;
-            state.entries.retain(|_, (used, _)| *used > median);
-        }
-        state.tick += 1;
-        let tick = state.tick;
-        state.entries.insert(key, (tick, tile));
-    }
-
-    /// How many tiles are cached.
-    pub fn len(&self) -> usize {
-        self.inner
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .entries
-            .len()
-    }
-
-    /// Whether the cache is empty.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
-
-/// The encoded tile, from the cache or freshly built.
-pub fn tile(
-    store: &Store,
-    cache: &TileCache,
-    tileset: Tileset,
-    tile: TileId,
-) -> Result<EncodedTile, Error> {
-    let key = (tileset, tile.z(), tile.x(), tile.y());
-    let generation = store.generation();
-    if let Some(hit) = cache.get(&key, generation) {
-        metrics::counter!(crate::metrics::TILE_CACHE, "result" => "hit").increment(1);
-        return Ok(hit);
-    }
-    metrics::counter!(crate::metrics::TILE_CACHE, "result" => "miss").increment(1);
-    let bytes = Bytes::from(encode(store, tileset, tile)?);
-    let etag = format!(
-        "\"t{generation:x}-{}\"",
-        crate::reply::etag_of(&bytes).trim_matches('"')
-    );
-    let encoded = EncodedTile { bytes, etag };
-    cache.put(key, generation, encoded.clone());
-    Ok(encoded)
 }
 
 fn store_error(error: &streetlevel_store::StoreError) -> Error {
@@ -319,8 +206,11 @@ fn add_images(
     Ok(())
 }
 
+mod cache;
 #[cfg(test)]
 mod overview_limits;
+
+pub use cache::{CachedTile, TileCache, TileCacheStats, WARM_MAX_ZOOM};
 
 #[cfg(test)]
 mod tests {
@@ -339,21 +229,5 @@ mod tests {
             let error = parse_tile(z, x, y).unwrap_err().to_string();
             assert!(error.contains(name), "{z}/{x}/{y}: {error}");
         }
-    }
-
-    #[test]
-    fn cache_drops_stale_generations_and_stays_bounded() {
-        let cache = TileCache::new(4);
-        let tile = EncodedTile {
-            bytes: Bytes::from_static(b"x"),
-            etag: String::from("\"e\""),
-        };
-        for x in 0..10 {
-            cache.put((Tileset::Coverage, 14, x, 0), 1, tile.clone());
-            assert!(cache.len() <= 4);
-        }
-        assert!(cache.get(&(Tileset::Coverage, 14, 9, 0), 1).is_some());
-        assert!(cache.get(&(Tileset::Coverage, 14, 9, 0), 2).is_none());
-        assert!(cache.is_empty());
     }
 }

@@ -202,6 +202,7 @@ impl Store {
         }
         self.index_new_images(first_new);
         self.bump_generation();
+        self.record_new_images(first_new);
         Ok(outcome)
     }
 
@@ -214,6 +215,7 @@ impl Store {
             return Ok(0);
         };
         let after = self.persistence.followed_write();
+        let first_new = self.image_count();
         let (newest, added) = {
             let connection = database
                 .lock()
@@ -223,6 +225,7 @@ impl Store {
         self.persistence.followed_up_to(newest);
         if added > 0 {
             self.bump_generation();
+            self.record_new_images(first_new);
         }
         Ok(added)
     }

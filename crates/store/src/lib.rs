@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 
 mod batch;
+mod changes;
 mod error;
 pub mod filter;
 mod image_record;
@@ -16,6 +17,7 @@ mod store;
 mod tiles;
 
 pub use batch::{BatchOutcome, ImportBatch, ImportedImage};
+pub use changes::{TouchedArea, TouchedContent};
 pub use error::StoreError;
 pub use filter::{
     BoundingBox, Cursor, DetectionFilter, ImageFilter, MapFeatureFilter, Page, TimeRange,

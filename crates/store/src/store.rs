@@ -16,6 +16,7 @@ use streetlevel_model::{
     MapFeatureId, MediaId, Organization, OrganizationId, Sequence, SequenceId,
 };
 
+use crate::changes::ChangeLog;
 use crate::image_record::{NONE, RecordNames, RecordValues};
 use crate::indexes::Indexes;
 use crate::overview::OverviewPyramid;
@@ -47,6 +48,8 @@ pub struct Store {
     /// The database written through, the write log position, the ID allocator's floor.
     pub(crate) persistence: Persistence,
     generation: u64,
+    /// The areas recent writes touched, for tile caches (`changes.rs`).
+    pub(crate) changes: ChangeLog,
 }
 
 impl Store {
@@ -58,6 +61,7 @@ impl Store {
             overview: OverviewPyramid::default(),
             persistence: Persistence::default(),
             generation: 0,
+            changes: ChangeLog::default(),
         }
     }
 
@@ -392,6 +396,7 @@ impl Store {
         }
         self.index_new_images(first_new);
         self.bump_generation();
+        self.record_new_images(first_new);
         Ok(())
     }
 
@@ -485,6 +490,7 @@ impl Store {
         }
         self.index_new_map_features(first_new);
         self.bump_generation();
+        self.record_new_map_features(first_new);
         Ok(())
     }
 

@@ -1,9 +1,23 @@
-//! Load benchmark (not a test): requests per second of `streetlevel serve` for an entity by ID
-//! and a z14 coverage tile, next to a minimal hyper "hello world" server measured in the same
-//! run on the same machine, so the ratio is meaningful on a noisy machine.
+//! HTTP load benchmark (not a test): the real `streetlevel serve` on 127.0.0.1 with a large
+//! fixture set, loaded by `wrk`, each figure also as a ratio to a minimal hyper "hello world"
+//! server measured in the same run on the same machine (the ratio survives a noisy machine
+//! better than the absolute figure).
 //!
-//! Run: `cargo bench -p streetlevel --bench http_load`. Everything binds 127.0.0.1 only; each
-//! measurement runs for a bounded time (`SECONDS`) with `CONNECTIONS` keep-alive connections.
+//! Run: `cargo xtask bench http` (or `cargo bench -p streetlevel --bench http_load`). Needs
+//! `wrk` (Debian: `apt-get install wrk`). Everything binds 127.0.0.1 and every measurement
+//! is bounded in time. The fixture set is generated once into
+//! `target/bench-http/fixtures-<images>` and reused by later runs.
+//!
+//! Settings (environment): `STREETLEVEL_HTTP_BENCH_IMAGES` (default 1000000),
+//! `STREETLEVEL_HTTP_BENCH_SECONDS` per measurement (default 5),
+//! `STREETLEVEL_HTTP_BENCH_CONNECTIONS` (default 16), `STREETLEVEL_HTTP_BENCH_BINARY` (the
+//! server binary to measure instead of this build's, e.g. an earlier commit's, for a
+//! before/after in one sitting).
+//!
+//! Two servers run on the same data: one with the default tile cache (cached tiles, entity,
+//! search) and one with the cache disabled (`tile_cache_entries: 0`), where every tile request
+//! renders and compresses afresh (uncached tiles, and entity requests while two clients keep
+//! asking for uncached z8 tiles).
 
 #![allow(
     clippy::print_stdout,
@@ -13,21 +27,30 @@
 )]
 
 use std::convert::Infallible;
+use std::fmt::Write as _;
 use std::net::SocketAddr;
-use std::path::Path;
-use std::time::{Duration, Instant};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 const BINARY: &str = env!("CARGO_BIN_EXE_streetlevel");
-const CONNECTIONS: usize = 16;
-const SECONDS: u64 = 5;
+/// The fixture generator's centre (Lund): the tiles measured contain it.
+const CENTRE: (f64, f64) = (13.19, 55.70);
+const ENTITY_FIELDS: &str = "id,geometry,captured_at,compass_angle,sequence,creator,thumb_256_url";
+
+fn setting(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(default)
+}
 
 async fn hello_world() -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -50,113 +73,397 @@ async fn hello_world() -> SocketAddr {
     addr
 }
 
-/// One keep-alive connection sending `target` until `deadline`; returns the responses read.
-async fn client(addr: SocketAddr, request: String, deadline: Instant) -> u64 {
-    let stream = TcpStream::connect(addr).await.unwrap();
-    stream.set_nodelay(true).unwrap();
-    let (reader, mut writer) = stream.into_split();
-    let mut reader = BufReader::new(reader);
-    let mut count = 0;
-    let mut line = String::new();
-    let mut body = Vec::new();
-    while Instant::now() < deadline {
-        writer.write_all(request.as_bytes()).await.unwrap();
-        let mut length = 0usize;
-        let mut status_ok = false;
-        loop {
-            line.clear();
-            reader.read_line(&mut line).await.unwrap();
-            if line == "\r\n" || line.is_empty() {
-                break;
-            }
-            if line.starts_with("HTTP/1.1 ") {
-                status_ok = line.starts_with("HTTP/1.1 200");
-            }
-            if let Some(value) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                length = value.trim().parse().unwrap();
-            }
-        }
-        assert!(status_ok, "non-200 response: {line}");
-        body.resize(length, 0);
-        reader.read_exact(&mut body).await.unwrap();
-        count += 1;
+/// One request on a fresh connection: the status line and the body.
+async fn get(addr: SocketAddr, target: &str, headers: &[(&str, &str)]) -> (String, Vec<u8>) {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    let mut request = format!("GET {target} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    for (name, value) in headers {
+        let _ = write!(request, "{name}: {value}\r\n");
     }
-    count
+    request.push_str("\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).await.unwrap();
+    let split = response
+        .windows(4)
+        .position(|window| window == b"\r\n\r\n")
+        .expect("a complete response");
+    let head = String::from_utf8_lossy(&response[..split]).into_owned();
+    let status = head.lines().next().unwrap_or("").to_owned();
+    (status, response[split + 4..].to_vec())
 }
 
-async fn measure(addr: SocketAddr, target: &str, headers: &str) -> f64 {
-    let request = format!("GET {target} HTTP/1.1\r\nHost: {addr}\r\n{headers}\r\n");
-    // Warm up (tile cache, connections).
-    client(
-        addr,
-        request.clone(),
-        Instant::now() + Duration::from_millis(300),
-    )
-    .await;
-    let started = Instant::now();
-    let deadline = started + Duration::from_secs(SECONDS);
-    let tasks: Vec<_> = (0..CONNECTIONS)
-        .map(|_| tokio::spawn(client(addr, request.clone(), deadline)))
-        .collect();
-    let mut total = 0;
-    for task in tasks {
-        total += task.await.unwrap();
+/// What wrk measured.
+#[derive(Debug, Clone, Copy)]
+struct Load {
+    per_second: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+}
+
+fn wrk_command(
+    addr: SocketAddr,
+    target: &str,
+    headers: &[(&str, &str)],
+    connections: u64,
+    seconds: u64,
+) -> Command {
+    let mut command = Command::new("wrk");
+    command.args([
+        "--threads",
+        "1",
+        "--connections",
+        &connections.to_string(),
+        "--duration",
+        &format!("{seconds}s"),
+        "--timeout",
+        "10s",
+        "--latency",
+    ]);
+    for (name, value) in headers {
+        command.args(["--header", &format!("{name}: {value}")]);
     }
-    total as f64 / started.elapsed().as_secs_f64()
+    command.arg(format!("http://{addr}{target}"));
+    command.stdout(Stdio::piped()).stderr(Stdio::inherit());
+    command
+}
+
+/// Milliseconds of a wrk duration such as `1.23ms`, `512.00us` or `1.02s`.
+fn milliseconds(text: &str) -> f64 {
+    let (number, scale) = if let Some(number) = text.strip_suffix("us") {
+        (number, 0.001)
+    } else if let Some(number) = text.strip_suffix("ms") {
+        (number, 1.0)
+    } else if let Some(number) = text.strip_suffix('m') {
+        (number, 60_000.0)
+    } else if let Some(number) = text.strip_suffix('s') {
+        (number, 1000.0)
+    } else {
+        (text, 1.0)
+    };
+    number.parse::<f64>().unwrap_or(f64::NAN) * scale
+}
+
+fn parse_wrk(output: &std::process::Output, what: &str) -> Load {
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "wrk failed for {what}: {text}");
+    assert!(
+        !text.contains("Non-2xx or 3xx responses"),
+        "{what}: the server answered errors:\n{text}"
+    );
+    let field = |prefix: &str| {
+        text.lines()
+            .find_map(|line| line.trim().strip_prefix(prefix).map(str::trim))
+            .unwrap_or_else(|| panic!("{what}: no '{prefix}' in wrk's output:\n{text}"))
+            .to_owned()
+    };
+    Load {
+        per_second: field("Requests/sec:").parse().unwrap(),
+        p50_ms: milliseconds(&field("50%")),
+        p99_ms: milliseconds(&field("99%")),
+    }
+}
+
+fn wrk(addr: SocketAddr, target: &str, headers: &[(&str, &str)], settings: &Settings) -> Load {
+    let output = wrk_command(
+        addr,
+        target,
+        headers,
+        settings.connections,
+        settings.seconds,
+    )
+    .output()
+    .expect("wrk runs (Debian: apt-get install wrk)");
+    parse_wrk(&output, target)
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Settings {
+    images: u64,
+    seconds: u64,
+    connections: u64,
+}
+
+/// The fixture set in `target/bench-http`, generated on first use, and a copy of it for the
+/// second server (a data directory serves one server at a time).
+fn fixtures(images: u64) -> (PathBuf, PathBuf) {
+    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"),
+        PathBuf::from,
+    );
+    let dir = target.join(format!("bench-http/fixtures-{images}"));
+    if !dir.join("credentials.json").exists() {
+        println!("generating {images} images into {} (once)", dir.display());
+        let _ = std::fs::remove_dir_all(&dir);
+        let status = Command::new(BINARY)
+            .args(["fixtures", "--out"])
+            .arg(&dir)
+            .args(["--images", &images.to_string(), "--media", "lazy"])
+            .status()
+            .unwrap();
+        assert!(status.success(), "fixture generation failed");
+    }
+    let copy = target.join(format!("bench-http/fixtures-{images}-copy"));
+    if !copy.join("credentials.json").exists() {
+        let _ = std::fs::remove_dir_all(&copy);
+        let status = Command::new("cp")
+            .arg("-a")
+            .arg(&dir)
+            .arg(&copy)
+            .status()
+            .unwrap();
+        assert!(status.success(), "copying the fixture set failed");
+    }
+    (dir, copy)
+}
+
+/// The tile rows: cached and uncached in each coding, and uncached with one client.
+fn tile_rows(
+    rows: &mut Vec<(String, Load)>,
+    [cached, uncached]: [SocketAddr; 2],
+    tiles: &[(u8, String)],
+    auth: &str,
+    settings: Settings,
+) {
+    let codings = [
+        ("identity", None),
+        ("gzip", Some("gzip")),
+        ("br", Some("br")),
+    ];
+    for (z, target) in tiles {
+        for (name, accept) in codings {
+            let mut headers = vec![("Authorization", auth)];
+            if let Some(accept) = accept {
+                headers.push(("Accept-Encoding", accept));
+            }
+            let load = wrk(cached, target, &headers, &settings);
+            rows.push((format!("z{z} tile, cached, {name}"), load));
+        }
+    }
+    for (z, target) in tiles {
+        for (name, accept) in codings {
+            let mut headers = vec![("Authorization", auth)];
+            if let Some(accept) = accept {
+                headers.push(("Accept-Encoding", accept));
+            }
+            let load = wrk(uncached, target, &headers, &settings);
+            rows.push((format!("z{z} tile, uncached, {name}"), load));
+        }
+    }
+    // One client at a time: the latency of a render without queueing behind others.
+    for (z, target) in tiles {
+        let headers = [("Authorization", auth), ("Accept-Encoding", "br")];
+        let one = Settings {
+            connections: 1,
+            ..settings
+        };
+        let load = wrk(uncached, target, &headers, &one);
+        rows.push((format!("z{z} tile, uncached, br, 1 connection"), load));
+    }
+}
+
+/// The client token, the server with the default tile cache, the one without (and the config
+/// file it reads).
+fn start_servers(
+    settings: &Settings,
+) -> (
+    String,
+    streetlevel_tests::Server,
+    streetlevel_tests::Server,
+    PathBuf,
+) {
+    let (dir, copy) = fixtures(settings.images);
+    let credentials: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("credentials.json")).unwrap())
+            .unwrap();
+    let token = credentials["client_token"].as_str().unwrap().to_owned();
+    let limits = [
+        "--limit-entity-per-min",
+        "1000000000",
+        "--limit-search-per-min",
+        "1000000000",
+        "--limit-tiles-per-day",
+        "1000000000",
+    ];
+    let uncached_config = std::env::temp_dir().join(format!(
+        "streetlevel-bench-uncached-{}.json",
+        std::process::id()
+    ));
+    std::fs::write(&uncached_config, r#"{"tile_cache_entries": 0}"#).unwrap();
+    let uncached_config_text = uncached_config.to_string_lossy().into_owned();
+    let server_binary = std::env::var_os("STREETLEVEL_HTTP_BENCH_BINARY")
+        .map_or_else(|| PathBuf::from(BINARY), PathBuf::from);
+    println!("server binary: {}", server_binary.display());
+    let started = std::time::Instant::now();
+    let mut uncached_flags = limits.to_vec();
+    uncached_flags.extend(["--config", &uncached_config_text]);
+    let (cached, uncached) = std::thread::scope(|scope| {
+        let cached =
+            scope.spawn(|| streetlevel_tests::Server::start(&server_binary, &dir, &limits));
+        let uncached = scope
+            .spawn(|| streetlevel_tests::Server::start(&server_binary, &copy, &uncached_flags));
+        (cached.join().unwrap(), uncached.join().unwrap())
+    });
+    println!(
+        "{} images; two servers loaded in {:.1} s",
+        settings.images,
+        started.elapsed().as_secs_f64()
+    );
+
+    (token, cached, uncached, uncached_config)
+}
+
+/// The rows as a Markdown table, ratios against `baseline_mean`.
+fn print_table(rows: &[(String, Load)], baseline_mean: f64, settings: &Settings) {
+    println!(
+        "\n{} images, wrk 1 thread, {} connections, {} s per row, 127.0.0.1; ratios against \
+         the mean of the two hello world rows ({baseline_mean:.0}/s)\n",
+        settings.images, settings.connections, settings.seconds
+    );
+    println!("| Measurement | Requests/s | Ratio to hello world | p50 | p99 |");
+    println!("|---|---|---|---|---|");
+    for (name, load) in rows {
+        println!(
+            "| {name} | {:.0} | {:.3} | {:.2} ms | {:.2} ms |",
+            load.per_second,
+            load.per_second / baseline_mean,
+            load.p50_ms,
+            load.p99_ms
+        );
+    }
+}
+
+/// The measured tiles, the search and the entity request; the tiles (and their ancestors)
+/// are requested once on the cached server first.
+fn targets(
+    runtime: &tokio::runtime::Runtime,
+    cached: SocketAddr,
+    auth: &str,
+) -> (Vec<(u8, String)>, String, String) {
+    let tiles: Vec<(u8, String)> = [14, 12, 8]
+        .into_iter()
+        .map(|z| {
+            let tile = streetlevel_mvt::TileId::containing(CENTRE.0, CENTRE.1, z).unwrap();
+            (
+                z,
+                format!("/maps/vtp/svc1_public/2/{z}/{}/{}", tile.x(), tile.y()),
+            )
+        })
+        .collect();
+    let search = format!(
+        "/images?bbox={},{},{},{}&fields=id,geometry&limit=100",
+        CENTRE.0 - 0.005,
+        CENTRE.1 - 0.005,
+        CENTRE.0 + 0.005,
+        CENTRE.1 + 0.005
+    );
+    let (status, body) = runtime.block_on(get(cached, &search, &[("Authorization", auth)]));
+    assert!(status.contains(" 200"), "search failed: {status}");
+    let found: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    let image_id = found["data"][0]["id"].as_str().unwrap().to_owned();
+    let entity = format!("/{image_id}?fields={ENTITY_FIELDS}");
+    // The cached server warms z0–10 in the background; asking for the measured tiles (and
+    // their ancestors up to z0) first means the measurements do not share the CPU with it.
+    runtime.block_on(async {
+        for z in 0..=14 {
+            let tile = streetlevel_mvt::TileId::containing(CENTRE.0, CENTRE.1, z).unwrap();
+            let target = format!("/maps/vtp/svc1_public/2/{z}/{}/{}", tile.x(), tile.y());
+            let (status, _) = get(cached, &target, &[("Authorization", auth)]).await;
+            assert!(status.contains(" 200"), "{target}: {status}");
+        }
+    });
+
+    (tiles, search, entity)
 }
 
 fn main() {
-    let binary = Path::new(BINARY);
-    let fixture = streetlevel_tests::Fixture::generate(binary, "bench", 2000);
-    let server = streetlevel_tests::Server::start(
-        binary,
-        &fixture.dir,
-        &[
-            "--limit-entity-per-min",
-            "100000000",
-            "--limit-tiles-per-day",
-            "1000000000",
-        ],
+    let settings = Settings {
+        images: setting("STREETLEVEL_HTTP_BENCH_IMAGES", 1_000_000),
+        seconds: setting("STREETLEVEL_HTTP_BENCH_SECONDS", 5),
+        connections: setting("STREETLEVEL_HTTP_BENCH_CONNECTIONS", 16),
+    };
+    assert!(
+        Command::new("wrk").arg("--version").output().is_ok(),
+        "the HTTP benchmark needs wrk (Debian: apt-get install wrk)"
     );
-    let store = streetlevel_store::Store::open(&fixture.dir).unwrap();
-    let image = store
-        .search_images(
-            &streetlevel_store::ImageFilter {
-                bbox: Some(
-                    streetlevel_store::BoundingBox::new(-180.0, -90.0, 180.0, 90.0).unwrap(),
-                ),
-                ..Default::default()
-            },
-            1,
-            None,
-        )
-        .items
-        .remove(0);
-    let tile =
-        streetlevel_mvt::TileId::containing(image.geometry.lon, image.geometry.lat, 14).unwrap();
-    let auth = format!("Authorization: OAuth {}\r\n", fixture.client_token);
+    let (token, cached, uncached, uncached_config) = start_servers(&settings);
+
+    let auth = format!("OAuth {token}");
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .unwrap();
-    runtime.block_on(async {
-        let hello = hello_world().await;
-        let baseline = measure(hello, "/", "").await;
-        let entity = measure(
-            server.addr,
-            &format!("/{}?fields=id,geometry,captured_at,compass_angle,sequence,creator,thumb_256_url", image.id),
-            &auth,
-        )
-        .await;
-        let tile_target = format!("/maps/vtp/svc1_public/2/14/{}/{}", tile.x(), tile.y());
-        let tile_rate = measure(server.addr, &tile_target, &auth).await;
-        let baseline_again = measure(hello, "/", "").await;
-        let baseline_mean = f64::midpoint(baseline, baseline_again);
-        println!("{CONNECTIONS} keep-alive connections, {SECONDS} s each, loopback; one client process");
-        println!("hyper hello world:        {baseline:>9.0} req/s (again at the end: {baseline_again:.0})");
-        println!("entity by ID (7 fields):  {entity:>9.0} req/s = {:.2} of hello world", entity / baseline_mean);
-        println!("z14 coverage tile:        {tile_rate:>9.0} req/s = {:.2} of hello world", tile_rate / baseline_mean);
-    });
-    drop(server);
-    let _ = std::fs::remove_dir_all(&fixture.dir);
+    let hello = runtime.block_on(hello_world());
+    let (tiles, search, entity) = targets(&runtime, cached.addr, &auth);
+
+    let mut rows: Vec<(String, Load)> = Vec::new();
+    let baseline = wrk(hello, "/", &[], &settings);
+    rows.push((String::from("hyper hello world"), baseline));
+    tile_rows(
+        &mut rows,
+        [cached.addr, uncached.addr],
+        &tiles,
+        &auth,
+        settings,
+    );
+    let auth_only = [("Authorization", auth.as_str())];
+    rows.push((
+        String::from("entity by ID (7 fields)"),
+        wrk(cached.addr, &entity, &auth_only, &settings),
+    ));
+    rows.push((
+        String::from("image search (0.01° box, 100 of them, 2 fields)"),
+        wrk(cached.addr, &search, &auth_only, &settings),
+    ));
+    let idle = wrk(uncached.addr, &entity, &auth_only, &settings);
+    rows.push((
+        String::from("entity, no tile load (cache-less server)"),
+        idle,
+    ));
+    // Two clients keep asking for the uncached z8 tile while entity requests are measured.
+    let z8 = &tiles[2].1;
+    let mut renders = wrk_command(
+        uncached.addr,
+        z8,
+        &[
+            ("Authorization", auth.as_str()),
+            ("Accept-Encoding", "gzip"),
+        ],
+        2,
+        settings.seconds + 2,
+    )
+    .spawn()
+    .unwrap();
+    let during = wrk(uncached.addr, &entity, &auth_only, &settings);
+    let renders_output = {
+        let mut output = String::new();
+        if let Some(mut stdout) = renders.stdout.take() {
+            std::io::Read::read_to_string(&mut stdout, &mut output).unwrap();
+        }
+        renders.wait().unwrap();
+        output
+    };
+    rows.push((
+        String::from("entity while 2 clients fetch uncached z8 tiles"),
+        during,
+    ));
+    let baseline_again = wrk(hello, "/", &[], &settings);
+    rows.push((String::from("hyper hello world, again"), baseline_again));
+    let baseline_mean = f64::midpoint(baseline.per_second, baseline_again.per_second);
+
+    print_table(&rows, baseline_mean, &settings);
+    println!(
+        "\nentity during renders / entity idle (same cache-less server): {:.2}",
+        during.per_second / idle.per_second
+    );
+    let renders_line = renders_output
+        .lines()
+        .find(|line| line.contains("Requests/sec"))
+        .unwrap_or("")
+        .trim()
+        .to_owned();
+    println!("the two z8 clients meanwhile: {renders_line}");
+    drop(cached);
+    drop(uncached);
+    let _ = std::fs::remove_file(&uncached_config);
 }

@@ -16,9 +16,9 @@ use streetlevel_model::{
 use streetlevel_mvt::{DEFAULT_EXTENT, TileId};
 use streetlevel_store::{OVERVIEW_GRID, Store};
 
-use super::{TileCache, Tileset, tile};
+use super::{CachedTile, Tileset};
 use crate::Config;
-use crate::reply::{MVT_CONTENT_TYPE, Reply, finish};
+use crate::reply::finish;
 
 /// "No tile exceeds 500 KB compressed" (decimal kilobytes, the stricter reading).
 const MAX_COMPRESSED_BYTES: usize = 500_000;
@@ -128,11 +128,11 @@ fn dense_images(tile: TileId, values: &mut Values) -> Vec<Image> {
 /// encodes afresh), the decoded feature count, and the body the server sends to a client
 /// accepting gzip.
 fn request(store: &Store, tileset: Tileset, tile_id: TileId) -> (Vec<u8>, usize, Vec<u8>) {
-    let encoded = tile(store, &TileCache::new(0), tileset, tile_id).unwrap();
-    let features = if encoded.bytes.is_empty() {
+    let encoded = CachedTile::render(store, tileset, tile_id).unwrap();
+    let features = if encoded.body.is_empty() {
         0
     } else {
-        streetlevel_mvt::decode(&encoded.bytes)
+        streetlevel_mvt::decode(&encoded.body)
             .unwrap()
             .layers
             .iter()
@@ -144,11 +144,11 @@ fn request(store: &Store, tileset: Tileset, tile_id: TileId) -> (Vec<u8>, usize,
     let response = finish(
         &headers,
         false,
-        Reply::bytes(MVT_CONTENT_TYPE, encoded.bytes.clone()),
+        encoded.reply(encoded.coding_for(&headers), 0),
         "overview-limits",
     );
     (
-        encoded.bytes.to_vec(),
+        encoded.body.to_vec(),
         features,
         response.into_body().to_vec(),
     )
