@@ -9,18 +9,16 @@ const VALUE: &AsciiSet = &NON_ALPHANUMERIC
     .remove(b'_')
     .remove(b'~');
 
-/// The name-value pairs of a query string or form body, decoded (`+` is a space).
-/// Pairs that are not valid UTF-8 after decoding keep their bytes lossily replaced.
+/// The name-value pairs of a query string or form body, decoded by the WHATWG rules
+/// (`form_urlencoded`: `+` is a space; bytes that are not UTF-8 after decoding are replaced).
 pub(crate) fn parse_pairs(text: &str) -> Vec<(String, String)> {
-    text.split('&')
-        .filter(|pair| !pair.is_empty())
-        .map(|pair| {
-            let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
-            (decode(name), decode(value))
-        })
+    form_urlencoded::parse(text.as_bytes())
+        .map(|(name, value)| (name.into_owned(), value.into_owned()))
         .collect()
 }
 
+/// One form-encoded value (HTTP Basic's client ID and secret, RFC 6749 section 2.3.1):
+/// `+` is a space, invalid UTF-8 is replaced.
 pub(crate) fn decode(text: &str) -> String {
     let spaced = text.replace('+', " ");
     percent_decode_str(&spaced).decode_utf8_lossy().into_owned()

@@ -28,7 +28,9 @@ pub struct Query {
 
 impl Query {
     /// Decodes `raw` (the part after `?`, without it): `+` is a space, `%XX` is a byte, and
-    /// invalid UTF-8 is a 400 naming the parameter.
+    /// invalid UTF-8 is a 400 naming the parameter. Not `form_urlencoded` (which the forms of
+    /// `auth` and `web` use): it replaces invalid UTF-8 silently, and an API client should
+    /// learn which parameter it mangled.
     pub fn parse(raw: &str) -> Result<Self, Error> {
         let mut pairs = Vec::new();
         for piece in raw.split('&').filter(|piece| !piece.is_empty()) {

@@ -2,7 +2,7 @@
 
 use http::HeaderMap;
 use http::header::COOKIE;
-use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 
 /// Everything but RFC 3986's unreserved characters is percent-encoded in values we emit.
 const VALUE: &AsciiSet = &NON_ALPHANUMERIC
@@ -19,20 +19,17 @@ pub(crate) struct Form {
 }
 
 impl Form {
+    /// Decodes by the WHATWG rules (`form_urlencoded`): `+` is a space, bytes that are not
+    /// UTF-8 after decoding are replaced.
     pub(crate) fn parse(text: &str) -> Self {
-        let pairs = text
-            .split('&')
-            .filter(|pair| !pair.is_empty())
-            .map(|pair| {
-                let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
-                (decode(name), decode(value))
-            })
-            .collect();
-        Self { pairs }
+        Self::parse_bytes(text.as_bytes())
     }
 
     pub(crate) fn parse_bytes(body: &[u8]) -> Self {
-        Self::parse(&String::from_utf8_lossy(body))
+        let pairs = form_urlencoded::parse(body)
+            .map(|(name, value)| (name.into_owned(), value.into_owned()))
+            .collect();
+        Self { pairs }
     }
 
     /// The first value of `name`.
@@ -50,11 +47,6 @@ impl Form {
             .filter(move |(key, _)| key == name)
             .map(|(_, value)| value.as_str())
     }
-}
-
-fn decode(text: &str) -> String {
-    let spaced = text.replace('+', " ");
-    percent_decode_str(&spaced).decode_utf8_lossy().into_owned()
 }
 
 /// Percent-encodes `value` for a query string.
