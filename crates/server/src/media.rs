@@ -272,8 +272,15 @@ impl DirectoryMedia {
     pub fn candidates(&self, kind: &str, id: u64) -> Vec<PathBuf> {
         let names: &[&str] = match kind {
             "image" => &["images/{}.jpg", "originals/{}.jpg", "{}.jpg"],
-            "mesh" => &["meshes/{}.pbf", "meshes/{}", "mesh/{}.pbf", "mesh/{}"],
+            "mesh" => &[
+                "meshes/{}.pb",
+                "meshes/{}.pbf",
+                "meshes/{}",
+                "mesh/{}.pbf",
+                "mesh/{}",
+            ],
             _ => &[
+                "sfm/{}.json.zz",
                 "sfm/{}.json.zlib",
                 "sfm/{}",
                 "sfm_clusters/{}.json.zlib",

@@ -177,6 +177,23 @@ fn missing_media_of_an_unmarked_data_set_are_unknown_not_rendered() {
             assert_eq!(get(&server, &target).status, expected, "{url}");
         }
     }
+    // The files the marked set rendered and kept, under the names `streetlevel fixtures`
+    // writes, are served from an unmarked set too: files are always read.
+    for folder in ["originals", "meshes", "sfm"] {
+        let from = marked.dir.join("media").join(folder);
+        let to = unmarked.dir.join("media").join(folder);
+        std::fs::create_dir_all(&to).unwrap();
+        for entry in std::fs::read_dir(&from).unwrap() {
+            let entry = entry.unwrap();
+            std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+        }
+    }
+    let server = Server::start(binary(), &unmarked.dir, &[]);
+    let image = image_with_media(&server);
+    for url in [&image["thumb_original_url"], &image["mesh"]["url"]] {
+        let target = local_target(url, &server.base());
+        assert_eq!(get(&server, &target).status, 200, "{url} from its file");
+    }
 }
 
 fn tile(tileset: &str) -> String {
