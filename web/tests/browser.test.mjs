@@ -10,6 +10,7 @@
 // against the thumbnail of the image it shows, and the map's drawn coverage.
 import assert from 'node:assert/strict';
 import { cpSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -272,8 +273,8 @@ describe('web surface in Chromium', () => {
 
   // Opens the embed page on `imageId` and waits until the viewer has shown it and, with a map,
   // until the map has drawn its tiles.
-  async function openEmbed(page, problems, style, imageId) {
-    await page.goto(`${service.baseUrl}/embed?image_key=${imageId}&style=${style}`);
+  async function openEmbed(page, problems, style, imageId, baseUrl = service.baseUrl) {
+    await page.goto(`${baseUrl}/embed?image_key=${imageId}&style=${style}`);
     await waitForImage(page, problems, imageId);
     if (style !== 'photo') {
       await page.waitForFunction(() => window.streetlevelEmbed.mapLoaded && window.streetlevelEmbed.tilesLoaded > 0, null, { timeout: WAIT_MS });
@@ -368,6 +369,108 @@ describe('web surface in Chromium', () => {
       }
     });
   }
+
+  test('a MapLibre map made from the style URL alone draws the coverage', async (t) => {
+    const { page, finish } = await openPage(browser);
+    try {
+      const found = await api(service.baseUrl, '/images?bbox=-180,-85,180,85&fields=geometry&limit=1', service.app.clientToken);
+      assert.equal(found.status, 200, JSON.stringify(found.body));
+      const center = found.body.data[0].geometry.coordinates;
+      const styleUrl = `${service.baseUrl}/maps/style.json?access_token=${encodeURIComponent(service.app.clientToken)}`;
+      // A page of this origin with nothing but MapLibre and the style's URL.
+      await page.goto(`${service.baseUrl}/health`);
+      await page.setContent(`<!doctype html><html><head>
+<link rel="stylesheet" href="/assets/maplibre-gl/dist/maplibre-gl.css"></head>
+<body style="margin:0"><div id="map" style="width:960px;height:540px"></div>
+<script type="module">
+import { Map } from '/assets/maplibre-gl/dist/maplibre-gl.mjs';
+window.mapErrors = [];
+window.map = new Map({ container: 'map', style: ${JSON.stringify(styleUrl)}, center: ${JSON.stringify(center)}, zoom: 15, attributionControl: false });
+window.map.on('error', (event) => window.mapErrors.push(String(event.error && event.error.message)));
+</script></body></html>`);
+      await page.waitForFunction(() => window.map && window.map.loaded() && window.map.areTilesLoaded() && !window.map.isMoving(), null, { timeout: WAIT_MS });
+      const shot = await screenshot(page, 'style-url-alone');
+      await assertCoverageDrawn(t, page, shot);
+      assert.deepEqual(await page.evaluate(() => window.mapErrors), [], 'MapLibre errors');
+    } finally {
+      await finish();
+    }
+  });
+
+  // A second server on a copy of the data with `--base-map-style-url`, and the embed page on it.
+  async function withBaseMap(styleUrl, check) {
+    const copy = mkdtempSync(join(tmpdir(), 'streetlevel-browser-basemap-'));
+    cpSync(service.data, copy, { recursive: true });
+    const server = await serveData(copy, ['--base-map-style-url', styleUrl]);
+    try {
+      await check(server.baseUrl);
+    } finally {
+      await server.stop();
+      rmSync(copy, { recursive: true, force: true });
+    }
+  }
+
+  test('embed split with a base map: streets under the coverage', async (t) => {
+    // A base map style served from this machine (the tests have no internet): one land colour.
+    const LAND = [0xe9, 0xc4, 0x6a];
+    const styleServer = createServer((request, response) => {
+      response.writeHead(200, { 'content-type': 'application/json', 'access-control-allow-origin': '*' });
+      response.end(JSON.stringify({
+        version: 8,
+        sources: {},
+        layers: [{ id: 'land', type: 'background', paint: { 'background-color': '#e9c46a' } }],
+      }));
+    });
+    await new Promise((resolve) => styleServer.listen(0, '127.0.0.1', resolve));
+    try {
+      const styleUrl = `http://127.0.0.1:${styleServer.address().port}/style.json`;
+      await withBaseMap(styleUrl, async (baseUrl) => {
+        const { page, problems, finish } = await openPage(browser);
+        try {
+          await openEmbed(page, problems, 'split', sequence[0], baseUrl);
+          const shot = await screenshot(page, 'embed-basemap');
+          const map = await boxOf(page, '#map', shot);
+          const land = pixelsNear(shot, map, LAND, 20);
+          t.diagnostic(`base map pixels: ${land} in ${map.width}x${map.height}`);
+          assert.ok(land > map.width * map.height * 0.3, `the base map is drawn: ${land} pixels`);
+          await assertCoverageDrawn(t, page, shot);
+          const events = await page.evaluate(() => window.streetlevelEmbed.events.map((event) => event.type));
+          assert.ok(events.includes('basemap'), JSON.stringify(events));
+          await assertNoEmbedErrors(page);
+        } finally {
+          await finish();
+        }
+      });
+    } finally {
+      styleServer.close();
+    }
+  });
+
+  test('embed split with an unreachable base map: the coverage on the plain background', async (t) => {
+    // A port that was free a moment ago and is closed now: the style cannot be fetched, as
+    // without internet.
+    const probe = createServer();
+    await new Promise((resolve) => probe.listen(0, '127.0.0.1', resolve));
+    const { port } = probe.address();
+    await new Promise((resolve) => probe.close(resolve));
+    await withBaseMap(`http://127.0.0.1:${port}/style.json`, async (baseUrl) => {
+      const { page, problems, finish } = await openPage(browser);
+      try {
+        await openEmbed(page, problems, 'split', sequence[0], baseUrl);
+        const shot = await screenshot(page, 'embed-basemap-unreachable');
+        await assertCoverageDrawn(t, page, shot);
+        const events = await page.evaluate(() => window.streetlevelEmbed.events.map((event) => event.type));
+        assert.ok(events.includes('basemap-unavailable'), JSON.stringify(events));
+        await assertNoEmbedErrors(page);
+        // The refused connection is the browser's own console line, and expected here.
+        const refused = problems.filter((problem) => problem.includes('ERR_CONNECTION_REFUSED'));
+        assert.ok(refused.length <= 1, JSON.stringify(problems));
+        problems.splice(0, problems.length, ...problems.filter((problem) => !refused.includes(problem)));
+      } finally {
+        await finish();
+      }
+    });
+  });
 
   test('embed photo of a panorama: the picture ahead, above and to the side', async (t) => {
     const { page, problems, finish } = await openPage(browser);

@@ -292,7 +292,8 @@ pub fn catalog(urls: &PublicUrls, config: &Config, token: &str) -> Value {
 /// `GET /maps/style.json`: a `MapLibre` style (version 8) drawing the coverage layers and the
 /// map features, from the `TileJSON` URLs alone.
 pub fn style(urls: &PublicUrls, config: &Config, token: &str) -> Value {
-    let coverage = "#05cb63";
+    // The embed map's green, so a page and the embed draw coverage alike.
+    let coverage = "#35af6d";
     json!({
         "version": 8,
         "name": format!("{} coverage", config.short_name),
