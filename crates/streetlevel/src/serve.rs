@@ -19,7 +19,7 @@ use streetlevel_ratelimit::{RateLimits, SignInGuard};
 use streetlevel_server::media::{MediaLinks, MediaObject, ThumbSize};
 use streetlevel_server::{Server, Services};
 use streetlevel_store::Store;
-use streetlevel_web::{Registry, StoreImages, Web, WebConfig};
+use streetlevel_web::{Registry, StoreImages, Web};
 use tokio::net::TcpListener;
 
 use self::media::DataDirMedia;
@@ -251,7 +251,7 @@ async fn serve(args: Args, settings: Settings) -> anyhow::Result<()> {
         metrics_addr,
         config,
         limits,
-        assets_dir,
+        web: web_config,
         upload_limits,
     } = settings::resolve(settings, args.debug_panic_route, media_key)?;
     check_database_file(&data)?;
@@ -296,16 +296,6 @@ async fn serve(args: Args, settings: Settings) -> anyhow::Result<()> {
     let images = StoreImages::new(Arc::clone(&store), move |id| {
         Some(thumbnails.url(&MediaObject::Thumb(id, ThumbSize::W2048)))
     });
-    let mut web_config = WebConfig {
-        web_url: config.web_url.clone(),
-        base_url: config.base_url.clone(),
-        tiles_url: config.tiles_url.clone(),
-        short_name: config.short_name.clone(),
-        ..WebConfig::default()
-    };
-    if let Some(assets_dir) = assets_dir {
-        web_config.assets_dir = assets_dir;
-    }
     let web = Web::new(
         web_config,
         Arc::clone(&auth),

@@ -19,6 +19,10 @@ pub struct WebConfig {
     /// The npm `node_modules` folder whose viewer and map packages are served at `/assets/`.
     /// Default: [`default_assets_dir`].
     pub assets_dir: PathBuf,
+    /// A `MapLibre` style drawn under the embed map's coverage (streets and places), e.g. a
+    /// keyless public one; `None`: coverage on a plain background. When it cannot be loaded
+    /// the map falls back to the plain background.
+    pub base_map_style_url: Option<String>,
 }
 
 impl Default for WebConfig {
@@ -29,6 +33,7 @@ impl Default for WebConfig {
             tiles_url: None,
             short_name: String::from("svc"),
             assets_dir: default_assets_dir(),
+            base_map_style_url: None,
         }
     }
 }

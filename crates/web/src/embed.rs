@@ -159,6 +159,7 @@ impl Web {
             "tileset": format!("{}1_public", self.config.short_name),
             "accessToken": self.embed_token(),
             "center": [image.longitude, image.latitude],
+            "baseMapStyle": self.config.base_map_style_url,
         });
         let head = format!(
             r#"<link rel="stylesheet" href="/assets/{MAPILLARY_CSS}">

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use streetlevel_import::UploadLimits;
 use streetlevel_server::Config;
+use streetlevel_web::WebConfig;
 
 /// The settings of `streetlevel serve`; each is optional, defaults are applied by [`resolve`].
 #[derive(clap::Args, Serialize, Deserialize, Debug, Default, Clone)]
@@ -111,6 +112,11 @@ pub struct Settings {
     /// choice (default `info`). [default: text]
     #[arg(long, env = "STREETLEVEL_LOG_FORMAT", value_enum)]
     pub log_format: Option<LogFormat>,
+    /// A `MapLibre` style URL drawn under the embed page's map (streets and places), e.g.
+    /// `https://tiles.openfreemap.org/styles/liberty`; off by default. When it cannot be
+    /// loaded the map shows the coverage on a plain background.
+    #[arg(long, env = "STREETLEVEL_BASE_MAP_STYLE_URL")]
+    pub base_map_style_url: Option<String>,
     /// Largest upload session, bytes. [default: 4294967296]
     #[arg(long, env = "STREETLEVEL_MAX_UPLOAD_SESSION_BYTES")]
     pub max_upload_session_bytes: Option<u64>,
@@ -190,8 +196,8 @@ pub struct Resolved {
     pub metrics_addr: Option<String>,
     pub config: Config,
     pub limits: streetlevel_ratelimit::Config,
-    /// `None`: the web crate's default (`web/node_modules` of the source tree).
-    pub assets_dir: Option<PathBuf>,
+    /// The web pages' settings, from the same URLs and short name as the server's.
+    pub web: WebConfig,
     pub upload_limits: UploadLimits,
 }
 
@@ -220,6 +226,7 @@ pub fn resolve(
         ("tiles_url", settings.tiles_url.as_ref()),
         ("web_url", settings.web_url.as_ref()),
         ("media_url", settings.media_url.as_ref()),
+        ("base_map_style_url", settings.base_map_style_url.as_ref()),
     ] {
         check_public_url(name, url)?;
     }
@@ -283,6 +290,7 @@ pub fn resolve(
         trace_member: config.trace_member(),
         ..limits
     };
+    let web = web_config(&config, settings.assets_dir, settings.base_map_style_url);
     Ok(Resolved {
         data,
         metrics_addr: settings.metrics_addr,
@@ -291,9 +299,27 @@ pub fn resolve(
             .unwrap_or_else(|| String::from("127.0.0.1:8080")),
         config,
         limits,
-        assets_dir: settings.assets_dir,
+        web,
         upload_limits,
     })
+}
+
+/// The web pages' settings, from the same URLs and short name as the server's.
+fn web_config(
+    config: &Config,
+    assets_dir: Option<PathBuf>,
+    base_map_style_url: Option<String>,
+) -> WebConfig {
+    WebConfig {
+        web_url: config.web_url.clone(),
+        base_url: config.base_url.clone(),
+        tiles_url: config.tiles_url.clone(),
+        short_name: config.short_name.clone(),
+        // Without one, the web crate's default: `assets/` next to the executable or the
+        // source tree's `web/node_modules`.
+        assets_dir: assets_dir.unwrap_or_else(streetlevel_web::default_assets_dir),
+        base_map_style_url,
+    }
 }
 
 fn rate_limits(settings: &Settings) -> streetlevel_ratelimit::Config {

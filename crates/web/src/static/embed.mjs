@@ -37,35 +37,61 @@ const point = ([lng, lat]) => ({
   features: [{ type: 'Feature', geometry: { type: 'Point', coordinates: [lng, lat] }, properties: {} }],
 });
 
+// The embed map's style: this server's coverage over the configured base map (streets and
+// places) when it loads within 5 s, else on a plain dark background. A base map that cannot be
+// had (no internet, a typo) is an event, not an error: the coverage is what matters here.
+async function mapStyle(sources, coverageLayers) {
+  const plain = {
+    version: 8,
+    sources,
+    layers: [{ id: 'background', type: 'background', paint: { 'background-color': '#1d2a33' } }, ...coverageLayers],
+  };
+  if (!config.baseMapStyle) {
+    return plain;
+  }
+  try {
+    const response = await fetch(config.baseMapStyle, { signal: AbortSignal.timeout(5000) });
+    if (!response.ok) {
+      throw new Error(`HTTP ${response.status}`);
+    }
+    const base = await response.json();
+    if (base.version !== 8 || !Array.isArray(base.layers) || typeof base.sources !== 'object') {
+      throw new Error('not a MapLibre style');
+    }
+    record('basemap', { url: config.baseMapStyle });
+    return { ...base, sources: { ...base.sources, ...sources }, layers: [...base.layers, ...coverageLayers] };
+  } catch (error) {
+    record('basemap-unavailable', { url: config.baseMapStyle, message: String(error && error.message ? error.message : error) });
+    return plain;
+  }
+}
+
 let map = null;
 const mapContainer = document.getElementById('map');
 if (mapContainer) {
   const token = encodeURIComponent(config.accessToken);
   const tiles = `${config.tilesUrl}/maps/vtp/${config.tileset}/2/{z}/{x}/{y}?access_token=${token}`;
   const green = '#35af6d';
+  const sources = {
+    coverage: { type: 'vector', tiles: [tiles], minzoom: 0, maxzoom: 14 },
+    current: { type: 'geojson', data: point(config.center) },
+  };
+  const coverageLayers = [
+    { id: 'overview', type: 'circle', source: 'coverage', 'source-layer': 'overview',
+      paint: { 'circle-radius': 2, 'circle-color': green } },
+    { id: 'sequences', type: 'line', source: 'coverage', 'source-layer': 'sequence',
+      paint: { 'line-color': green, 'line-width': 2 } },
+    { id: 'images', type: 'circle', source: 'coverage', 'source-layer': 'image', minzoom: 14,
+      paint: { 'circle-radius': 3, 'circle-color': green } },
+    { id: 'current', type: 'circle', source: 'current',
+      paint: { 'circle-radius': 8, 'circle-color': '#ffd400', 'circle-stroke-color': '#000', 'circle-stroke-width': 2 } },
+  ];
   map = new MapLibreMap({
     container: mapContainer,
     center: config.center,
     zoom: 16,
     attributionControl: false,
-    style: {
-      version: 8,
-      sources: {
-        coverage: { type: 'vector', tiles: [tiles], minzoom: 0, maxzoom: 14 },
-        current: { type: 'geojson', data: point(config.center) },
-      },
-      layers: [
-        { id: 'background', type: 'background', paint: { 'background-color': '#1d2a33' } },
-        { id: 'overview', type: 'circle', source: 'coverage', 'source-layer': 'overview',
-          paint: { 'circle-radius': 2, 'circle-color': green } },
-        { id: 'sequences', type: 'line', source: 'coverage', 'source-layer': 'sequence',
-          paint: { 'line-color': green, 'line-width': 2 } },
-        { id: 'images', type: 'circle', source: 'coverage', 'source-layer': 'image', minzoom: 14,
-          paint: { 'circle-radius': 3, 'circle-color': green } },
-        { id: 'current', type: 'circle', source: 'current',
-          paint: { 'circle-radius': 8, 'circle-color': '#ffd400', 'circle-stroke-color': '#000', 'circle-stroke-width': 2 } },
-      ],
-    },
+    style: await mapStyle(sources, coverageLayers),
   });
   state.map = map;
   map.on('load', () => {
