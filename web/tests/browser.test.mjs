@@ -512,7 +512,7 @@ window.map.on('error', (event) => window.mapErrors.push(String(event.error && ev
           const { map } = window.streetlevelEmbed;
           const here = map.project(window.streetlevelEmbed.currentLngLat);
           const { width, height } = map.getCanvas().getBoundingClientRect();
-          const candidates = map.queryRenderedFeatures({ layers: ['images'] })
+          const candidates = map.queryRenderedFeatures({ layers: ['image'] })
             .map((feature) => ({ id: String(feature.properties.id), point: map.project(feature.geometry.coordinates) }))
             .filter(({ id, point }) => id !== current
               && point.x > 10 && point.y > 10 && point.x < width - 10 && point.y < height - 10
@@ -531,7 +531,7 @@ window.map.on('error', (event) => window.mapErrors.push(String(event.error && ev
         const line = await page.evaluate(() => {
           const { map } = window.streetlevelEmbed;
           const { width, height } = map.getCanvas().getBoundingClientRect();
-          for (const feature of map.queryRenderedFeatures({ layers: ['sequences'] })) {
+          for (const feature of map.queryRenderedFeatures({ layers: ['sequence'] })) {
             const lines = feature.geometry.type === 'LineString' ? [feature.geometry.coordinates] : feature.geometry.coordinates;
             for (const coordinates of lines) {
               for (let index = 0; index + 1 < coordinates.length; index += 1) {

@@ -329,7 +329,7 @@ pub fn style(urls: &PublicUrls, config: &Config, token: &str) -> Value {
                 "type": "line",
                 "source": "coverage",
                 "source-layer": "sequence",
-                "paint": {"line-color": coverage, "line-width": 2, "line-opacity": 0.8},
+                "paint": {"line-color": coverage, "line-width": 2},
             },
             {
                 "id": "image",

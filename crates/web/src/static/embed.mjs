@@ -70,19 +70,20 @@ let map = null;
 const mapContainer = document.getElementById('map');
 if (mapContainer) {
   const token = encodeURIComponent(config.accessToken);
-  const tiles = `${config.tilesUrl}/maps/vtp/${config.tileset}/2/{z}/{x}/{y}?access_token=${token}`;
-  const green = '#35af6d';
+  // The coverage as this server describes it to every tile client (`/maps/style.json`: its
+  // TileJSON sources and layers), without its background, plus the current image's marker.
+  const described = await fetch(`${config.tilesUrl}/maps/style.json?access_token=${token}`)
+    .then((response) => (response.ok ? response.json() : Promise.reject(new Error(`HTTP ${response.status}`))))
+    .catch((error) => {
+      fail(`Cannot load the map style: ${error.message}`);
+      return { sources: {}, layers: [] };
+    });
   const sources = {
-    coverage: { type: 'vector', tiles: [tiles], minzoom: 0, maxzoom: 14 },
+    ...described.sources,
     current: { type: 'geojson', data: point(config.center) },
   };
   const coverageLayers = [
-    { id: 'overview', type: 'circle', source: 'coverage', 'source-layer': 'overview',
-      paint: { 'circle-radius': 2, 'circle-color': green } },
-    { id: 'sequences', type: 'line', source: 'coverage', 'source-layer': 'sequence',
-      paint: { 'line-color': green, 'line-width': 2 } },
-    { id: 'images', type: 'circle', source: 'coverage', 'source-layer': 'image', minzoom: 14,
-      paint: { 'circle-radius': 3, 'circle-color': green } },
+    ...described.layers.filter((layer) => layer.type !== 'background'),
     { id: 'current', type: 'circle', source: 'current',
       paint: { 'circle-radius': 8, 'circle-color': '#ffd400', 'circle-stroke-color': '#000', 'circle-stroke-width': 2 } },
   ];
@@ -152,7 +153,7 @@ function idOf(value) {
 function imageAt(point) {
   const slack = 6;
   const box = [[point.x - slack, point.y - slack], [point.x + slack, point.y + slack]];
-  const images = map.queryRenderedFeatures(box, { layers: ['images'] })
+  const images = map.queryRenderedFeatures(box, { layers: ['image'] })
     .filter((feature) => feature.geometry.type === 'Point' && idOf(feature.properties.id));
   if (images.length > 0) {
     const away = (feature) => {
@@ -162,7 +163,7 @@ function imageAt(point) {
     images.sort((a, b) => away(a) - away(b));
     return idOf(images[0].properties.id);
   }
-  const sequences = map.queryRenderedFeatures(box, { layers: ['sequences', 'overview'] });
+  const sequences = map.queryRenderedFeatures(box, { layers: ['sequence', 'overview'] });
   for (const feature of sequences) {
     const id = idOf(feature.properties.image_id) ?? idOf(feature.properties.id);
     if (id) {
@@ -181,7 +182,7 @@ if (map) {
     record('mapclick', { imageId });
     viewer.moveTo(imageId).catch((error) => fail(`Cannot move to image ${imageId}: ${error.message}`));
   });
-  for (const layer of ['images', 'sequences', 'overview']) {
+  for (const layer of ['image', 'sequence', 'overview']) {
     map.on('mouseenter', layer, () => { map.getCanvas().style.cursor = 'pointer'; });
     map.on('mouseleave', layer, () => { map.getCanvas().style.cursor = ''; });
   }
