@@ -26,5 +26,5 @@ pub use scope::{Scope, Scopes};
 pub use secret::{csrf_token, verify_csrf};
 pub use store::{AuthStore, Purged};
 pub use streetlevel_model::clock::{Clock, FakeClock, SystemClock};
-pub use token::{Principal, TokenKind, TokenResponse};
+pub use token::{Principal, TokenKind, TokenResponse, request_token};
 pub use user::User;

@@ -171,8 +171,9 @@ pub(crate) fn revoke_grant(
     )
 }
 
-/// The access token a request carries, from `?access_token=` and `Authorization`.
-fn request_token(parts: &http::request::Parts) -> Result<String, AuthError> {
+/// The access token a request carries, from `?access_token=` and `Authorization` (`OAuth` or
+/// `Bearer`): both may be given if they agree.
+pub fn request_token(parts: &http::request::Parts) -> Result<String, AuthError> {
     let mut from_query: Option<String> = None;
     for (name, value) in parse_pairs(parts.uri.query().unwrap_or("")) {
         if name != "access_token" || value.is_empty() {

@@ -359,7 +359,7 @@ impl App {
             Route::TileJson(_) | Route::Catalog | Route::Style => {
                 let app = Arc::clone(self);
                 let parts = parts.clone();
-                run_blocking(move || app.describe_tiles(&route, &parts, &query))
+                run_blocking(move || app.describe_tiles(&route, &parts))
                     .await
                     .map(Dispatched::Reply)
             }
@@ -459,9 +459,10 @@ impl App {
 
     /// `TileJSON`, the catalog and the style: a token is needed (it goes into every URL they
     /// hand out, as `MapLibre` expects) but no quota is charged; they are small and fixed.
-    fn describe_tiles(&self, route: &Route, parts: &Parts, query: &Query) -> Result<Reply, Error> {
+    fn describe_tiles(&self, route: &Route, parts: &Parts) -> Result<Reply, Error> {
         self.services.auth.authenticate(parts)?;
-        let token = request_token(parts, query).unwrap_or_default();
+        // Authenticated, so the request carries exactly one token.
+        let token = streetlevel_auth::request_token(parts).unwrap_or_default();
         let value = match route {
             Route::Catalog => tilejson::catalog(&self.urls, &self.config, &token),
             Route::Style => tilejson::style(&self.urls, &self.config, &token),
@@ -502,21 +503,6 @@ impl App {
     pub fn media_url(&self, object: &MediaObject) -> String {
         self.services.media_links.url(object)
     }
-}
-
-/// The access token a request was made with: `access_token=` or `Authorization: OAuth|Bearer`.
-fn request_token(parts: &Parts, query: &Query) -> Option<String> {
-    if let Some(token) = query.get("access_token") {
-        return Some(token.to_owned());
-    }
-    let header = parts
-        .headers
-        .get(http::header::AUTHORIZATION)?
-        .to_str()
-        .ok()?;
-    let (scheme, token) = header.split_once(' ')?;
-    (scheme.eq_ignore_ascii_case("oauth") || scheme.eq_ignore_ascii_case("bearer"))
-        .then(|| token.trim().to_owned())
 }
 
 fn quota_class(class: Class) -> &'static str {
