@@ -221,6 +221,24 @@ impl Server {
         Server::spawn(binary, dir, "127.0.0.1:0", extra, env, true)
     }
 
+    /// Standard error ([`Server::start_captured`] only) once it contains `text`, which a log
+    /// line written by the server's logging thread may take a moment to; panics with what
+    /// was written if `text` does not appear within 20 s.
+    pub fn stderr_once_it_contains(&self, text: &str) -> String {
+        let started = std::time::Instant::now();
+        loop {
+            let stderr = self.stderr();
+            if stderr.contains(text) {
+                return stderr;
+            }
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(20),
+                "the server did not log {text:?}:\n{stderr}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
     /// The server's process ID.
     pub fn pid(&self) -> u32 {
         self.child.id()

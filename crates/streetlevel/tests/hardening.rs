@@ -65,6 +65,15 @@ fn answered(server: &Server, token: &str) -> Response {
     response
 }
 
+/// Waits (at most `within`) until a request is [`answered`] again after an attack ends.
+fn answered_again(server: &Server, token: &str, within: Duration) {
+    let started = Instant::now();
+    while std::panic::catch_unwind(|| answered(server, token)).is_err() {
+        assert!(started.elapsed() < within, "never served again");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// Reads what the server sends until it closes (or `limit` passes): the bytes and how long.
 fn read_until_closed(stream: &mut TcpStream, limit: Duration) -> (Vec<u8>, Duration) {
     stream.set_read_timeout(Some(limit)).unwrap();
@@ -173,15 +182,7 @@ fn running_out_of_file_descriptors_backs_off_and_recovers() {
     let held: Vec<TcpStream> = (0..60)
         .map(|_| TcpStream::connect(server.addr).unwrap())
         .collect();
-    let started = Instant::now();
-    while !server.stderr().contains("accept failed") {
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "no accept failure logged: {}",
-            server.stderr()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    server.stderr_once_it_contains("accept failed");
     // The attack lasts a while; a spinning loop would log thousands of lines meanwhile.
     std::thread::sleep(Duration::from_secs(2));
     let failures = server.stderr().matches("accept failed").count();
@@ -191,18 +192,7 @@ fn running_out_of_file_descriptors_backs_off_and_recovers() {
         server.stderr()
     );
     drop(held);
-    let started = Instant::now();
-    loop {
-        let attempt = std::panic::catch_unwind(|| answered(&server, &token));
-        if attempt.is_ok() {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "never served again"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    answered_again(&server, &token, Duration::from_secs(20));
 }
 
 #[test]
@@ -227,18 +217,7 @@ fn one_address_cannot_hold_every_connection() {
     assert!(refused);
     // ... and once they close, requests are served again.
     drop(idle);
-    let started = Instant::now();
-    loop {
-        let attempt = std::panic::catch_unwind(|| answered(&server, &token));
-        if attempt.is_ok() {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "never served again"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    answered_again(&server, &token, Duration::from_secs(10));
 }
 
 fn uploader_sign_in(server: &Server, token: &str, password: &str) -> Response {

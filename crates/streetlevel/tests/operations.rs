@@ -179,20 +179,12 @@ fn json_logs_have_one_line_per_request_with_the_trace_id_of_the_error_body() {
         .as_str()
         .unwrap()
         .to_owned();
-    // Logs are written by a thread of their own: ask until the line is there (bounded).
-    let line = (0..200)
-        .find_map(|_| {
-            let found = server
-                .stderr()
-                .lines()
-                .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-                .find(|line| line["request_id"] == trace_id.as_str());
-            if found.is_none() {
-                std::thread::sleep(std::time::Duration::from_millis(25));
-            }
-            found
-        })
-        .unwrap_or_else(|| panic!("no JSON log line for {trace_id} in:\n{}", server.stderr()));
+    let all = server.stderr_once_it_contains(&trace_id);
+    let line = all
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .find(|line| line["request_id"] == trace_id.as_str())
+        .unwrap_or_else(|| panic!("no JSON log line for {trace_id} in:\n{all}"));
     assert_eq!(line["message"], "request");
     assert_eq!(line["class"], "search");
     assert_eq!(line["status"], 401);
@@ -202,7 +194,6 @@ fn json_logs_have_one_line_per_request_with_the_trace_id_of_the_error_body() {
         line["level"] == "INFO" && line["timestamp"].is_string(),
         "{line}"
     );
-    let all = server.stderr();
     assert!(
         all.lines()
             .filter(|line| !line.trim().is_empty())
@@ -222,15 +213,6 @@ fn text_logs_into_a_pipe_have_no_colours() {
     let data = copy("text-logs");
     let server = Server::start_captured(binary(), &data.dir, &[], &[("RUST_LOG", "info")]);
     assert_eq!(server.get("/health").status, 200);
-    let text = (0..200)
-        .map(|_| {
-            let text = server.stderr();
-            if !text.contains("class=\"probe\"") {
-                std::thread::sleep(std::time::Duration::from_millis(25));
-            }
-            text
-        })
-        .find(|text| text.contains("class=\"probe\""))
-        .unwrap_or_else(|| panic!("no request line:\n{}", server.stderr()));
+    let text = server.stderr_once_it_contains("class=\"probe\"");
     assert!(!text.contains('\u{1b}'), "{text}");
 }
