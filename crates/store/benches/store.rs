@@ -13,6 +13,7 @@
 
 mod common;
 
+use common::cpu_time::cpu_time;
 use common::{CENTRE, SPREAD, Step, benchmarking, scale, wanted};
 
 use std::hint::black_box;
@@ -155,23 +156,6 @@ fn percentiles(label: &str, mut samples: Vec<Duration>) {
         at(1.0),
         samples.len()
     );
-}
-
-/// CPU time this process has used (all threads), from `/proc/self/stat` (Linux), or zero.
-fn cpu_time() -> Duration {
-    let ticks = std::fs::read_to_string("/proc/self/stat")
-        .ok()
-        .and_then(|text| {
-            // Fields after the command name (which may hold spaces) start at index 2.
-            let rest = text.rsplit_once(')')?.1;
-            let fields: Vec<&str> = rest.split_whitespace().collect();
-            let user: u64 = fields.get(11)?.parse().ok()?;
-            let system: u64 = fields.get(12)?.parse().ok()?;
-            Some(user + system)
-        })
-        .unwrap_or(0);
-    // The kernel reports in clock ticks of 1/100 s on Linux.
-    Duration::from_millis(ticks * 10)
 }
 
 /// One `Store::open` of the 1M directory: wall time and CPU time (both threads), so that a

@@ -6,26 +6,13 @@
 //! ```
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use streetlevel_store::Store;
 
-/// CPU time this process has used (all threads), from `/proc/self/stat` (Linux), or zero.
-fn cpu_time() -> Duration {
-    let ticks = std::fs::read_to_string("/proc/self/stat")
-        .ok()
-        .and_then(|text| {
-            // Fields after the command name (which may hold spaces) start at index 2.
-            let rest = text.rsplit_once(')')?.1;
-            let fields: Vec<&str> = rest.split_whitespace().collect();
-            let user: u64 = fields.get(11)?.parse().ok()?;
-            let system: u64 = fields.get(12)?.parse().ok()?;
-            Some(user + system)
-        })
-        .unwrap_or(0);
-    // The kernel reports in clock ticks of 1/100 s on Linux.
-    Duration::from_millis(ticks * 10)
-}
+#[path = "../benches/common/cpu_time.rs"]
+mod cpu_time;
+use cpu_time::cpu_time;
 
 fn main() {
     let Some(directory) = std::env::args_os().nth(1).map(PathBuf::from) else {

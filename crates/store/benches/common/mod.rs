@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod cpu_time;
+
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use streetlevel_model::{Image, Point};
