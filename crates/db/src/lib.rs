@@ -7,11 +7,13 @@ mod migrate;
 mod notify;
 mod postgres;
 mod sqlite;
+mod testing;
 mod value;
 
 pub use migrate::{MigrationError, Migrations};
 pub use notify::Notifications;
 pub use sqlite::SqliteConn;
+pub use testing::test_postgres_database;
 pub use value::{FromValue, Param, Row, ValueRef};
 
 /// Which engine a [`Database`] runs on, for the few statements that must differ (schema DDL,
@@ -115,7 +117,8 @@ impl DbError {
         match self {
             DbError::Sqlite(rusqlite::Error::SqliteFailure(error, _)) => matches!(
                 error.extended_code,
-                rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE | rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY
+                rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE
+                    | rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY
             ),
             DbError::Postgres(error) => {
                 error.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION)
@@ -144,10 +147,13 @@ impl DbError {
     pub fn is_unavailable(&self) -> bool {
         match self {
             DbError::Unavailable(_) => true,
-            DbError::Postgres(error) => error.is_closed() || error.code().is_none_or(|code| {
-                // Class 08 (connection exception) and 57P (operator intervention: shutdown).
-                code.code().starts_with("08") || code.code().starts_with("57P")
-            }) && error.as_db_error().is_none(),
+            DbError::Postgres(error) => {
+                error.is_closed()
+                    || error.code().is_none_or(|code| {
+                        // Class 08 (connection exception) and 57P (operator intervention: shutdown).
+                        code.code().starts_with("08") || code.code().starts_with("57P")
+                    }) && error.as_db_error().is_none()
+            }
             DbError::Sqlite(rusqlite::Error::SqliteFailure(error, _)) => {
                 error.code == rusqlite::ErrorCode::DatabaseBusy
             }
@@ -517,7 +523,9 @@ mod tests {
         });
         assert!(failed.unwrap_err().is_unique_violation());
         let count: Option<i64> = database
-            .read(|connection| connection.query_value("SELECT COUNT(*) FROM demo_things", params![]))
+            .read(|connection| {
+                connection.query_value("SELECT COUNT(*) FROM demo_things", params![])
+            })
             .unwrap();
         assert_eq!(count, Some(2), "a failed write changes nothing");
     }
@@ -527,16 +535,12 @@ mod tests {
         round_trip(&Database::open_in_memory().unwrap());
     }
 
-    /// Set `STREETLEVEL_TEST_DATABASE_URL` to an empty PostgreSQL database to run this.
     #[test]
     fn postgres_reads_what_it_wrote_and_rolls_back_a_failed_write() {
-        let Ok(url) = std::env::var("STREETLEVEL_TEST_DATABASE_URL") else {
+        let Some(location) = crate::test_postgres_database("round_trip") else {
             return;
         };
-        let database = Database::open(&Location::Postgres(url)).unwrap();
-        database
-            .write(|connection| connection.execute_batch("DROP TABLE IF EXISTS demo_things"))
-            .unwrap();
+        let database = Database::open(&location).unwrap();
         round_trip(&database);
     }
 }

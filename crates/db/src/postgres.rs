@@ -224,7 +224,10 @@ impl PgDb {
         &self,
         work: impl FnOnce(&mut dyn Conn) -> Result<R, E>,
     ) -> Result<R, E> {
-        self.with(Some("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"), work)
+        self.with(
+            Some("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"),
+            work,
+        )
     }
 
     pub(crate) fn write<R, E: From<DbError>>(
@@ -232,7 +235,9 @@ impl PgDb {
         work: impl FnOnce(&mut dyn Conn) -> Result<R, E>,
     ) -> Result<R, E> {
         self.with(
-            Some(&format!("BEGIN; SELECT pg_advisory_xact_lock({WRITE_LOCK})")),
+            Some(&format!(
+                "BEGIN; SELECT pg_advisory_xact_lock({WRITE_LOCK})"
+            )),
             work,
         )
     }
