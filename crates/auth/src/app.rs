@@ -1,11 +1,10 @@
 //! Developer apps: client ID, callback URL, scopes, client secret and client access token.
 
-use rusqlite::{Connection, OptionalExtension, params};
+use streetlevel_db::{Conn, Row, params};
 use streetlevel_model::Timestamp;
 
 use crate::ids::{from_sql, to_sql};
 use crate::secret::{SecretKind, digest, generate};
-use crate::store::write_transaction;
 use crate::token::{NewToken, TokenKind};
 use crate::{AuthError, AuthStore, ClientId, Scopes, UserId};
 
@@ -126,21 +125,6 @@ impl AuthStore {
         validate_app(name, callback_url)?;
         let client_secret = generate(self.random.as_ref(), SecretKind::ClientSecret);
         let client_token = generate(self.random.as_ref(), SecretKind::ClientToken);
-        let mut connection = self.connection();
-        let transaction = write_transaction(&mut connection)?;
-        let client_id = loop {
-            let mut bytes = [0_u8; 8];
-            self.random.fill(&mut bytes);
-            let candidate = CLIENT_ID_MIN + u64::from_le_bytes(bytes) % CLIENT_ID_SPAN;
-            if !app_exists(&transaction, ClientId(candidate))? {
-                break ClientId(candidate);
-            }
-        };
-        let credentials = AppCredentials {
-            client_id,
-            client_token,
-            client_secret,
-        };
         let app = NewApp {
             name,
             callback_url,
@@ -148,9 +132,23 @@ impl AuthStore {
             owner: options.owner,
             require_pkce: options.require_pkce,
         };
-        app.insert(&transaction, &credentials, self.now())?;
-        transaction.commit()?;
-        Ok(credentials)
+        self.db().write(|connection| {
+            let client_id = loop {
+                let mut bytes = [0_u8; 8];
+                self.random.fill(&mut bytes);
+                let candidate = CLIENT_ID_MIN + u64::from_le_bytes(bytes) % CLIENT_ID_SPAN;
+                if !app_exists(connection, ClientId(candidate))? {
+                    break ClientId(candidate);
+                }
+            };
+            let credentials = AppCredentials {
+                client_id,
+                client_token,
+                client_secret,
+            };
+            app.insert(connection, &credentials, self.now())?;
+            Ok(credentials)
+        })
     }
 
     /// Registers an app with credentials chosen by the caller (fixtures and black-box tests
@@ -169,8 +167,6 @@ impl AuthStore {
         if short(&credentials.client_token) || short(&credentials.client_secret) {
             return Err(AuthError::WeakCredentials);
         }
-        let mut connection = self.connection();
-        let transaction = write_transaction(&mut connection)?;
         let app = NewApp {
             name,
             callback_url,
@@ -178,9 +174,8 @@ impl AuthStore {
             owner: None,
             require_pkce: false,
         };
-        app.insert(&transaction, credentials, self.now())?;
-        transaction.commit()?;
-        Ok(())
+        self.db()
+            .write(|connection| app.insert(connection, credentials, self.now()))
     }
 
     /// Gives the app to `owner`, or takes it from its owner with `None`.
@@ -189,66 +184,67 @@ impl AuthStore {
         client_id: ClientId,
         owner: Option<UserId>,
     ) -> Result<(), AuthError> {
-        let connection = self.connection();
-        if let Some(owner) = owner
-            && !user_exists(&connection, owner)?
-        {
-            return Err(AuthError::UnknownUser(owner.0));
-        }
-        let changed = connection.execute(
-            "UPDATE auth_apps SET owner_id = ?2 WHERE client_id = ?1",
-            params![to_sql(client_id.0), owner.map(|owner| to_sql(owner.0))],
-        )?;
-        if changed == 0 {
-            return Err(AuthError::UnknownApp(client_id));
-        }
-        Ok(())
+        self.db().write(|connection| {
+            if let Some(owner) = owner
+                && !user_exists(connection, owner)?
+            {
+                return Err(AuthError::UnknownUser(owner.0));
+            }
+            let changed = connection.execute(
+                "UPDATE auth_apps SET owner_id = ?2 WHERE client_id = ?1",
+                params![to_sql(client_id.0), owner.map(|owner| to_sql(owner.0))],
+            )?;
+            if changed == 0 {
+                return Err(AuthError::UnknownApp(client_id));
+            }
+            Ok(())
+        })
     }
 
     /// The apps `owner` registered, by client ID.
     pub fn apps_owned_by(&self, owner: UserId) -> Result<Vec<App>, AuthError> {
-        let connection = self.connection();
-        let mut statement = connection.prepare(&format!(
-            "SELECT {APP_COLUMNS} FROM auth_apps WHERE owner_id = ?1 ORDER BY client_id"
-        ))?;
-        let rows = statement
-            .query_map([to_sql(owner.0)], app_from_row)?
-            .collect::<Result<Vec<_>, _>>()?;
-        rows.into_iter().collect()
+        self.db().read(|connection| {
+            connection.query_map(
+                &format!(
+                    "SELECT {APP_COLUMNS} FROM auth_apps WHERE owner_id = ?1 ORDER BY client_id"
+                ),
+                params![to_sql(owner.0)],
+                app_from_row,
+            )
+        })
     }
 
     /// The app with this client ID, if any.
     pub fn app(&self, client_id: ClientId) -> Result<Option<App>, AuthError> {
-        let connection = self.connection();
-        let app = connection
-            .query_row(
+        self.db().read(|connection| {
+            connection.query_row(
                 &format!("SELECT {APP_COLUMNS} FROM auth_apps WHERE client_id = ?1"),
-                [to_sql(client_id.0)],
+                params![to_sql(client_id.0)],
                 app_from_row,
             )
-            .optional()?;
-        app.transpose()
+        })
     }
 
     /// Every app, by client ID.
     pub fn apps(&self) -> Result<Vec<App>, AuthError> {
-        let connection = self.connection();
-        let mut statement = connection.prepare(&format!(
-            "SELECT {APP_COLUMNS} FROM auth_apps ORDER BY client_id"
-        ))?;
-        let rows = statement
-            .query_map([], app_from_row)?
-            .collect::<Result<Vec<_>, _>>()?;
-        rows.into_iter().collect()
+        self.db().read(|connection| {
+            connection.query_map(
+                &format!("SELECT {APP_COLUMNS} FROM auth_apps ORDER BY client_id"),
+                params![],
+                app_from_row,
+            )
+        })
     }
 
     /// Replaces the app's client secret; the old one stops working at once.
     pub fn rotate_client_secret(&self, client_id: ClientId) -> Result<String, AuthError> {
         let client_secret = generate(self.random.as_ref(), SecretKind::ClientSecret);
-        let changed = self.connection().execute(
-            "UPDATE auth_apps SET secret_digest = ?2 WHERE client_id = ?1",
-            params![to_sql(client_id.0), digest(&client_secret).as_slice()],
-        )?;
+        let changed = self.db().read(|connection| {
+            connection.execute(
+                "UPDATE auth_apps SET secret_digest = ?2 WHERE client_id = ?1",
+                params![to_sql(client_id.0), digest(&client_secret).as_slice()],
+            )
+        })?;
         if changed == 0 {
             return Err(AuthError::UnknownApp(client_id));
         }
@@ -259,24 +255,17 @@ impl AuthStore {
     pub fn rotate_client_token(&self, client_id: ClientId) -> Result<String, AuthError> {
         let client_token = generate(self.random.as_ref(), SecretKind::ClientToken);
         let now = self.now();
-        let mut connection = self.connection();
-        let transaction = write_transaction(&mut connection)?;
-        if !app_exists(&transaction, client_id)? {
-            return Err(AuthError::UnknownApp(client_id));
-        }
-        transaction.execute(
-            "UPDATE auth_tokens SET revoked_at = ?2, revoked_reason = 'rotated'
-             WHERE client_id = ?1 AND kind = 'client' AND revoked_at IS NULL",
-            params![to_sql(client_id.0), now.0],
-        )?;
-        insert_app_token(
-            &transaction,
-            &client_token,
-            TokenKind::Client,
-            client_id,
-            now,
-        )?;
-        transaction.commit()?;
+        self.db().write(|connection| {
+            if !app_exists(connection, client_id)? {
+                return Err(AuthError::UnknownApp(client_id));
+            }
+            connection.execute(
+                "UPDATE auth_tokens SET revoked_at = ?2, revoked_reason = 'rotated'
+                 WHERE client_id = ?1 AND kind = 'client' AND revoked_at IS NULL",
+                params![to_sql(client_id.0), now.0],
+            )?;
+            insert_app_token(connection, &client_token, TokenKind::Client, client_id, now)
+        })?;
         Ok(client_token)
     }
 
@@ -285,11 +274,12 @@ impl AuthStore {
     pub fn create_embed_token(&self, client_id: ClientId) -> Result<String, AuthError> {
         let embed_token = generate(self.random.as_ref(), SecretKind::EmbedToken);
         let now = self.now();
-        let connection = self.connection();
-        if !app_exists(&connection, client_id)? {
-            return Err(AuthError::UnknownApp(client_id));
-        }
-        insert_app_token(&connection, &embed_token, TokenKind::Embed, client_id, now)?;
+        self.db().write(|connection| {
+            if !app_exists(connection, client_id)? {
+                return Err(AuthError::UnknownApp(client_id));
+            }
+            insert_app_token(connection, &embed_token, TokenKind::Embed, client_id, now)
+        })?;
         Ok(embed_token)
     }
 
@@ -299,14 +289,12 @@ impl AuthStore {
         client_id: ClientId,
         client_secret: &str,
     ) -> Result<Option<bool>, AuthError> {
-        let stored: Option<Vec<u8>> = self
-            .connection()
-            .query_row(
+        let stored: Option<Vec<u8>> = self.db().read(|connection| {
+            connection.query_value(
                 "SELECT secret_digest FROM auth_apps WHERE client_id = ?1",
-                [to_sql(client_id.0)],
-                |row| row.get(0),
+                params![to_sql(client_id.0)],
             )
-            .optional()?;
+        })?;
         Ok(stored.map(|stored| crate::secret::constant_time_eq(&stored, &digest(client_secret))))
     }
 }
@@ -324,7 +312,7 @@ impl NewApp<'_> {
     /// Inserts the app and its client token (as digests) in the caller's transaction.
     fn insert(
         &self,
-        connection: &Connection,
+        connection: &mut dyn Conn,
         credentials: &AppCredentials,
         now: Timestamp,
     ) -> Result<(), AuthError> {
@@ -337,7 +325,7 @@ impl NewApp<'_> {
                 to_sql(credentials.client_id.0),
                 self.name,
                 self.callback_url,
-                self.scopes.to_string(),
+                &self.scopes.to_string(),
                 digest(&credentials.client_secret).as_slice(),
                 now.0,
                 self.owner.map(|owner| to_sql(owner.0)),
@@ -369,7 +357,7 @@ fn validate_app(name: &str, callback_url: &str) -> Result<(), AuthError> {
 }
 
 /// Whether a user with this ID exists.
-fn user_exists(connection: &Connection, user: UserId) -> Result<bool, AuthError> {
+fn user_exists(connection: &mut dyn Conn, user: UserId) -> Result<bool, AuthError> {
     row_exists(
         connection,
         "SELECT 1 FROM auth_users WHERE user_id = ?1",
@@ -378,7 +366,7 @@ fn user_exists(connection: &Connection, user: UserId) -> Result<bool, AuthError>
 }
 
 /// Whether an app with this client ID is registered.
-fn app_exists(connection: &Connection, client_id: ClientId) -> Result<bool, AuthError> {
+fn app_exists(connection: &mut dyn Conn, client_id: ClientId) -> Result<bool, AuthError> {
     row_exists(
         connection,
         "SELECT 1 FROM auth_apps WHERE client_id = ?1",
@@ -387,17 +375,15 @@ fn app_exists(connection: &Connection, client_id: ClientId) -> Result<bool, Auth
 }
 
 /// Whether `query`, looking a row up by the ID `id`, finds one.
-fn row_exists(connection: &Connection, query: &str, id: u64) -> Result<bool, AuthError> {
-    let found: Option<i64> = connection
-        .query_row(query, [to_sql(id)], |row| row.get(0))
-        .optional()?;
+fn row_exists(connection: &mut dyn Conn, query: &str, id: u64) -> Result<bool, AuthError> {
+    let found: Option<i64> = connection.query_value(query, params![to_sql(id)])?;
     Ok(found.is_some())
 }
 
 /// Stores a token an app holds on its own behalf (client or embed token): read-only, no
 /// user, never expiring.
 fn insert_app_token(
-    connection: &Connection,
+    connection: &mut dyn Conn,
     token: &str,
     kind: TokenKind,
     client_id: ClientId,
@@ -417,30 +403,16 @@ fn insert_app_token(
     Ok(())
 }
 
-fn app_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Result<App, AuthError>> {
-    let scopes: String = row.get(3)?;
-    let app = Scopes::parse(&scopes).map(|scopes| App {
-        client_id: ClientId(0),
-        name: String::new(),
-        callback_url: String::new(),
-        scopes,
-        created_at: Timestamp(0),
-        owner: None,
-        require_pkce: false,
-    });
-    let client_id = ClientId(from_sql(row.get(0)?));
-    let name: String = row.get(1)?;
-    let callback_url: String = row.get(2)?;
-    let created_at = Timestamp(row.get(4)?);
+fn app_from_row(row: &dyn Row) -> Result<App, AuthError> {
+    let scopes = Scopes::parse(&row.get::<String>(3)?)?;
     let owner: Option<i64> = row.get(5)?;
-    let require_pkce: bool = row.get(6)?;
-    Ok(app.map(|app| App {
-        client_id,
-        name,
-        callback_url,
-        created_at,
+    Ok(App {
+        client_id: ClientId(from_sql(row.get(0)?)),
+        name: row.get(1)?,
+        callback_url: row.get(2)?,
+        scopes,
+        created_at: Timestamp(row.get(4)?),
         owner: owner.map(|owner| UserId(from_sql(owner))),
-        require_pkce,
-        ..app
-    }))
+        require_pkce: row.get(6)?,
+    })
 }

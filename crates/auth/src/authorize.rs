@@ -1,7 +1,7 @@
 //! The authorization request of spec section 5.3: validation, the code it yields, and the
 //! redirect back to the app.
 
-use rusqlite::params;
+use streetlevel_db::params;
 
 use crate::form::{Params, encode, parse_pairs, redirect_url};
 use crate::ids::to_sql;
@@ -217,7 +217,9 @@ impl AuthStore {
         self.random.fill(&mut grant_id);
         let now = self.now().0;
         let expires_at = now.saturating_add(duration_millis(self.config.code_lifetime));
-        self.connection().execute(
+        let scopes = request.scopes.to_string();
+        self.db().read(|connection| {
+            connection.execute(
             "INSERT INTO auth_codes (digest, client_id, user_id, redirect_uri, redirect_uri_given,
                                      scopes, grant_id, expires_at, code_challenge,
                                      code_challenge_method)
@@ -226,9 +228,9 @@ impl AuthStore {
                 digest(&code).as_slice(),
                 to_sql(request.app.client_id.0),
                 to_sql(user_id.0),
-                request.redirect_uri,
+                &request.redirect_uri,
                 request.redirect_uri_given,
-                request.scopes.to_string(),
+                &scopes,
                 grant_id.as_slice(),
                 expires_at,
                 request
@@ -240,7 +242,8 @@ impl AuthStore {
                     .as_ref()
                     .map(|challenge| challenge.method.as_str()),
             ],
-        )?;
+        )
+        })?;
         let mut params = vec![("code", code.as_str())];
         if let Some(state) = &request.state {
             params.push(("state", state));

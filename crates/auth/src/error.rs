@@ -9,12 +9,12 @@ use crate::ClientId;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum AuthError {
-    /// The `SQLite` database failed.
+    /// The database failed.
     #[error("auth storage failed: {0}")]
-    Storage(#[from] rusqlite::Error),
+    Storage(#[from] streetlevel_db::DbError),
     /// The schema could not be brought up to date (for example, a newer build wrote it).
     #[error(transparent)]
-    Migration(#[from] streetlevel_sqlite::MigrationError),
+    Migration(#[from] streetlevel_db::MigrationError),
     /// Argon2 refused its parameters or failed.
     #[error("password hashing failed: {0}")]
     PasswordHashing(String),
@@ -177,8 +177,8 @@ impl From<AuthError> for TokenError {
     }
 }
 
-impl From<rusqlite::Error> for TokenError {
-    fn from(error: rusqlite::Error) -> Self {
+impl From<streetlevel_db::DbError> for TokenError {
+    fn from(error: streetlevel_db::DbError) -> Self {
         AuthError::from(error).into()
     }
 }

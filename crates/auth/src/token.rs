@@ -3,14 +3,13 @@
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use rusqlite::{Connection, OptionalExtension, params};
+use streetlevel_db::{Conn, DbError, params};
 use streetlevel_model::Timestamp;
 
 use crate::form::{Params, parse_pairs};
 use crate::ids::{from_sql, to_sql};
 use crate::pkce::{CodeChallenge, CodeChallengeMethod, valid_verifier};
 use crate::secret::{SecretKind, digest, generate};
-use crate::store::write_transaction;
 use crate::{AuthError, AuthStore, ClientId, Scope, Scopes, TokenError, TokenErrorCode, UserId};
 use streetlevel_model::clock::duration_millis;
 
@@ -85,23 +84,22 @@ pub(crate) struct NewToken<'a> {
 }
 
 impl NewToken<'_> {
-    pub(crate) fn insert(&self, connection: &Connection) -> rusqlite::Result<()> {
-        connection
-            .prepare_cached(
-                "INSERT INTO auth_tokens
-                 (digest, kind, client_id, user_id, scopes, grant_id, issued_at, expires_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-            )?
-            .execute(params![
+    pub(crate) fn insert(&self, connection: &mut dyn Conn) -> Result<(), DbError> {
+        connection.execute(
+            "INSERT INTO auth_tokens
+             (digest, kind, client_id, user_id, scopes, grant_id, issued_at, expires_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            params![
                 digest(self.token).as_slice(),
                 self.kind.as_str(),
                 to_sql(self.client_id.0),
                 self.user_id.map(|user_id| to_sql(user_id.0)),
-                self.scopes.to_string(),
+                &self.scopes.to_string(),
                 self.grant_id,
                 self.issued_at.0,
                 self.expires_at.map(|at| at.0),
-            ])?;
+            ],
+        )?;
         Ok(())
     }
 }
@@ -118,25 +116,24 @@ struct StoredToken {
     revoked: bool,
 }
 
-fn stored_token(connection: &Connection, token: &str) -> Result<Option<StoredToken>, AuthError> {
-    let row = connection
-        .prepare_cached(
-            "SELECT kind, client_id, user_id, scopes, grant_id, expires_at, revoked_at, revoked_reason
-             FROM auth_tokens WHERE digest = ?1",
-        )?
-        .query_row([digest(token).as_slice()], |row| {
-            Ok((
-                row.get::<_, String>(0)?,
-                row.get::<_, i64>(1)?,
-                row.get::<_, Option<i64>>(2)?,
-                row.get::<_, String>(3)?,
-                row.get::<_, Option<Vec<u8>>>(4)?,
-                row.get::<_, Option<i64>>(5)?,
-                row.get::<_, Option<i64>>(6)?,
-                row.get::<_, Option<String>>(7)?,
+fn stored_token(connection: &mut dyn Conn, token: &str) -> Result<Option<StoredToken>, AuthError> {
+    let row = connection.query_row(
+        "SELECT kind, client_id, user_id, scopes, grant_id, expires_at, revoked_at, revoked_reason
+         FROM auth_tokens WHERE digest = ?1",
+        params![digest(token).as_slice()],
+        |row| {
+            Ok::<_, DbError>((
+                row.get::<String>(0)?,
+                row.get::<i64>(1)?,
+                row.get::<Option<i64>>(2)?,
+                row.get::<String>(3)?,
+                row.get::<Option<Vec<u8>>>(4)?,
+                row.get::<Option<i64>>(5)?,
+                row.get::<Option<i64>>(6)?,
+                row.get::<Option<String>>(7)?,
             ))
-        })
-        .optional()?;
+        },
+    )?;
     let Some((kind, client_id, user_id, scopes, grant_id, expires_at, revoked_at, reason)) = row
     else {
         return Ok(None);
@@ -159,11 +156,11 @@ fn stored_token(connection: &Connection, token: &str) -> Result<Option<StoredTok
 
 /// Revokes every live token descending from the grant `grant_id`.
 pub(crate) fn revoke_grant(
-    connection: &Connection,
+    connection: &mut dyn Conn,
     grant_id: &[u8],
     now: Timestamp,
     reason: &str,
-) -> rusqlite::Result<usize> {
+) -> Result<usize, DbError> {
     connection.execute(
         "UPDATE auth_tokens SET revoked_at = ?2, revoked_reason = ?3
          WHERE grant_id = ?1 AND revoked_at IS NULL",
@@ -436,7 +433,10 @@ impl AuthStore {
 
     /// Checks one access token (see [`AuthStore::authenticate`]).
     pub fn check_token(&self, token: &str) -> Result<Principal, AuthError> {
-        let stored = stored_token(&self.connection(), token)?.ok_or(AuthError::InvalidToken)?;
+        let stored = self
+            .db()
+            .read(|connection| stored_token(connection, token))?
+            .ok_or(AuthError::InvalidToken)?;
         if stored.revoked {
             return Err(AuthError::InvalidToken);
         }
@@ -485,7 +485,7 @@ impl AuthStore {
         );
         let now = self.now();
         let access_token = generate(self.random.as_ref(), SecretKind::UserToken);
-        NewToken {
+        let token = NewToken {
             token: &access_token,
             kind: TokenKind::User,
             client_id: client.client_id,
@@ -494,18 +494,20 @@ impl AuthStore {
             grant_id: None,
             issued_at: now,
             expires_at: Some(self.user_token_expiry(now)),
-        }
-        .insert(&self.connection())?;
+        };
+        self.db().read(|connection| token.insert(connection))?;
         Ok(self.user_token_response(access_token))
     }
 
     /// Revokes any access token (user, client or embed). Returns whether it was live.
     pub fn revoke_token(&self, token: &str) -> Result<bool, AuthError> {
-        let changed = self.connection().execute(
-            "UPDATE auth_tokens SET revoked_at = ?2, revoked_reason = 'revoked'
-             WHERE digest = ?1 AND revoked_at IS NULL",
-            params![digest(token).as_slice(), self.now().0],
-        )?;
+        let changed = self.db().read(|connection| {
+            connection.execute(
+                "UPDATE auth_tokens SET revoked_at = ?2, revoked_reason = 'revoked'
+                 WHERE digest = ?1 AND revoked_at IS NULL",
+                params![digest(token).as_slice(), self.now().0],
+            )
+        })?;
         Ok(changed > 0)
     }
 
@@ -591,88 +593,85 @@ impl AuthStore {
         code_verifier: Option<&str>,
     ) -> Result<TokenResponse, TokenError> {
         let now = self.now();
-        let mut connection = self.connection();
-        let transaction = write_transaction(&mut connection)?;
-        let row = transaction
-            .query_row(
+        // Ok(Err(..)): refused, but what was written (a replay's revocations) is committed.
+        self.db().write(|connection| {
+            let row = connection.query_row(
                 "SELECT client_id, user_id, redirect_uri, redirect_uri_given, scopes, grant_id,
                         expires_at, used_at, code_challenge, code_challenge_method
                  FROM auth_codes WHERE digest = ?1",
-                [digest(code).as_slice()],
+                params![digest(code).as_slice()],
                 |row| {
-                    Ok((
-                        row.get::<_, i64>(0)?,
-                        row.get::<_, i64>(1)?,
-                        row.get::<_, String>(2)?,
-                        row.get::<_, bool>(3)?,
-                        row.get::<_, String>(4)?,
-                        row.get::<_, Vec<u8>>(5)?,
-                        row.get::<_, i64>(6)?,
-                        row.get::<_, Option<i64>>(7)?,
-                        stored_challenge(row.get(8)?, row.get::<_, Option<String>>(9)?.as_deref()),
+                    Ok::<_, DbError>((
+                        row.get::<i64>(0)?,
+                        row.get::<i64>(1)?,
+                        row.get::<String>(2)?,
+                        row.get::<bool>(3)?,
+                        row.get::<String>(4)?,
+                        row.get::<Vec<u8>>(5)?,
+                        row.get::<i64>(6)?,
+                        row.get::<Option<i64>>(7)?,
+                        stored_challenge(row.get(8)?, row.get::<Option<String>>(9)?.as_deref()),
                     ))
                 },
-            )
-            .optional()?;
-        let Some((
-            code_client,
-            user_id,
-            bound_uri,
-            uri_given,
-            scopes,
-            grant_id,
-            expires_at,
-            used,
-            challenge,
-        )) = row
-        else {
-            return Err(TokenError::grant("unknown authorization code"));
-        };
-        if used.is_some() {
-            // RFC 6749 4.1.2: a replayed code may be stolen; revoke what it produced.
-            revoke_grant(&transaction, &grant_id, now, "code_reuse")?;
-            transaction.commit()?;
-            return Err(TokenError::grant(
-                "authorization code was already used; the tokens issued from it are revoked",
-            ));
-        }
-        if expires_at <= now.0 {
-            return Err(TokenError::grant("authorization code expired"));
-        }
-        if ClientId(from_sql(code_client)) != client_id {
-            return Err(TokenError::grant(
-                "authorization code was issued to another client",
-            ));
-        }
-        let uri_matches = match redirect_uri {
-            Some(redirect_uri) => redirect_uri == bound_uri,
-            None => !uri_given,
-        };
-        if !uri_matches {
-            return Err(TokenError::grant(
-                "redirect_uri does not match the one of the authorization request",
-            ));
-        }
-        check_code_verifier(challenge.as_ref(), code_verifier)?;
-        let scopes = Scopes::parse(&scopes)?;
-        transaction.execute(
-            "UPDATE auth_codes SET used_at = ?2 WHERE digest = ?1",
-            params![digest(code).as_slice(), now.0],
-        )?;
-        let access_token = generate(self.random.as_ref(), SecretKind::UserToken);
-        NewToken {
-            token: &access_token,
-            kind: TokenKind::User,
-            client_id,
-            user_id: Some(UserId(from_sql(user_id))),
-            scopes,
-            grant_id: Some(&grant_id),
-            issued_at: now,
-            expires_at: Some(self.user_token_expiry(now)),
-        }
-        .insert(&transaction)?;
-        transaction.commit()?;
-        Ok(self.user_token_response(access_token))
+            )?;
+            let Some((
+                code_client,
+                user_id,
+                bound_uri,
+                uri_given,
+                scopes,
+                grant_id,
+                expires_at,
+                used,
+                challenge,
+            )) = row
+            else {
+                return Ok(Err(TokenError::grant("unknown authorization code")));
+            };
+            if used.is_some() {
+                // RFC 6749 4.1.2: a replayed code may be stolen; revoke what it produced.
+                revoke_grant(connection, &grant_id, now, "code_reuse")?;
+                return Ok(Err(TokenError::grant(
+                    "authorization code was already used; the tokens issued from it are revoked",
+                )));
+            }
+            if expires_at <= now.0 {
+                return Err(TokenError::grant("authorization code expired"));
+            }
+            if ClientId(from_sql(code_client)) != client_id {
+                return Err(TokenError::grant(
+                    "authorization code was issued to another client",
+                ));
+            }
+            let uri_matches = match redirect_uri {
+                Some(redirect_uri) => redirect_uri == bound_uri,
+                None => !uri_given,
+            };
+            if !uri_matches {
+                return Err(TokenError::grant(
+                    "redirect_uri does not match the one of the authorization request",
+                ));
+            }
+            check_code_verifier(challenge.as_ref(), code_verifier)?;
+            let scopes = Scopes::parse(&scopes)?;
+            connection.execute(
+                "UPDATE auth_codes SET used_at = ?2 WHERE digest = ?1",
+                params![digest(code).as_slice(), now.0],
+            )?;
+            let access_token = generate(self.random.as_ref(), SecretKind::UserToken);
+            NewToken {
+                token: &access_token,
+                kind: TokenKind::User,
+                client_id,
+                user_id: Some(UserId(from_sql(user_id))),
+                scopes,
+                grant_id: Some(&grant_id),
+                issued_at: now,
+                expires_at: Some(self.user_token_expiry(now)),
+            }
+            .insert(connection)?;
+            Ok(Ok(self.user_token_response(access_token)))
+        })?
     }
 
     fn user_token_expiry(&self, now: Timestamp) -> Timestamp {
@@ -689,76 +688,75 @@ impl AuthStore {
         scope: Option<&str>,
     ) -> Result<TokenResponse, TokenError> {
         let now = self.now();
-        let mut connection = self.connection();
-        let transaction = write_transaction(&mut connection)?;
-        let Some(stored) = stored_token(&transaction, refresh_token)? else {
-            return Err(TokenError::grant("unknown refresh_token"));
-        };
-        if stored.kind != TokenKind::User {
-            return Err(TokenError::grant(
-                "refresh_token is not a user access token",
-            ));
-        }
-        if stored.client_id != client_id {
-            return Err(TokenError::grant(
-                "refresh_token was issued to another client",
-            ));
-        }
-        if stored.revoked {
-            if stored.revoked_reason.as_deref() == Some("rotated") {
-                // RFC 9700 4.14.2: a rotated-away token coming back means two parties hold
-                // it; end the whole grant.
-                if let Some(grant_id) = &stored.grant_id {
-                    revoke_grant(&transaction, grant_id, now, "refresh_reuse")?;
-                }
-                transaction.commit()?;
+        // Ok(Err(..)): refused, but what was written (a reuse's revocations) is committed.
+        self.db().write(|connection| {
+            let Some(stored) = stored_token(connection, refresh_token)? else {
+                return Err(TokenError::grant("unknown refresh_token"));
+            };
+            if stored.kind != TokenKind::User {
                 return Err(TokenError::grant(
-                    "refresh_token was already used; every token of this grant is revoked",
+                    "refresh_token is not a user access token",
                 ));
             }
-            return Err(TokenError::grant("refresh_token is revoked"));
-        }
-        let grace = duration_millis(self.config.refresh_grace);
-        if stored
-            .expires_at
-            .is_some_and(|expires_at| expires_at.0.saturating_add(grace) <= now.0)
-        {
-            return Err(TokenError::grant(
-                "refresh_token expired too long ago: authorize again",
-            ));
-        }
-        let scopes = match scope {
-            None => stored.scopes,
-            Some(scope) => {
-                let asked = Scopes::parse(scope).map_err(|error| {
-                    TokenError::new(TokenErrorCode::InvalidScope, error.to_string())
-                })?;
-                if !asked.is_subset_of(stored.scopes) {
-                    return Err(TokenError::new(
-                        TokenErrorCode::InvalidScope,
-                        format!("scope {asked} exceeds the granted scope {}", stored.scopes),
-                    ));
-                }
-                asked
+            if stored.client_id != client_id {
+                return Err(TokenError::grant(
+                    "refresh_token was issued to another client",
+                ));
             }
-        };
-        transaction.execute(
+            if stored.revoked {
+                if stored.revoked_reason.as_deref() == Some("rotated") {
+                    // RFC 9700 4.14.2: a rotated-away token coming back means two parties hold
+                    // it; end the whole grant.
+                    if let Some(grant_id) = &stored.grant_id {
+                        revoke_grant(connection, grant_id, now, "refresh_reuse")?;
+                    }
+                    return Ok(Err(TokenError::grant(
+                        "refresh_token was already used; every token of this grant is revoked",
+                    )));
+                }
+                return Err(TokenError::grant("refresh_token is revoked"));
+            }
+            let grace = duration_millis(self.config.refresh_grace);
+            if stored
+                .expires_at
+                .is_some_and(|expires_at| expires_at.0.saturating_add(grace) <= now.0)
+            {
+                return Err(TokenError::grant(
+                    "refresh_token expired too long ago: authorize again",
+                ));
+            }
+            let scopes = match scope {
+                None => stored.scopes,
+                Some(scope) => {
+                    let asked = Scopes::parse(scope).map_err(|error| {
+                        TokenError::new(TokenErrorCode::InvalidScope, error.to_string())
+                    })?;
+                    if !asked.is_subset_of(stored.scopes) {
+                        return Err(TokenError::new(
+                            TokenErrorCode::InvalidScope,
+                            format!("scope {asked} exceeds the granted scope {}", stored.scopes),
+                        ));
+                    }
+                    asked
+                }
+            };
+            connection.execute(
             "UPDATE auth_tokens SET revoked_at = ?2, revoked_reason = 'rotated' WHERE digest = ?1",
             params![digest(refresh_token).as_slice(), now.0],
         )?;
-        let access_token = generate(self.random.as_ref(), SecretKind::UserToken);
-        NewToken {
-            token: &access_token,
-            kind: TokenKind::User,
-            client_id,
-            user_id: stored.user_id,
-            scopes,
-            grant_id: stored.grant_id.as_deref(),
-            issued_at: now,
-            expires_at: Some(self.user_token_expiry(now)),
-        }
-        .insert(&transaction)?;
-        transaction.commit()?;
-        Ok(self.user_token_response(access_token))
+            let access_token = generate(self.random.as_ref(), SecretKind::UserToken);
+            NewToken {
+                token: &access_token,
+                kind: TokenKind::User,
+                client_id,
+                user_id: stored.user_id,
+                scopes,
+                grant_id: stored.grant_id.as_deref(),
+                issued_at: now,
+                expires_at: Some(self.user_token_expiry(now)),
+            }
+            .insert(connection)?;
+            Ok(Ok(self.user_token_response(access_token)))
+        })?
     }
 }

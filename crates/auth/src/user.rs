@@ -2,7 +2,7 @@
 
 use argon2::password_hash::SaltString;
 use argon2::{Algorithm, Argon2, Params, PasswordHash, PasswordHasher, PasswordVerifier, Version};
-use rusqlite::{ErrorCode, OptionalExtension, params};
+use streetlevel_db::{DbError, params};
 
 use crate::ids::{from_sql, to_sql};
 use crate::secret::{SecretKind, digest, generate};
@@ -66,19 +66,22 @@ impl AuthStore {
         }
         let password_hash = self.hash_password(password)?;
         let now = self.now().0;
-        let connection = self.connection();
-        let inserted = connection.execute(
-            "INSERT INTO auth_users (username, password_hash, created_at) VALUES (?1, ?2, ?3)",
-            params![username, password_hash, now],
-        );
+        let inserted: Result<Option<i64>, DbError> = self.db().read(|connection| {
+            connection.query_value(
+                "INSERT INTO auth_users (username, password_hash, created_at) VALUES (?1, ?2, ?3)
+                 RETURNING user_id",
+                params![username, &password_hash, now],
+            )
+        });
         match inserted {
-            Ok(_) => Ok(User {
-                id: UserId(from_sql(connection.last_insert_rowid())),
+            Ok(Some(id)) => Ok(User {
+                id: UserId(from_sql(id)),
                 username: username.to_owned(),
             }),
-            Err(rusqlite::Error::SqliteFailure(error, _))
-                if error.code == ErrorCode::ConstraintViolation =>
-            {
+            Ok(None) => Err(AuthError::Storage(DbError::Statement(
+                "INSERT … RETURNING gave no row".into(),
+            ))),
+            Err(error) if error.is_constraint_violation() => {
                 Err(AuthError::UsernameTaken(username.to_owned()))
             }
             Err(error) => Err(error.into()),
@@ -88,10 +91,12 @@ impl AuthStore {
     /// Replaces a user's password.
     pub fn set_password(&self, user_id: UserId, password: &str) -> Result<(), AuthError> {
         let password_hash = self.hash_password(password)?;
-        let changed = self.connection().execute(
-            "UPDATE auth_users SET password_hash = ?2 WHERE user_id = ?1",
-            params![to_sql(user_id.0), password_hash],
-        )?;
+        let changed = self.db().read(|connection| {
+            connection.execute(
+                "UPDATE auth_users SET password_hash = ?2 WHERE user_id = ?1",
+                params![to_sql(user_id.0), &password_hash],
+            )
+        })?;
         if changed == 0 {
             return Err(AuthError::UnknownUser(user_id.0));
         }
@@ -100,14 +105,12 @@ impl AuthStore {
 
     /// The user with this ID, if any.
     pub fn user(&self, user_id: UserId) -> Result<Option<User>, AuthError> {
-        let username: Option<String> = self
-            .connection()
-            .query_row(
+        let username: Option<String> = self.db().read(|connection| {
+            connection.query_value(
                 "SELECT username FROM auth_users WHERE user_id = ?1",
-                [to_sql(user_id.0)],
-                |row| row.get(0),
+                params![to_sql(user_id.0)],
             )
-            .optional()?;
+        })?;
         Ok(username.map(|username| User {
             id: user_id,
             username,
@@ -116,46 +119,45 @@ impl AuthStore {
 
     /// Every user, by ID.
     pub fn users(&self) -> Result<Vec<User>, AuthError> {
-        let connection = self.connection();
-        let mut statement =
-            connection.prepare("SELECT user_id, username FROM auth_users ORDER BY user_id")?;
-        let users = statement
-            .query_map([], |row| {
-                Ok(User {
-                    id: UserId(from_sql(row.get(0)?)),
-                    username: row.get(1)?,
-                })
-            })?
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(users)
+        self.db().read(|connection| {
+            connection.query_map(
+                "SELECT user_id, username FROM auth_users ORDER BY user_id",
+                params![],
+                |row| {
+                    Ok(User {
+                        id: UserId(from_sql(row.get(0)?)),
+                        username: row.get(1)?,
+                    })
+                },
+            )
+        })
     }
 
     /// Checks a username and password; [`AuthError::InvalidCredentials`] for an unknown user
     /// or a wrong password alike, after the same argon2 work.
     pub fn verify_password(&self, username: &str, password: &str) -> Result<User, AuthError> {
-        let row: Option<(i64, String, String)> = self
-            .connection()
-            .query_row(
+        let row: Option<(i64, String, String)> = self.db().read(|connection| {
+            connection.query_row(
                 "SELECT user_id, username, password_hash FROM auth_users WHERE username = ?1",
-                [username],
-                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+                params![username],
+                |row| Ok::<_, DbError>((row.get(0)?, row.get(1)?, row.get(2)?)),
             )
-            .optional()?;
+        })?;
         self.check_password(row, password)
     }
 
     /// Checks an email address (or, failing that, a username) and password, as the official
     /// uploader's sign-in sends them; errors as [`AuthStore::verify_password`].
     pub fn verify_login(&self, login: &str, password: &str) -> Result<User, AuthError> {
-        let row: Option<(i64, String, String)> = self
-            .connection()
-            .query_row(
+        let row: Option<(i64, String, String)> = self.db().read(|connection| {
+            connection.query_row(
                 "SELECT user_id, username, password_hash FROM auth_users
-                 WHERE email = ?1 OR username = ?1 ORDER BY email = ?1 DESC LIMIT 1",
-                [login],
-                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+                 WHERE email = ?1 OR username = ?1
+                 ORDER BY CASE WHEN email = ?1 THEN 0 ELSE 1 END LIMIT 1",
+                params![login],
+                |row| Ok::<_, DbError>((row.get(0)?, row.get(1)?, row.get(2)?)),
             )
-            .optional()?;
+        })?;
         self.check_password(row, password)
     }
 
@@ -169,16 +171,16 @@ impl AuthStore {
                 return Err(AuthError::InvalidEmail(email.to_owned()));
             }
         }
-        let changed = self.connection().execute(
-            "UPDATE auth_users SET email = ?2 WHERE user_id = ?1",
-            params![to_sql(user_id.0), email],
-        );
+        let changed = self.db().read(|connection| {
+            connection.execute(
+                "UPDATE auth_users SET email = ?2 WHERE user_id = ?1",
+                params![to_sql(user_id.0), email],
+            )
+        });
         match changed {
             Ok(0) => Err(AuthError::UnknownUser(user_id.0)),
             Ok(_) => Ok(()),
-            Err(rusqlite::Error::SqliteFailure(error, _))
-                if error.code == ErrorCode::ConstraintViolation =>
-            {
+            Err(error) if error.is_constraint_violation() => {
                 Err(AuthError::EmailTaken(email.unwrap_or_default().to_owned()))
             }
             Err(error) => Err(error.into()),
@@ -188,13 +190,13 @@ impl AuthStore {
     /// The user's email address, if they have one.
     pub fn email(&self, user_id: UserId) -> Result<Option<String>, AuthError> {
         Ok(self
-            .connection()
-            .query_row(
-                "SELECT email FROM auth_users WHERE user_id = ?1",
-                [to_sql(user_id.0)],
-                |row| row.get(0),
-            )
-            .optional()?
+            .db()
+            .read(|connection| {
+                connection.query_value::<Option<String>>(
+                    "SELECT email FROM auth_users WHERE user_id = ?1",
+                    params![to_sql(user_id.0)],
+                )
+            })?
             .flatten())
     }
 
@@ -235,16 +237,18 @@ impl AuthStore {
         let token = generate(self.random.as_ref(), SecretKind::Session);
         let now = self.now().0;
         let expires_at = now.saturating_add(duration_millis(self.config.session_lifetime));
-        self.connection().execute(
-            "INSERT INTO auth_sessions (digest, user_id, created_at, expires_at)
-             VALUES (?1, ?2, ?3, ?4)",
-            params![
-                digest(&token).as_slice(),
-                to_sql(user_id.0),
-                now,
-                expires_at
-            ],
-        )?;
+        self.db().read(|connection| {
+            connection.execute(
+                "INSERT INTO auth_sessions (digest, user_id, created_at, expires_at)
+                 VALUES (?1, ?2, ?3, ?4)",
+                params![
+                    digest(&token).as_slice(),
+                    to_sql(user_id.0),
+                    now,
+                    expires_at
+                ],
+            )
+        })?;
         Ok(token)
     }
 
@@ -257,16 +261,15 @@ impl AuthStore {
 
     /// The user of a live session.
     pub fn session_user(&self, session_token: &str) -> Result<User, AuthError> {
-        let row: Option<(i64, String, i64)> = self
-            .connection()
-            .query_row(
+        let row: Option<(i64, String, i64)> = self.db().read(|connection| {
+            connection.query_row(
                 "SELECT s.user_id, u.username, s.expires_at
                  FROM auth_sessions s JOIN auth_users u ON u.user_id = s.user_id
                  WHERE s.digest = ?1",
-                [digest(session_token).as_slice()],
-                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+                params![digest(session_token).as_slice()],
+                |row| Ok::<_, DbError>((row.get(0)?, row.get(1)?, row.get(2)?)),
             )
-            .optional()?;
+        })?;
         let Some((user_id, username, expires_at)) = row else {
             return Err(AuthError::InvalidSession);
         };
@@ -281,19 +284,23 @@ impl AuthStore {
 
     /// Ends a session (logout). Returns whether it existed.
     pub fn revoke_session(&self, session_token: &str) -> Result<bool, AuthError> {
-        let deleted = self.connection().execute(
-            "DELETE FROM auth_sessions WHERE digest = ?1",
-            [digest(session_token).as_slice()],
-        )?;
+        let deleted = self.db().read(|connection| {
+            connection.execute(
+                "DELETE FROM auth_sessions WHERE digest = ?1",
+                params![digest(session_token).as_slice()],
+            )
+        })?;
         Ok(deleted > 0)
     }
 
     /// Ends every session of a user (after a password change, say). Returns how many.
     pub fn revoke_user_sessions(&self, user_id: UserId) -> Result<usize, AuthError> {
-        let deleted = self.connection().execute(
-            "DELETE FROM auth_sessions WHERE user_id = ?1",
-            [to_sql(user_id.0)],
-        )?;
+        let deleted = self.db().read(|connection| {
+            connection.execute(
+                "DELETE FROM auth_sessions WHERE user_id = ?1",
+                params![to_sql(user_id.0)],
+            )
+        })?;
         Ok(deleted)
     }
 }

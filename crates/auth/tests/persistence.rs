@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use common::{CALLBACK, PASSWORD, START, config};
 use streetlevel_auth::{AuthError, AuthStore, FakeClock, Scopes, SeededRandom};
-use streetlevel_sqlite::MigrationError;
+use streetlevel_db::MigrationError;
 
 fn database(name: &str) -> PathBuf {
     let directory = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("auth-tests");

@@ -41,8 +41,7 @@ pub fn fixture() -> Fixture {
 
 pub fn fixture_with(config: Config) -> Fixture {
     let clock = FakeClock::new(START);
-    let store = AuthStore::open_in_memory(config, clock.clone(), SeededRandom::new(42))
-        .expect("store opens");
+    let store = open_store(config, &clock, 42);
     let user = store.create_user("alice", PASSWORD).expect("user");
     let app = store
         .create_app(
@@ -169,4 +168,17 @@ pub fn token_endpoint(
             .body(body)
             .expect("response"))
     }
+}
+
+/// A fresh store: in memory, or, with `STREETLEVEL_TEST_AUTH_ON_POSTGRES` set (`cargo xtask
+/// test` runs this suite once more so), in a new PostgreSQL database, so that every test of
+/// the suite also holds on PostgreSQL.
+pub fn open_store(config: Config, clock: &FakeClock, seed: u64) -> AuthStore {
+    if std::env::var_os("STREETLEVEL_TEST_AUTH_ON_POSTGRES").is_some() {
+        let location = streetlevel_db::test_postgres_database("auth")
+            .expect("STREETLEVEL_TEST_DATABASE_URL names a PostgreSQL server");
+        return AuthStore::open_location(&location, config, clock.clone(), SeededRandom::new(seed))
+            .expect("store opens on PostgreSQL");
+    }
+    AuthStore::open_in_memory(config, clock.clone(), SeededRandom::new(seed)).expect("store opens")
 }
