@@ -186,14 +186,14 @@ impl Web {
             }
         };
         let uploads =
-            self.uploads
-                .as_ref()
-                .map(|uploads| match uploads.jobs_of(session.user.id.0) {
-                    Ok(jobs) => uploads_section(&jobs),
-                    Err(_) => html! {
+            self.uploads.as_ref().map(|uploads| {
+                uploads.jobs_of(session.user.id.0).map_or_else(
+                    |_| html! {
                         p role="alert" class="alert" { "The server could not read your uploads." }
                     },
-                });
+                    |jobs| uploads_section(&jobs),
+                )
+            });
         let main = html! {
             @if let Some(alert) = &outcome.alert {
                 p role="alert" class="alert" { (alert) }

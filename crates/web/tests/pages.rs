@@ -1244,7 +1244,7 @@ fn assert_inert(html: &str, scripts: usize, shown: bool, context: &str) {
     assert!(!html.contains("<script>alert(1)"), "{context}: {html}");
     assert!(!html.contains("</script><script>"), "{context}: {html}");
     assert!(!html.contains("<!--"), "{context}: {html}");
-    assert!(!html.contains(r#"'&<>"#), "{context}: {html}");
+    assert!(!html.contains("'&<>"), "{context}: {html}");
     assert_eq!(
         html.matches("<script").count(),
         scripts,
@@ -1272,17 +1272,21 @@ fn unescape(value: &str) -> String {
         .replace("&gt;", ">")
 }
 
-#[test]
-fn hostile_names_urls_and_usernames_come_out_inert_on_every_page() {
+/// A harness whose base map style URL and user are [`HOSTILE`], and the callback URL the
+/// hostile apps register.
+fn hostile_harness() -> (Harness, String) {
     let h = harness_with(WebConfig {
         assets_dir: fake_node_modules(),
         base_map_style_url: Some(format!("https://maps.example/style.json?{HOSTILE}")),
         ..WebConfig::default()
     });
     h.auth.create_user(HOSTILE, PASSWORD).unwrap();
-    let callback = format!("https://app.example/cb?x={HOSTILE}");
+    (h, format!("https://app.example/cb?x={HOSTILE}"))
+}
 
-    // The sign-in page keeps what was typed and where to go next.
+#[test]
+fn a_hostile_next_and_username_come_out_inert_on_the_sign_in_page() {
+    let (h, _) = hostile_harness();
     let next = format!("/dashboard?{HOSTILE}");
     let mut jar = Jar::default();
     let form = get(&h.web, &format!("/login?next={}", encode(&next)), &jar);
@@ -1304,25 +1308,32 @@ fn hostile_names_urls_and_usernames_come_out_inert_on_every_page() {
     );
     assert_eq!(wrong.status(), StatusCode::UNAUTHORIZED);
     assert_inert(&body(&wrong), 0, true, "wrong password");
+}
 
-    // The dashboard: the username in the header, the app's name and callback in the list, the
-    // credentials section and a rejected form.
+#[test]
+fn a_hostile_username_app_name_and_callback_come_out_inert_on_the_dashboard() {
+    let (h, callback) = hostile_harness();
+    // The username in the header, the app's name and callback in the list, the credentials
+    // section and a rejected form.
     let jar = sign_in(&h.web, HOSTILE);
     let html = body(&get(&h.web, "/dashboard", &jar));
     assert_inert(&html, 0, true, "dashboard");
     let csrf = field(&html, r#"name="csrf""#);
-    let created = post(
-        &h.web,
-        "/dashboard",
-        &jar,
-        &[
-            ("csrf", &csrf),
-            ("action", "create"),
-            ("name", HOSTILE),
-            ("callback_url", &callback),
-            ("scope", "read"),
-        ],
-    );
+    let create = |name: &str, callback_url: &str| {
+        post(
+            &h.web,
+            "/dashboard",
+            &jar,
+            &[
+                ("csrf", &csrf),
+                ("action", "create"),
+                ("name", name),
+                ("callback_url", callback_url),
+                ("scope", "read"),
+            ],
+        )
+    };
+    let created = create(HOSTILE, &callback);
     assert_eq!(created.status(), StatusCode::CREATED, "{}", body(&created));
     let html = body(&created);
     assert_inert(&html, 0, true, "created app");
@@ -1330,8 +1341,14 @@ fn hostile_names_urls_and_usernames_come_out_inert_on_every_page() {
     let client_id = field(&html, r#"data-credential="client_id""#);
     let listed = body(&get(&h.web, "/dashboard", &jar));
     assert_inert(&listed, 0, true, "app list");
-    assert!(listed.contains("<h3 id=\"app-"), "{listed}");
-    assert!(listed.contains("cb?x=&lt;/script&gt;"), "{listed}");
+    assert!(
+        listed.contains(&format!("<h3 id=\"app-{client_id}\">&lt;/script&gt;")),
+        "{listed}"
+    );
+    assert!(
+        listed.contains("<code>https://app.example/cb?x=&lt;/script&gt;"),
+        "{listed}"
+    );
     let rotated = post(
         &h.web,
         "/dashboard",
@@ -1344,26 +1361,22 @@ fn hostile_names_urls_and_usernames_come_out_inert_on_every_page() {
     );
     assert_eq!(rotated.status(), StatusCode::OK);
     assert_inert(&body(&rotated), 0, true, "rotated");
-    let rejected = post(
-        &h.web,
-        "/dashboard",
-        &jar,
-        &[
-            ("csrf", &csrf),
-            ("action", "create"),
-            ("name", HOSTILE),
-            ("callback_url", HOSTILE),
-            ("scope", "read"),
-        ],
-    );
+    let rejected = create(HOSTILE, HOSTILE);
     assert_eq!(rejected.status(), StatusCode::BAD_REQUEST);
     let html = body(&rejected);
     assert_inert(&html, 0, true, "rejected app");
     assert!(html.contains(r#"role="alert""#), "{html}");
+}
 
-    // The consent page: app name, account, callback, and the state inside the form's request.
+#[test]
+fn hostile_values_come_out_inert_on_the_consent_and_error_pages() {
+    let (h, callback) = hostile_harness();
+    let app = h.auth.create_app(HOSTILE, &callback, Scopes::READ).unwrap();
+    let jar = sign_in(&h.web, HOSTILE);
+    // App name, account and callback, and the state inside the form's request.
     let query = format!(
-        "client_id={client_id}&redirect_uri={}&response_type=code&scope=read&state={}",
+        "client_id={}&redirect_uri={}&response_type=code&scope=read&state={}",
+        app.client_id,
         encode(&callback),
         encode(HOSTILE)
     );
@@ -1373,13 +1386,17 @@ fn hostile_names_urls_and_usernames_come_out_inert_on_every_page() {
         html.contains("<code>https://app.example/cb?x=&lt;/script&gt;"),
         "{html}"
     );
+    assert!(
+        html.contains("Signed in as <strong>&lt;/script&gt;"),
+        "{html}"
+    );
     assert!(request.contains("state="), "{request}");
-
     // Error pages that repeat what the request said.
     for uri in [
         format!("/connect?client_id={}&state=x", encode(HOSTILE)),
         format!(
-            "/connect?client_id={client_id}&redirect_uri={}",
+            "/connect?client_id={}&redirect_uri={}",
+            app.client_id,
             encode(&format!("https://evil.example/{HOSTILE}"))
         ),
     ] {
@@ -1396,8 +1413,11 @@ fn hostile_names_urls_and_usernames_come_out_inert_on_every_page() {
     );
     assert_eq!(response.status(), StatusCode::NOT_FOUND);
     assert_inert(&body(&response), 0, true, "embed error");
+}
 
-    // The embed page's JSON configuration cannot close its element nor open a comment.
+#[test]
+fn a_hostile_value_cannot_leave_the_embed_pages_script_json() {
+    let (h, _) = hostile_harness();
     let response = get(
         &h.web,
         &format!("/embed?image_key={IMAGE}&style=split"),
@@ -1405,6 +1425,7 @@ fn hostile_names_urls_and_usernames_come_out_inert_on_every_page() {
     );
     assert_eq!(response.status(), StatusCode::OK);
     let html = body(&response);
+    // The viewer, the configuration and the page's module.
     assert_inert(&html, 3, false, "embed page");
     let start = html.find(r#"id="embed-config">"#).unwrap() + r#"id="embed-config">"#.len();
     let end = start + html[start..].find("</script>").unwrap();
