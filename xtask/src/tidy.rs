@@ -1,5 +1,6 @@
 //! `cargo xtask tidy`: the layering allow-list of ARCHITECTURE.md, crate READMEs and module
-//! docs. It also runs as a test, so `cargo test` catches drift.
+//! docs, and that the web pages build no HTML by hand. It also runs as a test, so `cargo test`
+//! catches drift.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -20,7 +21,7 @@ type AllowList = BTreeMap<String, BTreeSet<String>>;
 pub(crate) fn run(root: &Path) -> Result<()> {
     let problems = check(root)?;
     if problems.is_empty() {
-        eprintln!("xtask tidy: layering, READMEs and module docs are in order");
+        eprintln!("xtask tidy: layering, READMEs, module docs and pages are in order");
         return Ok(());
     }
     for problem in &problems {
@@ -38,6 +39,7 @@ fn check(root: &Path) -> Result<Vec<String>> {
     let mut problems = layering_problems(&metadata, &allow_list)?;
     problems.extend(unused_dependency_problems(&metadata)?);
     problems.extend(documentation_problems(root, &metadata)?);
+    problems.extend(hand_built_html_problems(root)?);
     Ok(problems)
 }
 
@@ -221,6 +223,77 @@ fn collect_rust_files(dir: &Path, files: &mut Vec<PathBuf>) -> Result<()> {
     Ok(())
 }
 
+/// Where the pages are; they are maud templates (ARCHITECTURE.md, `crates/web`).
+const PAGES_DIR: &str = "crates/web/src";
+
+/// Calls that build a string from a format or a literal.
+const STRING_BUILDERS: &[&str] = &[
+    "format!(",
+    "format_args!(",
+    "write!(",
+    "writeln!(",
+    "push_str(",
+    "String::from(",
+];
+
+/// The pages escape every value through their templates: a string-building call in
+/// [`PAGES_DIR`] whose text starts with a tag (`format!("<p>{}</p>", ...)`) is HTML built by
+/// hand, where one forgotten escape is an injection.
+fn hand_built_html_problems(root: &Path) -> Result<Vec<String>> {
+    let mut files = Vec::new();
+    collect_rust_files(&root.join(PAGES_DIR), &mut files)?;
+    let mut problems = Vec::new();
+    for file in files {
+        let text =
+            fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+        let relative = file.strip_prefix(root).unwrap_or(&file);
+        for line in hand_built_html_lines(&text) {
+            problems.push(format!(
+                "{}:{line} builds HTML with a string; write it in a maud template",
+                relative.display()
+            ));
+        }
+    }
+    Ok(problems)
+}
+
+/// The 1-based lines of `text` where a string-building call's first literal starts with a
+/// tag. Calls on comment lines are not code.
+fn hand_built_html_lines(text: &str) -> Vec<usize> {
+    let mut lines = Vec::new();
+    for builder in STRING_BUILDERS {
+        for (at, _) in text.match_indices(builder) {
+            let line_start = text[..at].rfind('\n').map_or(0, |newline| newline + 1);
+            if text[line_start..at].trim_start().starts_with("//") {
+                continue;
+            }
+            if starts_with_tag(&text[at + builder.len()..]) {
+                lines.push(text[..at].matches('\n').count() + 1);
+            }
+        }
+    }
+    lines.sort_unstable();
+    lines.dedup();
+    lines
+}
+
+/// Whether the first string literal of a call's arguments (`arguments` follows its `(`)
+/// starts with `<` and a letter, `/` or `!`. A writer argument may come before it
+/// (`write!(out, "<li>")`); a nested call before the literal is checked on its own.
+fn starts_with_tag(arguments: &str) -> bool {
+    let Some(quote) = arguments.find('"') else {
+        return false;
+    };
+    if arguments[..quote].contains(['(', ')', ';', '{', '}']) {
+        return false;
+    }
+    let mut literal = arguments[quote + 1..].chars();
+    literal.next() == Some('<')
+        && literal
+            .next()
+            .is_some_and(|next| next.is_ascii_alphabetic() || next == '/' || next == '!')
+}
+
 /// A module is documented when its first non-blank line is an inner doc comment or attribute.
 fn has_module_doc(text: &str) -> bool {
     text.lines()
@@ -349,6 +422,22 @@ mod tests {
         assert!(has_module_doc("#![doc = include_str!(\"../README.md\")]"));
         assert!(!has_module_doc("/// Not a module doc.\nfn f() {}"));
         assert!(!has_module_doc("use std::fs;\n//! late"));
+    }
+
+    #[test]
+    fn html_built_with_format_is_found() {
+        let text = "//! Pages.\n\
+            let a = format!(\"<p>{}</p>\", x);\n\
+            let b = format!(\n    r#\"<section class=\"x\">{y}\"#\n);\n\
+            let _ = write!(out, \"</li>\");\n\
+            html.push_str(\"<!doctype html>\");\n\
+            let g = String::from(r#\"<section>\"#);\n\
+            // format!(\"<p>\") in a comment\n\
+            let c = format!(\"{a} < {b}\");\n\
+            let d = format!(\"/login?next={}\", encode(\"<\"));\n\
+            let e = format!(\"a <b> c\");\n\
+            let f = html! { p { (format!(\"x {y}\")) } };\n";
+        assert_eq!(hand_built_html_lines(text), [2, 3, 6, 7, 8]);
     }
 
     #[test]

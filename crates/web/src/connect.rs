@@ -5,18 +5,17 @@
 //! the form carries. A request whose client or redirect URI is wrong gets an error page, never
 //! a redirect; every other outcome redirects to the app's registered callback URL.
 
-use std::fmt::Write as _;
-
 use bytes::Bytes;
 use http::request::Parts;
 use http::{Response, StatusCode};
+use maud::html;
 use streetlevel_auth::{
     AuthError, AuthStore, Authorization, AuthorizationErrorCode, AuthorizationRequest, Scope,
     verify_csrf,
 };
 
 use crate::form::Form;
-use crate::html::{self, SignedIn, escape};
+use crate::html::{self, SignedIn};
 use crate::login::login_location;
 use crate::web::{Session, Web};
 
@@ -116,16 +115,7 @@ impl Web {
 
 fn consent_page(request: &AuthorizationRequest, session: &Session) -> Response<Bytes> {
     let csrf = session.csrf();
-    let app_name = escape(&request.app.name);
-    let mut scopes = String::new();
-    for scope in request.scopes.iter() {
-        let _ = write!(
-            scopes,
-            "<li><strong>{}</strong>: {}</li>",
-            scope.as_str(),
-            scope_description(scope)
-        );
-    }
+    let app_name = &request.app.name;
     // The challenge travels in the form's `request` query, so the code is bound to it.
     let pkce = match &request.code_challenge {
         Some(challenge) => format!(
@@ -134,27 +124,31 @@ fn consent_page(request: &AuthorizationRequest, session: &Session) -> Response<B
         ),
         None => "This request is not protected by PKCE.".to_owned(),
     };
-    let main = format!(
-        r#"<section aria-labelledby="asks">
-<h2 id="asks"><span class="app-name">{app_name}</span> asks for access</h2>
-<p>The app <strong>{app_name}</strong> (client ID {client_id}) wants to use your account
-<strong>{username}</strong> to:</p>
-<ul class="scopes">{scopes}</ul>
-<p>Your answer is sent to <code>{callback}</code>.</p>
-<p>{pkce}</p>
-<form method="post" action="/connect" class="actions">
-<input type="hidden" name="request" value="{request_query}">
-<input type="hidden" name="csrf" value="{csrf}">
-<button type="submit" name="decision" value="allow" class="primary">Allow</button>
-<button type="submit" name="decision" value="deny">Deny</button>
-</form>
-</section>"#,
-        client_id = request.app.client_id,
-        username = escape(&session.user.username),
-        callback = escape(&request.redirect_uri),
-        request_query = escape(&request.query_string()),
-        csrf = escape(&csrf),
-    );
+    let main = html! {
+        section aria-labelledby="asks" {
+            "\n"
+            h2 id="asks" { span class="app-name" { (app_name) } " asks for access" } "\n"
+            p {
+                "The app " strong { (app_name) } " (client ID " (request.app.client_id)
+                ") wants to use your account\n"
+                strong { (session.user.username) } " to:"
+            } "\n"
+            ul class="scopes" {
+                @for scope in request.scopes.iter() {
+                    li { strong { (scope.as_str()) } ": " (scope_description(scope)) }
+                }
+            } "\n"
+            p { "Your answer is sent to " code { (request.redirect_uri) } "." } "\n"
+            p { (pkce) } "\n"
+            form method="post" action="/connect" class="actions" {
+                "\n"
+                input type="hidden" name="request" value=(request.query_string()); "\n"
+                input type="hidden" name="csrf" value=(csrf); "\n"
+                button type="submit" name="decision" value="allow" class="primary" { "Allow" } "\n"
+                button type="submit" name="decision" value="deny" { "Deny" } "\n"
+            } "\n"
+        }
+    };
     let signed_in = SignedIn {
         username: &session.user.username,
         csrf: &csrf,

@@ -5,17 +5,17 @@
 //! Lost values are replaced by rotating them. Which user owns which app is kept by
 //! [`crate::Registry`].
 
-use std::fmt::Write as _;
 use streetlevel_import::Job;
 use streetlevel_model::Timestamp;
 
 use bytes::Bytes;
 use http::request::Parts;
 use http::{Response, StatusCode};
+use maud::{Markup, html};
 use streetlevel_auth::{App, AuthError, ClientId, Scope, Scopes, verify_csrf};
 
 use crate::form::Form;
-use crate::html::{self, SignedIn, escape};
+use crate::html::{self, SignedIn};
 use crate::login::login_location;
 use crate::web::{Session, Web};
 
@@ -185,34 +185,36 @@ impl Web {
                 );
             }
         };
-        let mut main = String::new();
-        if let Some(alert) = &outcome.alert {
-            let _ = write!(
-                main,
-                r#"<p role="alert" class="alert">{}</p>"#,
-                escape(alert)
-            );
-        }
-        if let Some(fresh) = &outcome.fresh {
-            main.push_str(&fresh_section(fresh));
-        }
-        main.push_str(r#"<section aria-labelledby="apps"><h2 id="apps">Your apps</h2>"#);
-        if apps.is_empty() {
-            main.push_str("<p>You have no apps yet. Create one below.</p>");
-        }
-        for app in &apps {
-            main.push_str(&app_article(app, &csrf));
-        }
-        main.push_str("</section>");
-        main.push_str(&create_form(&csrf, outcome));
-        if let Some(uploads) = &self.uploads {
-            match uploads.jobs_of(session.user.id.0) {
-                Ok(jobs) => main.push_str(&uploads_section(&jobs)),
-                Err(_) => main.push_str(
-                    r#"<p role="alert" class="alert">The server could not read your uploads.</p>"#,
-                ),
+        let uploads =
+            self.uploads.as_ref().map(|uploads| {
+                uploads.jobs_of(session.user.id.0).map_or_else(
+                    |_| html! {
+                        p role="alert" class="alert" { "The server could not read your uploads." }
+                    },
+                    |jobs| uploads_section(&jobs),
+                )
+            });
+        let main = html! {
+            @if let Some(alert) = &outcome.alert {
+                p role="alert" class="alert" { (alert) }
             }
-        }
+            @if let Some(fresh) = &outcome.fresh {
+                (fresh_section(fresh))
+            }
+            section aria-labelledby="apps" {
+                h2 id="apps" { "Your apps" }
+                @if apps.is_empty() {
+                    p { "You have no apps yet. Create one below." }
+                }
+                @for app in &apps {
+                    (app_article(app, &csrf))
+                }
+            }
+            (create_form(&csrf, outcome))
+            @if let Some(uploads) = uploads {
+                (uploads)
+            }
+        };
         let signed_in = SignedIn {
             username: &session.user.username,
             csrf: &csrf,
@@ -225,41 +227,45 @@ impl Web {
 }
 
 /// The user's uploads from the official uploader, newest first: what each became.
-fn uploads_section(jobs: &[Job]) -> String {
-    let mut html =
-        String::from(r#"<section aria-labelledby="uploads"><h2 id="uploads">Your uploads</h2>"#);
-    if jobs.is_empty() {
-        html.push_str("<p>No uploads yet. Upload photos with <code>mapillary_tools</code>.</p>");
-    } else {
-        html.push_str(
-            "<table><thead><tr><th>Upload</th><th>Received</th><th>State</th><th>Files</th>\
-             <th>New images</th><th>Stored before</th><th>Refused</th></tr></thead><tbody>",
-        );
-        for job in jobs {
-            let mut refused = job.refused.len().to_string();
-            let mut reasons = String::new();
-            if let Some(reason) = &job.reason {
-                let _ = write!(reasons, "<br>{}", escape(reason));
+fn uploads_section(jobs: &[Job]) -> Markup {
+    html! {
+        section aria-labelledby="uploads" {
+            h2 id="uploads" { "Your uploads" }
+            @if jobs.is_empty() {
+                p { "No uploads yet. Upload photos with " code { "mapillary_tools" } "." }
+            } @else {
+                table {
+                    thead {
+                        tr {
+                            th { "Upload" } th { "Received" } th { "State" } th { "Files" }
+                            th { "New images" } th { "Stored before" } th { "Refused" }
+                        }
+                    }
+                    tbody {
+                        @for job in jobs {
+                            tr data-upload=(job.id) {
+                                td { (job.id) }
+                                td { (Timestamp(job.created_at).to_iso8601()) }
+                                td data-state=(job.state.as_str()) { (job.state.as_str()) }
+                                td { (job.files) }
+                                td { (job.images) }
+                                td { (job.duplicates) }
+                                td {
+                                    (job.refused.len())
+                                    @if let Some(reason) = &job.reason {
+                                        br; (reason)
+                                    }
+                                    @for (file, why) in &job.refused {
+                                        br; (file) ": " (why)
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
             }
-            for (file, why) in &job.refused {
-                let _ = write!(reasons, "<br>{}: {}", escape(file), escape(why));
-            }
-            refused.push_str(&reasons);
-            let _ = write!(
-                html,
-                r#"<tr data-upload="{id}"><td>{id}</td><td>{created}</td><td data-state="{state}">{state}</td><td>{files}</td><td>{images}</td><td>{duplicates}</td><td>{refused}</td></tr>"#,
-                id = job.id,
-                created = escape(&Timestamp(job.created_at).to_iso8601()),
-                state = job.state.as_str(),
-                files = job.files,
-                images = job.images,
-                duplicates = job.duplicates,
-            );
         }
-        html.push_str("</tbody></table>");
     }
-    html.push_str("</section>");
-    html
 }
 
 fn server_failed() -> (StatusCode, Outcome) {
@@ -274,82 +280,92 @@ fn server_failed() -> (StatusCode, Outcome) {
     )
 }
 
-fn fresh_section(fresh: &Fresh) -> String {
-    let mut html = format!(
-        r#"<section aria-labelledby="fresh" class="fresh"><h2 id="fresh">Credentials of {}</h2>
-<p>Copy them now: the server keeps only their digests and cannot show them again. If one is
-lost, rotate it.</p><dl>"#,
-        escape(&fresh.app_name)
-    );
-    for (index, (label, value)) in fresh.values.iter().enumerate() {
-        let field = format!("fresh-{index}");
-        let _ = write!(
-            html,
-            r#"<dt><label for="{field}">{label}</label></dt><dd><input id="{field}" class="copy" type="text" readonly value="{value}" data-credential="{kind}"></dd>"#,
-            value = escape(value),
-            kind = label.to_ascii_lowercase().replace(' ', "_"),
-        );
+fn fresh_section(fresh: &Fresh) -> Markup {
+    html! {
+        section aria-labelledby="fresh" class="fresh" {
+            h2 id="fresh" { "Credentials of " (fresh.app_name) } "\n"
+            p {
+                "Copy them now: the server keeps only their digests and cannot show them again. If one is\nlost, rotate it."
+            }
+            dl {
+                @for (index, (label, value)) in fresh.values.iter().enumerate() {
+                    @let field = format!("fresh-{index}");
+                    dt { label for=(field) { (label) } }
+                    dd {
+                        input id=(field) class="copy" type="text" readonly value=(value)
+                            data-credential=(label.to_ascii_lowercase().replace(' ', "_"));
+                    }
+                }
+            }
+        }
     }
-    html.push_str("</dl></section>");
-    html
 }
 
-fn app_article(app: &App, csrf: &str) -> String {
+fn app_article(app: &App, csrf: &str) -> Markup {
     let client_id = app.client_id;
     let heading = format!("app-{client_id}");
     let scopes = app.scopes.to_string().replace(',', ", ");
     let rotate = |action: &str, label: &str| {
-        format!(
-            r#"<form method="post" action="/dashboard" class="inline">
-<input type="hidden" name="csrf" value="{csrf}">
-<input type="hidden" name="action" value="{action}">
-<input type="hidden" name="client_id" value="{client_id}">
-<button type="submit">{label}</button></form>"#,
-            csrf = escape(csrf)
-        )
+        html! {
+            form method="post" action="/dashboard" class="inline" {
+                "\n"
+                input type="hidden" name="csrf" value=(csrf); "\n"
+                input type="hidden" name="action" value=(action); "\n"
+                input type="hidden" name="client_id" value=(client_id); "\n"
+                button type="submit" { (label) }
+            }
+        }
     };
-    format!(
-        r#"<article aria-labelledby="{heading}" class="app" data-client-id="{client_id}">
-<h3 id="{heading}">{name}</h3>
-<dl>
-<dt><label for="{heading}-id">Client ID</label></dt><dd><input id="{heading}-id" class="copy" type="text" readonly value="{client_id}"></dd>
-<dt>Callback URL</dt><dd><code>{callback}</code></dd>
-<dt>Scopes</dt><dd>{scopes}</dd>
-<dt>Client access token and client secret</dt><dd>Shown once, when the app is created or the value is rotated.</dd>
-</dl>
-<p>{rotate_token} {rotate_secret}</p>
-</article>"#,
-        name = escape(&app.name),
-        callback = escape(&app.callback_url),
-        rotate_token = rotate("rotate_token", "Rotate client access token"),
-        rotate_secret = rotate("rotate_secret", "Rotate client secret"),
-    )
+    html! {
+        article aria-labelledby=(heading) class="app" data-client-id=(client_id) {
+            "\n"
+            h3 id=(heading) { (app.name) } "\n"
+            dl {
+                "\n"
+                dt { label for={ (heading) "-id" } { "Client ID" } }
+                dd { input id={ (heading) "-id" } class="copy" type="text" readonly value=(client_id); } "\n"
+                dt { "Callback URL" } dd { code { (app.callback_url) } } "\n"
+                dt { "Scopes" } dd { (scopes) } "\n"
+                dt { "Client access token and client secret" }
+                dd { "Shown once, when the app is created or the value is rotated." } "\n"
+            } "\n"
+            p {
+                (rotate("rotate_token", "Rotate client access token")) " "
+                (rotate("rotate_secret", "Rotate client secret"))
+            } "\n"
+        }
+    }
 }
 
-fn create_form(csrf: &str, outcome: &Outcome) -> String {
-    let mut checkboxes = String::new();
-    for scope in Scope::ALL {
-        let name = scope.as_str();
-        let checked = if scope == Scope::Read { " checked" } else { "" };
-        let _ = write!(
-            checkboxes,
-            r#"<label><input type="checkbox" name="scope" value="{name}"{checked}> {name}</label> "#
-        );
+fn create_form(csrf: &str, outcome: &Outcome) -> Markup {
+    html! {
+        section aria-labelledby="create" {
+            h2 id="create" { "Create an app" } "\n"
+            form method="post" action="/dashboard" class="stack" {
+                "\n"
+                input type="hidden" name="csrf" value=(csrf); "\n"
+                input type="hidden" name="action" value="create"; "\n"
+                p {
+                    label for="app-name" { "Name" } "\n"
+                    input id="app-name" name="name" type="text" required value=(outcome.name);
+                } "\n"
+                p {
+                    label for="callback-url" { "Callback URL" } "\n"
+                    input id="callback-url" name="callback_url" type="url" required
+                        placeholder="https://app.example/callback" value=(outcome.callback_url);
+                } "\n"
+                fieldset {
+                    legend { "Scopes" }
+                    @for scope in Scope::ALL {
+                        label {
+                            input type="checkbox" name="scope" value=(scope.as_str())
+                                checked[scope == Scope::Read];
+                            " " (scope.as_str())
+                        } " "
+                    }
+                } "\n"
+                p { button type="submit" { "Create app" } } "\n"
+            }
+        }
     }
-    format!(
-        r#"<section aria-labelledby="create"><h2 id="create">Create an app</h2>
-<form method="post" action="/dashboard" class="stack">
-<input type="hidden" name="csrf" value="{csrf}">
-<input type="hidden" name="action" value="create">
-<p><label for="app-name">Name</label>
-<input id="app-name" name="name" type="text" required value="{name}"></p>
-<p><label for="callback-url">Callback URL</label>
-<input id="callback-url" name="callback_url" type="url" required placeholder="https://app.example/callback" value="{callback_url}"></p>
-<fieldset><legend>Scopes</legend>{checkboxes}</fieldset>
-<p><button type="submit">Create app</button></p>
-</form></section>"#,
-        csrf = escape(csrf),
-        name = escape(&outcome.name),
-        callback_url = escape(&outcome.callback_url),
-    )
 }

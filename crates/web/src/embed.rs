@@ -11,12 +11,13 @@ use http::header::{
 };
 use http::request::Parts;
 use http::{Response, StatusCode};
+use maud::{Markup, PreEscaped, Render, html};
 use streetlevel_model::ImageId;
 
 use crate::EmbedImage;
 use crate::assets::{MAPILLARY_CSS, MAPILLARY_JS, MAPLIBRE_CSS, missing_packages};
 use crate::form::Form;
-use crate::html::escape;
+use crate::html::DOCTYPE;
 use crate::web::Web;
 
 /// What the embed page shows (spec section 1).
@@ -58,8 +59,8 @@ const EMBED_POLICY: &str = "default-src 'self'; script-src 'self' 'unsafe-eval';
 img-src * data: blob:; connect-src * data: blob:; worker-src 'self' blob:; child-src 'self' blob:; \
 frame-ancestors *; base-uri 'none'; form-action 'none'";
 
-fn embed_response(status: StatusCode, body: String) -> Response<Bytes> {
-    let mut response = Response::new(Bytes::from(body));
+fn embed_response(status: StatusCode, body: Markup) -> Response<Bytes> {
+    let mut response = Response::new(Bytes::from(body.into_string()));
     *response.status_mut() = status;
     let headers = response.headers_mut();
     headers.insert(
@@ -75,45 +76,72 @@ fn embed_response(status: StatusCode, body: String) -> Response<Bytes> {
     response
 }
 
-fn document(title: &str, head: &str, body_class: &str, main: &str) -> String {
-    format!(
-        r#"<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{title}</title>
-{head}<link rel="stylesheet" href="/assets/streetlevel/embed.css">
-</head>
-<body class="{body_class}">
-{main}
-</body>
-</html>
-"#,
-        title = escape(title)
-    )
+/// The embed page's document around `main`; `head` goes before its stylesheet.
+fn document(title: &str, head: Option<Markup>, body_class: &str, main: &Markup) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            "\n"
+            head {
+                "\n"
+                meta charset="utf-8"; "\n"
+                meta name="viewport" content="width=device-width, initial-scale=1"; "\n"
+                title { (title) } "\n"
+                @if let Some(head) = head {
+                    (head)
+                }
+                link rel="stylesheet" href="/assets/streetlevel/embed.css"; "\n"
+            } "\n"
+            body class=(body_class) {
+                "\n"
+                (main) "\n"
+            } "\n"
+        } "\n"
+    }
 }
 
 /// An error inside the frame: a visible message, never a blank frame.
 fn embed_error(status: StatusCode, message: &str) -> Response<Bytes> {
-    let main = format!(
-        r#"<main class="embed-error"><h1>Cannot show this image</h1><p role="alert">{}</p></main>"#,
-        escape(message)
-    );
+    let main = html! {
+        main class="embed-error" {
+            h1 { "Cannot show this image" }
+            p role="alert" { (message) }
+        }
+    };
     embed_response(
         status,
-        document("Cannot show this image · streetlevel", "", "error", &main),
+        document("Cannot show this image · streetlevel", None, "error", &main),
     )
 }
 
-/// JSON for a `<script type="application/json">` element: `<`, `>` and `&` are escaped so
-/// no value can close the element.
-fn script_json(value: &serde_json::Value) -> String {
-    value
-        .to_string()
-        .replace('<', "\\u003c")
-        .replace('>', "\\u003e")
-        .replace('&', "\\u0026")
+/// JSON for the content of a `<script type="application/json">` element. HTML escaping does
+/// not apply inside `<script>` (its content is not decoded), so the JSON escapes `<`, `>`
+/// and `&` as `\u003c`, `\u003e` and `\u0026` instead: no value can close the element
+/// (`</script>`), open a comment (`<!--`) or anything else, and the JSON still parses to the
+/// same value. U+2028 and U+2029 are escaped too, so the text is also safe as JavaScript.
+struct ScriptJson(String);
+
+impl ScriptJson {
+    fn new(value: &serde_json::Value) -> Self {
+        let mut escaped = String::new();
+        for character in value.to_string().chars() {
+            match character {
+                '<' => escaped.push_str("\\u003c"),
+                '>' => escaped.push_str("\\u003e"),
+                '&' => escaped.push_str("\\u0026"),
+                '\u{2028}' => escaped.push_str("\\u2028"),
+                '\u{2029}' => escaped.push_str("\\u2029"),
+                other => escaped.push(other),
+            }
+        }
+        Self(escaped)
+    }
+}
+
+impl Render for ScriptJson {
+    fn render_to(&self, buffer: &mut String) {
+        PreEscaped(&self.0).render_to(buffer);
+    }
 }
 
 impl Web {
@@ -161,46 +189,38 @@ impl Web {
             "center": [image.longitude, image.latitude],
             "baseMapStyle": self.config.base_map_style_url,
         });
-        let head = format!(
-            r#"<link rel="stylesheet" href="/assets/{MAPILLARY_CSS}">
-<link rel="stylesheet" href="/assets/{MAPLIBRE_CSS}">
-<script src="/assets/{MAPILLARY_JS}"></script>
-<script type="application/json" id="embed-config">{}</script>
-<script type="module" src="/assets/streetlevel/embed.mjs"></script>
-"#,
-            script_json(&config)
-        );
-        let thumb = image.thumb_2048_url.as_deref().map_or_else(String::new, |url| {
-            format!(
-                r#"<noscript><img class="still" src="{}" alt="Street-level image {}"></noscript>"#,
-                escape(url),
-                image.id
-            )
-        });
-        let map = if style == EmbedStyle::Photo {
-            ""
-        } else {
-            r#"<div id="map" class="pane map small" role="region" aria-label="Map of the image's surroundings"></div>"#
+        let head = html! {
+            link rel="stylesheet" href={ "/assets/" (MAPILLARY_CSS) }; "\n"
+            link rel="stylesheet" href={ "/assets/" (MAPLIBRE_CSS) }; "\n"
+            script src={ "/assets/" (MAPILLARY_JS) } {} "\n"
+            script type="application/json" id="embed-config" { (ScriptJson::new(&config)) } "\n"
+            script type="module" src="/assets/streetlevel/embed.mjs" {} "\n"
         };
-        let swap = if style == EmbedStyle::Classic {
-            r#"<button id="swap" type="button" class="swap" aria-controls="viewer map" aria-pressed="false">Swap image and map</button>"#
-        } else {
-            ""
+        let label = format!("Street-level image {}", image.id);
+        let main = html! {
+            main id="embed" class={ "embed style-" (style.as_str()) } aria-label=(label) {
+                "\n"
+                div id="viewer" class="pane viewer large" role="region" aria-label="Image viewer" {} "\n"
+                @if style != EmbedStyle::Photo {
+                    div id="map" class="pane map small" role="region" aria-label="Map of the image's surroundings" {}
+                }
+                @if style == EmbedStyle::Classic {
+                    button id="swap" type="button" class="swap" aria-controls="viewer map" aria-pressed="false" {
+                        "Swap image and map"
+                    }
+                }
+                @if let Some(url) = &image.thumb_2048_url {
+                    noscript { img class="still" src=(url) alt=(label); }
+                }
+                "\n"
+                p id="status" class="status" role="status" {} "\n"
+            }
         };
-        let main = format!(
-            r#"<main id="embed" class="embed style-{style}" aria-label="Street-level image {id}">
-<div id="viewer" class="pane viewer large" role="region" aria-label="Image viewer"></div>
-{map}{swap}{thumb}
-<p id="status" class="status" role="status"></p>
-</main>"#,
-            style = style.as_str(),
-            id = image.id,
-        );
         embed_response(
             StatusCode::OK,
             document(
                 &format!("Image {} · streetlevel", image.id),
-                &head,
+                Some(head),
                 &format!("style-{}", style.as_str()),
                 &main,
             ),
@@ -215,31 +235,44 @@ fn fallback_page(image: &EmbedImage, missing: &[&str]) -> Response<Bytes> {
         missing.join(" and "),
         if missing.len() == 1 { "is" } else { "are" },
     );
-    let picture = image.thumb_2048_url.as_deref().map_or_else(
-        || String::from("<p>No thumbnail of this image is available either.</p>"),
-        |url| {
-            format!(
-                r#"<img class="still" src="{}" alt="Street-level image {}">"#,
-                escape(url),
-                image.id
-            )
-        },
-    );
-    let main = format!(
-        r#"<main id="embed" class="embed fallback" aria-label="Street-level image {id}">
-{picture}
-<p class="missing" role="status">{what}</p>
-</main>"#,
-        id = image.id,
-        what = escape(&what),
-    );
+    let label = format!("Street-level image {}", image.id);
+    let main = html! {
+        main id="embed" class="embed fallback" aria-label=(label) {
+            "\n"
+            @if let Some(url) = &image.thumb_2048_url {
+                img class="still" src=(url) alt=(label);
+            } @else {
+                p { "No thumbnail of this image is available either." }
+            }
+            "\n"
+            p class="missing" role="status" { (what) } "\n"
+        }
+    };
     embed_response(
         StatusCode::OK,
         document(
             &format!("Image {} · streetlevel", image.id),
-            "",
+            None,
             "fallback",
             &main,
         ),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn script_json_cannot_close_its_element_nor_open_a_comment() {
+        let hostile = "</script><script>alert(1)</script><!--\"'&<>\u{2028}";
+        let value = serde_json::json!({ "name": hostile });
+        let mut text = String::new();
+        ScriptJson::new(&value).render_to(&mut text);
+        for forbidden in ["<", ">", "&", "\u{2028}"] {
+            assert!(!text.contains(forbidden), "{forbidden} in {text}");
+        }
+        let parsed: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(parsed, value);
+    }
 }

@@ -1,4 +1,8 @@
-//! HTML escaping, the page layout shared by every page, and the responses that carry them.
+//! The page layout shared by every page, and the responses that carry pages.
+//!
+//! Pages are [`maud`] templates: every value put into them is escaped where it lands, so no
+//! page builds HTML from strings. The newlines written out keep the markup one element per
+//! line, as a person reads it in the browser's source view and in the snapshot tests.
 
 use bytes::Bytes;
 use http::header::{
@@ -6,22 +10,10 @@ use http::header::{
     REFERRER_POLICY, SET_COOKIE, X_CONTENT_TYPE_OPTIONS, X_FRAME_OPTIONS,
 };
 use http::{Response, StatusCode};
+use maud::{Markup, PreEscaped, html};
 
-/// `text` with the five HTML-special characters escaped, safe in text and quoted attributes.
-pub(crate) fn escape(text: &str) -> String {
-    let mut escaped = String::with_capacity(text.len());
-    for character in text.chars() {
-        match character {
-            '&' => escaped.push_str("&amp;"),
-            '<' => escaped.push_str("&lt;"),
-            '>' => escaped.push_str("&gt;"),
-            '"' => escaped.push_str("&quot;"),
-            '\'' => escaped.push_str("&#39;"),
-            other => escaped.push(other),
-        }
-    }
-    escaped
-}
+/// The first line of every page (maud's own `DOCTYPE` spells it in capitals).
+pub(crate) const DOCTYPE: PreEscaped<&str> = PreEscaped("<!doctype html>\n");
 
 /// Who is signed in, for the page header: the username and the CSRF token of the sign-out form.
 pub(crate) struct SignedIn<'a> {
@@ -30,44 +22,48 @@ pub(crate) struct SignedIn<'a> {
 }
 
 /// A full page: header (banner, sign-out form), `main` with the title as `h1`, footer.
-/// `main_html` must already be escaped.
-pub(crate) fn page(title: &str, signed_in: Option<&SignedIn<'_>>, main_html: &str) -> String {
-    let title = escape(title);
-    let account = signed_in.map_or_else(String::new, |signed_in| {
-        format!(
-            r#"<nav aria-label="Account"><span>Signed in as <strong>{}</strong></span>
-<a href="/dashboard">Dashboard</a>
-<form method="post" action="/logout" class="inline"><input type="hidden" name="csrf" value="{}"><button type="submit">Sign out</button></form></nav>"#,
-            escape(signed_in.username),
-            escape(signed_in.csrf)
-        )
-    });
-    format!(
-        r##"<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{title} · streetlevel</title>
-<link rel="stylesheet" href="/assets/streetlevel/site.css">
-</head>
-<body>
-<a class="skip" href="#main">Skip to content</a>
-<header><p class="brand">streetlevel</p>{account}</header>
-<main id="main">
-<h1>{title}</h1>
-{main_html}
-</main>
-<footer><p>streetlevel: street-level imagery and map data.</p></footer>
-</body>
-</html>
-"##
-    )
+pub(crate) fn page(title: &str, signed_in: Option<&SignedIn<'_>>, main: &Markup) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            "\n"
+            head {
+                "\n"
+                meta charset="utf-8"; "\n"
+                meta name="viewport" content="width=device-width, initial-scale=1"; "\n"
+                title { (title) " · streetlevel" } "\n"
+                link rel="stylesheet" href="/assets/streetlevel/site.css"; "\n"
+            } "\n"
+            body {
+                "\n"
+                a class="skip" href="#main" { "Skip to content" } "\n"
+                header {
+                    p class="brand" { "streetlevel" }
+                    @if let Some(signed_in) = signed_in {
+                        nav aria-label="Account" {
+                            span { "Signed in as " strong { (signed_in.username) } } "\n"
+                            a href="/dashboard" { "Dashboard" } "\n"
+                            form method="post" action="/logout" class="inline" {
+                                input type="hidden" name="csrf" value=(signed_in.csrf);
+                                button type="submit" { "Sign out" }
+                            }
+                        }
+                    }
+                } "\n"
+                main id="main" {
+                    "\n"
+                    h1 { (title) } "\n"
+                    (main) "\n"
+                } "\n"
+                footer { p { "streetlevel: street-level imagery and map data." } } "\n"
+            } "\n"
+        } "\n"
+    }
 }
 
 /// A page that only says what went wrong.
 pub(crate) fn error_page(status: StatusCode, title: &str, message: &str) -> Response<Bytes> {
-    let main = format!(r#"<p role="alert">{}</p>"#, escape(message));
+    let main = html! { p role="alert" { (message) } };
     html(status, page(title, None, &main))
 }
 
@@ -87,8 +83,8 @@ fn page_headers(response: &mut Response<Bytes>) {
 }
 
 /// An HTML response with the page headers.
-pub(crate) fn html(status: StatusCode, body: String) -> Response<Bytes> {
-    let mut response = Response::new(Bytes::from(body));
+pub(crate) fn html(status: StatusCode, body: Markup) -> Response<Bytes> {
+    let mut response = Response::new(Bytes::from(body.into_string()));
     *response.status_mut() = status;
     response.headers_mut().insert(
         CONTENT_TYPE,
@@ -137,20 +133,34 @@ mod tests {
     use super::*;
 
     #[test]
-    fn escape_covers_markup_and_quotes() {
-        assert_eq!(
-            escape(r#"<a href="x" title='y'>&</a>"#),
-            "&lt;a href=&quot;x&quot; title=&#39;y&#39;&gt;&amp;&lt;/a&gt;"
-        );
-    }
-
-    #[test]
     fn pages_have_landmarks_and_one_heading() {
-        let body = page("Sign in", None, "<p>x</p>");
+        let body = page("Sign in", None, &html! { p { "x" } }).into_string();
+        assert!(body.starts_with("<!doctype html>\n<html lang=\"en\">"));
         assert!(body.contains("<main id=\"main\">"));
         assert!(body.contains("<header>"));
         assert!(body.contains("<footer>"));
         assert_eq!(body.matches("<h1>").count(), 1);
-        assert!(body.contains("lang=\"en\""));
+        assert!(body.contains("<p>x</p>"));
+    }
+
+    #[test]
+    fn values_are_escaped_in_text_and_attributes() {
+        let hostile = r#"<a href="x" title='y'>&</a>"#;
+        let signed_in = SignedIn {
+            username: hostile,
+            csrf: hostile,
+        };
+        let body = page(hostile, Some(&signed_in), &html! {}).into_string();
+        assert!(!body.contains("<a href=\"x\""), "{body}");
+        assert!(
+            body.contains(
+                "<title>&lt;a href=&quot;x&quot; title='y'&gt;&amp;&lt;/a&gt; · streetlevel</title>"
+            ),
+            "{body}"
+        );
+        assert!(
+            body.contains(r#"value="&lt;a href=&quot;x&quot; title='y'&gt;&amp;&lt;/a&gt;""#),
+            "{body}"
+        );
     }
 }

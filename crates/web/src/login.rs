@@ -6,11 +6,12 @@
 use bytes::Bytes;
 use http::request::Parts;
 use http::{Response, StatusCode};
+use maud::html;
 use streetlevel_auth::{AuthError, verify_csrf};
 use streetlevel_ratelimit::{ClientAddr, SignInRefusal};
 
 use crate::form::{Form, cookie, encode, same_site_path};
-use crate::html::{self, escape};
+use crate::html;
 use crate::web::{SESSION_COOKIE, Web};
 
 /// The double-submit cookie of the sign-in form.
@@ -54,22 +55,25 @@ impl Web {
         alert: Option<&str>,
     ) -> Response<Bytes> {
         let form_token = self.random_token();
-        let alert = alert.map_or_else(String::new, |alert| {
-            format!(r#"<p role="alert" class="alert">{}</p>"#, escape(alert))
-        });
-        let main = format!(
-            r#"{alert}<form method="post" action="/login" class="stack">
-<input type="hidden" name="csrf" value="{form_token}">
-<input type="hidden" name="next" value="{next}">
-<p><label for="username">Username</label>
-<input id="username" name="username" type="text" autocomplete="username" required autofocus value="{username}"></p>
-<p><label for="password">Password</label>
-<input id="password" name="password" type="password" autocomplete="current-password" required></p>
-<p><button type="submit">Sign in</button></p>
-</form>"#,
-            next = escape(next),
-            username = escape(username),
-        );
+        let main = html! {
+            @if let Some(alert) = alert {
+                p role="alert" class="alert" { (alert) }
+            }
+            form method="post" action="/login" class="stack" {
+                "\n"
+                input type="hidden" name="csrf" value=(form_token); "\n"
+                input type="hidden" name="next" value=(next); "\n"
+                p {
+                    label for="username" { "Username" } "\n"
+                    input id="username" name="username" type="text" autocomplete="username" required autofocus value=(username);
+                } "\n"
+                p {
+                    label for="password" { "Password" } "\n"
+                    input id="password" name="password" type="password" autocomplete="current-password" required;
+                } "\n"
+                p { button type="submit" { "Sign in" } } "\n"
+            }
+        };
         let mut response = html::html(status, html::page("Sign in", None, &main));
         html::set_cookie(
             &mut response,

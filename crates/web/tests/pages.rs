@@ -1231,3 +1231,207 @@ fn a_forged_host_never_reaches_a_page_with_a_public_url_nor_with_odd_characters(
     assert!(!html.contains("evil.example"), "{html}");
     assert!(!html.contains("<script>alert(1)"), "{html}");
 }
+
+// ---- escaping of user-controlled values ----------------------------------------------------------
+
+/// A value that would run script, close a `<script>` element or an attribute, or open an HTML
+/// comment, if any page put it into its markup unescaped.
+const HOSTILE: &str = r#"</script><script>alert(1)</script><!--"'&<>"#;
+
+/// `html` holds `scripts` `<script>` elements of its own and nothing of [`HOSTILE`] as markup;
+/// with `shown`, the value is on the page, escaped (however `'` is spelled).
+fn assert_inert(html: &str, scripts: usize, shown: bool, context: &str) {
+    assert!(!html.contains("<script>alert(1)"), "{context}: {html}");
+    assert!(!html.contains("</script><script>"), "{context}: {html}");
+    assert!(!html.contains("<!--"), "{context}: {html}");
+    assert!(!html.contains("'&<>"), "{context}: {html}");
+    assert_eq!(
+        html.matches("<script").count(),
+        scripts,
+        "{context}: {html}"
+    );
+    assert_eq!(
+        html.matches("</script>").count(),
+        scripts,
+        "{context}: {html}"
+    );
+    if shown {
+        assert!(
+            html.contains("&lt;/script&gt;&lt;script&gt;alert(1)&lt;/script&gt;&lt;!--&quot;"),
+            "{context}: the value is shown, escaped: {html}"
+        );
+    }
+}
+
+/// `value` from [`field`] with the other entities an attribute may use decoded.
+fn unescape(value: &str) -> String {
+    value
+        .replace("&quot;", "\"")
+        .replace("&#39;", "'")
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+}
+
+/// A harness whose base map style URL and user are [`HOSTILE`], and the callback URL the
+/// hostile apps register.
+fn hostile_harness() -> (Harness, String) {
+    let h = harness_with(WebConfig {
+        assets_dir: fake_node_modules(),
+        base_map_style_url: Some(format!("https://maps.example/style.json?{HOSTILE}")),
+        ..WebConfig::default()
+    });
+    h.auth.create_user(HOSTILE, PASSWORD).unwrap();
+    (h, format!("https://app.example/cb?x={HOSTILE}"))
+}
+
+#[test]
+fn a_hostile_next_and_username_come_out_inert_on_the_sign_in_page() {
+    let (h, _) = hostile_harness();
+    let next = format!("/dashboard?{HOSTILE}");
+    let mut jar = Jar::default();
+    let form = get(&h.web, &format!("/login?next={}", encode(&next)), &jar);
+    let html = body(&form);
+    assert_inert(&html, 0, false, "sign-in form");
+    assert_eq!(unescape(&field(&html, r#"name="next""#)), next);
+    jar.take(&form);
+    let csrf = field(&html, r#"name="csrf""#);
+    let wrong = post(
+        &h.web,
+        "/login",
+        &jar,
+        &[
+            ("csrf", &csrf),
+            ("next", &next),
+            ("username", HOSTILE),
+            ("password", "wrong"),
+        ],
+    );
+    assert_eq!(wrong.status(), StatusCode::UNAUTHORIZED);
+    assert_inert(&body(&wrong), 0, true, "wrong password");
+}
+
+#[test]
+fn a_hostile_username_app_name_and_callback_come_out_inert_on_the_dashboard() {
+    let (h, callback) = hostile_harness();
+    // The username in the header, the app's name and callback in the list, the credentials
+    // section and a rejected form.
+    let jar = sign_in(&h.web, HOSTILE);
+    let html = body(&get(&h.web, "/dashboard", &jar));
+    assert_inert(&html, 0, true, "dashboard");
+    let csrf = field(&html, r#"name="csrf""#);
+    let create = |name: &str, callback_url: &str| {
+        post(
+            &h.web,
+            "/dashboard",
+            &jar,
+            &[
+                ("csrf", &csrf),
+                ("action", "create"),
+                ("name", name),
+                ("callback_url", callback_url),
+                ("scope", "read"),
+            ],
+        )
+    };
+    let created = create(HOSTILE, &callback);
+    assert_eq!(created.status(), StatusCode::CREATED, "{}", body(&created));
+    let html = body(&created);
+    assert_inert(&html, 0, true, "created app");
+    assert!(html.contains("Credentials of &lt;/script&gt;"), "{html}");
+    let client_id = field(&html, r#"data-credential="client_id""#);
+    let listed = body(&get(&h.web, "/dashboard", &jar));
+    assert_inert(&listed, 0, true, "app list");
+    assert!(
+        listed.contains(&format!("<h3 id=\"app-{client_id}\">&lt;/script&gt;")),
+        "{listed}"
+    );
+    assert!(
+        listed.contains("<code>https://app.example/cb?x=&lt;/script&gt;"),
+        "{listed}"
+    );
+    let rotated = post(
+        &h.web,
+        "/dashboard",
+        &jar,
+        &[
+            ("csrf", &csrf),
+            ("action", "rotate_token"),
+            ("client_id", &client_id),
+        ],
+    );
+    assert_eq!(rotated.status(), StatusCode::OK);
+    assert_inert(&body(&rotated), 0, true, "rotated");
+    let rejected = create(HOSTILE, HOSTILE);
+    assert_eq!(rejected.status(), StatusCode::BAD_REQUEST);
+    let html = body(&rejected);
+    assert_inert(&html, 0, true, "rejected app");
+    assert!(html.contains(r#"role="alert""#), "{html}");
+}
+
+#[test]
+fn hostile_values_come_out_inert_on_the_consent_and_error_pages() {
+    let (h, callback) = hostile_harness();
+    let app = h.auth.create_app(HOSTILE, &callback, Scopes::READ).unwrap();
+    let jar = sign_in(&h.web, HOSTILE);
+    // App name, account and callback, and the state inside the form's request.
+    let query = format!(
+        "client_id={}&redirect_uri={}&response_type=code&scope=read&state={}",
+        app.client_id,
+        encode(&callback),
+        encode(HOSTILE)
+    );
+    let (html, request, _) = consent(&h, &jar, &query);
+    assert_inert(&html, 0, true, "consent");
+    assert!(
+        html.contains("<code>https://app.example/cb?x=&lt;/script&gt;"),
+        "{html}"
+    );
+    assert!(
+        html.contains("Signed in as <strong>&lt;/script&gt;"),
+        "{html}"
+    );
+    assert!(request.contains("state="), "{request}");
+    // Error pages that repeat what the request said.
+    for uri in [
+        format!("/connect?client_id={}&state=x", encode(HOSTILE)),
+        format!(
+            "/connect?client_id={}&redirect_uri={}",
+            app.client_id,
+            encode(&format!("https://evil.example/{HOSTILE}"))
+        ),
+    ] {
+        let response = get(&h.web, &uri, &jar);
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST, "{uri}");
+        let html = body(&response);
+        assert_inert(&html, 0, false, &uri);
+        assert!(html.contains(r#"role="alert""#), "{uri}: {html}");
+    }
+    let response = get(
+        &h.web,
+        &format!("/embed?image_key={}", encode(HOSTILE)),
+        &jar,
+    );
+    assert_eq!(response.status(), StatusCode::NOT_FOUND);
+    assert_inert(&body(&response), 0, true, "embed error");
+}
+
+#[test]
+fn a_hostile_value_cannot_leave_the_embed_pages_script_json() {
+    let (h, _) = hostile_harness();
+    let response = get(
+        &h.web,
+        &format!("/embed?image_key={IMAGE}&style=split"),
+        &Jar::default(),
+    );
+    assert_eq!(response.status(), StatusCode::OK);
+    let html = body(&response);
+    // The viewer, the configuration and the page's module.
+    assert_inert(&html, 3, false, "embed page");
+    let start = html.find(r#"id="embed-config">"#).unwrap() + r#"id="embed-config">"#.len();
+    let end = start + html[start..].find("</script>").unwrap();
+    let config: serde_json::Value = serde_json::from_str(&html[start..end]).unwrap();
+    assert_eq!(
+        config["baseMapStyle"],
+        format!("https://maps.example/style.json?{HOSTILE}")
+    );
+}
