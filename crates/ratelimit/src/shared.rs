@@ -186,43 +186,32 @@ impl SharedQuotas {
             return None;
         }
         let key = format!("{}{}:{app_id}", self.key_prefix, class_name(class));
-        let answer = self.with_connection(|connection| match class {
-            Class::Entity | Class::Search => {
-                let (interval, burst) = if class == Class::Entity {
-                    self.entity
-                } else {
-                    self.search
-                };
-                self.gcra
-                    .key(&key)
-                    .arg(interval)
-                    .arg(burst)
-                    .invoke::<(i64, i64)>(connection)
-            }
-            Class::Tiles => self
-                .window
+        // The script, its time argument (emission interval or window, µs) and the limit.
+        let (script, micros, limit) = match class {
+            Class::Entity => (&self.gcra, self.entity.0, self.entity.1),
+            Class::Search => (&self.gcra, self.search.0, self.search.1),
+            Class::Tiles => (
+                &self.window,
+                self.tiles_window_micros,
+                self.tiles_per_window,
+            ),
+        };
+        let answer = self.with_connection(|connection| {
+            script
                 .key(&key)
-                .arg(self.tiles_window_micros)
-                .arg(self.tiles_per_window)
-                .invoke::<(i64, i64)>(connection),
+                .arg(micros)
+                .arg(limit)
+                .invoke::<(i64, i64)>(connection)
         });
         let (allowed, value) = answer.ok()?;
         let value = u64::try_from(value).unwrap_or(0);
         Some(if allowed == 1 {
-            let (used, limit) = match class {
-                Class::Entity | Class::Search => {
-                    let burst = if class == Class::Entity {
-                        self.entity.1
-                    } else {
-                        self.search.1
-                    };
-                    let left = u32::try_from(value).unwrap_or(u32::MAX);
-                    (burst.saturating_sub(left), burst)
-                }
-                Class::Tiles => (
-                    u32::try_from(value).unwrap_or(u32::MAX),
-                    self.tiles_per_window,
-                ),
+            let value = u32::try_from(value).unwrap_or(u32::MAX);
+            // GCRA answers the calls left, the window the calls made.
+            let used = if class == Class::Tiles {
+                value
+            } else {
+                limit.saturating_sub(value)
             };
             Ok(Usage {
                 class,
