@@ -2,6 +2,8 @@
 // Test support: failing loudly is how it reports a failed test.
 #![allow(clippy::panic, clippy::expect_used, clippy::missing_panics_doc)]
 
+pub mod redis;
+
 use std::fmt::Write as _;
 
 use std::io::{BufRead, BufReader, Read, Write};

@@ -4,13 +4,16 @@ mod clock;
 mod config;
 mod error;
 mod limits;
+mod memory;
 mod rejection;
+mod shared;
 mod sign_in;
 
 pub use config::Config;
 pub use error::RateLimitError;
 pub use limits::{Class, RateLimits, Usage};
 pub use rejection::Rejection;
+pub use shared::RedisConfig;
 pub use sign_in::{
     ClientAddr, HashingGate, HashingPass, SignInGuard, SignInLimits, SignInRefusal, SignInThrottle,
 };

@@ -1,19 +1,13 @@
-//! The per-app limiters and the decision they return.
+//! The quotas every request is charged to, and the decision they return. Where the quotas
+//! live is a backend's business: in this process (`memory.rs`, the default) or in Redis,
+//! shared by every replica (`shared.rs`), with this process's as the fallback.
 
-use std::collections::HashMap;
-use std::num::NonZeroU32;
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
-
-use governor::clock::{Clock as _, Reference};
-use governor::middleware::StateInformationMiddleware;
-use governor::nanos::Nanos;
-use governor::state::keyed::DashMapStateStore;
-use governor::{Quota, RateLimiter};
+use std::sync::Arc;
 
 use streetlevel_model::Clock;
 
-use crate::clock::GovernorClock;
+use crate::memory::MemoryQuotas;
+use crate::shared::{RedisConfig, SharedQuotas};
 use crate::{Config, RateLimitError, Rejection};
 
 /// Which quota a call is charged to.
@@ -47,60 +41,45 @@ pub(crate) fn app_usage_header(percent: u8) -> String {
     format!(r#"{{"call_count":{percent},"total_cputime":0,"total_time":0}}"#)
 }
 
-type KeyedLimiter =
-    RateLimiter<u64, DashMapStateStore<u64>, GovernorClock, StateInformationMiddleware>;
-
-/// One tile window of one app: which window, and how many tiles it has fetched in it.
-#[derive(Debug, Clone, Copy)]
-struct TileWindow {
-    index: u64,
-    count: u32,
-}
-
-/// The limiters of every app, for all three classes.
+/// The quotas of every app, for all three classes.
 ///
 /// Thread-safe: share one instance (in an `Arc`) between all requests.
 #[derive(Debug)]
 pub struct RateLimits {
-    entity: KeyedLimiter,
-    search: KeyedLimiter,
-    tiles: Mutex<HashMap<u64, TileWindow>>,
-    tiles_per_window: NonZeroU32,
-    tiles_window: Duration,
-    clock: GovernorClock,
-    start: Nanos,
-    trace_member: Arc<str>,
+    /// This process's quotas: the only ones without Redis, the fallback with it.
+    memory: MemoryQuotas,
+    /// The quotas every replica shares, when a Redis server is configured.
+    shared: Option<SharedQuotas>,
     config: Config,
 }
 
 impl RateLimits {
-    /// Limiters that read the time from `clock` (a `FakeClock` in tests).
+    /// Quotas held in this process, timed by `clock` (a `FakeClock` in tests).
     pub fn new(config: Config, clock: Arc<dyn Clock>) -> Result<Self, RateLimitError> {
-        let clock = GovernorClock(clock);
-        if config.tiles_window.is_zero() {
-            return Err(RateLimitError::ZeroWindow);
-        }
-        let trace_member: Arc<str> = config.trace_member().into();
-        let entity = RateLimiter::dashmap_with_clock(
-            Quota::per_minute(config.entity_per_minute),
-            clock.clone(),
-        )
-        .with_middleware::<StateInformationMiddleware>();
-        let search = RateLimiter::dashmap_with_clock(
-            Quota::per_minute(config.search_per_minute),
-            clock.clone(),
-        )
-        .with_middleware::<StateInformationMiddleware>();
-        let start = clock.now();
         Ok(Self {
-            entity,
-            search,
-            tiles: Mutex::new(HashMap::new()),
-            tiles_per_window: config.tiles_per_window,
-            tiles_window: config.tiles_window,
-            clock,
-            start,
-            trace_member,
+            memory: MemoryQuotas::new(&config, clock)?,
+            shared: None,
+            config,
+        })
+    }
+
+    /// Quotas held in the Redis server `redis` names, shared by every process configured
+    /// with it, and timed by that server's clock (`TIME`), so replicas need not agree on the
+    /// time. While Redis cannot be reached, this process's own quotas (timed by `clock`)
+    /// decide: see [`RateLimits::backend_errors`].
+    ///
+    /// Fails only on a URL the client refuses; an unreachable server is not an error here
+    /// (it is logged, and the fallback decides until it answers).
+    pub fn with_redis(
+        config: Config,
+        clock: Arc<dyn Clock>,
+        redis: RedisConfig,
+    ) -> Result<Self, RateLimitError> {
+        let shared = SharedQuotas::new(&config, redis)?;
+        shared.probe();
+        Ok(Self {
+            memory: MemoryQuotas::new(&config, clock)?,
+            shared: Some(shared),
             config,
         })
     }
@@ -109,84 +88,26 @@ impl RateLimits {
     ///
     /// `Ok` lets the call through; `Err` refuses it. A refused call costs nothing.
     pub fn check(&self, app_id: u64, class: Class) -> Result<Usage, Rejection> {
-        match class {
-            Class::Entity => self.check_keyed(&self.entity, app_id, class),
-            Class::Search => self.check_keyed(&self.search, app_id, class),
-            Class::Tiles => self.check_tiles(app_id),
+        if let Some(shared) = &self.shared
+            && let Some(decision) = shared.check(app_id, class)
+        {
+            return decision;
         }
+        self.memory.check(app_id, class)
     }
 
-    fn check_keyed(
-        &self,
-        limiter: &KeyedLimiter,
-        app_id: u64,
-        class: Class,
-    ) -> Result<Usage, Rejection> {
-        match limiter.check_key(&app_id) {
-            Ok(snapshot) => {
-                let burst = snapshot.quota().burst_size().get();
-                let used = burst.saturating_sub(snapshot.remaining_burst_capacity());
-                Ok(Usage {
-                    class,
-                    used_percent: percent(used, burst),
-                })
-            }
-            Err(not_until) => Err(Rejection {
-                class,
-                retry_after: not_until.wait_time_from(self.clock.now()),
-                trace_member: Arc::clone(&self.trace_member),
-            }),
-        }
-    }
-
-    fn window_position(&self) -> (u64, Duration) {
-        let elapsed = Duration::from(self.clock.now().duration_since(self.start));
-        let window_nanos = self.tiles_window.as_nanos().max(1);
-        let index = elapsed.as_nanos() / window_nanos;
-        let into_window = elapsed.as_nanos() % window_nanos;
-        let remaining = window_nanos - into_window;
-        (
-            u64::try_from(index).unwrap_or(u64::MAX),
-            Duration::from_nanos(u64::try_from(remaining).unwrap_or(u64::MAX)),
-        )
-    }
-
-    fn check_tiles(&self, app_id: u64) -> Result<Usage, Rejection> {
-        let (index, until_next_window) = self.window_position();
-        let limit = self.tiles_per_window.get();
-        let mut windows = self.tiles.lock().unwrap_or_else(PoisonError::into_inner);
-        let window = windows
-            .entry(app_id)
-            .or_insert(TileWindow { index, count: 0 });
-        if window.index != index {
-            *window = TileWindow { index, count: 0 };
-        }
-        if window.count >= limit {
-            return Err(Rejection {
-                class: Class::Tiles,
-                retry_after: until_next_window,
-                trace_member: Arc::clone(&self.trace_member),
-            });
-        }
-        window.count += 1;
-        Ok(Usage {
-            class: Class::Tiles,
-            used_percent: percent(window.count, limit),
-        })
+    /// How many times the shared quota backend (Redis) failed to answer: each failed call
+    /// was decided by this process's quotas instead. Always 0 without Redis.
+    pub fn backend_errors(&self) -> u64 {
+        self.shared.as_ref().map_or(0, SharedQuotas::errors)
     }
 
     /// Forgets apps that would start from a full quota anyway: entity and search buckets
     /// that have refilled, and tile counters of past windows. Call it periodically (once a
-    /// minute is plenty) so memory stays bounded when many apps come and go.
+    /// minute is plenty) so memory stays bounded when many apps come and go. (Redis forgets
+    /// on its own: every key expires when its quota would be full again.)
     pub fn retain_recent(&self) {
-        self.entity.retain_recent();
-        self.search.retain_recent();
-        self.entity.shrink_to_fit();
-        self.search.shrink_to_fit();
-        let (index, _) = self.window_position();
-        let mut windows = self.tiles.lock().unwrap_or_else(PoisonError::into_inner);
-        windows.retain(|_, window| window.index == index);
-        windows.shrink_to_fit();
+        self.memory.retain_recent();
     }
 
     /// The configuration the limiters were built with.
@@ -194,23 +115,19 @@ impl RateLimits {
         &self.config
     }
 
-    /// How many per-app entries the limiters hold (entity, search and tiles together).
+    /// How many per-app entries this process's limiters hold (entity, search and tiles
+    /// together; entries in Redis are not counted).
     pub fn len(&self) -> usize {
-        let tiles = self
-            .tiles
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .len();
-        self.entity.len() + self.search.len() + tiles
+        self.memory.len()
     }
 
-    /// Whether the limiters hold no per-app entry.
+    /// Whether this process's limiters hold no per-app entry.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 }
 
-fn percent(used: u32, limit: u32) -> u8 {
+pub(crate) fn percent(used: u32, limit: u32) -> u8 {
     let percent = u64::from(used) * 100 / u64::from(limit.max(1));
     u8::try_from(percent.min(100)).unwrap_or(100)
 }

@@ -23,6 +23,9 @@ pub const REQUEST_SECONDS: &str = "streetlevel_http_request_duration_seconds";
 pub const TILE_CACHE: &str = "streetlevel_tile_cache_lookups_total";
 /// Calls refused by an app's quota, by quota class.
 pub const RATE_LIMITED: &str = "streetlevel_rate_limit_rejections_total";
+/// Calls the shared quota backend (Redis) failed to decide, so this process's own quotas
+/// did; always 0 without `--redis-url`.
+pub const RATE_LIMIT_BACKEND_ERRORS: &str = "streetlevel_rate_limit_backend_errors_total";
 /// Token checks, by `result` (`ok`, `refused`).
 pub const TOKEN_CHECKS: &str = "streetlevel_token_checks_total";
 /// Entities in the store, by `kind` (`images`, `sequences`, `map_features`, `detections`).

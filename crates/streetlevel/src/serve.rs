@@ -15,7 +15,7 @@ use anyhow::Context;
 use streetlevel_auth::{AuthStore, OsRandom};
 use streetlevel_import::Uploads;
 use streetlevel_model::{Clock, SystemClock};
-use streetlevel_ratelimit::{RateLimits, SignInGuard};
+use streetlevel_ratelimit::{RateLimits, RedisConfig, SignInGuard};
 use streetlevel_server::media::{MediaLinks, MediaObject, ThumbSize};
 use streetlevel_server::{Server, Services};
 use streetlevel_store::Store;
@@ -141,11 +141,12 @@ async fn load_store(data: &Path) -> anyhow::Result<Store> {
 
 /// Installs the Prometheus recorder and serves it on `metrics_addr`, announced on standard
 /// output (`metrics on http://ADDR`, before `listening on`). The store's and the upload
-/// queue's sizes are read at each scrape.
+/// queue's sizes, and the shared quotas' failures, are read at each scrape.
 async fn start_metrics(
     metrics_addr: &str,
     store: Arc<RwLock<Store>>,
     uploads: Arc<Uploads>,
+    rate_limits: Arc<RateLimits>,
 ) -> anyhow::Result<()> {
     use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
     use streetlevel_server::metrics;
@@ -179,6 +180,8 @@ async fn start_metrics(
             }
             Err(error) => tracing::warn!(%error, "cannot count upload jobs for metrics"),
         }
+        ::metrics::counter!(metrics::RATE_LIMIT_BACKEND_ERRORS)
+            .absolute(rate_limits.backend_errors());
         handle.run_upkeep();
         handle.render()
     };
@@ -251,6 +254,7 @@ async fn serve(args: Args, settings: Settings) -> anyhow::Result<()> {
         metrics_addr,
         config,
         limits,
+        redis_url,
         web: web_config,
         upload_limits,
     } = settings::resolve(settings, args.debug_panic_route, media_key)?;
@@ -266,8 +270,12 @@ async fn serve(args: Args, settings: Settings) -> anyhow::Result<()> {
         MediaLinks::new(&config, listener.local_addr()?, Arc::clone(&clock))
             .context("cannot sign media URLs")?,
     );
-    let rate_limits =
-        Arc::new(RateLimits::new(limits, Arc::clone(&clock)).context("invalid rate limits")?);
+    let rate_limits = Arc::new(match redis_url {
+        // Checked here, before the store loads: an unreachable server is logged, not fatal.
+        Some(url) => RateLimits::with_redis(limits, Arc::clone(&clock), RedisConfig::new(url))
+            .context("invalid redis_url")?,
+        None => RateLimits::new(limits, Arc::clone(&clock)).context("invalid rate limits")?,
+    });
     let sign_in = Arc::new(SignInGuard::new(Arc::clone(&clock)));
 
     let store = load_store(&data).await?;
@@ -320,7 +328,13 @@ async fn serve(args: Args, settings: Settings) -> anyhow::Result<()> {
         sign_in: Arc::clone(&sign_in),
     };
     if let Some(metrics_addr) = metrics_addr {
-        start_metrics(&metrics_addr, Arc::clone(&store), Arc::clone(&uploads)).await?;
+        start_metrics(
+            &metrics_addr,
+            Arc::clone(&store),
+            Arc::clone(&uploads),
+            Arc::clone(&rate_limits),
+        )
+        .await?;
     }
     let server = Server::on_listener(listener, config, services)
         .with_context(|| format!("cannot serve on {addr}"))?;

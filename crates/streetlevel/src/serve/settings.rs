@@ -99,6 +99,17 @@ pub struct Settings {
     /// Tile requests per day per app. [default: 50000]
     #[arg(long, env = "STREETLEVEL_LIMIT_TILES_PER_DAY")]
     pub limit_tiles_per_day: Option<NonZeroU32>,
+    /// A Redis server holding every app's quotas, shared by all replicas given the same one,
+    /// e.g. `redis://10.0.0.5:6379` (default: each process counts its own). While it does not
+    /// answer, each replica enforces the quotas on its own. May hold a password: prefer the
+    /// environment or the file to a flag.
+    #[arg(
+        long,
+        visible_alias = "redis",
+        env = "STREETLEVEL_REDIS_URL",
+        hide_env_values = true
+    )]
+    pub redis_url: Option<String>,
     /// The npm `node_modules` folder holding the embed page's viewer and map packages
     /// (default: the source tree's `web/node_modules`). Without them the embed page shows a
     /// still image.
@@ -196,6 +207,8 @@ pub struct Resolved {
     pub metrics_addr: Option<String>,
     pub config: Config,
     pub limits: streetlevel_ratelimit::Config,
+    /// Where the quotas are shared between replicas, if they are.
+    pub redis_url: Option<String>,
     /// The web pages' settings, from the same URLs and short name as the server's.
     pub web: WebConfig,
     pub upload_limits: UploadLimits,
@@ -299,6 +312,7 @@ pub fn resolve(
             .unwrap_or_else(|| String::from("127.0.0.1:8080")),
         config,
         limits,
+        redis_url: settings.redis_url,
         web,
         upload_limits,
     })
