@@ -1,13 +1,13 @@
-//! A real PostgreSQL 15 server with PostGIS for one test: `initdb` into a temporary
+//! A real `PostgreSQL` 15 server with `PostGIS` for one test: `initdb` into a temporary
 //! directory, `postgres` on a free port of 127.0.0.1 with its socket in that directory, one
 //! database with the `postgis` extension. It stops and its directory goes when dropped.
 //!
-//! PostgreSQL refuses to run as root, and CI runs the tests as root: then `initdb` and
+//! `PostgreSQL` refuses to run as root, and CI runs the tests as root: then `initdb` and
 //! `postgres` run as `nobody` (through `setpriv`, which execs, so the child is the server
 //! itself), and the directory is handed to that user. As any other user they run as that user.
 //!
 //! The binaries are Debian's `postgresql-15` (`/usr/lib/postgresql/15/bin`, or the directory
-//! `STREETLEVEL_POSTGRES_BIN` names), with `postgresql-15-postgis-3` for PostGIS; `.ci/run`
+//! `STREETLEVEL_POSTGRES_BIN` names), with `postgresql-15-postgis-3` for `PostGIS`; `.ci/run`
 //! installs both.
 
 use std::fs::File;
@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-/// Where Debian puts PostgreSQL 15's server binaries.
+/// Where Debian puts `PostgreSQL` 15's server binaries.
 const DEFAULT_BIN: &str = "/usr/lib/postgresql/15/bin";
 /// The superuser `initdb` creates, and the role in the URL.
 const USER: &str = "streetlevel";
@@ -27,7 +27,7 @@ const DEADLINE: Duration = Duration::from_secs(60);
 /// The unprivileged account the server runs as when the tests run as root.
 const UNPRIVILEGED: &str = "nobody";
 
-/// A running PostgreSQL server (see the module documentation).
+/// A running `PostgreSQL` server (see the module documentation).
 #[derive(Debug)]
 pub struct Postgres {
     bin: PathBuf,
@@ -40,7 +40,7 @@ pub struct Postgres {
 
 impl Postgres {
     /// Initialises a cluster in a temporary directory named after `name`, starts it on a free
-    /// port, and creates the database with PostGIS. Panics, saying what to install, when the
+    /// port, and creates the database with `PostGIS`. Panics, saying what to install, when the
     /// binaries are missing.
     pub fn start(name: &str) -> Postgres {
         let bin = std::env::var_os("STREETLEVEL_POSTGRES_BIN")

@@ -1,11 +1,12 @@
 //! Several `streetlevel serve` processes on one shared backend, behind the round-robin
 //! [`Balancer`], addressed like a single server.
 //!
-//! The backend is chosen in one place, [`replica_setup`]: today the replicas share one SQLite
-//! file ([`Backend::Sqlite`]); once `streetlevel serve` takes a PostgreSQL URL
+//! The backend is chosen in one place, [`replica_setup`]: today the replicas share one `SQLite`
+//! file ([`Backend::Sqlite`]); once `streetlevel serve` takes a `PostgreSQL` URL
 //! (`STREETLEVEL_DATABASE_URL`, issue 17), [`Backend::Postgres`] points them at the test
 //! server of [`crate::postgres`] instead, and every replica test runs on it unchanged.
 
+use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -16,14 +17,14 @@ use crate::{Response, Server};
 /// What the replicas share.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Backend {
-    /// One data directory's SQLite file, opened by every replica. Each replica serves a
+    /// One data directory's `SQLite` file, opened by every replica. Each replica serves a
     /// directory of its own whose entries are symbolic links into the shared one: the
-    /// server refuses a data directory another server holds (`streetlevel.lock`), and SQLite
+    /// server refuses a data directory another server holds (`streetlevel.lock`), and `SQLite`
     /// resolves the links, so the write-ahead log and its lock are the shared file's. The
     /// store follows other processes' image writes through `store_writes` (within about a
     /// second), auth reads its tables on every request.
     Sqlite,
-    /// A PostgreSQL URL (`postgres://USER@HOST:PORT/DB`), given to every replica as
+    /// A `PostgreSQL` URL (`postgres://USER@HOST:PORT/DB`), given to every replica as
     /// `STREETLEVEL_DATABASE_URL`.
     Postgres(String),
 }
@@ -46,7 +47,7 @@ impl Backend {
 
 /// Prepares replica `index`'s data directory `replica_dir` (created empty by the caller) over
 /// `shared`, the data directory `streetlevel fixtures` wrote, and returns the environment the
-/// replica needs. **This is the one function to change for the PostgreSQL backend.**
+/// replica needs. **This is the one function to change for the `PostgreSQL` backend.**
 fn replica_setup(backend: &Backend, shared: &Path, replica_dir: &Path) -> Vec<(String, String)> {
     match backend {
         Backend::Sqlite => {
@@ -106,7 +107,7 @@ fn random_hex_key() -> String {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |elapsed| elapsed.as_nanos()),
         );
-        key.push_str(&format!("{:016x}", hasher.finish()));
+        let _ = write!(key, "{:016x}", hasher.finish());
     }
     key
 }
@@ -243,4 +244,53 @@ impl Drop for Replicas {
         self.servers.clear();
         let _ = std::fs::remove_dir_all(&self.root);
     }
+}
+
+/// [`crate::request`] that reports a failed exchange (refused, reset, closed before a whole
+/// response) as `None` instead of panicking: under a replica's `kill -9` some requests fail,
+/// and a load test counts them rather than stopping at the first.
+pub fn try_request(
+    addr: SocketAddr,
+    method: &str,
+    target: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Option<Response> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).ok()?;
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(60)))
+        .ok()?;
+    let mut head = format!("{method} {target} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    for (name, value) in headers {
+        let _ = write!(head, "{name}: {value}\r\n");
+    }
+    if !body.is_empty() || method == "POST" {
+        let _ = write!(head, "Content-Length: {}\r\n", body.len());
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).ok()?;
+    stream.write_all(body).ok()?;
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).ok()?;
+    let end = raw.windows(4).position(|window| window == b"\r\n\r\n")?;
+    let head = String::from_utf8_lossy(&raw[..end]).into_owned();
+    let mut lines = head.split("\r\n");
+    let status = lines.next()?.split(' ').nth(1)?.parse().ok()?;
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|line| line.split_once(':'))
+        .map(|(name, value)| (name.trim().to_ascii_lowercase(), value.trim().to_owned()))
+        .collect();
+    let body = raw[end + 4..].to_vec();
+    // A response cut short by the kill is not an answer.
+    let complete = headers
+        .iter()
+        .find(|(name, _)| name == "content-length")
+        .and_then(|(_, value)| value.parse::<usize>().ok())
+        .is_none_or(|length| length == body.len());
+    complete.then_some(Response {
+        status,
+        headers,
+        body,
+    })
 }
