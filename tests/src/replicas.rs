@@ -166,6 +166,16 @@ impl Replicas {
                 &env,
             )));
         }
+        for index in 0..count {
+            let log = root.join(format!("replica-{index}/streetlevel.sqlite-wal"));
+            // Were it there, this replica would have a write-ahead log of its own: the
+            // database would not be shared.
+            assert!(
+                !log.exists(),
+                "SQLite did not follow the link to the shared database: {} exists",
+                log.display()
+            );
+        }
         let addrs: Vec<SocketAddr> = servers.iter().flatten().map(|server| server.addr).collect();
         balancer.set_backends(&addrs);
         Replicas {
