@@ -2,7 +2,10 @@
 // Test support: failing loudly is how it reports a failed test.
 #![allow(clippy::panic, clippy::expect_used, clippy::missing_panics_doc)]
 
+pub mod balancer;
+pub mod postgres;
 pub mod redis;
+pub mod replicas;
 
 use std::fmt::Write as _;
 

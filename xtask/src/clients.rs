@@ -19,12 +19,23 @@ const PYTHON_SDK_SUITE: &str = "tests/clients/python/sdk";
 /// timeout and every HTTP request one of 30 s (see the suite's `harness.py`).
 const PYTHON_SDK_DEADLINE: Duration = Duration::from_secs(20 * 60);
 
-/// Runs every client suite.
-pub(crate) fn run(root: &Path) -> Result<Outcome> {
-    python_sdk(root)
+/// What the SDK suite runs against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Topology {
+    /// One `streetlevel serve`.
+    Single,
+    /// Two replicas on one backend behind the test crate's round-robin balancer (its
+    /// `replicas` example, which the workspace test build compiles).
+    Replicas,
 }
 
-fn python_sdk(root: &Path) -> Result<Outcome> {
+/// Runs every client suite against one server.
+pub(crate) fn run(root: &Path) -> Result<Outcome> {
+    python_sdk(root, Topology::Single)
+}
+
+/// The Python SDK suite in `topology`.
+pub(crate) fn python_sdk(root: &Path, topology: Topology) -> Result<Outcome> {
     if !python::available() {
         return skip_or_fail(
             "the Python SDK suite",
@@ -44,15 +55,26 @@ fn python_sdk(root: &Path) -> Result<Outcome> {
         }
     };
     // The dev-profile binary the cargo tests built (a no-op build after them).
-    let binary = build_test_binaries(root)?.join("streetlevel");
+    let built = build_test_binaries(root)?;
+    let binary = built.join("streetlevel");
     let mut command = Command::new(&python);
     command
         .args(["-m", "pytest", PYTHON_SDK_SUITE])
         .current_dir(root)
         .env("STREETLEVEL_BIN", &binary);
+    let mut shown = format!("STREETLEVEL_BIN={}", binary.display());
+    if topology == Topology::Replicas {
+        let wrapper = built.join("examples").join("replicas");
+        command
+            .env("STREETLEVEL_TEST_TOPOLOGY", "replicas")
+            .env("STREETLEVEL_REPLICAS_BIN", &wrapper);
+        shown = format!(
+            "STREETLEVEL_TEST_TOPOLOGY=replicas STREETLEVEL_REPLICAS_BIN={} {shown}",
+            wrapper.display()
+        );
+    }
     eprintln!(
-        "$ STREETLEVEL_BIN={} {} -m pytest {PYTHON_SDK_SUITE}",
-        binary.display(),
+        "$ {shown} {} -m pytest {PYTHON_SDK_SUITE}",
         python.display()
     );
     let status = run_with_deadline("the Python SDK suite", &mut command, PYTHON_SDK_DEADLINE)?;

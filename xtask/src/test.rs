@@ -20,6 +20,8 @@ pub(crate) enum Suite {
     MvtPython,
     /// The official Python SDK and uploader against the real server.
     Sdk,
+    /// The replica tests and the Python SDK suite against two replicas behind a balancer.
+    Replicas,
     /// schemathesis against the real server and its `/openapi.json`.
     Openapi,
     /// The release tarball's layout (the debug binary packed), unpacked and served.
@@ -30,13 +32,14 @@ pub(crate) enum Suite {
 
 impl Suite {
     /// Every suite, in the order that fails fastest.
-    const ALL: [Suite; 8] = [
+    const ALL: [Suite; 9] = [
         Suite::Fmt,
         Suite::Clippy,
         Suite::Cargo,
         Suite::MvtPython,
         Suite::Openapi,
         Suite::Sdk,
+        Suite::Replicas,
         Suite::Release,
         Suite::Browser,
     ];
@@ -49,6 +52,7 @@ impl Suite {
             Suite::Cargo => "cargo",
             Suite::MvtPython => "mvt-python",
             Suite::Sdk => "sdk",
+            Suite::Replicas => "replicas",
             Suite::Openapi => "openapi",
             Suite::Release => "release",
             Suite::Browser => "browser",
@@ -61,7 +65,7 @@ pub(crate) fn run(root: &Path, only: Option<Suite>) -> Result<()> {
     let mut skipped = Vec::new();
     for suite in Suite::ALL {
         if only.is_none_or(|only| only == suite)
-            && let Outcome::Skipped(reason) = run_suite(root, suite)?
+            && let Outcome::Skipped(reason) = run_suite(root, suite, only.is_some())?
         {
             skipped.push((suite, reason));
         }
@@ -96,7 +100,8 @@ fn summary(only: Option<Suite>, skipped: &[(Suite, String)]) -> Result<String> {
     Ok(lines.join("\n"))
 }
 
-fn run_suite(root: &Path, suite: Suite) -> Result<Outcome> {
+/// Runs `suite`; `alone` when it is the only one asked for.
+fn run_suite(root: &Path, suite: Suite, alone: bool) -> Result<Outcome> {
     let cargo = cargo();
     match suite {
         Suite::Fmt => run_command(root, &cargo, &["fmt", "--all", "--check"])?,
@@ -118,11 +123,29 @@ fn run_suite(root: &Path, suite: Suite) -> Result<Outcome> {
         Suite::Cargo => run_command(root, &cargo, &WORKSPACE_TEST_ARGS)?,
         Suite::MvtPython => return mvt_python_cross_check(root),
         Suite::Sdk => return clients::run(root),
+        Suite::Replicas => return replicas(root, alone),
         Suite::Openapi => return openapi::run(root),
         Suite::Release => return release::test(root),
         Suite::Browser => return browser::run(root),
     }
     Ok(Outcome::Passed)
+}
+
+/// The replica tests, then the Python SDK suite against two replicas. In a full run the
+/// cargo suite has run the replica tests (`crates/streetlevel/tests/replicas.rs` and the
+/// harness's own tests) already, so only the SDK suite runs here.
+fn replicas(root: &Path, alone: bool) -> Result<Outcome> {
+    if alone {
+        let cargo = cargo();
+        // `--workspace` keeps the test build's unified features (see `WORKSPACE_TEST_ARGS`).
+        let mut args = WORKSPACE_TEST_ARGS.to_vec();
+        args.extend(["--test", "replicas"]);
+        run_command(root, &cargo, &args)?;
+        let mut args = WORKSPACE_TEST_ARGS.to_vec();
+        args.extend(["--lib", "--", "balancer::", "postgres::"]);
+        run_command(root, &cargo, &args)?;
+    }
+    clients::python_sdk(root, clients::Topology::Replicas)
 }
 
 /// Tiles and a detection geometry from our encoders, read back by an independent decoder,

@@ -281,32 +281,58 @@ impl Uploads {
 
     /// Processes the oldest waiting job (or the one a crash interrupted); `None` when there
     /// is none. A job that cannot be processed is marked failed with the reason.
+    ///
+    /// Several processes may share the queue (replicas on one database), so a waiting job is
+    /// claimed in one statement that moves it to `processing`: no two workers take the same
+    /// job. A job found `processing` is taken only by the first call after [`Uploads::open`],
+    /// as the job a crash of the previous run interrupted.
     pub fn process_next(&self, store: &RwLock<Store>) -> Result<Option<u64>, ImportError> {
-        let next = self
-            .connection()
-            .query_row(
-                "SELECT id, user_id, username, organization, file_type, sessions, first_id
-                 FROM import_jobs WHERE state IN ('received', 'processing') ORDER BY id LIMIT 1",
-                [],
-                |row| {
-                    let sessions: String = row.get(5)?;
-                    let file_type: String = row.get(4)?;
-                    let work = PendingJob {
-                        id: row.get(0)?,
-                        user_id: row.get::<_, i64>(1)? as u64,
-                        owner: Owner {
-                            username: row.get(2)?,
-                            organization: row
-                                .get::<_, Option<i64>>(3)?
-                                .map(|id| OrganizationId(id as u64)),
-                        },
-                        sessions: serde_json::from_str(&sessions).unwrap_or_default(),
-                        first_id: row.get::<_, Option<i64>>(6)?.map(|id| id as u64),
-                    };
-                    Ok((work, file_type))
+        let pending = |row: &rusqlite::Row<'_>| {
+            let sessions: String = row.get(5)?;
+            let file_type: String = row.get(4)?;
+            let work = PendingJob {
+                id: row.get(0)?,
+                user_id: row.get::<_, i64>(1)? as u64,
+                owner: Owner {
+                    username: row.get(2)?,
+                    organization: row
+                        .get::<_, Option<i64>>(3)?
+                        .map(|id| OrganizationId(id as u64)),
                 },
-            )
-            .optional()?;
+                sessions: serde_json::from_str(&sessions).unwrap_or_default(),
+                first_id: row.get::<_, Option<i64>>(6)?.map(|id| id as u64),
+            };
+            Ok((work, file_type))
+        };
+        let interrupted = if self
+            .recovered
+            .swap(true, std::sync::atomic::Ordering::Relaxed)
+        {
+            None
+        } else {
+            self.connection()
+                .query_row(
+                    "SELECT id, user_id, username, organization, file_type, sessions, first_id
+                     FROM import_jobs WHERE state = 'processing' ORDER BY id LIMIT 1",
+                    [],
+                    pending,
+                )
+                .optional()?
+        };
+        let next = match interrupted {
+            Some(job) => Some(job),
+            None => self
+                .connection()
+                .query_row(
+                    "UPDATE import_jobs SET state = 'processing', updated_at = ?1
+                     WHERE id = (SELECT id FROM import_jobs WHERE state = 'received'
+                                 ORDER BY id LIMIT 1)
+                     RETURNING id, user_id, username, organization, file_type, sessions, first_id",
+                    params![now_millis()],
+                    pending,
+                )
+                .optional()?,
+        };
         let Some((work, file_type)) = next else {
             return Ok(None);
         };

@@ -47,6 +47,8 @@ pub struct Uploads {
     pub(crate) limits: UploadLimits,
     /// Set when a job is submitted; the worker waits on it.
     work: (Mutex<bool>, Condvar),
+    /// Whether the job a crash left `processing` was looked for (see `process_next`).
+    pub(crate) recovered: std::sync::atomic::AtomicBool,
 }
 
 /// Appends the bytes of one upload request to its session.
@@ -90,6 +92,7 @@ impl Uploads {
             connection: Mutex::new(connection),
             limits,
             work: (Mutex::new(true), Condvar::new()),
+            recovered: std::sync::atomic::AtomicBool::new(false),
         })
     }
 

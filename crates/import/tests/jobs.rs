@@ -112,6 +112,37 @@ fn a_job_interrupted_by_a_crash_is_redone_with_the_ids_it_reserved() {
     assert_eq!(images_near(&reopened).len(), 3);
 }
 
+/// Two servers on one database (replicas) each run a worker: a job one of them is processing
+/// is not taken by the other, which only redoes what a crash left before it opened the queue.
+#[test]
+fn a_job_another_worker_is_processing_is_not_taken_again() {
+    let data = scratch("two-workers");
+    let first = Uploads::open(&data, UploadLimits::default()).unwrap();
+    let second = Uploads::open(&data, UploadLimits::default()).unwrap();
+    let store = RwLock::new(Store::open(&data).unwrap());
+    // The second worker has looked for interrupted jobs: there were none.
+    assert_eq!(second.process_next(&store).unwrap(), None);
+    let handle = upload(&first, "mly_tools_4.jpg", &photo(4));
+    let manifest = serde_json::json!({"image_handles": [handle]}).to_string();
+    let manifest = upload(&first, "uuid_c.json", manifest.as_bytes());
+    let job = first
+        .finish(1, "dana", &manifest, "mly_bundle_manifest", None)
+        .unwrap();
+    // The first worker claims it (what its `process_next` does before processing).
+    let connection = rusqlite::Connection::open(Store::database_path(&data)).unwrap();
+    connection
+        .execute(
+            "UPDATE import_jobs SET state = 'processing' WHERE id = ?1",
+            rusqlite::params![job as i64],
+        )
+        .unwrap();
+    assert_eq!(second.process_next(&store).unwrap(), None);
+    assert_eq!(
+        second.job(job).unwrap().unwrap().state,
+        JobState::Processing
+    );
+}
+
 #[test]
 fn a_session_handed_to_a_job_takes_no_more_bytes() {
     let data = scratch("finished");

@@ -59,8 +59,32 @@ def generate_fixtures(
         )
 
 
+def topology_command(command: list[str]) -> list[str]:
+    """The command that serves `command` (`streetlevel serve ...`) in the topology that
+    `STREETLEVEL_TEST_TOPOLOGY` names: `single` (the default) runs it as it is; `replicas`
+    runs it as two replicas on one backend behind a round-robin balancer, through the test
+    crate's `replicas` example (`STREETLEVEL_REPLICAS_BIN`, default
+    `<repo>/target/debug/examples/replicas`), which prints the balancer's address as its
+    `listening on` line."""
+    topology = os.environ.get("STREETLEVEL_TEST_TOPOLOGY", "single")
+    if topology == "single":
+        return command
+    if topology != "replicas":
+        raise SuiteError(f"STREETLEVEL_TEST_TOPOLOGY={topology!r}: expected single or replicas")
+    configured = os.environ.get("STREETLEVEL_REPLICAS_BIN")
+    repo = Path(__file__).resolve().parents[4]
+    wrapper = Path(configured) if configured else repo / "target" / "debug" / "examples" / "replicas"
+    if not wrapper.is_file():
+        raise SuiteError(
+            f"{wrapper} does not exist: build it with "
+            "`cargo build -p streetlevel-tests --example replicas` or set STREETLEVEL_REPLICAS_BIN"
+        )
+    return [str(wrapper), "--", *command]
+
+
 class Server:
-    """`streetlevel serve` as a child process, stopped by `stop()`."""
+    """`streetlevel serve` as a child process, stopped by `stop()`; `command` is the serve
+    command, whatever topology runs it (see `topology_command`)."""
 
     def __init__(self, binary: Path, data: Path, log: Path, extra_args: list[str], timeout_s: float):
         self.log_path = log
@@ -76,7 +100,10 @@ class Server:
         ]
         self.command = command
         self.process = subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=self._log, stdin=subprocess.DEVNULL
+            topology_command(command),
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            stdin=subprocess.DEVNULL,
         )
         try:
             line = self._first_line(timeout_s)

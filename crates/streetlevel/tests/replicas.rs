@@ -1,0 +1,629 @@
+//! Replicas (issue 17): two `streetlevel serve` processes on one shared backend behind a
+//! round-robin balancer. A write through one replica is read through the other within the
+//! promised time, a revoked token stops on both, and `kill -9` of one replica during load
+//! leaves the other answering without losing an acknowledged write.
+//!
+//! The backend is `STREETLEVEL_TEST_BACKEND` (default: one shared `SQLite` file; a
+//! `postgres://` URL once the `PostgreSQL` backend lands, see `streetlevel_tests::replicas`).
+//! Writes here go over HTTP (token exchange, refresh, uploads); the codes the exchanges
+//! redeem are approved through the auth crate on the shared file, as a signed-in user's
+//! consent would be.
+#![allow(clippy::unwrap_used, clippy::panic, clippy::expect_used)]
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use streetlevel_ingest::{WriteTags, write_metadata};
+use streetlevel_model::Timestamp;
+use streetlevel_tests::replicas::{Backend, Replicas, try_request};
+use streetlevel_tests::{Fixture, Response, Server};
+
+const BINARY: &str = env!("CARGO_BIN_EXE_streetlevel");
+
+/// What issue 17 promises: a write on one replica is visible on every other within 1 s, and a
+/// revoked token stops everywhere within 1 s. Auth reads its tables on every request, so this
+/// holds on the shared `SQLite` file too.
+const AUTH_VISIBLE_WITHIN: Duration = Duration::from_secs(1);
+
+/// How soon an image written through one replica is served by the other. On `PostgreSQL` the
+/// change log's `NOTIFY` makes it the issue's 1 s; on the shared `SQLite` file the other
+/// replica polls `store_writes` once a second, so up to a second more, plus loading.
+fn images_visible_within(backend: &Backend) -> Duration {
+    match backend {
+        Backend::Postgres(_) => Duration::from_secs(1),
+        Backend::Sqlite => Duration::from_secs(3),
+    }
+}
+
+/// The fixture every test copies: generated once.
+fn pristine() -> &'static Fixture {
+    static PRISTINE: OnceLock<Fixture> = OnceLock::new();
+    PRISTINE.get_or_init(|| Fixture::generate(Path::new(BINARY), "replicas", 60))
+}
+
+/// A fresh copy of the fixture served by two replicas.
+fn two_replicas(name: &str) -> (Fixture, Replicas, Backend) {
+    let fixture = pristine().copy(&format!("replicas-{name}"));
+    let backend = Backend::from_env();
+    let replicas = Replicas::start(Path::new(BINARY), &fixture.dir, 2, &backend, &[]);
+    (fixture, replicas, backend)
+}
+
+/// Polls `check` every 20 ms until it gives `Some`, for at most `limit`.
+fn within<T>(limit: Duration, what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let started = Instant::now();
+    loop {
+        if let Some(value) = check() {
+            return value;
+        }
+        assert!(started.elapsed() < limit, "{what}: not within {limit:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn now() -> Timestamp {
+    let since_epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    Timestamp(i64::try_from(since_epoch.as_millis()).unwrap())
+}
+
+/// A new user `username` approves the fixture's app: an authorization code, written to the
+/// shared file by the auth crate as the consent page would.
+fn approved_code(fixture: &Fixture, username: &str) -> String {
+    let store = streetlevel_auth::AuthStore::open(
+        &fixture.database(),
+        streetlevel_auth::Config::insecure_fast(),
+        streetlevel_auth::FakeClock::new(now()),
+        streetlevel_auth::OsRandom,
+    )
+    .unwrap();
+    let user = store.create_user(username, "a password").unwrap();
+    let query = format!("client_id={}&response_type=code", fixture.client_id);
+    let streetlevel_auth::Authorization::Prompt(request) =
+        store.authorization_request(Some(&query)).unwrap()
+    else {
+        panic!("the fixture app's authorization request is refused");
+    };
+    let location = store.approve(&request, user.id).unwrap();
+    location
+        .split_once("code=")
+        .map(|(_, rest)| rest.split('&').next().unwrap().to_owned())
+        .unwrap()
+}
+
+/// The body of `POST /token` for `grant` with the fixture's client ID.
+fn token_body(fixture: &Fixture, grant: Value) -> Vec<u8> {
+    let mut body = grant;
+    body["client_id"] = json!(fixture.client_id.parse::<u64>().unwrap());
+    body.to_string().into_bytes()
+}
+
+/// `POST /token` at `addr` with the fixture app's secret; `None` if the exchange failed.
+fn post_token(addr: std::net::SocketAddr, fixture: &Fixture, grant: Value) -> Option<Response> {
+    let secret = format!("OAuth {}", fixture.client_secret);
+    try_request(
+        addr,
+        "POST",
+        "/token",
+        &[
+            ("Content-Type", "application/json"),
+            ("Authorization", &secret),
+        ],
+        &token_body(fixture, grant),
+    )
+}
+
+fn access_token(response: &Response) -> String {
+    assert_eq!(
+        response.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&response.body)
+    );
+    response.json()["access_token"].as_str().unwrap().to_owned()
+}
+
+/// The status of an entity request with `token` at `server`.
+fn status_with(server: &Server, token: &str, image: &str) -> u16 {
+    server
+        .request(
+            "GET",
+            &format!("/{image}?fields=id"),
+            &[("Authorization", &format!("OAuth {token}"))],
+            b"",
+        )
+        .status
+}
+
+/// Some image of the fixture, as its ID.
+fn an_image(replicas: &Replicas, fixture: &Fixture) -> String {
+    let response = replicas.request(
+        "GET",
+        "/images?bbox=-180,-85,180,85&limit=1&fields=id",
+        &[("Authorization", &format!("OAuth {}", fixture.client_token))],
+        b"",
+    );
+    assert_eq!(response.status, 200);
+    response.json()["data"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+#[test]
+fn a_token_issued_through_one_replica_works_on_the_other_and_its_revocation_stops_it_on_both() {
+    let (fixture, replicas, _) = two_replicas("token");
+    let image = an_image(&replicas, &fixture);
+    let (one, other) = (replicas.replica(0), replicas.replica(1));
+
+    // Issued through one...
+    let code = approved_code(&fixture, "replica-user");
+    let first = access_token(
+        &post_token(
+            one.addr,
+            &fixture,
+            json!({"grant_type": "authorization_code", "code": code}),
+        )
+        .unwrap(),
+    );
+    // ...works on the other.
+    within(
+        AUTH_VISIBLE_WITHIN,
+        "the issued token on the other replica",
+        || (status_with(other, &first, &image) == 200).then_some(()),
+    );
+
+    // Refreshed through the other: the old token is revoked, on both replicas.
+    let second = access_token(
+        &post_token(
+            other.addr,
+            &fixture,
+            json!({"grant_type": "refresh_token", "refresh_token": first}),
+        )
+        .unwrap(),
+    );
+    within(
+        AUTH_VISIBLE_WITHIN,
+        "the revocation on both replicas",
+        || {
+            (status_with(one, &first, &image) == 401 && status_with(other, &first, &image) == 401)
+                .then_some(())
+        },
+    );
+    within(
+        AUTH_VISIBLE_WITHIN,
+        "the new token on both replicas",
+        || {
+            (status_with(one, &second, &image) == 200 && status_with(other, &second, &image) == 200)
+                .then_some(())
+        },
+    );
+
+    // Presenting the rotated-away token again through one revokes the grant on both.
+    let replayed = post_token(
+        one.addr,
+        &fixture,
+        json!({"grant_type": "refresh_token", "refresh_token": first}),
+    )
+    .unwrap();
+    assert_eq!(replayed.status, 400);
+    within(
+        AUTH_VISIBLE_WITHIN,
+        "the grant's revocation on both",
+        || {
+            (status_with(one, &second, &image) == 401 && status_with(other, &second, &image) == 401)
+                .then_some(())
+        },
+    );
+}
+
+/// A 1200 x 900 JPEG geotagged at (`lat`, `lon`), taken `seconds` after 2024-05-01T10:00Z.
+fn photo(seed: u8, lat: f64, lon: f64, seconds: i64) -> Vec<u8> {
+    let (width, height) = (1200_u32, 900_u32);
+    let picture = image::RgbImage::from_fn(width, height, |x, y| {
+        image::Rgb([
+            seed.wrapping_mul(37),
+            (x * 255 / width) as u8,
+            (y * 255 / height) as u8,
+        ])
+    });
+    let mut jpeg = Vec::new();
+    image::codecs::jpeg::JpegEncoder::new_with_quality(&mut jpeg, 80)
+        .encode_image(&picture)
+        .unwrap();
+    let mut tags = WriteTags {
+        latitude: Some(lat),
+        longitude: Some(lon),
+        altitude: Some(40.0),
+        direction: Some(45.0),
+        make: Some(String::from("TestCam")),
+        model: Some(String::from("TC-1")),
+        ..WriteTags::default()
+    };
+    tags.set_capture_time_utc(Timestamp(1_714_557_600_000 + seconds * 1000));
+    write_metadata(&jpeg, &tags).unwrap()
+}
+
+/// The fixture's own user (`credentials.json`) signs in through `server`: a user token that
+/// may upload.
+fn upload_token(fixture: &Fixture, server: &Server) -> String {
+    let credentials: Value =
+        serde_json::from_slice(&std::fs::read(fixture.dir.join("credentials.json")).unwrap())
+            .unwrap();
+    let response = server.request(
+        "POST",
+        "/login",
+        &[
+            (
+                "Authorization",
+                &format!("OAuth {}", credentials["client_token"].as_str().unwrap()),
+            ),
+            ("Content-Type", "application/json"),
+        ],
+        json!({
+            "email": credentials["user"]["username"],
+            "password": credentials["user"]["password"],
+        })
+        .to_string()
+        .as_bytes(),
+    );
+    access_token(&response)
+}
+
+/// The IDs `/images` finds in `bbox` at `server`.
+fn image_ids_in(server: &Server, token: &str, bbox: &str) -> Vec<String> {
+    let response = server.request(
+        "GET",
+        &format!("/images?bbox={bbox}&limit=100&fields=id"),
+        &[("Authorization", &format!("OAuth {token}"))],
+        b"",
+    );
+    assert_eq!(response.status, 200);
+    let mut ids: Vec<String> = response.json()["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|image| image["id"].as_str().unwrap().to_owned())
+        .collect();
+    ids.sort();
+    ids
+}
+
+#[test]
+fn an_image_uploaded_through_one_replica_is_served_by_the_other() {
+    let (fixture, replicas, backend) = two_replicas("upload");
+    let (one, other) = (replicas.replica(0), replicas.replica(1));
+    let token = upload_token(&fixture, one);
+    let auth = format!("OAuth {token}");
+    // Away from the fixture's streets.
+    let (lat, lon) = (55.6050, 13.0000);
+    let bbox = "12.999,55.604,13.001,55.606";
+    assert!(image_ids_in(other, &token, bbox).is_empty());
+
+    let mut handles = Vec::new();
+    for index in 0..2_u8 {
+        let bytes = photo(
+            index,
+            lat + f64::from(index) * 0.00005,
+            lon,
+            i64::from(index) * 2,
+        );
+        let key = format!("mly_tools_{index:032x}.jpg");
+        let response = one.request(
+            "POST",
+            &format!("/upload/{key}"),
+            &[("Authorization", &auth), ("Offset", "0")],
+            &bytes,
+        );
+        assert_eq!(response.status, 200, "{response:?}");
+        handles.push(response.json()["h"].as_str().unwrap().to_owned());
+    }
+    let manifest = json!({"image_handles": handles}).to_string();
+    let manifest_handle = one
+        .request(
+            "POST",
+            "/upload/uuid_replicas.json",
+            &[("Authorization", &auth), ("Offset", "0")],
+            manifest.as_bytes(),
+        )
+        .json()["h"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let finished = one.request(
+        "POST",
+        "/finish_upload",
+        &[
+            ("Authorization", &auth),
+            ("Content-Type", "application/json"),
+        ],
+        json!({"file_handle": manifest_handle, "file_type": "mly_bundle_manifest"})
+            .to_string()
+            .as_bytes(),
+    );
+    assert_eq!(finished.status, 200, "{finished:?}");
+    let job_id = finished.json()["cluster_id"].clone();
+
+    // Acknowledged: the job is published, as the replica that took it reports.
+    let job = within(Duration::from_secs(120), "the upload's processing", || {
+        let jobs = one
+            .request("GET", "/uploads", &[("Authorization", &auth)], b"")
+            .json();
+        let job = jobs["data"]
+            .as_array()?
+            .iter()
+            .find(|job| job["id"] == job_id)
+            .cloned()?;
+        matches!(job["state"].as_str(), Some("published" | "failed")).then_some(job)
+    });
+    assert_eq!(job["state"], "published", "{job}");
+    assert_eq!(job["images"], 2, "{job}");
+    let on_one = image_ids_in(one, &token, bbox);
+    assert_eq!(on_one.len(), 2);
+
+    // The other replica serves them, with their sequence, within the promised time.
+    within(
+        images_visible_within(&backend),
+        "the uploaded images on the other replica",
+        || (image_ids_in(other, &token, bbox) == on_one).then_some(()),
+    );
+    let entity = other
+        .request(
+            "GET",
+            &format!("/{}?fields=id,sequence,captured_at", on_one[0]),
+            &[("Authorization", &auth)],
+            b"",
+        )
+        .json();
+    assert_eq!(entity["id"], on_one[0].as_str());
+    assert!(entity["sequence"].is_string(), "{entity}");
+
+    // Processed once: the job's counts stay, and no image came twice.
+    let jobs = one
+        .request("GET", "/uploads", &[("Authorization", &auth)], b"")
+        .json();
+    let job = jobs["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|job| job["id"] == job_id)
+        .unwrap();
+    assert_eq!(
+        (job["images"].as_u64(), job["duplicates"].as_u64()),
+        (Some(2), Some(0)),
+        "{job}"
+    );
+    assert_eq!(image_ids_in(other, &token, bbox).len(), 2);
+}
+
+/// Requests each load thread sends.
+const REQUESTS_PER_THREAD: usize = 500;
+/// Every how many requests a load thread refreshes its token (a write); the rest are reads.
+const WRITE_EVERY: usize = 5;
+
+/// What one load thread saw.
+#[derive(Default)]
+struct Seen {
+    /// Tokens acknowledged (200 from `/token`), in the order issued; each but the last of a
+    /// chain was revoked by the acknowledged refresh that followed it.
+    chain: Vec<String>,
+    /// Whether the chain ended in a refresh that got no answer (its fate is unknown).
+    broken: bool,
+    /// Requests that got no complete answer.
+    failed: usize,
+    /// Requests sent after the kill had completed, and how many of them got no answer.
+    after_kill: usize,
+    failed_after_kill: usize,
+}
+
+/// What one load thread shares with the test.
+struct Load {
+    addr: std::net::SocketAddr,
+    fixture: Arc<Fixture>,
+    image: String,
+    sent: Arc<AtomicUsize>,
+    killed: Arc<AtomicBool>,
+}
+
+impl Load {
+    /// Redeems `code` for a token, then sends [`REQUESTS_PER_THREAD`] requests through the
+    /// balancer: reads of an image with the current token, and every [`WRITE_EVERY`]th a
+    /// refresh that replaces it. A refresh without an answer ends the chain (whether it
+    /// happened is unknown); reads then use the app's client token.
+    fn run(&self, code: &str) -> Seen {
+        let mut seen = Seen::default();
+        let grant = json!({"grant_type": "authorization_code", "code": code});
+        let Some(first) = post_token(self.addr, &self.fixture, grant) else {
+            panic!("the first exchange failed before any kill");
+        };
+        seen.chain.push(access_token(&first));
+        for index in 1..=REQUESTS_PER_THREAD {
+            let after_kill = self.killed.load(Ordering::SeqCst);
+            self.sent.fetch_add(1, Ordering::SeqCst);
+            let current = seen.chain.last().cloned().unwrap();
+            let answered = if index % WRITE_EVERY == 0 && !seen.broken {
+                let grant = json!({"grant_type": "refresh_token", "refresh_token": current});
+                if let Some(response) = post_token(self.addr, &self.fixture, grant) {
+                    seen.chain.push(access_token(&response));
+                } else {
+                    seen.broken = true;
+                }
+                !seen.broken
+            } else {
+                let token = if seen.broken {
+                    self.fixture.client_token.clone()
+                } else {
+                    current
+                };
+                let response = try_request(
+                    self.addr,
+                    "GET",
+                    &format!("/{}?fields=id", self.image),
+                    &[("Authorization", &format!("OAuth {token}"))],
+                    b"",
+                );
+                if let Some(response) = &response {
+                    assert_eq!(
+                        response.status,
+                        200,
+                        "{}",
+                        String::from_utf8_lossy(&response.body)
+                    );
+                }
+                response.is_some()
+            };
+            seen.failed += usize::from(!answered);
+            if after_kill {
+                seen.after_kill += 1;
+                seen.failed_after_kill += usize::from(!answered);
+            }
+        }
+        seen
+    }
+}
+
+#[test]
+fn kill_9_of_a_replica_under_load_leaves_the_other_answering_and_loses_no_acknowledged_write() {
+    const THREADS: usize = 4;
+    /// The replica dies after this many requests in all.
+    const KILL_AFTER: usize = 500;
+
+    let (fixture, mut replicas, _) = two_replicas("kill");
+    let image = an_image(&replicas, &fixture);
+    let fixture = Arc::new(fixture);
+    let sent = Arc::new(AtomicUsize::new(0));
+    let killed = Arc::new(AtomicBool::new(false));
+    let threads: Vec<_> = (0..THREADS)
+        .map(|index| {
+            let code = approved_code(&fixture, &format!("load-{index}"));
+            let load = Load {
+                addr: replicas.addr(),
+                fixture: Arc::clone(&fixture),
+                image: image.clone(),
+                sent: Arc::clone(&sent),
+                killed: Arc::clone(&killed),
+            };
+            std::thread::spawn(move || load.run(&code))
+        })
+        .collect();
+
+    within(
+        Duration::from_secs(600),
+        "the load reaching the kill",
+        || (sent.load(Ordering::SeqCst) >= KILL_AFTER).then_some(()),
+    );
+    let forwarded_before = replicas.balancer().forwarded();
+    replicas.kill(1);
+    killed.store(true, Ordering::SeqCst);
+    let seen: Vec<Seen> = threads
+        .into_iter()
+        .map(|thread| thread.join().unwrap())
+        .collect();
+
+    assert!(
+        forwarded_before.iter().all(|&count| count > 0),
+        "both replicas took load before the kill: {forwarded_before:?}"
+    );
+    let after_kill: usize = seen.iter().map(|seen| seen.after_kill).sum();
+    assert!(after_kill > 0, "no request was sent after the kill");
+    // The survivor answered every request sent after the kill: the balancer skips the dead.
+    let failed_after_kill: usize = seen.iter().map(|seen| seen.failed_after_kill).sum();
+    assert_eq!(
+        failed_after_kill, 0,
+        "{failed_after_kill} of {after_kill} requests after the kill got no answer"
+    );
+    // Every acknowledged write holds on the survivor: each refresh revoked the token before
+    // it, and the last token of a chain that ended acknowledged still works.
+    let survivor = replicas.replica(0);
+    let mut writes = 0;
+    for seen in &seen {
+        let (revoked, last) = seen.chain.split_at(seen.chain.len() - 1);
+        for token in revoked {
+            assert_eq!(
+                status_with(survivor, token, &image),
+                401,
+                "a refresh was lost"
+            );
+        }
+        if !seen.broken {
+            assert_eq!(
+                status_with(survivor, &last[0], &image),
+                200,
+                "a token was lost"
+            );
+        }
+        writes += seen.chain.len();
+    }
+    let failed: usize = seen.iter().map(|seen| seen.failed).sum();
+    eprintln!(
+        "{} requests, {writes} acknowledged writes, {failed} unanswered (all before the kill \
+         completed), forwarded {:?}",
+        THREADS * REQUESTS_PER_THREAD,
+        replicas.balancer().forwarded()
+    );
+}
+
+#[test]
+#[ignore = "needs the PostgreSQL backend (issue 17)"]
+fn the_replicas_recover_from_a_postgresql_restart_during_load_without_restarting() {
+    let mut postgres = streetlevel_tests::postgres::Postgres::start("replicas-restart");
+    let fixture = pristine().copy("replicas-restart");
+    // Once `streetlevel migrate --from DIR --to URL` exists, the fixture is copied over
+    // first; `replica_setup` does the rest. `approved_code` then has to approve in
+    // PostgreSQL (through the auth crate on the URL, or the consent page over HTTP).
+    let backend = Backend::Postgres(postgres.url());
+    let replicas = Replicas::start(Path::new(BINARY), &fixture.dir, 2, &backend, &[]);
+    let image = an_image(&replicas, &fixture);
+    let stop = Arc::new(AtomicBool::new(false));
+    let addr = replicas.addr();
+    let load = {
+        let (stop, token, image) = (
+            Arc::clone(&stop),
+            fixture.client_token.clone(),
+            image.clone(),
+        );
+        std::thread::spawn(move || {
+            let mut answered = 0;
+            while !stop.load(Ordering::SeqCst) {
+                if try_request(
+                    addr,
+                    "GET",
+                    &format!("/{image}?fields=id"),
+                    &[("Authorization", &format!("OAuth {token}"))],
+                    b"",
+                )
+                .is_some_and(|response| response.status == 200)
+                {
+                    answered += 1;
+                }
+            }
+            answered
+        })
+    };
+    postgres.restart();
+    // After the restart, writes through either replica work again and reach the other,
+    // without restarting a replica.
+    for (through, read_on) in [(0, 1), (1, 0)] {
+        let code = approved_code(&fixture, &format!("after-restart-{through}"));
+        let token = within(Duration::from_secs(30), "a write after the restart", || {
+            post_token(
+                replicas.replica(through).addr,
+                &fixture,
+                json!({"grant_type": "authorization_code", "code": code}),
+            )
+            .filter(|response| response.status == 200)
+            .map(|response| access_token(&response))
+        });
+        within(
+            AUTH_VISIBLE_WITHIN,
+            "the write on the other replica",
+            || (status_with(replicas.replica(read_on), &token, &image) == 200).then_some(()),
+        );
+    }
+    stop.store(true, Ordering::SeqCst);
+    assert!(load.join().unwrap() > 0);
+}
