@@ -132,9 +132,24 @@ pub(crate) fn project_root() -> PathBuf {
 
 /// Runs `program args...` in `dir`, echoing the command, and fails if it fails.
 pub(crate) fn run_command(dir: &Path, program: &str, args: &[&str]) -> Result<()> {
-    eprintln!("$ {program} {}", args.join(" "));
+    run_command_with_env(dir, program, args, &[])
+}
+
+/// [`run_command`] with extra environment variables.
+pub(crate) fn run_command_with_env(
+    dir: &Path,
+    program: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> Result<()> {
+    let shown: Vec<String> = env
+        .iter()
+        .map(|(name, value)| format!("{name}={value} "))
+        .collect();
+    eprintln!("$ {}{program} {}", shown.concat(), args.join(" "));
     let status = Command::new(program)
         .args(args)
+        .envs(env.iter().copied())
         .current_dir(dir)
         .status()
         .with_context(|| format!("could not start {program}"))?;

@@ -2,10 +2,10 @@
 
 use std::path::Path;
 
-use anyhow::{Result, bail};
+use anyhow::{Context as _, Result, bail};
 
 use crate::suite::{Outcome, WORKSPACE_TEST_ARGS, build_test_binaries, skip_or_fail};
-use crate::{browser, cargo, clients, openapi, python, release, run_command};
+use crate::{browser, cargo, clients, openapi, python, release, run_command, run_command_with_env};
 
 /// One step of `cargo xtask test`, named for `--suite`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -120,7 +120,7 @@ fn run_suite(root: &Path, suite: Suite, alone: bool) -> Result<Outcome> {
                 "warnings",
             ],
         )?,
-        Suite::Cargo => run_command(root, &cargo, &WORKSPACE_TEST_ARGS)?,
+        Suite::Cargo => return cargo_suite(root),
         Suite::MvtPython => return mvt_python_cross_check(root),
         Suite::Sdk => return clients::run(root),
         Suite::Replicas => return replicas(root, alone),
@@ -129,6 +129,91 @@ fn run_suite(root: &Path, suite: Suite, alone: bool) -> Result<Outcome> {
         Suite::Browser => return browser::run(root),
     }
     Ok(Outcome::Passed)
+}
+
+/// The auth crate's test targets, run once more with every store on PostgreSQL.
+const AUTH_TESTS: [&str; 7] = [
+    "authenticate",
+    "authorize",
+    "concurrency",
+    "exchange",
+    "flow",
+    "persistence",
+    "users",
+];
+
+/// The workspace's tests with one PostgreSQL server for the run (the test crate's `postgres`
+/// example; each test that needs PostgreSQL makes a database of its own on it), then the auth
+/// suite once more with its stores on PostgreSQL, so that every auth rule holds on both
+/// engines. Without PostgreSQL installed, outside CI, the PostgreSQL parts are skipped.
+fn cargo_suite(root: &Path) -> Result<Outcome> {
+    const WHAT: &str = "the PostgreSQL tests";
+    let cargo = cargo();
+    let built = build_test_binaries(root)?;
+    let server = match TestPostgres::start(&built) {
+        Ok(server) => server,
+        Err(error) => {
+            let outcome = skip_or_fail(WHAT, &format!("{error:#}"))?;
+            run_command(root, &cargo, &WORKSPACE_TEST_ARGS)?;
+            return Ok(outcome);
+        }
+    };
+    let url = server.url.clone();
+    let database = [("STREETLEVEL_TEST_DATABASE_URL", url.as_str())];
+    run_command_with_env(root, &cargo, &WORKSPACE_TEST_ARGS, &database)?;
+    let mut args = WORKSPACE_TEST_ARGS.to_vec();
+    for target in AUTH_TESTS {
+        args.extend(["--test", target]);
+    }
+    run_command_with_env(
+        root,
+        &cargo,
+        &args,
+        &[database[0], ("STREETLEVEL_TEST_AUTH_ON_POSTGRES", "1")],
+    )?;
+    drop(server);
+    Ok(Outcome::Passed)
+}
+
+/// The test crate's `postgres` example, running until dropped (its standard input closes).
+struct TestPostgres {
+    child: std::process::Child,
+    url: String,
+}
+
+impl TestPostgres {
+    fn start(built: &Path) -> Result<Self> {
+        use std::io::BufRead as _;
+        let example = built
+            .join("examples")
+            .join(format!("postgres{}", std::env::consts::EXE_SUFFIX));
+        let mut child = std::process::Command::new(&example)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .with_context(|| format!("could not start {}", example.display()))?;
+        let stdout = child
+            .stdout
+            .take()
+            .context("the example's standard output")?;
+        let mut line = String::new();
+        std::io::BufReader::new(stdout).read_line(&mut line)?;
+        if let Some(url) = line.trim().strip_prefix("postgres at ") {
+            return Ok(Self {
+                url: url.to_owned(),
+                child,
+            });
+        }
+        let _ = child.wait();
+        bail!("PostgreSQL did not start (is postgresql-15-postgis-3 installed?)")
+    }
+}
+
+impl Drop for TestPostgres {
+    fn drop(&mut self) {
+        drop(self.child.stdin.take());
+        let _ = self.child.wait();
+    }
 }
 
 /// The replica tests, then the Python SDK suite against two replicas. In a full run the
