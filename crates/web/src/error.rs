@@ -5,13 +5,13 @@
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum WebError {
-    /// The web surface's own `SQLite` tables failed.
+    /// The web surface's own tables failed.
     #[error("web storage failed: {0}")]
-    Storage(#[from] rusqlite::Error),
+    Storage(#[from] streetlevel_db::DbError),
     /// The auth store failed.
     #[error("auth failed: {0}")]
     Auth(#[from] streetlevel_auth::AuthError),
     /// The schema could not be brought up to date (for example, a newer build wrote it).
     #[error(transparent)]
-    Migration(#[from] streetlevel_sqlite::MigrationError),
+    Migration(#[from] streetlevel_db::MigrationError),
 }
