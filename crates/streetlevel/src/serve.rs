@@ -13,6 +13,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 
 use anyhow::Context;
 use streetlevel_auth::{AuthStore, OsRandom};
+use streetlevel_db::Location;
 use streetlevel_import::Uploads;
 use streetlevel_model::{Clock, SystemClock};
 use streetlevel_ratelimit::{RateLimits, RedisConfig, SignInGuard};
@@ -118,6 +119,20 @@ fn check_database_file(data: &Path) -> anyhow::Result<()> {
             path.display()
         ),
         _ => Ok(()),
+    }
+}
+
+/// Where the tables live: `database_url` (a PostgreSQL URL) when given, else the data
+/// directory's `SQLite` file.
+fn database_location(data: &Path, database_url: Option<String>) -> anyhow::Result<Location> {
+    match database_url {
+        None => Ok(Location::Sqlite(Store::database_path(data))),
+        Some(url) if Location::is_postgres_url(&url) => Ok(Location::Postgres(url)),
+        Some(url) => anyhow::bail!(
+            "database_url {:?} is not a postgres:// URL (leave it out for the data directory's \
+             SQLite file)",
+            streetlevel_db::redact(&url)
+        ),
     }
 }
 
@@ -255,9 +270,11 @@ async fn serve(args: Args, settings: Settings) -> anyhow::Result<()> {
         config,
         limits,
         redis_url,
+        database_url,
         web: web_config,
         upload_limits,
     } = settings::resolve(settings, args.debug_panic_route, media_key)?;
+    let location = database_location(&data, database_url)?;
     check_database_file(&data)?;
     // A second server on the same directory would run its own upload worker and caches
     // over the same files, so it is refused.
@@ -281,17 +298,16 @@ async fn serve(args: Args, settings: Settings) -> anyhow::Result<()> {
     let store = load_store(&data).await?;
     warn_if_empty(&store, &data);
     let store = Arc::new(RwLock::new(store));
-    let database = Store::database_path(&data);
     let auth = Arc::new(
-        AuthStore::open(
-            &database,
+        AuthStore::open_location(
+            &location,
             streetlevel_auth::Config::default(),
             Arc::clone(&clock),
             OsRandom,
         )
         .context("cannot open the auth tables")?,
     );
-    let registry = Registry::open(&database).context("cannot open the web tables")?;
+    let registry = Registry::open_location(&location).context("cannot open the web tables")?;
     let uploads =
         Arc::new(Uploads::open(&data, upload_limits).context("cannot open the upload tables")?);
     let media_dir = Store::media_dir(&data);

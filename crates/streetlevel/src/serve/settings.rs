@@ -110,6 +110,17 @@ pub struct Settings {
         hide_env_values = true
     )]
     pub redis_url: Option<String>,
+    /// A PostgreSQL database (with PostGIS) holding the images, apps, users and tokens instead
+    /// of the data directory's `SQLite` file, e.g. `postgres://streetlevel@10.0.0.4/streetlevel`,
+    /// so several replicas serve one data set (docs/SCALING.md). May hold a password: prefer
+    /// the environment or the file to a flag. [default: `DATA/streetlevel.sqlite`]
+    #[arg(
+        long,
+        visible_alias = "database",
+        env = "STREETLEVEL_DATABASE_URL",
+        hide_env_values = true
+    )]
+    pub database_url: Option<String>,
     /// The npm `node_modules` folder holding the embed page's viewer and map packages
     /// (default: the source tree's `web/node_modules`). Without them the embed page shows a
     /// still image.
@@ -209,6 +220,8 @@ pub struct Resolved {
     pub limits: streetlevel_ratelimit::Config,
     /// Where the quotas are shared between replicas, if they are.
     pub redis_url: Option<String>,
+    /// Where the tables live when not in the data directory's `SQLite` file.
+    pub database_url: Option<String>,
     /// The web pages' settings, from the same URLs and short name as the server's.
     pub web: WebConfig,
     pub upload_limits: UploadLimits,
@@ -313,6 +326,7 @@ pub fn resolve(
         config,
         limits,
         redis_url: settings.redis_url,
+        database_url: settings.database_url,
         web,
         upload_limits,
     })
