@@ -7,7 +7,7 @@
 //! Unsigned 64-bit IDs are stored as their two's-complement `i64`; float lists as
 //! little-endian `f64` blobs so that values read back bit for bit; booleans as integers.
 //! On PostgreSQL the images and map features also carry PostGIS points (`geom`, and
-//! `computed_geom` for images), generated from the coordinates by the database, with GiST
+//! `computed_geom` for images), generated from the coordinates by the database, with `GiST`
 //! indexes, for GIS tools: the store's own statements never name them.
 
 use std::path::Path;
@@ -121,7 +121,7 @@ CREATE TABLE store_writes (
 
 /// The same tables in PostgreSQL's types, step for step. Images and map features carry
 /// PostGIS points generated from their coordinates (so inserts stay the same statements as on
-/// `SQLite`), indexed with GiST. `CREATE EXTENSION` needs a role that may create it; where the
+/// `SQLite`), indexed with `GiST`. `CREATE EXTENSION` needs a role that may create it; where the
 /// role may not, an administrator creates PostGIS in the database beforehand and this step
 /// finds it there.
 const POSTGRES_MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
@@ -281,7 +281,7 @@ fn finite(value: Option<f64>) -> Option<f64> {
 }
 
 /// Column `index` as borrowed text.
-fn text<'a>(row: &'a dyn Row, index: usize) -> Result<&'a str, StoreError> {
+fn text(row: &dyn Row, index: usize) -> Result<&str, StoreError> {
     match row.value(index)? {
         ValueRef::Text(text) => Ok(text),
         other => Err(wrong_kind(index, "text", other)),
@@ -289,7 +289,7 @@ fn text<'a>(row: &'a dyn Row, index: usize) -> Result<&'a str, StoreError> {
 }
 
 /// Column `index` as borrowed text or `None` for NULL.
-fn text_or_null<'a>(row: &'a dyn Row, index: usize) -> Result<Option<&'a str>, StoreError> {
+fn text_or_null(row: &dyn Row, index: usize) -> Result<Option<&str>, StoreError> {
     match row.value(index)? {
         ValueRef::Text(text) => Ok(Some(text)),
         ValueRef::Null => Ok(None),
@@ -298,7 +298,7 @@ fn text_or_null<'a>(row: &'a dyn Row, index: usize) -> Result<Option<&'a str>, S
 }
 
 /// Column `index` as a borrowed blob or `None` for NULL.
-fn blob_or_null<'a>(row: &'a dyn Row, index: usize) -> Result<Option<&'a [u8]>, StoreError> {
+fn blob_or_null(row: &dyn Row, index: usize) -> Result<Option<&[u8]>, StoreError> {
     match row.value(index)? {
         ValueRef::Blob(bytes) => Ok(Some(bytes)),
         ValueRef::Null => Ok(None),
@@ -823,7 +823,20 @@ fn load_all(
     )?;
 
     let read = load_images(connection, store, n_images, upper_half)?;
+    load_map_features_and_detections(connection, store)?;
+    if let Some((id, first, second)) = store.first_shared_id() {
+        return Err(StoreError::CorruptRow {
+            table: table_of(second),
+            reason: format!("id {id} belongs to both a {first} and a {second}"),
+        });
+    }
+    Ok(read)
+}
 
+fn load_map_features_and_detections(
+    connection: &mut dyn Conn,
+    store: &mut Store,
+) -> Result<(), StoreError> {
     each_row(
         connection,
         "SELECT id, aligned_direction, first_seen_at, last_seen_at, object_value, object_type,
@@ -879,13 +892,7 @@ fn load_all(
         },
     )?;
     store.index_new_detections(0);
-    if let Some((id, first, second)) = store.first_shared_id() {
-        return Err(StoreError::CorruptRow {
-            table: table_of(second),
-            reason: format!("id {id} belongs to both a {first} and a {second}"),
-        });
-    }
-    Ok(read)
+    Ok(())
 }
 
 /// The table holding entities of `kind`.

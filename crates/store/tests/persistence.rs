@@ -210,7 +210,7 @@ fn postgres_and_sqlite_load_the_same_store() {
 }
 
 /// GIS tools see the images and map features through PostGIS: the generated points, with
-/// their GiST indexes, find what the store finds in the same box.
+/// their `GiST` indexes, find what the store finds in the same box.
 #[test]
 fn postgis_finds_the_images_and_map_features_the_store_finds() {
     let Some(location) = streetlevel_db::test_postgres_database("postgis") else {
