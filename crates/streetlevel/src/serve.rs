@@ -403,7 +403,7 @@ async fn follow_other_writers(store: Arc<RwLock<Store>>) {
                 {
                     Ok(made) => listening = made,
                     Err(error) => {
-                        tracing::warn!(%error, "cannot listen for other processes' writes")
+                        tracing::warn!(%error, "cannot listen for other processes' writes");
                     }
                 }
             }
