@@ -245,7 +245,8 @@ impl Store {
     /// only its wait's timeout wakes it. After each wake the follower calls
     /// [`Store::has_writes_to_follow`] and [`Store::follow`], which catch up from the write
     /// log, so a lost notification (a broken listening connection) costs one timeout, never
-    /// a write. `None` for a store without a database.
+    /// a write. `None` for a store without a database. On PostgreSQL this opens the
+    /// listening connection, so call it where blocking is fine.
     pub fn notifications(&self) -> Result<Option<Notifications>, StoreError> {
         match self.persistence.database() {
             Some(database) => Ok(Some(database.notifications(sql::WRITES_CHANNEL)?)),
