@@ -492,9 +492,6 @@ impl Uploads {
         let report = run.import(
             sources,
             Some(Box::new(|transaction, outcome| {
-                let mut remember = transaction.prepare(
-                    "UPDATE import_sessions SET image = ?3 WHERE user_id = ?1 AND key = ?2",
-                )?;
                 let pairs = outcome
                     .inserted
                     .iter()
@@ -502,13 +499,16 @@ impl Uploads {
                     .chain(outcome.duplicates.iter().copied());
                 for (id, image) in pairs {
                     if let Some(key) = session_keys.get((id.0 - first_id) as usize) {
-                        remember.execute(params![user_id, key, image.0 as i64])?;
+                        transaction.execute(
+                            "UPDATE import_sessions SET image = ?3 WHERE user_id = ?1 AND key = ?2",
+                            streetlevel_db::params![user_id, key, image.0 as i64],
+                        )?;
                     }
                 }
                 transaction.execute(
                     "UPDATE import_jobs SET state = 'published', reason = NULL, images = ?2,
                         duplicates = ?3, updated_at = ?4 WHERE id = ?1",
-                    params![
+                    streetlevel_db::params![
                         job,
                         outcome.inserted.len() as i64,
                         outcome.duplicates.len() as i64,

@@ -11,7 +11,7 @@ use std::path::Path;
 use std::sync::RwLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use rusqlite::Transaction;
+use streetlevel_db::{Conn, DbError};
 use streetlevel_ingest::Metadata;
 use streetlevel_ingest::sequence::{CutRules, cut};
 use streetlevel_model::{
@@ -147,7 +147,7 @@ struct Read {
 }
 
 pub(crate) type Also<'a> =
-    Box<dyn FnOnce(&Transaction<'_>, &BatchOutcome) -> rusqlite::Result<()> + 'a>;
+    Box<dyn FnOnce(&mut dyn Conn, &BatchOutcome) -> Result<(), DbError> + 'a>;
 
 impl Run<'_> {
     /// Imports `sources`; `also` runs in the transaction of the last batch (which exists even

@@ -1,19 +1,19 @@
 //! Imports and other processes' writes: batches of images known by the content hash of their
 //! originals, written in one transaction with their sequences (and whatever the importer
 //! records beside them); the entity ID allocator every writer shares; and following what
-//! other processes wrote to the same database file.
+//! other processes wrote to the same database.
 //!
-//! Invariants: a batch is all or nothing, in `SQLite` and in memory; an image whose hash is
+//! Invariants: a batch is all or nothing, in the database and in memory; an image whose hash is
 //! already stored is never inserted again; IDs handed out are above every ID ever stored or
 //! handed out, so cursors stay valid (see the crate docs on paging).
 
 use std::collections::{HashMap, HashSet};
 
-use rusqlite::Transaction;
+use streetlevel_db::{Conn, DbError, Notifications};
 use streetlevel_model::{Creator, CreatorId, Image, ImageId, Sequence};
 
 use crate::image_record::{RecordNames, RecordValues};
-use crate::{Store, StoreError, sqlite};
+use crate::{Store, StoreError, sql};
 
 /// One image of an [`ImportBatch`] and the SHA-256 of its original file.
 #[derive(Debug, Clone, PartialEq)]
@@ -45,12 +45,12 @@ pub struct BatchOutcome {
 impl Store {
     /// Hands out `count` consecutive entity IDs and returns the first. They are above every
     /// ID in memory, in the database file and handed out before, also by other processes
-    /// on the same file; unused ones are simply never seen.
+    /// on the same database; unused ones are simply never seen.
     pub fn reserve_ids(&mut self, count: u64) -> Result<u64, StoreError> {
         let in_memory_next = self.greatest_id_in_memory().map_or(1, |id| id + 1);
         let mut first = in_memory_next.max(self.persistence.next_id());
-        self.write(|transaction| {
-            first = sqlite::reserve_ids(transaction, count, first)?;
+        self.write(|connection| {
+            first = sql::reserve_ids(connection, count, first)?;
             Ok(())
         })?;
         let next = first
@@ -71,8 +71,10 @@ impl Store {
         if let Some(creator) = self.creator_by_username(username) {
             return Ok(creator.id);
         }
-        let stored = match self.persistence.connection() {
-            Some(connection) => sqlite::creator_by_username(&connection, username)?,
+        let stored = match self.persistence.database() {
+            Some(database) => {
+                database.read(|connection| sql::creator_by_username(connection, username))?
+            }
             None => None,
         };
         let id = if let Some(id) = stored {
@@ -83,8 +85,8 @@ impl Store {
                 id,
                 username: username.to_owned(),
             };
-            self.write(|transaction| {
-                sqlite::insert_creators(transaction, std::slice::from_ref(&creator))
+            self.write(|connection| {
+                sql::insert_creators(connection, std::slice::from_ref(&creator))
             })?;
             id
         };
@@ -101,8 +103,10 @@ impl Store {
         &self,
         hashes: &[[u8; 32]],
     ) -> Result<Vec<Option<ImageId>>, StoreError> {
-        match self.persistence.connection() {
-            Some(connection) => sqlite::images_with_hashes(&connection, hashes),
+        match self.persistence.database() {
+            Some(database) => {
+                database.read(|connection| sql::images_with_hashes(connection, hashes))
+            }
             None => Ok(hashes
                 .iter()
                 .map(|hash| self.persistence.image_with_hash(hash))
@@ -117,7 +121,7 @@ impl Store {
     pub fn insert_batch(
         &mut self,
         batch: &ImportBatch,
-        also: impl FnOnce(&Transaction<'_>, &BatchOutcome) -> rusqlite::Result<()>,
+        also: impl FnOnce(&mut dyn Conn, &BatchOutcome) -> Result<(), DbError>,
     ) -> Result<BatchOutcome, StoreError> {
         let mut ids = HashSet::new();
         for imported in &batch.images {
@@ -148,13 +152,13 @@ impl Store {
         let mut kept: Vec<&ImportedImage> = Vec::new();
         let mut kept_sequences: Vec<Sequence> = Vec::new();
         let known_in_memory = |hash: &[u8; 32]| self.persistence.image_with_hash(hash);
-        self.write(|transaction| {
+        self.write(|connection| {
             let hashes: Vec<[u8; 32]> = batch
                 .images
                 .iter()
                 .map(|imported| imported.content_hash)
                 .collect();
-            let stored = sqlite::images_with_hashes(transaction, &hashes)?;
+            let stored = sql::images_with_hashes(connection, &hashes)?;
             let mut in_batch: HashMap<[u8; 32], ImageId> = HashMap::new();
             for (imported, stored) in batch.images.iter().zip(stored) {
                 let earlier = stored
@@ -179,14 +183,14 @@ impl Store {
                 .cloned()
                 .collect();
             let images: Vec<Image> = kept.iter().map(|imported| imported.image.clone()).collect();
-            sqlite::insert_sequences(transaction, &kept_sequences)?;
-            sqlite::insert_images(transaction, &images)?;
+            sql::insert_sequences(connection, &kept_sequences)?;
+            sql::insert_images(connection, &images)?;
             let pairs: Vec<([u8; 32], ImageId)> = kept
                 .iter()
                 .map(|imported| (imported.content_hash, imported.image.id))
                 .collect();
-            sqlite::insert_image_hashes(transaction, &pairs)?;
-            also(transaction, &outcome)?;
+            sql::insert_image_hashes(connection, &pairs)?;
+            also(connection, &outcome)?;
             Ok(())
         })?;
         for sequence in &kept_sequences {
@@ -206,22 +210,17 @@ impl Store {
         Ok(outcome)
     }
 
-    /// Loads what other processes wrote to the database file since this store loaded or
+    /// Loads what other processes wrote to the database since this store loaded or
     /// last followed (images, with the sequences, creators and organizations they name), so
     /// that an import into a served data directory shows without a restart. Returns how many
-    /// images were added. A store without `SQLite` has nothing to follow.
+    /// images were added. A store without a database has nothing to follow.
     pub fn follow(&mut self) -> Result<usize, StoreError> {
-        let Some(database) = self.persistence.shared_connection() else {
+        let Some(database) = self.persistence.database().cloned() else {
             return Ok(0);
         };
         let after = self.persistence.followed_write();
         let first_new = self.image_count();
-        let (newest, added) = {
-            let connection = database
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            sqlite::follow(&connection, self, after)?
-        };
+        let (newest, added) = sql::follow(&database, self, after)?;
         self.persistence.followed_up_to(newest);
         if added > 0 {
             self.bump_generation();
@@ -234,10 +233,25 @@ impl Store {
     /// since the last [`Store::follow`]: a cheap check under a read lock before taking the
     /// write lock to follow.
     pub fn has_writes_to_follow(&self) -> Result<bool, StoreError> {
-        let Some(connection) = self.persistence.connection() else {
+        let Some(database) = self.persistence.database() else {
             return Ok(false);
         };
-        Ok(sqlite::last_write(&connection)? > self.persistence.followed_write())
+        Ok(database.read(sql::last_write)? > self.persistence.followed_write())
+    }
+
+    /// What wakes a follower of other processes' writes: every image write notifies
+    /// [`crate::WRITES_CHANNEL`] in its transaction, and PostgreSQL delivers it to this
+    /// listener when the write commits; on `SQLite`, which cannot signal across processes,
+    /// only its wait's timeout wakes it. After each wake the follower calls
+    /// [`Store::has_writes_to_follow`] and [`Store::follow`], which catch up from the write
+    /// log, so a lost notification (a broken listening connection) costs one timeout, never
+    /// a write. `None` for a store without a database. On PostgreSQL this opens the
+    /// listening connection, so call it where blocking is fine.
+    pub fn notifications(&self) -> Result<Option<Notifications>, StoreError> {
+        match self.persistence.database() {
+            Some(database) => Ok(Some(database.notifications(sql::WRITES_CHANNEL)?)),
+            None => Ok(None),
+        }
     }
 
     pub(crate) fn check_new_image(

@@ -6,9 +6,9 @@ use streetlevel_model::EntityKind;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum StoreError {
-    /// The `SQLite` database could not be opened, read or written.
+    /// The database (`SQLite` or PostgreSQL) could not be opened, read or written.
     #[error("database error: {0}")]
-    Database(#[from] rusqlite::Error),
+    Database(#[from] streetlevel_db::DbError),
     /// The data directory could not be created.
     #[error("cannot create data directory {path}: {source}")]
     DataDirectory {
@@ -19,7 +19,7 @@ pub enum StoreError {
     },
     /// The schema could not be brought up to date (for example, a newer build wrote it).
     #[error(transparent)]
-    Migration(#[from] streetlevel_sqlite::MigrationError),
+    Migration(#[from] streetlevel_db::MigrationError),
     /// A stored row could not be turned back into an entity.
     #[error("corrupt row in {table}: {reason}")]
     CorruptRow {
@@ -72,8 +72,10 @@ pub enum StoreError {
     Full(&'static str),
 }
 
-impl From<rusqlite::types::FromSqlError> for StoreError {
-    fn from(error: rusqlite::types::FromSqlError) -> Self {
-        StoreError::Database(error.into())
+impl StoreError {
+    /// Whether the database could not be reached (PostgreSQL restarting, `SQLite` busy), so
+    /// that the same call may succeed later.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, StoreError::Database(error) if error.is_unavailable())
     }
 }

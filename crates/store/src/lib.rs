@@ -12,7 +12,7 @@ mod records;
 pub mod s2;
 mod search;
 mod sequence_lines;
-mod sqlite;
+mod sql;
 mod store;
 mod tiles;
 
@@ -26,6 +26,7 @@ pub use filter::{
 pub use image_record::GeometryVariant;
 pub use overview::OVERVIEW_GRID;
 pub use s2::S2CellId;
-pub use sqlite::SCHEMA_VERSION;
+pub use sql::{SCHEMA_VERSION, WRITES_CHANNEL};
 pub use store::{DATABASE_FILE, MEDIA_DIR, Store};
+pub use streetlevel_db::{Location, Notifications};
 pub use tiles::{MAX_COVERAGE_ZOOM, TileImage, TileMapFeature, TileSequence};

@@ -1,16 +1,16 @@
-//! Persistence: the `SQLite` connection a store writes through, and what the store must
-//! remember about it.
+//! Persistence: the database a store writes through (`SQLite` or PostgreSQL, through
+//! `streetlevel-db`), and what the store must remember about it.
 //!
-//! Invariants kept here: every write runs in one immediate transaction and reaches memory
+//! Invariants kept here: every write runs in one transaction that excludes other writers and reaches memory
 //! only after it committed (callers apply it after [`Persistence::write`] returns `Ok`);
 //! `followed_write` is the newest entry of the write log whose images the store holds; IDs
 //! handed out are below `next_id`, which only grows; without a database, `image_hashes`
 //! holds the content hash of every imported image (with one, the database does).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
-use rusqlite::{Connection, Transaction, TransactionBehavior};
+use streetlevel_db::{Backend, Conn, Database};
 use streetlevel_model::ImageId;
 
 use crate::StoreError;
@@ -18,12 +18,12 @@ use crate::StoreError;
 /// The database a store writes through, if any, and the state that goes with it.
 #[derive(Debug)]
 pub(crate) struct Persistence {
-    /// Shared so that following other writers can hold the connection while the store
+    /// Shared so that following other writers can use the database while the store
     /// changes.
-    database: Option<Arc<Mutex<Connection>>>,
-    /// The newest entry of `SQLite`'s write log this store holds (see `batch.rs`).
+    database: Option<Arc<Database>>,
+    /// The newest entry of the database's write log this store holds (see `batch.rs`).
     followed_write: i64,
-    /// Content hashes of imported images, for a store without `SQLite`.
+    /// Content hashes of imported images, for a store without a database.
     image_hashes: HashMap<[u8; 32], ImageId>,
     /// The least ID the store may hand out next (the database keeps its own).
     next_id: u64,
@@ -40,59 +40,54 @@ impl Default for Persistence {
     }
 }
 
-/// Locks a connection; a poisoned lock only means another writer panicked mid-call, and
-/// `SQLite` rolled that back.
-fn lock(database: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
-    database
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
 impl Persistence {
-    /// Writes go through `connection` from now on.
-    pub(crate) fn attach(&mut self, connection: Connection) {
-        self.database = Some(Arc::new(Mutex::new(connection)));
+    /// Writes go through `database` from now on.
+    pub(crate) fn attach(&mut self, database: Database) {
+        self.database = Some(Arc::new(database));
     }
 
-    /// The connection, locked, if there is a database.
-    pub(crate) fn connection(&self) -> Option<MutexGuard<'_, Connection>> {
-        self.database.as_deref().map(lock)
+    /// The database, if there is one.
+    pub(crate) fn database(&self) -> Option<&Arc<Database>> {
+        self.database.as_ref()
     }
 
-    /// The connection, shared, for a caller that must lock it while changing the store.
-    pub(crate) fn shared_connection(&self) -> Option<Arc<Mutex<Connection>>> {
-        self.database.clone()
-    }
-
-    /// Runs `statements` in one immediate transaction and commits; without a database,
-    /// nothing.
+    /// Runs `statements` in one write transaction (which excludes every other writer of the
+    /// database) and commits; without a database, nothing.
     pub(crate) fn write(
         &self,
-        statements: impl FnOnce(&Transaction<'_>) -> Result<(), StoreError>,
+        statements: impl FnOnce(&mut dyn Conn) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
-        let Some(mut connection) = self.connection() else {
+        let Some(database) = &self.database else {
             return Ok(());
         };
-        // Immediate: a writer that reads before it writes (ID allocation, duplicate checks)
-        // must not find its lock upgrade refused by another process's writer.
-        let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        statements(&transaction)?;
-        transaction.commit()?;
-        Ok(())
+        // Exclusive from the start: a writer that reads before it writes (ID allocation,
+        // duplicate checks) must not find its lock upgrade refused by another writer.
+        database.write(statements)
     }
 
-    /// Whether the database takes a write lock within `patience`: begins an immediate
-    /// transaction and rolls it back. Without a database, always.
+    /// Whether the database takes a write lock within `patience`: begins a write
+    /// transaction and rolls it back. Without a database, always. On `SQLite` `patience` is
+    /// the busy timeout; on PostgreSQL the wait is its `lock_timeout` (see `streetlevel-db`)
+    /// and a connection that cannot be had fails at once.
     pub(crate) fn check_writable(&self, patience: std::time::Duration) -> Result<(), StoreError> {
-        let Some(mut connection) = self.connection() else {
+        let Some(database) = &self.database else {
             return Ok(());
         };
-        connection.busy_timeout(patience)?;
-        let result = connection
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .and_then(Transaction::rollback);
-        connection.busy_timeout(streetlevel_sqlite::BUSY_TIMEOUT)?;
-        Ok(result?)
+        match database.backend() {
+            Backend::Sqlite => database
+                .with_sqlite(|connection| {
+                    // SQLite-only: the busy timeout is the connection's, not a statement's.
+                    connection.busy_timeout(patience)?;
+                    let result = connection
+                        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+                        .and_then(rusqlite::Transaction::rollback);
+                    connection.busy_timeout(streetlevel_sqlite::BUSY_TIMEOUT)?;
+                    result
+                })
+                .unwrap_or(Ok(()))
+                .map_err(|error| StoreError::Database(error.into())),
+            Backend::Postgres => database.write(|_| Ok(())),
+        }
     }
 
     /// The newest write log entry the store holds.

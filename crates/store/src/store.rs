@@ -1,5 +1,5 @@
 //! The store: entities in compact in-memory tables with their indices, written through to
-//! `SQLite` when opened on a data directory.
+//! its database (`SQLite` or PostgreSQL) when opened on a data directory or a location.
 //!
 //! A [`Store`] is four parts, each keeping its own invariants in its own file: the records
 //! (`records.rs`: entity tables and key lookups), the indexes over them (`indexes.rs`: ID
@@ -11,6 +11,7 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
+use streetlevel_db::{Conn, Location};
 use streetlevel_model::{
     Creator, CreatorId, Detection, DetectionId, EntityId, EntityKind, Image, ImageId, MapFeature,
     MapFeatureId, MediaId, Organization, OrganizationId, Sequence, SequenceId,
@@ -23,7 +24,7 @@ use crate::overview::OverviewPyramid;
 use crate::persistence::Persistence;
 use crate::records::{Records, SequenceRecord};
 use crate::s2::S2CellId;
-use crate::{StoreError, sqlite};
+use crate::{StoreError, sql};
 
 /// The file name of the database inside the data directory.
 pub const DATABASE_FILE: &str = "streetlevel.sqlite";
@@ -31,10 +32,10 @@ pub const DATABASE_FILE: &str = "streetlevel.sqlite";
 pub const MEDIA_DIR: &str = "media";
 
 /// The in-memory store of images, sequences, map features, detections, organizations and
-/// creators, optionally backed by `SQLite`.
+/// creators, optionally backed by a database (`SQLite` or PostgreSQL).
 ///
 /// Concurrency: every query takes `&self` and every write `&mut self`; the store is `Send` and
-/// `Sync`, so a server shares it as `Arc<RwLock<Store>>`. Writes go to `SQLite` first (one
+/// `Sync`, so a server shares it as `Arc<RwLock<Store>>`. Writes go to the database first (one
 /// transaction per call) and then to memory, and bump [`Store::generation`].
 #[derive(Debug)]
 pub struct Store {
@@ -74,10 +75,18 @@ impl Store {
                 source,
             })?;
         }
-        let connection = sqlite::open(&Self::database_path(data_dir))?;
+        Self::open_location(&Location::Sqlite(Self::database_path(data_dir)))
+    }
+
+    /// Opens the database at `location` (a `SQLite` file, whose directory must exist, or a
+    /// PostgreSQL URL; see `streetlevel-db`), migrates the schema and loads every entity
+    /// into memory. On PostgreSQL the schema needs PostGIS (the first migration creates the
+    /// extension if the role may).
+    pub fn open_location(location: &Location) -> Result<Self, StoreError> {
+        let database = sql::open(location)?;
         let mut store = Store::in_memory();
-        sqlite::load(&connection, &mut store)?;
-        store.persistence.attach(connection);
+        sql::load(&database, &mut store)?;
+        store.persistence.attach(database);
         Ok(store)
     }
 
@@ -300,7 +309,7 @@ impl Store {
 
     /// The lowest ID held by two kinds of entity, with both kinds (in [`Store::kind_of`]'s
     /// order, so the first is the one `kind_of` answers). Inserts refuse such IDs, but
-    /// `SQLite` keys are per table, so a load checks: an entity of a later kind whose ID
+    /// database keys are per table, so a load checks: an entity of a later kind whose ID
     /// `kind_of` places in an earlier kind is shared (one lookup per map feature, detection
     /// and organization; images, the bulk, come first and are never looked up).
     pub(crate) fn first_shared_id(&self) -> Option<(u64, EntityKind, EntityKind)> {
@@ -379,7 +388,7 @@ impl Store {
 
     // ---- writes --------------------------------------------------------------------------
 
-    /// Inserts images: checked, written to `SQLite` in one transaction, then to memory.
+    /// Inserts images: checked, written to the database in one transaction, then to memory.
     /// Images may name sequences, creators and organizations not inserted (yet).
     pub fn insert_images(&mut self, images: &[Image]) -> Result<(), StoreError> {
         let mut batch = HashSet::new();
@@ -387,7 +396,7 @@ impl Store {
             self.check_new_image(image, &mut batch)?;
         }
         Self::check_capacity(self.image_count() + images.len(), "images")?;
-        self.write(|transaction| sqlite::insert_images(transaction, images))?;
+        self.write(|connection| sql::insert_images(connection, images))?;
         let first_new = self.image_count();
         self.records.reserve_images(images.len());
         for image in images {
@@ -416,7 +425,7 @@ impl Store {
                 });
             }
         }
-        self.write(|transaction| sqlite::insert_sequences(transaction, sequences))?;
+        self.write(|connection| sql::insert_sequences(connection, sequences))?;
         for sequence in sequences {
             self.records.push_sequence(sequence);
         }
@@ -444,7 +453,7 @@ impl Store {
                 });
             }
         }
-        self.write(|transaction| sqlite::insert_creators(transaction, creators))?;
+        self.write(|connection| sql::insert_creators(connection, creators))?;
         for creator in creators {
             self.records.push_creator(creator);
         }
@@ -461,7 +470,7 @@ impl Store {
         for organization in organizations {
             self.check_new_id(organization.id.0, &mut batch)?;
         }
-        self.write(|transaction| sqlite::insert_organizations(transaction, organizations))?;
+        self.write(|connection| sql::insert_organizations(connection, organizations))?;
         for organization in organizations {
             self.records.push_organization(organization);
         }
@@ -483,7 +492,7 @@ impl Store {
             }
         }
         Self::check_capacity(self.map_feature_count() + features.len(), "map features")?;
-        self.write(|transaction| sqlite::insert_map_features(transaction, features))?;
+        self.write(|connection| sql::insert_map_features(connection, features))?;
         let first_new = self.map_feature_count();
         for feature in features {
             self.records.push_map_feature(feature.clone());
@@ -501,7 +510,7 @@ impl Store {
             self.check_new_id(detection.id.0, &mut batch)?;
         }
         Self::check_capacity(self.detection_count() + detections.len(), "detections")?;
-        self.write(|transaction| sqlite::insert_detections(transaction, detections))?;
+        self.write(|connection| sql::insert_detections(connection, detections))?;
         let first_new = self.detection_count();
         for detection in detections {
             self.records.push_detection(detection.clone());
@@ -532,16 +541,16 @@ impl Store {
     }
 
     /// Whether the database takes a write lock within `patience` (a readiness probe): begins
-    /// an immediate transaction and rolls it back. A store without `SQLite` always can.
+    /// a write transaction and rolls it back. A store without a database always can.
     pub fn check_writable(&self, patience: std::time::Duration) -> Result<(), StoreError> {
         self.persistence.check_writable(patience)
     }
 
-    /// Runs `statements` in one `SQLite` transaction (nothing without `SQLite`); the caller
+    /// Runs `statements` in one write transaction (nothing without a database); the caller
     /// applies the write to memory only after this succeeded.
     pub(crate) fn write(
         &self,
-        statements: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<(), StoreError>,
+        statements: impl FnOnce(&mut dyn Conn) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
         self.persistence.write(statements)
     }

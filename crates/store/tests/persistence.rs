@@ -1,4 +1,5 @@
-//! Write, drop, reopen from `SQLite`: the same answers.
+//! Write, drop, reopen: the same answers, on `SQLite` and (where
+//! `STREETLEVEL_TEST_DATABASE_URL` names a server, as in CI) on PostgreSQL with PostGIS.
 
 // Helpers outside `#[test]` functions unwrap and panic too.
 #![allow(clippy::unwrap_used, clippy::panic)]
@@ -9,13 +10,14 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use common::{dataset, insert_all};
+use streetlevel_db::{Backend, Database, DbError, Location, MigrationError, Param, params};
 use streetlevel_model::{
     Detection, DetectionId, EntityId, EntityKind, Image, ImageId, MapFeature, MapFeatureId,
-    OrganizationId, SequenceId,
+    OrganizationId, Sequence, SequenceId,
 };
-use streetlevel_sqlite::MigrationError;
 use streetlevel_store::{
-    DetectionFilter, ImageFilter, MapFeatureFilter, S2CellId, Store, StoreError,
+    BoundingBox, DetectionFilter, ImageFilter, ImportBatch, ImportedImage, MapFeatureFilter,
+    S2CellId, Store, StoreError,
 };
 
 /// A fresh directory under the system temp dir, removed on drop.
@@ -37,6 +39,63 @@ impl TempDir {
 impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Where a test's store lives: a data directory, or a fresh PostgreSQL database.
+enum Place {
+    Sqlite(TempDir),
+    Postgres(Location),
+}
+
+impl Place {
+    /// A new data directory, and a new PostgreSQL database when the tests have a server.
+    fn every(name: &str) -> Vec<Place> {
+        let mut places = vec![Place::Sqlite(TempDir::new())];
+        places.extend(streetlevel_db::test_postgres_database(name).map(Place::Postgres));
+        places
+    }
+
+    fn backend(&self) -> Backend {
+        match self {
+            Place::Sqlite(_) => Backend::Sqlite,
+            Place::Postgres(_) => Backend::Postgres,
+        }
+    }
+
+    fn open(&self) -> Result<Store, StoreError> {
+        match self {
+            Place::Sqlite(directory) => Store::open(&directory.0),
+            Place::Postgres(location) => Store::open_location(location),
+        }
+    }
+
+    /// A connection of its own to the store's database (another process), for what the
+    /// store would never write.
+    fn database(&self) -> Database {
+        match self {
+            Place::Sqlite(directory) => {
+                std::fs::create_dir_all(&directory.0).unwrap();
+                Database::open(&Location::Sqlite(Store::database_path(&directory.0))).unwrap()
+            }
+            Place::Postgres(location) => Database::open(location).unwrap(),
+        }
+    }
+
+    fn execute(&self, sql: &str, parameters: &[Param<'_>]) {
+        self.database()
+            .write(|connection| {
+                connection.execute(sql, parameters)?;
+                Ok::<_, DbError>(())
+            })
+            .unwrap_or_else(|error| panic!("{sql}: {error}"));
+    }
+
+    fn count(&self, sql: &str) -> i64 {
+        self.database()
+            .read(|connection| connection.query_value::<i64>(sql, params![]))
+            .unwrap()
+            .unwrap()
     }
 }
 
@@ -63,139 +122,404 @@ fn answers(store: &Store) -> String {
     format!("{images:?}\n{features:?}\n{detections:?}\n{sequences:?}\n{cells:?}")
 }
 
+/// Inserts the data set and a second batch of images written through separately; returns
+/// the store's answers.
+fn fill(store: &mut Store, data: &common::Dataset) -> String {
+    insert_all(store, data);
+    let extra = dataset(43, 30);
+    let fresh: Vec<_> = extra
+        .images
+        .into_iter()
+        .filter(|image| store.kind_of(EntityId(image.id.0)).is_none())
+        .map(|mut image| {
+            image.creator = data.creators[0].id;
+            image
+        })
+        .collect();
+    store.insert_images(&fresh).unwrap();
+    answers(store)
+}
+
 #[test]
 fn a_reopened_store_gives_the_same_answers() {
-    let directory = TempDir::new();
-    let data = dataset(42, 300);
-    let before;
-    {
-        let mut store = Store::open(&directory.0).unwrap();
-        assert_eq!(store.image_count(), 0);
-        insert_all(&mut store, &data);
-        // A second batch of images, written through separately.
-        let extra = dataset(43, 30);
-        let fresh: Vec<_> = extra
-            .images
-            .into_iter()
-            .filter(|image| store.kind_of(EntityId(image.id.0)).is_none())
-            .map(|mut image| {
-                image.creator = data.creators[0].id;
-                image
+    for place in Place::every("reopened") {
+        let data = dataset(42, 300);
+        let before;
+        {
+            let mut store = place.open().unwrap();
+            assert_eq!(store.image_count(), 0);
+            before = fill(&mut store, &data);
+        }
+        if let Place::Sqlite(directory) = &place {
+            assert!(directory.0.join("streetlevel.sqlite").is_file());
+            assert!(directory.0.join("media").is_dir());
+        }
+        let store = place.open().unwrap();
+        assert_eq!(answers(&store), before, "{:?}", place.backend());
+        for image in &data.images {
+            assert_eq!(store.image(image.id).as_ref(), Some(image));
+        }
+        assert_eq!(store.image(ImageId(0)), None);
+    }
+}
+
+/// The same writes on both engines load as the same store: every optional field, IDs above
+/// `i64::MAX`, sequences, map features and detections.
+#[test]
+fn postgres_and_sqlite_load_the_same_store() {
+    let Some(location) = streetlevel_db::test_postgres_database("same_store") else {
+        return;
+    };
+    let postgres = Place::Postgres(location);
+    let sqlite = Place::Sqlite(TempDir::new());
+    let data = dataset(7, 400);
+    let every_field = data
+        .images
+        .iter()
+        .filter(|image| image.camera_parameters.is_some() && image.computed_geometry.is_some())
+        .count();
+    assert!(every_field > 100, "{every_field} images with every field");
+    assert!(data.images.iter().any(|image| image.id.0 > i64::MAX as u64));
+    let mut written = Vec::new();
+    for place in [&sqlite, &postgres] {
+        let mut store = place.open().unwrap();
+        written.push(fill(&mut store, &data));
+    }
+    assert_eq!(written[0], written[1]);
+    let loaded: Vec<Store> = [&sqlite, &postgres]
+        .into_iter()
+        .map(|place| place.open().unwrap())
+        .collect();
+    assert_eq!(answers(&loaded[0]), answers(&loaded[1]));
+    assert_eq!(answers(&loaded[1]), written[1]);
+    for image in &data.images {
+        assert_eq!(loaded[1].image(image.id).as_ref(), Some(image));
+    }
+    for feature in &data.map_features {
+        assert_eq!(loaded[1].map_feature(feature.id), Some(feature));
+    }
+    for detection in &data.detections {
+        assert_eq!(loaded[1].detection(detection.id), Some(detection));
+    }
+    for creator in &data.creators {
+        assert_eq!(loaded[1].creator(creator.id), Some(creator));
+    }
+    for organization in &data.organizations {
+        assert_eq!(loaded[1].organization(organization.id), Some(organization));
+    }
+}
+
+/// GIS tools see the images and map features through PostGIS: the generated points, with
+/// their `GiST` indexes, find what the store finds in the same box.
+#[test]
+fn postgis_finds_the_images_and_map_features_the_store_finds() {
+    let Some(location) = streetlevel_db::test_postgres_database("postgis") else {
+        return;
+    };
+    let place = Place::Postgres(location);
+    let data = dataset(11, 300);
+    let mut store = place.open().unwrap();
+    insert_all(&mut store, &data);
+    let [west, south, east, north] = [13.16, 55.69, 13.19, 55.70];
+    let bbox = BoundingBox::new(west, south, east, north).unwrap();
+    let in_store = store.search_images(
+        &ImageFilter {
+            bbox: Some(bbox),
+            ..ImageFilter::default()
+        },
+        100_000,
+        None,
+    );
+    let expected: Vec<i64> = data
+        .images
+        .iter()
+        .filter(|image| {
+            let point = image.geometry;
+            (west..=east).contains(&point.lon) && (south..=north).contains(&point.lat)
+        })
+        .map(|image| image.id.0 as i64)
+        .collect();
+    assert!(!expected.is_empty());
+    let database = place.database();
+    let mut found: Vec<i64> = database
+        .read(|connection| {
+            connection.query_map(
+                "SELECT id FROM store_images
+                 WHERE ST_Intersects(geom, ST_MakeEnvelope(?1, ?2, ?3, ?4, 4326))",
+                params![west, south, east, north],
+                |row| row.get::<i64>(0),
+            )
+        })
+        .unwrap();
+    found.sort_unstable();
+    let mut expected_sorted = expected.clone();
+    expected_sorted.sort_unstable();
+    assert_eq!(found, expected_sorted);
+    // The store's search also matches computed locations: PostGIS has those too.
+    let either: i64 = database
+        .read(|connection| {
+            connection.query_value(
+                "SELECT count(*) FROM store_images
+                 WHERE ST_Intersects(geom, ST_MakeEnvelope(?1, ?2, ?3, ?4, 4326))
+                    OR ST_Intersects(computed_geom, ST_MakeEnvelope(?1, ?2, ?3, ?4, 4326))",
+                params![west, south, east, north],
+            )
+        })
+        .unwrap()
+        .unwrap();
+    assert_eq!(either, in_store.items.len() as i64);
+    let features: i64 = database
+        .read(|connection| {
+            connection.query_value(
+                "SELECT count(*) FROM store_map_features
+                 WHERE ST_Intersects(geom, ST_MakeEnvelope(?1, ?2, ?3, ?4, 4326))",
+                params![west, south, east, north],
+            )
+        })
+        .unwrap()
+        .unwrap();
+    let in_store = store.search_map_features(
+        &MapFeatureFilter {
+            bbox: Some(bbox),
+            ..MapFeatureFilter::default()
+        },
+        100_000,
+        None,
+    );
+    assert_eq!(features, in_store.items.len() as i64);
+    // The indexes GIS queries use are there.
+    let indexes = place.count(
+        "SELECT count(*) FROM pg_indexes WHERE indexname IN
+         ('store_images_geom', 'store_images_computed_geom', 'store_map_features_geom')",
+    );
+    assert_eq!(indexes, 3);
+}
+
+fn imported(image: &Image, hash: u8) -> ImportedImage {
+    ImportedImage {
+        image: image.clone(),
+        content_hash: [hash; 32],
+    }
+}
+
+/// A second store on the same database (another replica or process) is woken by the first
+/// one's write (PostgreSQL's `NOTIFY`; `SQLite` has only the timeout), sees it in the write
+/// log and loads it.
+#[test]
+fn a_second_store_follows_the_writes_of_the_first() {
+    for place in Place::every("follow") {
+        // IDs from the allocator only (the random data sets hold IDs up to `u64::MAX`, above
+        // which the allocator has nothing left to hand out).
+        let template = dataset(17, 1).images.remove(0);
+        let mut first = place.open().unwrap();
+        let someone = first.ensure_creator("someone").unwrap();
+        let start = first.reserve_ids(3).unwrap();
+        let initial: Vec<Image> = (start..start + 3)
+            .map(|id| Image {
+                id: ImageId(id),
+                creator: someone,
+                ..template.clone()
             })
             .collect();
-        store.insert_images(&fresh).unwrap();
-        before = answers(&store);
+        first.insert_images(&initial).unwrap();
+        let mut second = place.open().unwrap();
+        assert_eq!(second.image_count(), initial.len());
+        let mut notifications = second.notifications().unwrap().unwrap();
+        assert_eq!(
+            notifications.is_listening(),
+            place.backend() == Backend::Postgres
+        );
+        assert!(!second.has_writes_to_follow().unwrap());
+
+        let creator = first.ensure_creator("a newcomer").unwrap();
+        let id = first.reserve_ids(2).unwrap();
+        assert!(id > start + 2);
+        let sequence = Sequence {
+            id: SequenceId::from("followed"),
+            creator,
+            organization: None,
+            image_ids: Vec::new(),
+        };
+        let images: Vec<Image> = (0..2)
+            .map(|offset| Image {
+                id: ImageId(id + offset),
+                creator,
+                sequence: sequence.id.clone(),
+                ..template.clone()
+            })
+            .collect();
+        let batch = ImportBatch {
+            sequences: vec![sequence.clone()],
+            images: images.iter().map(|image| imported(image, 1)).collect(),
+        };
+        let outcome = first.insert_batch(&batch, |_, _| Ok(())).unwrap();
+        // Both have the same original: the second is a duplicate of the first.
+        assert_eq!(outcome.inserted, [images[0].id]);
+        assert_eq!(outcome.duplicates, [(images[1].id, images[0].id)]);
+
+        if place.backend() == Backend::Postgres {
+            // A generous bound: the notification comes at the commit, long before.
+            assert!(notifications.wait(std::time::Duration::from_secs(60)));
+        }
+        assert!(second.has_writes_to_follow().unwrap());
+        assert_eq!(second.follow().unwrap(), 1);
+        assert!(!second.has_writes_to_follow().unwrap());
+        assert_eq!(second.image(images[0].id).as_ref(), Some(&images[0]));
+        assert_eq!(second.image(images[1].id), None);
+        assert_eq!(
+            second.creator_by_username("a newcomer").map(|c| c.id),
+            Some(creator)
+        );
+        assert_eq!(
+            second
+                .sequence(&sequence.id)
+                .map(|sequence| sequence.image_ids),
+            Some(vec![images[0].id])
+        );
+        let search = |store: &Store| store.search_images(&ImageFilter::default(), 100_000, None);
+        assert_eq!(search(&second), search(&first));
+        // The second store knows the original is stored, though it did not write it.
+        assert_eq!(
+            second.images_with_hashes(&[[1; 32], [2; 32]]).unwrap(),
+            [Some(images[0].id), None]
+        );
+        assert_eq!(second.follow().unwrap(), 0);
     }
-    assert!(directory.0.join("streetlevel.sqlite").is_file());
-    assert!(directory.0.join("media").is_dir());
-    let store = Store::open(&directory.0).unwrap();
-    assert_eq!(answers(&store), before);
-    for image in &data.images {
-        assert_eq!(store.image(image.id).as_ref(), Some(image));
+}
+
+/// What an importer adds to a batch's transaction fails it whole: no image, sequence or hash
+/// stays, in the database or in memory.
+#[test]
+fn a_batch_whose_addition_fails_stores_nothing() {
+    for place in Place::every("batch_fails") {
+        let data = dataset(19, 20);
+        let mut store = place.open().unwrap();
+        store.insert_creators(&data.creators).unwrap();
+        let id = store.reserve_ids(1).unwrap();
+        let sequence = Sequence {
+            id: SequenceId::from("refused"),
+            creator: data.creators[0].id,
+            organization: None,
+            image_ids: Vec::new(),
+        };
+        let image = Image {
+            id: ImageId(id),
+            sequence: sequence.id.clone(),
+            ..data.images[0].clone()
+        };
+        let batch = ImportBatch {
+            sequences: vec![sequence.clone()],
+            images: vec![imported(&image, 3)],
+        };
+        let before = state(&store);
+        let error = store
+            .insert_batch(&batch, |connection, _| {
+                connection.execute("INSERT INTO no_such_table VALUES (1)", params![])?;
+                Ok(())
+            })
+            .unwrap_err();
+        assert!(matches!(error, StoreError::Database(_)), "{error}");
+        assert_eq!(state(&store), before);
+        drop(store);
+        let store = place.open().unwrap();
+        assert_eq!(store.image(image.id), None);
+        assert_eq!(store.sequence(&sequence.id), None);
+        assert_eq!(store.images_with_hashes(&[[3; 32]]).unwrap(), [None]);
+        assert_eq!(
+            place.count("SELECT count(*) FROM store_sequences WHERE id = 'refused'"),
+            0
+        );
     }
-    assert_eq!(store.image(ImageId(0)), None);
 }
 
 #[test]
 fn a_failed_insert_changes_nothing_on_disk() {
-    let directory = TempDir::new();
-    let data = dataset(5, 20);
-    {
-        let mut store = Store::open(&directory.0).unwrap();
-        insert_all(&mut store, &data);
-        let mut duplicate = data.images[0].clone();
-        duplicate.id = ImageId(data.images[1].id.0);
-        assert!(matches!(
-            store.insert_images(&[duplicate]),
-            Err(StoreError::DuplicateId { .. })
-        ));
+    for place in Place::every("failed_insert") {
+        let data = dataset(5, 20);
+        {
+            let mut store = place.open().unwrap();
+            insert_all(&mut store, &data);
+            let mut duplicate = data.images[0].clone();
+            duplicate.id = ImageId(data.images[1].id.0);
+            assert!(matches!(
+                store.insert_images(&[duplicate]),
+                Err(StoreError::DuplicateId { .. })
+            ));
+        }
+        let store = place.open().unwrap();
+        assert_eq!(store.image_count(), data.images.len());
     }
-    let store = Store::open(&directory.0).unwrap();
-    assert_eq!(store.image_count(), data.images.len());
 }
 
 #[test]
 fn a_newer_schema_is_refused() {
-    let directory = TempDir::new();
-    drop(Store::open(&directory.0).unwrap());
-    let connection = rusqlite::Connection::open(Store::database_path(&directory.0)).unwrap();
-    connection
-        .execute("UPDATE store_schema_version SET version = 99", [])
-        .unwrap();
-    drop(connection);
-    let error = Store::open(&directory.0).unwrap_err();
-    assert!(
-        matches!(
-            error,
-            StoreError::Migration(MigrationError::SchemaTooNew { found: 99, .. })
-        ),
-        "{error}"
-    );
+    for place in Place::every("newer_schema") {
+        drop(place.open().unwrap());
+        place.execute("UPDATE store_schema_version SET version = 99", params![]);
+        let error = place.open().unwrap_err();
+        assert!(
+            matches!(
+                error,
+                StoreError::Migration(MigrationError::SchemaTooNew { found: 99, .. })
+            ),
+            "{error}"
+        );
+    }
 }
 
 #[test]
-fn other_tables_in_the_same_file_are_left_alone() {
-    let directory = TempDir::new();
-    std::fs::create_dir_all(&directory.0).unwrap();
-    let connection = rusqlite::Connection::open(Store::database_path(&directory.0)).unwrap();
-    connection
-        .execute_batch(
-            "CREATE TABLE auth_users (id INTEGER PRIMARY KEY); INSERT INTO auth_users VALUES (7);",
-        )
-        .unwrap();
-    drop(connection);
-    let mut store = Store::open(&directory.0).unwrap();
-    insert_all(&mut store, &dataset(9, 5));
-    drop(store);
-    let connection = rusqlite::Connection::open(Store::database_path(&directory.0)).unwrap();
-    let count: i64 = connection
-        .query_row("SELECT count(*) FROM auth_users", [], |row| row.get(0))
-        .unwrap();
-    assert_eq!(count, 1);
+fn other_tables_in_the_same_database_are_left_alone() {
+    for place in Place::every("other_tables") {
+        place.execute("CREATE TABLE auth_users (id BIGINT PRIMARY KEY)", params![]);
+        place.execute("INSERT INTO auth_users VALUES (7)", params![]);
+        let mut store = place.open().unwrap();
+        insert_all(&mut store, &dataset(9, 5));
+        drop(store);
+        assert_eq!(place.count("SELECT count(*) FROM auth_users"), 1);
+    }
 }
 
-/// Several servers started at once on a new data directory all open it: the schema is
-/// created by whichever migrates first, and the others wait for it instead of failing with
-/// "database is locked" (a deferred transaction deadlocked on the lock upgrade).
+/// Several servers started at once on a new data directory (or database) all open it: the
+/// schema is created by whichever migrates first, and the others wait for it instead of
+/// failing with "database is locked" (a deferred transaction deadlocked on the lock upgrade)
+/// or a duplicate table.
 #[test]
 fn processes_opening_a_new_directory_at_once_all_succeed() {
-    let directory = TempDir::new();
-    let barrier = std::sync::Barrier::new(8);
-    std::thread::scope(|scope| {
-        let openers: Vec<_> = (0..8)
-            .map(|_| {
-                scope.spawn(|| {
-                    barrier.wait();
-                    Store::open(&directory.0).map(|store| store.image_count())
+    for place in Place::every("at_once") {
+        let barrier = std::sync::Barrier::new(8);
+        std::thread::scope(|scope| {
+            let openers: Vec<_> = (0..8)
+                .map(|_| {
+                    scope.spawn(|| {
+                        barrier.wait();
+                        place.open().map(|store| store.image_count())
+                    })
                 })
-            })
-            .collect();
-        for opener in openers {
-            assert_eq!(opener.join().unwrap().unwrap(), 0);
-        }
-    });
+                .collect();
+            for opener in openers {
+                assert_eq!(opener.join().unwrap().unwrap(), 0);
+            }
+        });
+    }
 }
 
-/// Runs `sql` on the store's database through a connection of its own (another process).
-fn execute_elsewhere(directory: &TempDir, sql: &str) {
-    let connection = rusqlite::Connection::open(Store::database_path(&directory.0)).unwrap();
-    connection
-        .busy_timeout(std::time::Duration::from_secs(5))
-        .unwrap();
-    connection.execute_batch(sql).unwrap();
-}
-
-/// A trigger that makes `SQLite` refuse rows of `table` with this ID, which the store's own
-/// checks know nothing about.
-fn refuse_in_sqlite(directory: &TempDir, table: &str, id: u64) {
-    execute_elsewhere(
-        directory,
-        &format!(
-            "CREATE TRIGGER refuse_{table} BEFORE INSERT ON {table} WHEN NEW.id = {}
-             BEGIN SELECT RAISE(ABORT, 'refused by the test'); END;",
-            id as i64
+/// Makes the database refuse rows of `table` with this ID, which the store's own checks know
+/// nothing about (a trigger on `SQLite`, a check constraint on PostgreSQL).
+fn refuse_in_database(place: &Place, table: &str, id: u64) {
+    let id = id as i64;
+    let sql = match place.backend() {
+        Backend::Sqlite => format!(
+            "CREATE TRIGGER refuse_{table} BEFORE INSERT ON {table} WHEN NEW.id = {id}
+             BEGIN SELECT RAISE(ABORT, 'refused by the test'); END;"
         ),
-    );
+        Backend::Postgres => {
+            format!("ALTER TABLE {table} ADD CONSTRAINT refuse_{table} CHECK (id <> {id})")
+        }
+    };
+    place
+        .database()
+        .write(|connection| connection.execute_batch(&sql))
+        .unwrap();
 }
 
 /// Everything a failed write must leave as it was.
@@ -213,16 +537,21 @@ fn state(store: &Store) -> (u64, [usize; 4], String) {
 }
 
 #[test]
-fn a_write_sqlite_refuses_changes_nothing_in_memory_or_on_disk() {
-    let directory = TempDir::new();
+fn a_write_the_database_refuses_changes_nothing_in_memory_or_on_disk() {
+    for place in Place::every("refused_write") {
+        a_write_the_database_refuses(&place);
+    }
+}
+
+fn a_write_the_database_refuses(place: &Place) {
     let data = dataset(21, 40);
-    let mut store = Store::open(&directory.0).unwrap();
+    let mut store = place.open().unwrap();
     insert_all(&mut store, &data);
     let before = state(&store);
     let (generation, counts, before_answers) = before.clone();
 
-    // Batches whose last entity SQLite refuses: the rows before it must not stay either.
-    // The IDs are free in every kind, one of them above `i64::MAX` (negative in SQL).
+    // Batches whose last entity the database refuses: the rows before it must not stay
+    // either. The IDs are free in every kind, one of them above `i64::MAX` (negative in SQL).
     let fresh_ids = [10_000_001, 10_000_002, u64::MAX - 200_000];
     let mut images: Vec<Image> = fresh_ids
         .iter()
@@ -233,7 +562,7 @@ fn a_write_sqlite_refuses_changes_nothing_in_memory_or_on_disk() {
         })
         .collect();
     images[0].organization = Some(OrganizationId(424_242));
-    refuse_in_sqlite(&directory, "store_images", fresh_ids[2]);
+    refuse_in_database(place, "store_images", fresh_ids[2]);
     let error = store.insert_images(&images).unwrap_err();
     assert!(matches!(error, StoreError::Database(_)), "{error}");
 
@@ -244,7 +573,7 @@ fn a_write_sqlite_refuses_changes_nothing_in_memory_or_on_disk() {
             ..data.map_features[0].clone()
         })
         .collect();
-    refuse_in_sqlite(&directory, "store_map_features", 20_000_002);
+    refuse_in_database(place, "store_map_features", 20_000_002);
     let error = store.insert_map_features(&features).unwrap_err();
     assert!(matches!(error, StoreError::Database(_)), "{error}");
 
@@ -257,7 +586,7 @@ fn a_write_sqlite_refuses_changes_nothing_in_memory_or_on_disk() {
             ..data.detections[0].clone()
         })
         .collect();
-    refuse_in_sqlite(&directory, "store_detections", 30_000_002);
+    refuse_in_database(place, "store_detections", 30_000_002);
     let error = store.insert_detections(&detections).unwrap_err();
     assert!(matches!(error, StoreError::Database(_)), "{error}");
 
@@ -286,7 +615,7 @@ fn a_write_sqlite_refuses_changes_nothing_in_memory_or_on_disk() {
     );
 
     // What is on disk gives the same store.
-    let reloaded = Store::open(&directory.0).unwrap();
+    let reloaded = place.open().unwrap();
     assert_eq!(
         (reloaded.image_count(), reloaded.map_feature_count()),
         (counts[0], counts[1])
@@ -294,42 +623,60 @@ fn a_write_sqlite_refuses_changes_nothing_in_memory_or_on_disk() {
     assert_eq!(answers(&reloaded), before_answers);
     drop(reloaded);
 
-    // The connection is not left inside a transaction: what SQLite accepts goes through.
+    // The connection is not left inside a transaction: what the database accepts goes
+    // through.
     store.insert_images(&images[..2]).unwrap();
     assert_eq!(store.generation(), generation + 1);
     drop(store);
-    let reloaded = Store::open(&directory.0).unwrap();
+    let reloaded = place.open().unwrap();
     assert_eq!(reloaded.image_count(), counts[0] + 2);
     assert_eq!(reloaded.image(images[1].id).as_ref(), Some(&images[1]));
 }
 
 /// Raw rows with the columns a table requires, for writing what the store never would.
-fn raw_insert(directory: &TempDir, table: &str, id: u64) {
+fn raw_insert(place: &Place, table: &str, id: u64) {
     let id = id as i64;
     let sql = match table {
-        "store_images" => format!(
+        "store_images" => {
             "INSERT INTO store_images (id, captured_at, lon, lat, creator, height, width,
-                is_pano, sequence) VALUES ({id}, 0, 13.2, 55.7, 1, 10, 10, 0, 'raw')"
-        ),
-        "store_map_features" => format!(
+                is_pano, sequence) VALUES (?1, 0, 13.2, 55.7, 1, 10, 10, 0, 'raw')"
+        }
+        "store_map_features" => {
             "INSERT INTO store_map_features (id, first_seen_at, last_seen_at, object_value,
                 object_type, lon, lat, images)
-             VALUES ({id}, 0, 0, 'object--street-light', 'point', 13.2, 55.7, x'')"
-        ),
-        "store_detections" => format!(
+             VALUES (?1, 0, 0, 'object--street-light', 'point', 13.2, 55.7, ?2)"
+        }
+        "store_detections" => {
             "INSERT INTO store_detections (id, created_at, geometry, image, value)
-             VALUES ({id}, 0, '', 1, 'object--street-light')"
-        ),
+             VALUES (?1, 0, '', 1, 'object--street-light')"
+        }
         "store_organizations" => {
-            format!("INSERT INTO store_organizations (id, slug, name) VALUES ({id}, 'raw', 'Raw')")
+            "INSERT INTO store_organizations (id, slug, name) VALUES (?1, 'raw', 'Raw')"
         }
         other => panic!("no raw insert for {other}"),
     };
-    execute_elsewhere(directory, &sql);
+    if table == "store_map_features" {
+        place.execute(sql, params![id, &[] as &[u8]]);
+    } else {
+        place.execute(sql, params![id]);
+    }
 }
 
 #[test]
 fn an_id_held_by_two_kinds_on_disk_fails_the_load() {
+    for backend in [Backend::Sqlite, Backend::Postgres] {
+        an_id_held_by_two_kinds_fails_the_load(backend);
+    }
+}
+
+fn new_place(backend: Backend, name: &str) -> Option<Place> {
+    match backend {
+        Backend::Sqlite => Some(Place::Sqlite(TempDir::new())),
+        Backend::Postgres => streetlevel_db::test_postgres_database(name).map(Place::Postgres),
+    }
+}
+
+fn an_id_held_by_two_kinds_fails_the_load(backend: Backend) {
     let data = dataset(8, 30);
     // (existing entity's ID, the table that gets a second row with it, the two kinds).
     let image_id = data.images[3].id.0;
@@ -356,12 +703,14 @@ fn an_id_held_by_two_kinds_on_disk_fails_the_load() {
         ),
     ];
     for (id, table, first, second) in cases {
-        let directory = TempDir::new();
-        let mut store = Store::open(&directory.0).unwrap();
+        let Some(place) = new_place(backend, "two_kinds") else {
+            return;
+        };
+        let mut store = place.open().unwrap();
         insert_all(&mut store, &data);
         drop(store);
-        raw_insert(&directory, table, id);
-        let error = Store::open(&directory.0).unwrap_err();
+        raw_insert(&place, table, id);
+        let error = place.open().unwrap_err();
         let StoreError::CorruptRow { reason, .. } = &error else {
             panic!("{id} in {table}: {error}");
         };
@@ -372,14 +721,16 @@ fn an_id_held_by_two_kinds_on_disk_fails_the_load() {
         );
     }
     // Above `i64::MAX` (negative in SQL) too.
-    let directory = TempDir::new();
-    let mut store = Store::open(&directory.0).unwrap();
+    let Some(place) = new_place(backend, "two_kinds") else {
+        return;
+    };
+    let mut store = place.open().unwrap();
     let mut image = data.images[0].clone();
     image.id = ImageId(u64::MAX - 5);
     store.insert_images(&[image]).unwrap();
     drop(store);
-    raw_insert(&directory, "store_detections", u64::MAX - 5);
-    let error = Store::open(&directory.0).unwrap_err();
+    raw_insert(&place, "store_detections", u64::MAX - 5);
+    let error = place.open().unwrap_err();
     assert!(
         matches!(
             &error,
@@ -389,14 +740,11 @@ fn an_id_held_by_two_kinds_on_disk_fails_the_load() {
         "{error}"
     );
     // And a store whose IDs are all distinct still loads.
-    raw_insert(&directory, "store_map_features", 77);
-    execute_elsewhere(
-        &directory,
-        &format!(
-            "DELETE FROM store_detections WHERE id = {}",
-            (u64::MAX - 5) as i64
-        ),
+    raw_insert(&place, "store_map_features", 77);
+    place.execute(
+        "DELETE FROM store_detections WHERE id = ?1",
+        params![(u64::MAX - 5) as i64],
     );
-    let store = Store::open(&directory.0).unwrap();
+    let store = place.open().unwrap();
     assert_eq!(store.kind_of(EntityId(77)), Some(EntityKind::MapFeature));
 }

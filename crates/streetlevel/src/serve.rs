@@ -19,7 +19,7 @@ use streetlevel_model::{Clock, SystemClock};
 use streetlevel_ratelimit::{RateLimits, RedisConfig, SignInGuard};
 use streetlevel_server::media::{MediaLinks, MediaObject, ThumbSize};
 use streetlevel_server::{Server, Services};
-use streetlevel_store::Store;
+use streetlevel_store::{Notifications, Store};
 use streetlevel_web::{Registry, StoreImages, Web};
 use tokio::net::TcpListener;
 
@@ -407,32 +407,69 @@ impl Background {
     }
 }
 
-/// Loads, every second, what other processes (`streetlevel import`) wrote to the database,
-/// so their images show without a restart. The write lock is taken only when there is
-/// something to load.
+/// How long the follower waits for a notification before it looks at the write log anyway
+/// (on `SQLite`, which cannot signal across processes, it always waits this long).
+const FOLLOW_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Loads what other processes (`streetlevel import`, other replicas) wrote to the database,
+/// so their images show without a restart. Each round waits for the store's notifications
+/// (PostgreSQL's `NOTIFY`, sent when another process's write commits, wakes it at once; on
+/// `SQLite` only the one-second timeout does), then checks the write log and takes the write
+/// lock only when there is something to load. Every round catches up from the log, so a
+/// notification lost with a broken connection costs one timeout, never a write.
 async fn follow_other_writers(store: Arc<RwLock<Store>>) {
-    let mut interval = tokio::time::interval(std::time::Duration::from_secs(1));
+    let mut notifications: Option<Notifications> = None;
     loop {
-        interval.tick().await;
         let store = Arc::clone(&store);
-        let followed = tokio::task::spawn_blocking(move || {
-            let pending = store
-                .read()
-                .unwrap_or_else(PoisonError::into_inner)
-                .has_writes_to_follow()?;
-            if !pending {
-                return Ok(0);
+        let mut listening = notifications.take();
+        let round = tokio::task::spawn_blocking(move || {
+            if listening.is_none() {
+                // Made here, off the async workers; retried every round while PostgreSQL
+                // cannot be reached.
+                match store
+                    .read()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .notifications()
+                {
+                    Ok(made) => listening = made,
+                    Err(error) => {
+                        tracing::warn!(%error, "cannot listen for other processes' writes");
+                    }
+                }
             }
-            store
-                .write()
-                .unwrap_or_else(PoisonError::into_inner)
-                .follow()
+            match &mut listening {
+                Some(listening) => {
+                    listening.wait(FOLLOW_INTERVAL);
+                }
+                None => std::thread::sleep(FOLLOW_INTERVAL),
+            }
+            let followed = (|| {
+                let pending = store
+                    .read()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .has_writes_to_follow()?;
+                if !pending {
+                    return Ok(0);
+                }
+                store
+                    .write()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .follow()
+            })();
+            (listening, followed)
         })
         .await;
-        match followed {
-            Ok(Ok(0)) => {}
-            Ok(Ok(images)) => tracing::info!(images, "loaded images written by another process"),
-            Ok(Err(error)) => tracing::warn!(%error, "cannot follow the database"),
+        match round {
+            Ok((listening, followed)) => {
+                notifications = listening;
+                match followed {
+                    Ok(0) => {}
+                    Ok(images) => {
+                        tracing::info!(images, "loaded images written by another process");
+                    }
+                    Err(error) => tracing::warn!(%error, "cannot follow the database"),
+                }
+            }
             Err(error) => tracing::warn!(%error, "the follower failed"),
         }
     }
