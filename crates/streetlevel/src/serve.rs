@@ -136,14 +136,29 @@ fn database_location(data: &Path, database_url: Option<String>) -> anyhow::Resul
     }
 }
 
-/// Loads the data directory's store off the async workers, and logs what it holds.
-async fn load_store(data: &Path) -> anyhow::Result<Store> {
+/// Loads the store off the async workers (the data directory's `SQLite` file, or the
+/// PostgreSQL database of `location`), and logs what it holds.
+async fn load_store(data: &Path, location: &Location) -> anyhow::Result<Store> {
     let started = std::time::Instant::now();
     let owned = data.to_path_buf();
-    let store = tokio::task::spawn_blocking(move || Store::open(&owned))
-        .await
-        .context("loading the store failed")?
-        .with_context(|| format!("cannot open the data directory {}", data.display()))?;
+    let owned_location = location.clone();
+    let store = tokio::task::spawn_blocking(move || match owned_location {
+        Location::Sqlite(_) => Store::open(&owned),
+        Location::Postgres(_) => std::fs::create_dir_all(Store::media_dir(&owned))
+            .map_err(|source| streetlevel_store::StoreError::DataDirectory {
+                path: Store::media_dir(&owned),
+                source,
+            })
+            .and_then(|()| Store::open_location(&owned_location)),
+    })
+    .await
+    .context("loading the store failed")?
+    .with_context(|| match location {
+        Location::Sqlite(_) => format!("cannot open the data directory {}", data.display()),
+        Location::Postgres(url) => {
+            format!("cannot open the database {}", streetlevel_db::redact(url))
+        }
+    })?;
     tracing::info!(
         images = store.image_count(),
         map_features = store.map_feature_count(),
@@ -295,7 +310,7 @@ async fn serve(args: Args, settings: Settings) -> anyhow::Result<()> {
     });
     let sign_in = Arc::new(SignInGuard::new(Arc::clone(&clock)));
 
-    let store = load_store(&data).await?;
+    let store = load_store(&data, &location).await?;
     warn_if_empty(&store, &data);
     let store = Arc::new(RwLock::new(store));
     let auth = Arc::new(
