@@ -6,7 +6,7 @@
 //! tile and simplified at its resolution (one unit, see [`crate::simplify`]):
 //!
 //! 1. **Drop lines shorter than a pixel.** A renderer draws a tile [`PIXELS_PER_TILE`] pixels
-//!    wide (MapLibre's size for vector tiles), so a pixel is `extent / 512` units (8 at the
+//!    wide (the size `MapLibre` draws vector tiles at), so a pixel is `extent / 512` units (8 at the
 //!    default extent). A line whose length in the tile is under that is dropped.
 //! 2. **Longest first.** The remaining lines are taken by length in the tile, longest first
 //!    (the ones that draw the most), ties in the order given.
@@ -29,8 +29,8 @@
 
 use geo::{Coord, MultiLineString};
 
-/// Pixels across a tile as renderers draw it: MapLibre (and Mapbox GL) draw vector tiles 512
-/// pixels wide.
+/// Pixels across a tile as renderers draw it: `MapLibre` and `Mapbox GL` draw vector
+/// tiles 512 pixels wide.
 pub const PIXELS_PER_TILE: u32 = 512;
 
 /// At most this many lines in one generalised tile.
@@ -132,7 +132,10 @@ struct PixelGrid {
 impl PixelGrid {
     fn around<'a>(lines: impl Iterator<Item = &'a MultiLineString<i32>>, pixel: i64) -> Self {
         let mut bounds: Option<(i64, i64, i64, i64)> = None;
-        for coord in lines.flat_map(|line| line.iter()).flat_map(|part| &part.0) {
+        for coord in lines
+            .flat_map(MultiLineString::iter)
+            .flat_map(|part| &part.0)
+        {
             let (x, y) = (i64::from(coord.x), i64::from(coord.y));
             let (min_x, min_y, max_x, max_y) = bounds.unwrap_or((x, y, x, y));
             bounds = Some((min_x.min(x), min_y.min(y), max_x.max(x), max_y.max(y)));
