@@ -5,6 +5,7 @@ pub mod command;
 mod decoder;
 mod encoder;
 mod error;
+pub mod generalise;
 mod geometry;
 mod projector;
 pub mod simplify;

@@ -209,6 +209,8 @@ fn add_images(
 mod cache;
 #[cfg(test)]
 mod overview_limits;
+#[cfg(test)]
+mod sequence_limits;
 
 pub use cache::{CachedTile, TileCache, TileCacheStats, WARM_MAX_ZOOM};
 

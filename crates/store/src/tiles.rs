@@ -14,6 +14,7 @@ use rstar::AABB;
 use streetlevel_model::{
     CreatorId, ImageId, MapFeature, ObjectType, OrganizationId, SequenceId, Timestamp,
 };
+use streetlevel_mvt::generalise::LineGeneralisation;
 use streetlevel_mvt::geo::{Coord, LineString, MultiLineString};
 use streetlevel_mvt::simplify::tolerance_for_zoom;
 use streetlevel_mvt::{Geometry, ProjectionConfig, TileId, TileProjector};
@@ -24,7 +25,8 @@ use crate::overview::OVERVIEW_GRID;
 use crate::sequence_lines::Precomputed;
 use crate::{Store, StoreError};
 
-/// The highest zoom of the coverage tiles: lines are not simplified there.
+/// The highest zoom of the coverage tiles: lines are neither simplified nor generalised
+/// there, so the sequence layer holds every sequence crossing the tile in full.
 pub const MAX_COVERAGE_ZOOM: u8 = 14;
 
 /// An image in a tile (the `image` and `overview` layers).
@@ -245,6 +247,12 @@ impl Store {
     /// tile and simplified with `config.tolerance` below z14 (none at z14). A sequence that
     /// leaves and re-enters the tile has several lines.
     ///
+    /// At z14 every sequence crossing the tile is there. Below z14 the tile is generalised
+    /// with [`LineGeneralisation`] (mvt's rule: sequences shorter than a pixel left out,
+    /// sequences whose path is drawn already coalesced into the longer ones drawing it, and at
+    /// most 4,096 sequences and 32,768 vertices, longest first), so that no tile grows past
+    /// what a renderer draws smoothly however dense the data.
+    ///
     /// At z6–11 with the default extent and tolerance, sequences lying wholly inside the
     /// buffered tile use lines simplified when their images were inserted; the answer is the
     /// same as [`Store::tile_sequences_by_scan`]'s.
@@ -258,7 +266,8 @@ impl Store {
     }
 
     /// [`Store::tile_sequences`] computed by projecting, clipping and simplifying every image
-    /// of every sequence near the tile: the reference for tests and benchmarks.
+    /// of every sequence near the tile (then generalised the same way): the reference for
+    /// tests and benchmarks.
     pub fn tile_sequences_by_scan(
         &self,
         tile: TileId,
@@ -310,10 +319,11 @@ impl Store {
                     .cmp(&self.records.sequence(b.1).id)
             })
         });
-        Ok(candidates
+        let sequences: Vec<TileSequence<'_>> = candidates
             .into_iter()
             .filter_map(|(_, sequence)| self.tile_sequence(sequence, &projectors, variant))
-            .collect())
+            .collect();
+        Ok(generalise(sequences, tile.z(), config.extent))
     }
 
     fn tile_sequence(
@@ -404,6 +414,33 @@ impl Store {
         found.sort_unstable_by_key(|item| item.feature.id);
         Ok(found)
     }
+}
+
+/// The sequences a tile at zoom `z` keeps of `sequences` (clipped and simplified, in key
+/// order): all of them at [`MAX_COVERAGE_ZOOM`] and above, [`LineGeneralisation`]'s choice
+/// below, in the same order.
+fn generalise(sequences: Vec<TileSequence<'_>>, z: u8, extent: u32) -> Vec<TileSequence<'_>> {
+    let Some(rule) = LineGeneralisation::for_zoom(z, MAX_COVERAGE_ZOOM, extent) else {
+        return sequences;
+    };
+    // Sequence geometries are always lines; anything else would be left out.
+    let (positions, lines): (Vec<usize>, Vec<&MultiLineString<i32>>) = sequences
+        .iter()
+        .enumerate()
+        .filter_map(|(position, sequence)| match &sequence.geometry {
+            Geometry::LineStrings(lines) => Some((position, lines)),
+            _ => None,
+        })
+        .unzip();
+    let mut keep = vec![false; sequences.len()];
+    for chosen in rule.select(&lines) {
+        keep[positions[chosen]] = true;
+    }
+    sequences
+        .into_iter()
+        .zip(keep)
+        .filter_map(|(sequence, keep)| keep.then_some(sequence))
+        .collect()
 }
 
 /// The first 16 bytes of a key, zero-padded, as a number that orders like the keys: equal

@@ -11,6 +11,7 @@ use streetlevel_model::{
     MapFeatureId, MediaId, ObjectType, Organization, OrganizationId, Point, Sequence, SequenceId,
     Timestamp,
 };
+use streetlevel_mvt::generalise::LineGeneralisation;
 use streetlevel_mvt::geo::{Coord, LineString, MultiLineString};
 use streetlevel_mvt::{Geometry, TileProjector};
 use streetlevel_store::{GeometryVariant, OVERVIEW_GRID, Store, TileImage, TileSequence};
@@ -348,5 +349,25 @@ pub fn brute_sequences<'a>(
         }
     }
     found.sort_by_key(|item| item.id);
-    found
+    // Below z14 the tile keeps what mvt's generalisation chooses, in key order.
+    let transform = projector.transform();
+    match LineGeneralisation::for_zoom(transform.tile().z(), 14, transform.extent()) {
+        None => found,
+        Some(rule) => {
+            let lines: Vec<&MultiLineString<i32>> = found
+                .iter()
+                .map(|item| match &item.geometry {
+                    Geometry::LineStrings(lines) => lines,
+                    other => panic!("a sequence as {other:?}"),
+                })
+                .collect();
+            let chosen = rule.select(&lines);
+            found
+                .into_iter()
+                .enumerate()
+                .filter(|(position, _)| chosen.binary_search(position).is_ok())
+                .map(|(_, item)| item)
+                .collect()
+        }
+    }
 }
