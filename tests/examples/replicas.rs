@@ -33,7 +33,13 @@ fn main() {
                 .expect("STREETLEVEL_TEST_REPLICAS is a number")
         });
     let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
-    let replicas = Replicas::start(&binary, &data, count, &Backend::from_env(), &extra);
+    let replicas = Replicas::start(
+        &binary,
+        &data,
+        count,
+        &Backend::from_env("sdk_replicas"),
+        &extra,
+    );
     println!("listening on {}", replicas.base());
     std::io::stdout().flush().expect("flush standard output");
     loop {

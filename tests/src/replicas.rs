@@ -1,10 +1,10 @@
 //! Several `streetlevel serve` processes on one shared backend, behind the round-robin
 //! [`Balancer`], addressed like a single server.
 //!
-//! The backend is chosen in one place, [`replica_setup`]: today the replicas share one `SQLite`
-//! file ([`Backend::Sqlite`]); once `streetlevel serve` takes a `PostgreSQL` URL
-//! (`STREETLEVEL_DATABASE_URL`, issue 17), [`Backend::Postgres`] points them at the test
-//! server of [`crate::postgres`] instead, and every replica test runs on it unchanged.
+//! The backend is chosen in one place, [`replica_setup`]: the replicas share one `SQLite`
+//! file ([`Backend::Sqlite`]), or a `PostgreSQL` database ([`Backend::Postgres`]: the fixture is
+//! copied there with `streetlevel migrate` and every replica gets `STREETLEVEL_DATABASE_URL`),
+//! and every replica test runs on either unchanged.
 
 use std::fmt::Write as _;
 use std::net::SocketAddr;
@@ -24,23 +24,43 @@ pub enum Backend {
     /// store follows other processes' image writes through `store_writes` (within about a
     /// second), auth reads its tables on every request.
     Sqlite,
-    /// A `PostgreSQL` URL (`postgres://USER@HOST:PORT/DB`), given to every replica as
-    /// `STREETLEVEL_DATABASE_URL`.
+    /// An empty `PostgreSQL` database (`postgres://USER@HOST:PORT/DB`): the fixture is copied
+    /// into it with `streetlevel migrate`, and every replica gets it as
+    /// `STREETLEVEL_DATABASE_URL`. The upload sessions and the import queue stay in the shared
+    /// data directory's `SQLite` file (they belong to the files beside them).
     Postgres(String),
 }
 
 impl Backend {
-    /// The backend `STREETLEVEL_TEST_BACKEND` names: `sqlite` (the default) or a
-    /// `postgres://` URL.
-    pub fn from_env() -> Backend {
+    /// The backend `STREETLEVEL_TEST_BACKEND` names: `sqlite` (the default), `postgres` (a new
+    /// database named after `name` on the server `STREETLEVEL_TEST_DATABASE_URL` names, as
+    /// `cargo xtask test` sets it), or a `postgres://` URL of an empty database.
+    pub fn from_env(name: &str) -> Backend {
         match std::env::var("STREETLEVEL_TEST_BACKEND") {
             Ok(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
                 Backend::Postgres(url)
             }
-            Ok(value) if !value.is_empty() && value != "sqlite" => {
-                panic!("STREETLEVEL_TEST_BACKEND={value:?}: expected `sqlite` or a postgres:// URL")
+            Ok(value) if value == "postgres" => {
+                match streetlevel_db::test_postgres_database(name) {
+                    Some(streetlevel_db::Location::Postgres(url)) => Backend::Postgres(url),
+                    _ => panic!(
+                        "STREETLEVEL_TEST_BACKEND=postgres needs STREETLEVEL_TEST_DATABASE_URL"
+                    ),
+                }
             }
+            Ok(value) if !value.is_empty() && value != "sqlite" => panic!(
+                "STREETLEVEL_TEST_BACKEND={value:?}: expected `sqlite`, `postgres` or a \
+                 postgres:// URL"
+            ),
             _ => Backend::Sqlite,
+        }
+    }
+
+    /// Where the auth, web and store tables of a data set served this way live.
+    pub fn location(&self, shared: &Path) -> streetlevel_db::Location {
+        match self {
+            Backend::Sqlite => streetlevel_db::Location::Sqlite(shared.join("streetlevel.sqlite")),
+            Backend::Postgres(url) => streetlevel_db::Location::Postgres(url.clone()),
         }
     }
 }
@@ -49,26 +69,18 @@ impl Backend {
 /// `shared`, the data directory `streetlevel fixtures` wrote, and returns the environment the
 /// replica needs. **This is the one function to change for the `PostgreSQL` backend.**
 fn replica_setup(backend: &Backend, shared: &Path, replica_dir: &Path) -> Vec<(String, String)> {
+    // The lock is per directory; SQLite finds its journal and WAL next to the file the link
+    // resolves to, never next to the link. On PostgreSQL the file still holds the upload
+    // sessions and the import queue, which the replicas share with the uploads' files.
+    link_entries(shared, replica_dir, |name| {
+        name != "streetlevel.lock"
+            && !name.ends_with("-wal")
+            && !name.ends_with("-shm")
+            && !name.ends_with("-journal")
+    });
     match backend {
-        Backend::Sqlite => {
-            link_entries(shared, replica_dir, |name| {
-                // The lock is per directory; SQLite finds its journal and WAL next to the
-                // file the link resolves to, never next to the link.
-                name != "streetlevel.lock"
-                    && !name.ends_with("-wal")
-                    && !name.ends_with("-shm")
-                    && !name.ends_with("-journal")
-            });
-            Vec::new()
-        }
-        Backend::Postgres(url) => {
-            // When `streetlevel serve` takes `STREETLEVEL_DATABASE_URL`: link the media,
-            // the uploads and the media key as above but not the SQLite file (the data is
-            // copied once with `streetlevel migrate --from SHARED --to URL` before the first
-            // replica starts), and return the URL:
-            //     vec![(String::from("STREETLEVEL_DATABASE_URL"), url.clone())]
-            panic!("the PostgreSQL backend is not merged yet (issue 17): replicas cannot use {url}")
-        }
+        Backend::Sqlite => Vec::new(),
+        Backend::Postgres(url) => vec![(String::from("STREETLEVEL_DATABASE_URL"), url.clone())],
     }
 }
 
@@ -148,6 +160,12 @@ impl Replicas {
             .any(|flag| flag.starts_with("--public-url") || flag.starts_with("--base-url"))
         {
             flags.extend(["--public-url", &public_url]);
+        }
+        if let Backend::Postgres(url) = backend {
+            crate::run(
+                binary,
+                &["migrate", "--from", &shared.to_string_lossy(), "--to", url],
+            );
         }
         let mut servers = Vec::with_capacity(count);
         for index in 0..count {

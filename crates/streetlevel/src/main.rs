@@ -1,4 +1,5 @@
-//! The `streetlevel` command line: `serve`, `fixtures`, `import`, `backup`, `restore`, and
+//! The `streetlevel` command line: `serve`, `fixtures`, `import`, `backup`, `restore`,
+//! `migrate`, and
 //! the admin commands `apps` and `users`. Each subcommand lives in its own module of this binary.
 
 mod admin;
@@ -6,6 +7,7 @@ mod backup;
 mod data_lock;
 mod fixtures;
 mod import;
+mod migrate;
 mod serve;
 
 use clap::{Parser, Subcommand};
@@ -30,6 +32,8 @@ enum Command {
     Backup(backup::BackupArgs),
     /// Install a backup into a data directory no server is running on.
     Restore(backup::RestoreArgs),
+    /// Copy a data directory's database into an empty PostgreSQL database, for replicas.
+    Migrate(migrate::MigrateArgs),
     /// Manage developer apps.
     #[command(subcommand)]
     Apps(admin::AppsCommand),
@@ -57,6 +61,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Import(args) => import::run(&args),
         Command::Backup(args) => backup::run_backup(&args),
         Command::Restore(args) => backup::run_restore(&args),
+        Command::Migrate(args) => migrate::run(&args),
         Command::Apps(command) => admin::run_apps(command),
         Command::Users(command) => admin::run_users(command),
     }

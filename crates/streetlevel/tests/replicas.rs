@@ -47,7 +47,7 @@ fn pristine() -> &'static Fixture {
 /// A fresh copy of the fixture served by two replicas.
 fn two_replicas(name: &str) -> (Fixture, Replicas, Backend) {
     let fixture = pristine().copy(&format!("replicas-{name}"));
-    let backend = Backend::from_env();
+    let backend = Backend::from_env(&format!("replicas_{name}"));
     let replicas = Replicas::start(Path::new(BINARY), &fixture.dir, 2, &backend, &[]);
     (fixture, replicas, backend)
 }
@@ -73,9 +73,9 @@ fn now() -> Timestamp {
 
 /// A new user `username` approves the fixture's app: an authorization code, written to the
 /// shared file by the auth crate as the consent page would.
-fn approved_code(fixture: &Fixture, username: &str) -> String {
-    let store = streetlevel_auth::AuthStore::open(
-        &fixture.database(),
+fn approved_code(fixture: &Fixture, backend: &Backend, username: &str) -> String {
+    let store = streetlevel_auth::AuthStore::open_location(
+        &backend.location(&fixture.dir),
         streetlevel_auth::Config::insecure_fast(),
         streetlevel_auth::FakeClock::new(now()),
         streetlevel_auth::OsRandom,
@@ -156,12 +156,12 @@ fn an_image(replicas: &Replicas, fixture: &Fixture) -> String {
 
 #[test]
 fn a_token_issued_through_one_replica_works_on_the_other_and_its_revocation_stops_it_on_both() {
-    let (fixture, replicas, _) = two_replicas("token");
+    let (fixture, replicas, backend) = two_replicas("token");
     let image = an_image(&replicas, &fixture);
     let (one, other) = (replicas.replica(0), replicas.replica(1));
 
     // Issued through one...
-    let code = approved_code(&fixture, "replica-user");
+    let code = approved_code(&fixture, &backend, "replica-user");
     let first = access_token(
         &post_token(
             one.addr,
@@ -492,14 +492,14 @@ fn kill_9_of_a_replica_under_load_leaves_the_other_answering_and_loses_no_acknow
     /// The replica dies after this many requests in all.
     const KILL_AFTER: usize = 500;
 
-    let (fixture, mut replicas, _) = two_replicas("kill");
+    let (fixture, mut replicas, backend) = two_replicas("kill");
     let image = an_image(&replicas, &fixture);
     let fixture = Arc::new(fixture);
     let sent = Arc::new(AtomicUsize::new(0));
     let killed = Arc::new(AtomicBool::new(false));
     let threads: Vec<_> = (0..THREADS)
         .map(|index| {
-            let code = approved_code(&fixture, &format!("load-{index}"));
+            let code = approved_code(&fixture, &backend, &format!("load-{index}"));
             let load = Load {
                 addr: replicas.addr(),
                 fixture: Arc::clone(&fixture),
@@ -568,13 +568,10 @@ fn kill_9_of_a_replica_under_load_leaves_the_other_answering_and_loses_no_acknow
 }
 
 #[test]
-#[ignore = "needs the PostgreSQL backend (issue 17)"]
 fn the_replicas_recover_from_a_postgresql_restart_during_load_without_restarting() {
     let mut postgres = streetlevel_tests::postgres::Postgres::start("replicas-restart");
     let fixture = pristine().copy("replicas-restart");
-    // Once `streetlevel migrate --from DIR --to URL` exists, the fixture is copied over
-    // first; `replica_setup` does the rest. `approved_code` then has to approve in
-    // PostgreSQL (through the auth crate on the URL, or the consent page over HTTP).
+    // `Replicas::start` copies the fixture into the server with `streetlevel migrate`.
     let backend = Backend::Postgres(postgres.url());
     let replicas = Replicas::start(Path::new(BINARY), &fixture.dir, 2, &backend, &[]);
     let image = an_image(&replicas, &fixture);
@@ -608,7 +605,7 @@ fn the_replicas_recover_from_a_postgresql_restart_during_load_without_restarting
     // After the restart, writes through either replica work again and reach the other,
     // without restarting a replica.
     for (through, read_on) in [(0, 1), (1, 0)] {
-        let code = approved_code(&fixture, &format!("after-restart-{through}"));
+        let code = approved_code(&fixture, &backend, &format!("after-restart-{through}"));
         let token = within(Duration::from_secs(30), "a write after the restart", || {
             post_token(
                 replicas.replica(through).addr,
