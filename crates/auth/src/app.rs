@@ -277,6 +277,7 @@ impl AuthStore {
             now,
         )?;
         transaction.commit()?;
+        self.token_cache.invalidate();
         Ok(client_token)
     }
 

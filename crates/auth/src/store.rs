@@ -7,6 +7,7 @@ use rusqlite::Connection;
 use streetlevel_model::Timestamp;
 use streetlevel_model::clock::duration_millis;
 
+use crate::token_cache::TokenCache;
 use crate::{AuthError, Clock, Config, RandomSource};
 
 /// Schema migrations, applied in order; `auth_schema_version` holds how many ran.
@@ -88,6 +89,10 @@ pub struct AuthStore {
     /// A password hash to verify against when the username is unknown, so a login takes as
     /// long for an unknown user as for a wrong password.
     pub(crate) dummy_hash: OnceLock<String>,
+    /// Tokens found valid a moment ago. Every write that revokes, rotates or deletes a token
+    /// (or anything a [`Principal`](crate::Principal) is read from) must call
+    /// `token_cache.invalidate()` once it has committed; see `token_cache.rs`.
+    pub(crate) token_cache: TokenCache,
 }
 
 impl std::fmt::Debug for AuthStore {
@@ -142,8 +147,10 @@ impl AuthStore {
     ) -> Result<Self, AuthError> {
         connection.pragma_update(None, "foreign_keys", true)?;
         migrate(&mut connection)?;
+        let token_cache = TokenCache::new(config.token_cache_entries, config.token_cache_ttl);
         let store = Self {
             connection: Mutex::new(connection),
+            token_cache,
             config,
             clock,
             random,
@@ -187,6 +194,7 @@ impl AuthStore {
             "DELETE FROM auth_tokens WHERE expires_at IS NOT NULL AND expires_at + ?2 <= ?1",
             [now, grace],
         )?;
+        self.token_cache.invalidate();
         Ok(Purged {
             codes,
             sessions,

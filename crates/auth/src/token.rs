@@ -434,25 +434,38 @@ impl AuthStore {
         self.check_token(&token)
     }
 
-    /// Checks one access token (see [`AuthStore::authenticate`]).
+    /// Checks one access token (see [`AuthStore::authenticate`]). A token found valid is
+    /// remembered for [`Config::token_cache_ttl`](crate::Config::token_cache_ttl) at most and
+    /// forgotten at once when this store revokes a token; its expiry is checked on every use.
     pub fn check_token(&self, token: &str) -> Result<Principal, AuthError> {
-        let stored = stored_token(&self.connection(), token)?.ok_or(AuthError::InvalidToken)?;
-        if stored.revoked {
-            return Err(AuthError::InvalidToken);
-        }
-        if stored
+        let token_digest = digest(token);
+        let principal = if let Some(principal) = self.token_cache.get(&token_digest) {
+            principal
+        } else {
+            // Read before the row, so a revocation committed meanwhile outdates the entry.
+            let generation = self.token_cache.generation();
+            let stored = stored_token(&self.connection(), token)?.ok_or(AuthError::InvalidToken)?;
+            if stored.revoked {
+                return Err(AuthError::InvalidToken);
+            }
+            let principal = Principal {
+                client_id: stored.client_id,
+                user: stored.user_id,
+                scopes: stored.scopes,
+                kind: stored.kind,
+                expires_at: stored.expires_at,
+            };
+            self.token_cache
+                .insert(token_digest, principal.clone(), generation);
+            principal
+        };
+        if principal
             .expires_at
             .is_some_and(|expires_at| expires_at <= self.now())
         {
             return Err(AuthError::ExpiredToken);
         }
-        Ok(Principal {
-            client_id: stored.client_id,
-            user: stored.user_id,
-            scopes: stored.scopes,
-            kind: stored.kind,
-            expires_at: stored.expires_at,
-        })
+        Ok(principal)
     }
 
     /// A user access token for the official uploader's sign-in: `client` must hold an app's
@@ -506,6 +519,7 @@ impl AuthStore {
              WHERE digest = ?1 AND revoked_at IS NULL",
             params![digest(token).as_slice(), self.now().0],
         )?;
+        self.token_cache.invalidate();
         Ok(changed > 0)
     }
 
@@ -632,6 +646,7 @@ impl AuthStore {
             // RFC 6749 4.1.2: a replayed code may be stolen; revoke what it produced.
             revoke_grant(&transaction, &grant_id, now, "code_reuse")?;
             transaction.commit()?;
+            self.token_cache.invalidate();
             return Err(TokenError::grant(
                 "authorization code was already used; the tokens issued from it are revoked",
             ));
@@ -712,6 +727,7 @@ impl AuthStore {
                     revoke_grant(&transaction, grant_id, now, "refresh_reuse")?;
                 }
                 transaction.commit()?;
+                self.token_cache.invalidate();
                 return Err(TokenError::grant(
                     "refresh_token was already used; every token of this grant is revoked",
                 ));
@@ -759,6 +775,7 @@ impl AuthStore {
         }
         .insert(&transaction)?;
         transaction.commit()?;
+        self.token_cache.invalidate();
         Ok(self.user_token_response(access_token))
     }
 }
