@@ -253,6 +253,7 @@ async fn serve(args: Args, settings: Settings) -> anyhow::Result<()> {
         limits,
         web: web_config,
         upload_limits,
+        auth: auth_config,
     } = settings::resolve(settings, args.debug_panic_route, media_key)?;
     check_database_file(&data)?;
     // A second server on the same directory would run its own upload worker and caches
@@ -275,13 +276,8 @@ async fn serve(args: Args, settings: Settings) -> anyhow::Result<()> {
     let store = Arc::new(RwLock::new(store));
     let database = Store::database_path(&data);
     let auth = Arc::new(
-        AuthStore::open(
-            &database,
-            streetlevel_auth::Config::default(),
-            Arc::clone(&clock),
-            OsRandom,
-        )
-        .context("cannot open the auth tables")?,
+        AuthStore::open(&database, auth_config, Arc::clone(&clock), OsRandom)
+            .context("cannot open the auth tables")?,
     );
     let registry = Registry::open(&database).context("cannot open the web tables")?;
     let uploads =
