@@ -132,13 +132,14 @@ fn run_suite(root: &Path, suite: Suite, alone: bool) -> Result<Outcome> {
 }
 
 /// The auth crate's test targets, run once more with every store on PostgreSQL.
-const AUTH_TESTS: [&str; 7] = [
+const AUTH_TESTS: [&str; 8] = [
     "authenticate",
     "authorize",
     "concurrency",
     "exchange",
     "flow",
     "persistence",
+    "token_cache",
     "users",
 ];
 

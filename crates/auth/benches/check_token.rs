@@ -8,12 +8,13 @@ fn main() {
 
 /// A store holding 10,000 apps, and the client tokens of all of them.
 fn store_with_apps() -> (AuthStore, Vec<String>) {
-    let store = AuthStore::open_in_memory(
-        Config::insecure_fast(),
-        FakeClock::default(),
-        SeededRandom::new(7),
-    )
-    .expect("store");
+    store_with_apps_and(Config::insecure_fast())
+}
+
+/// [`store_with_apps`] with `config`.
+fn store_with_apps_and(config: Config) -> (AuthStore, Vec<String>) {
+    let store = AuthStore::open_in_memory(config, FakeClock::default(), SeededRandom::new(7))
+        .expect("store");
     let tokens = (0..10_000)
         .map(|index| {
             store
@@ -37,10 +38,30 @@ fn baseline_sha256(bencher: divan::Bencher) {
     bencher.bench_local(|| sha2::Sha256::digest(divan::black_box(token.as_bytes())));
 }
 
-/// `check_token` on one of 10,000 valid client tokens.
+/// `check_token` on one of 10,000 valid client tokens, in turn: answered from the token cache
+/// (10,000 entries) once each token was read.
 #[divan::bench]
 fn check_token_valid(bencher: divan::Bencher) {
-    let (store, tokens) = store_with_apps();
+    check_valid(bencher, Config::insecure_fast());
+}
+
+/// The same with the token cache off: every check reads `SQLite`.
+#[divan::bench]
+fn check_token_valid_uncached(bencher: divan::Bencher) {
+    check_valid(
+        bencher,
+        Config {
+            token_cache_ttl: std::time::Duration::ZERO,
+            ..Config::insecure_fast()
+        },
+    );
+}
+
+fn check_valid(bencher: divan::Bencher, config: Config) {
+    let (store, tokens) = store_with_apps_and(config);
+    for token in &tokens {
+        store.check_token(token).expect("valid");
+    }
     let mut index = 0;
     bencher.bench_local(|| {
         index = (index + 1) % tokens.len();

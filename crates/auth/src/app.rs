@@ -266,6 +266,7 @@ impl AuthStore {
             )?;
             insert_app_token(connection, &client_token, TokenKind::Client, client_id, now)
         })?;
+        self.token_cache.invalidate();
         Ok(client_token)
     }
 

@@ -50,6 +50,13 @@ pub struct Config {
     /// `code_challenge` without a method). Off by default: `plain` protects nothing once the
     /// authorization request leaks, so RFC 9700 section 2.1.1 asks for `S256`.
     pub allow_plain_pkce: bool,
+    /// How long a token found valid is remembered in memory before it is read from the
+    /// database again. Revocations by this process take effect at once; this bounds how late
+    /// one made by another process sharing the database (the CLI, a second server) does.
+    /// Zero reads every token from the database.
+    pub token_cache_ttl: Duration,
+    /// How many tokens found valid are remembered at most; zero remembers none.
+    pub token_cache_entries: u64,
 }
 
 impl Default for Config {
@@ -61,6 +68,8 @@ impl Default for Config {
             session_lifetime: Duration::from_secs(14 * 24 * 3600),
             password: PasswordParams::default(),
             allow_plain_pkce: false,
+            token_cache_ttl: Duration::from_secs(1),
+            token_cache_entries: 10_000,
         }
     }
 }

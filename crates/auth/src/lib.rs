@@ -12,6 +12,7 @@ mod scope;
 mod secret;
 mod store;
 mod token;
+mod token_cache;
 mod user;
 
 pub use app::{App, AppCredentials, AppOptions, CLIENT_ID_MAX};

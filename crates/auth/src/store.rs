@@ -7,6 +7,7 @@ use streetlevel_db::{Database, Location, Migrations, params};
 use streetlevel_model::Timestamp;
 use streetlevel_model::clock::duration_millis;
 
+use crate::token_cache::TokenCache;
 use crate::{AuthError, Clock, Config, RandomSource};
 
 /// Schema migrations for `SQLite`, applied in order; `auth_schema_version` holds how many ran.
@@ -157,6 +158,10 @@ pub struct AuthStore {
     /// A password hash to verify against when the username is unknown, so a login takes as
     /// long for an unknown user as for a wrong password.
     pub(crate) dummy_hash: OnceLock<String>,
+    /// Tokens found valid a moment ago. Every write that revokes, rotates or deletes a token
+    /// (or anything a [`Principal`](crate::Principal) is read from) must call
+    /// `token_cache.invalidate()` once it has committed; see `token_cache.rs`.
+    pub(crate) token_cache: TokenCache,
 }
 
 impl std::fmt::Debug for AuthStore {
@@ -224,8 +229,10 @@ impl AuthStore {
             .transpose()
             .map_err(streetlevel_db::DbError::from)?;
         db.migrate("auth", &MIGRATIONS)?;
+        let token_cache = TokenCache::new(config.token_cache_entries, config.token_cache_ttl);
         let store = Self {
             db,
+            token_cache,
             config,
             clock,
             random,
@@ -275,6 +282,7 @@ impl AuthStore {
             )?;
             Ok::<_, AuthError>((codes, sessions, tokens))
         })?;
+        self.token_cache.invalidate();
         Ok(Purged {
             codes,
             sessions,

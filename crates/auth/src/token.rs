@@ -431,28 +431,41 @@ impl AuthStore {
         self.check_token(&token)
     }
 
-    /// Checks one access token (see [`AuthStore::authenticate`]).
+    /// Checks one access token (see [`AuthStore::authenticate`]). A token found valid is
+    /// remembered for [`Config::token_cache_ttl`](crate::Config::token_cache_ttl) at most and
+    /// forgotten at once when this store revokes a token; its expiry is checked on every use.
     pub fn check_token(&self, token: &str) -> Result<Principal, AuthError> {
-        let stored = self
-            .db()
-            .read(|connection| stored_token(connection, token))?
-            .ok_or(AuthError::InvalidToken)?;
-        if stored.revoked {
-            return Err(AuthError::InvalidToken);
-        }
-        if stored
+        let token_digest = digest(token);
+        let principal = if let Some(principal) = self.token_cache.get(&token_digest) {
+            principal
+        } else {
+            // Read before the row, so a revocation committed meanwhile outdates the entry.
+            let generation = self.token_cache.generation();
+            let stored = self
+                .db()
+                .read(|connection| stored_token(connection, token))?
+                .ok_or(AuthError::InvalidToken)?;
+            if stored.revoked {
+                return Err(AuthError::InvalidToken);
+            }
+            let principal = Principal {
+                client_id: stored.client_id,
+                user: stored.user_id,
+                scopes: stored.scopes,
+                kind: stored.kind,
+                expires_at: stored.expires_at,
+            };
+            self.token_cache
+                .insert(token_digest, principal.clone(), generation);
+            principal
+        };
+        if principal
             .expires_at
             .is_some_and(|expires_at| expires_at <= self.now())
         {
             return Err(AuthError::ExpiredToken);
         }
-        Ok(Principal {
-            client_id: stored.client_id,
-            user: stored.user_id,
-            scopes: stored.scopes,
-            kind: stored.kind,
-            expires_at: stored.expires_at,
-        })
+        Ok(principal)
     }
 
     /// A user access token for the official uploader's sign-in: `client` must hold an app's
@@ -508,6 +521,7 @@ impl AuthStore {
                 params![digest(token).as_slice(), self.now().0],
             )
         })?;
+        self.token_cache.invalidate();
         Ok(changed > 0)
     }
 
@@ -594,7 +608,7 @@ impl AuthStore {
     ) -> Result<TokenResponse, TokenError> {
         let now = self.now();
         // Ok(Err(..)): refused, but what was written (a replay's revocations) is committed.
-        self.db().write(|connection| {
+        let outcome = self.db().write(|connection| {
             let row = connection.query_row(
                 "SELECT client_id, user_id, redirect_uri, redirect_uri_given, scopes, grant_id,
                         expires_at, used_at, code_challenge, code_challenge_method
@@ -671,7 +685,11 @@ impl AuthStore {
             }
             .insert(connection)?;
             Ok(Ok(self.user_token_response(access_token)))
-        })?
+        });
+        // A replay's revocations (and a refresh's rotation) committed: cached tokens of the
+        // grant must not outlive them.
+        self.token_cache.invalidate();
+        outcome?
     }
 
     fn user_token_expiry(&self, now: Timestamp) -> Timestamp {
@@ -689,7 +707,7 @@ impl AuthStore {
     ) -> Result<TokenResponse, TokenError> {
         let now = self.now();
         // Ok(Err(..)): refused, but what was written (a reuse's revocations) is committed.
-        self.db().write(|connection| {
+        let outcome = self.db().write(|connection| {
             let Some(stored) = stored_token(connection, refresh_token)? else {
                 return Err(TokenError::grant("unknown refresh_token"));
             };
@@ -757,6 +775,10 @@ impl AuthStore {
             }
             .insert(connection)?;
             Ok(Ok(self.user_token_response(access_token)))
-        })?
+        });
+        // A replay's revocations (and a refresh's rotation) committed: cached tokens of the
+        // grant must not outlive them.
+        self.token_cache.invalidate();
+        outcome?
     }
 }

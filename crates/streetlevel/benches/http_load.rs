@@ -12,7 +12,10 @@
 //! `STREETLEVEL_HTTP_BENCH_SECONDS` per measurement (default 5),
 //! `STREETLEVEL_HTTP_BENCH_CONNECTIONS` (default 16), `STREETLEVEL_HTTP_BENCH_BINARY` (the
 //! server binary to measure instead of this build's, e.g. an earlier commit's, for a
-//! before/after in one sitting).
+//! before/after in one sitting), `STREETLEVEL_HTTP_BENCH_SERVER_FLAGS` (more `serve` flags for
+//! both servers, split at spaces, e.g. `--token-cache-seconds 0`) and
+//! `STREETLEVEL_HTTP_BENCH_ROWS=entity` (only the entity row between the two hello world
+//! rows, for profiling and quick comparisons).
 //!
 //! Two servers run on the same data: one with the default tile cache (cached tiles, entity,
 //! search) and one with the cache disabled (`tile_cache_entries: 0`), where every tile request
@@ -93,12 +96,39 @@ async fn get(addr: SocketAddr, target: &str, headers: &[(&str, &str)]) -> (Strin
     (status, response[split + 4..].to_vec())
 }
 
-/// What wrk measured.
+/// What wrk measured, and the CPU time the server spent meanwhile.
 #[derive(Debug, Clone, Copy)]
 struct Load {
     per_second: f64,
     p50_ms: f64,
     p99_ms: f64,
+    /// Requests answered per second of the server process's CPU time (user and system, all
+    /// threads): the throughput of one fully used core, whatever else shared the machine.
+    per_cpu_second: f64,
+}
+
+/// A server under measurement: where it listens and which process it is (the bench process
+/// itself for hello world), to read its CPU time.
+#[derive(Debug, Clone, Copy)]
+struct Endpoint {
+    addr: SocketAddr,
+    pid: u32,
+}
+
+/// The CPU time (user and system) process `pid` has used so far, seconds.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // The fields after the command name, which is in parentheses and may hold spaces.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .collect();
+    // utime and stime are fields 14 and 15 of proc(5), in clock ticks (100 per second on
+    // Linux, what `getconf CLK_TCK` prints).
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    ticks as f64 / 100.0
 }
 
 fn wrk_command(
@@ -157,16 +187,23 @@ fn parse_wrk(output: &std::process::Output, what: &str) -> Load {
             .unwrap_or_else(|| panic!("{what}: no '{prefix}' in wrk's output:\n{text}"))
             .to_owned()
     };
+    let requests: f64 = text
+        .lines()
+        .find_map(|line| line.trim().split_once(" requests in "))
+        .and_then(|(count, _)| count.parse().ok())
+        .unwrap_or_else(|| panic!("{what}: no request count in wrk's output:\n{text}"));
     Load {
         per_second: field("Requests/sec:").parse().unwrap(),
         p50_ms: milliseconds(&field("50%")),
         p99_ms: milliseconds(&field("99%")),
+        per_cpu_second: requests,
     }
 }
 
-fn wrk(addr: SocketAddr, target: &str, headers: &[(&str, &str)], settings: &Settings) -> Load {
+fn wrk(server: Endpoint, target: &str, headers: &[(&str, &str)], settings: &Settings) -> Load {
+    let cpu_before = cpu_seconds(server.pid);
     let output = wrk_command(
-        addr,
+        server.addr,
         target,
         headers,
         settings.connections,
@@ -174,7 +211,10 @@ fn wrk(addr: SocketAddr, target: &str, headers: &[(&str, &str)], settings: &Sett
     )
     .output()
     .expect("wrk runs (Debian: apt-get install wrk)");
-    parse_wrk(&output, target)
+    let cpu = cpu_seconds(server.pid) - cpu_before;
+    let mut load = parse_wrk(&output, target);
+    load.per_cpu_second /= cpu;
+    load
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -184,9 +224,9 @@ struct Settings {
     connections: u64,
 }
 
-/// The fixture set in `target/bench-http`, generated on first use, and a copy of it for the
-/// second server (a data directory serves one server at a time).
-fn fixtures(images: u64) -> (PathBuf, PathBuf) {
+/// The fixture set in `target/bench-http`, generated on first use, and with `with_copy` a
+/// copy of it for the second server (a data directory serves one server at a time).
+fn fixtures(images: u64, with_copy: bool) -> (PathBuf, Option<PathBuf>) {
     let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(
         || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"),
         PathBuf::from,
@@ -204,6 +244,9 @@ fn fixtures(images: u64) -> (PathBuf, PathBuf) {
         assert!(status.success(), "fixture generation failed");
     }
     let copy = target.join(format!("bench-http/fixtures-{images}-copy"));
+    if !with_copy {
+        return (dir, None);
+    }
     if !copy.join("credentials.json").exists() {
         let _ = std::fs::remove_dir_all(&copy);
         let status = Command::new("cp")
@@ -214,13 +257,13 @@ fn fixtures(images: u64) -> (PathBuf, PathBuf) {
             .unwrap();
         assert!(status.success(), "copying the fixture set failed");
     }
-    (dir, copy)
+    (dir, Some(copy))
 }
 
 /// The tile rows: cached and uncached in each coding, and uncached with one client.
 fn tile_rows(
     rows: &mut Vec<(String, Load)>,
-    [cached, uncached]: [SocketAddr; 2],
+    [cached, uncached]: [Endpoint; 2],
     tiles: &[(u8, String)],
     auth: &str,
     settings: Settings,
@@ -262,17 +305,18 @@ fn tile_rows(
     }
 }
 
-/// The client token, the server with the default tile cache, the one without (and the config
-/// file it reads).
+/// The client token, the server with the default tile cache, with `with_uncached` the one
+/// without (and the config file it reads).
 fn start_servers(
     settings: &Settings,
+    with_uncached: bool,
 ) -> (
     String,
     streetlevel_tests::Server,
-    streetlevel_tests::Server,
+    Option<streetlevel_tests::Server>,
     PathBuf,
 ) {
-    let (dir, copy) = fixtures(settings.images);
+    let (dir, copy) = fixtures(settings.images, with_uncached);
     let credentials: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("credentials.json")).unwrap())
             .unwrap();
@@ -295,18 +339,30 @@ fn start_servers(
         .map_or_else(|| PathBuf::from(BINARY), PathBuf::from);
     println!("server binary: {}", server_binary.display());
     let started = std::time::Instant::now();
-    let mut uncached_flags = limits.to_vec();
+    let extra_flags = std::env::var("STREETLEVEL_HTTP_BENCH_SERVER_FLAGS").unwrap_or_default();
+    let mut cached_flags = limits.to_vec();
+    cached_flags.extend(extra_flags.split_whitespace());
+    let mut uncached_flags = cached_flags.clone();
     uncached_flags.extend(["--config", &uncached_config_text]);
     let (cached, uncached) = std::thread::scope(|scope| {
         let cached =
-            scope.spawn(|| streetlevel_tests::Server::start(&server_binary, &dir, &limits));
-        let uncached = scope
-            .spawn(|| streetlevel_tests::Server::start(&server_binary, &copy, &uncached_flags));
-        (cached.join().unwrap(), uncached.join().unwrap())
+            scope.spawn(|| streetlevel_tests::Server::start(&server_binary, &dir, &cached_flags));
+        let uncached = copy.as_ref().map(|copy| {
+            scope.spawn(|| streetlevel_tests::Server::start(&server_binary, copy, &uncached_flags))
+        });
+        (
+            cached.join().unwrap(),
+            uncached.map(|uncached| uncached.join().unwrap()),
+        )
     });
     println!(
-        "{} images; two servers loaded in {:.1} s",
+        "{} images; {} loaded in {:.1} s",
         settings.images,
+        if uncached.is_some() {
+            "two servers"
+        } else {
+            "the server"
+        },
         started.elapsed().as_secs_f64()
     );
 
@@ -320,15 +376,18 @@ fn print_table(rows: &[(String, Load)], baseline_mean: f64, settings: &Settings)
          the mean of the two hello world rows ({baseline_mean:.0}/s)\n",
         settings.images, settings.connections, settings.seconds
     );
-    println!("| Measurement | Requests/s | Ratio to hello world | p50 | p99 |");
-    println!("|---|---|---|---|---|");
+    println!(
+        "| Measurement | Requests/s | Ratio to hello world | p50 | p99 | Requests per server CPU-second |"
+    );
+    println!("|---|---|---|---|---|---|");
     for (name, load) in rows {
         println!(
-            "| {name} | {:.0} | {:.3} | {:.2} ms | {:.2} ms |",
+            "| {name} | {:.0} | {:.3} | {:.2} ms | {:.2} ms | {:.0} |",
             load.per_second,
             load.per_second / baseline_mean,
             load.p50_ms,
-            load.p99_ms
+            load.p99_ms,
+            load.per_cpu_second
         );
     }
 }
@@ -376,6 +435,42 @@ fn targets(
     (tiles, search, entity)
 }
 
+/// Measures hello world again and prints the table, ratios against the mean of both hello
+/// world rows (the first row is the first one).
+fn finish(mut rows: Vec<(String, Load)>, hello: Endpoint, settings: &Settings) {
+    let baseline_again = wrk(hello, "/", &[], settings);
+    rows.push((String::from("hyper hello world, again"), baseline_again));
+    let baseline_mean = f64::midpoint(rows[0].1.per_second, baseline_again.per_second);
+    print_table(&rows, baseline_mean, settings);
+}
+
+/// Entity requests on `server` while two clients keep asking for the uncached `z8` tile:
+/// the entity load and what wrk printed for the tile clients.
+fn entity_during_renders(
+    server: Endpoint,
+    z8: &str,
+    entity: &str,
+    auth: &str,
+    settings: &Settings,
+) -> (Load, String) {
+    let mut renders = wrk_command(
+        server.addr,
+        z8,
+        &[("Authorization", auth), ("Accept-Encoding", "gzip")],
+        2,
+        settings.seconds + 2,
+    )
+    .spawn()
+    .unwrap();
+    let during = wrk(server, entity, &[("Authorization", auth)], settings);
+    let mut output = String::new();
+    if let Some(mut stdout) = renders.stdout.take() {
+        std::io::Read::read_to_string(&mut stdout, &mut output).unwrap();
+    }
+    renders.wait().unwrap();
+    (during, output)
+}
+
 fn main() {
     let settings = Settings {
         images: setting("STREETLEVEL_HTTP_BENCH_IMAGES", 1_000_000),
@@ -386,72 +481,68 @@ fn main() {
         Command::new("wrk").arg("--version").output().is_ok(),
         "the HTTP benchmark needs wrk (Debian: apt-get install wrk)"
     );
-    let (token, cached, uncached, uncached_config) = start_servers(&settings);
+    let entity_only = std::env::var("STREETLEVEL_HTTP_BENCH_ROWS").as_deref() == Ok("entity");
+    let (token, cached, uncached, uncached_config) = start_servers(&settings, !entity_only);
 
     let auth = format!("OAuth {token}");
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .unwrap();
-    let hello = runtime.block_on(hello_world());
+    let hello = Endpoint {
+        addr: runtime.block_on(hello_world()),
+        pid: std::process::id(),
+    };
     let (tiles, search, entity) = targets(&runtime, cached.addr, &auth);
+    let cached_server = Endpoint {
+        addr: cached.addr,
+        pid: cached.pid(),
+    };
 
     let mut rows: Vec<(String, Load)> = Vec::new();
     let baseline = wrk(hello, "/", &[], &settings);
     rows.push((String::from("hyper hello world"), baseline));
+    let auth_only = [("Authorization", auth.as_str())];
+    let Some(uncached) = uncached else {
+        rows.push((
+            String::from("entity by ID (7 fields)"),
+            wrk(cached_server, &entity, &auth_only, &settings),
+        ));
+        finish(rows, hello, &settings);
+        let _ = std::fs::remove_file(&uncached_config);
+        return;
+    };
+    let uncached_server = Endpoint {
+        addr: uncached.addr,
+        pid: uncached.pid(),
+    };
     tile_rows(
         &mut rows,
-        [cached.addr, uncached.addr],
+        [cached_server, uncached_server],
         &tiles,
         &auth,
         settings,
     );
-    let auth_only = [("Authorization", auth.as_str())];
     rows.push((
         String::from("entity by ID (7 fields)"),
-        wrk(cached.addr, &entity, &auth_only, &settings),
+        wrk(cached_server, &entity, &auth_only, &settings),
     ));
     rows.push((
         String::from("image search (0.01° box, 100 of them, 2 fields)"),
-        wrk(cached.addr, &search, &auth_only, &settings),
+        wrk(cached_server, &search, &auth_only, &settings),
     ));
-    let idle = wrk(uncached.addr, &entity, &auth_only, &settings);
+    let idle = wrk(uncached_server, &entity, &auth_only, &settings);
     rows.push((
         String::from("entity, no tile load (cache-less server)"),
         idle,
     ));
-    // Two clients keep asking for the uncached z8 tile while entity requests are measured.
-    let z8 = &tiles[2].1;
-    let mut renders = wrk_command(
-        uncached.addr,
-        z8,
-        &[
-            ("Authorization", auth.as_str()),
-            ("Accept-Encoding", "gzip"),
-        ],
-        2,
-        settings.seconds + 2,
-    )
-    .spawn()
-    .unwrap();
-    let during = wrk(uncached.addr, &entity, &auth_only, &settings);
-    let renders_output = {
-        let mut output = String::new();
-        if let Some(mut stdout) = renders.stdout.take() {
-            std::io::Read::read_to_string(&mut stdout, &mut output).unwrap();
-        }
-        renders.wait().unwrap();
-        output
-    };
+    let (during, renders_output) =
+        entity_during_renders(uncached_server, &tiles[2].1, &entity, &auth, &settings);
     rows.push((
         String::from("entity while 2 clients fetch uncached z8 tiles"),
         during,
     ));
-    let baseline_again = wrk(hello, "/", &[], &settings);
-    rows.push((String::from("hyper hello world, again"), baseline_again));
-    let baseline_mean = f64::midpoint(baseline.per_second, baseline_again.per_second);
-
-    print_table(&rows, baseline_mean, &settings);
+    finish(rows, hello, &settings);
     println!(
         "\nentity during renders / entity idle (same cache-less server): {:.2}",
         during.per_second / idle.per_second

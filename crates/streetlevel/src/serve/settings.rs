@@ -145,6 +145,11 @@ pub struct Settings {
     /// Bytes one user may have uploaded and not yet processed. [default: 17179869184]
     #[arg(long, env = "STREETLEVEL_MAX_PENDING_UPLOAD_BYTES_PER_USER")]
     pub max_pending_upload_bytes_per_user: Option<u64>,
+    /// How long a valid access token is remembered before it is read from the database
+    /// again, seconds: how late a revocation by another process sharing the database takes
+    /// effect (this server's own take effect at once); 0 reads every token. [default: 1]
+    #[arg(long, env = "STREETLEVEL_TOKEN_CACHE_SECONDS")]
+    pub token_cache_seconds: Option<u64>,
 }
 
 /// `--compat`: the settings a family of clients needs.
@@ -225,6 +230,8 @@ pub struct Resolved {
     /// The web pages' settings, from the same URLs and short name as the server's.
     pub web: WebConfig,
     pub upload_limits: UploadLimits,
+    /// Token lifetimes and the token cache.
+    pub auth: streetlevel_auth::Config,
 }
 
 /// Applies the defaults. The public URL sets every surface whose own URL is not given.
@@ -236,6 +243,7 @@ pub fn resolve(
 ) -> anyhow::Result<Resolved> {
     let limits = rate_limits(&settings);
     let upload_limits = upload_limits(&settings);
+    let auth = auth_config(&settings);
     let data = settings.data.context(
         "no data directory: pass --data DIR (or set STREETLEVEL_DATA, or `data` in the config file)",
     )?;
@@ -329,6 +337,7 @@ pub fn resolve(
         database_url: settings.database_url,
         web,
         upload_limits,
+        auth,
     })
 }
 
@@ -347,6 +356,16 @@ fn web_config(
         // source tree's `web/node_modules`.
         assets_dir: assets_dir.unwrap_or_else(streetlevel_web::default_assets_dir),
         base_map_style_url,
+    }
+}
+
+fn auth_config(settings: &Settings) -> streetlevel_auth::Config {
+    let defaults = streetlevel_auth::Config::default();
+    streetlevel_auth::Config {
+        token_cache_ttl: settings
+            .token_cache_seconds
+            .map_or(defaults.token_cache_ttl, Duration::from_secs),
+        ..defaults
     }
 }
 
