@@ -146,7 +146,7 @@ const AUTH_TESTS: [&str; 8] = [
 /// The workspace's tests with one PostgreSQL server for the run (the test crate's `postgres`
 /// example; each test that needs PostgreSQL makes a database of its own on it), then the auth
 /// suite once more with its stores on PostgreSQL, so that every auth rule holds on both
-/// engines. Without PostgreSQL installed, outside CI, the PostgreSQL parts are skipped.
+/// engines, and the replica tests with the replicas on PostgreSQL. Without PostgreSQL installed, outside CI, the PostgreSQL parts are skipped.
 fn cargo_suite(root: &Path) -> Result<Outcome> {
     const WHAT: &str = "the PostgreSQL tests";
     let cargo = cargo();
@@ -171,6 +171,15 @@ fn cargo_suite(root: &Path) -> Result<Outcome> {
         &cargo,
         &args,
         &[database[0], ("STREETLEVEL_TEST_AUTH_ON_POSTGRES", "1")],
+    )?;
+    // The replica tests once more with the replicas on PostgreSQL (LISTEN/NOTIFY, migrate).
+    let mut args = WORKSPACE_TEST_ARGS.to_vec();
+    args.extend(["--test", "replicas"]);
+    run_command_with_env(
+        root,
+        &cargo,
+        &args,
+        &[database[0], ("STREETLEVEL_TEST_BACKEND", "postgres")],
     )?;
     drop(server);
     Ok(Outcome::Passed)

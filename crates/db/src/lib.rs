@@ -88,7 +88,7 @@ pub enum DbError {
     #[error("sqlite: {0}")]
     Sqlite(#[from] rusqlite::Error),
     /// PostgreSQL answered with an error, or the connection to it broke.
-    #[error("postgres: {0}")]
+    #[error("postgres: {}", postgres_message(.0))]
     Postgres(#[from] tokio_postgres::Error),
     /// No connection to PostgreSQL could be made; the server may be restarting.
     #[error("database unavailable: {0}")]
@@ -108,6 +108,15 @@ pub enum DbError {
     /// [`Conn::for_each`]); never seen by callers of the helpers.
     #[error("stopped by the caller")]
     Stopped,
+}
+
+/// tokio-postgres says only "db error" for a server's error: its code and message are in
+/// the source, which logs need.
+fn postgres_message(error: &tokio_postgres::Error) -> String {
+    match error.as_db_error() {
+        Some(server) => format!("{} ({})", server.message(), server.code().code()),
+        None => error.to_string(),
+    }
 }
 
 impl DbError {

@@ -58,10 +58,10 @@ pub enum ImportError {
     Io(std::io::Error),
     /// The upload tables failed.
     #[error("database error: {0}")]
-    Database(#[from] rusqlite::Error),
+    Database(#[from] streetlevel_db::DbError),
     /// The upload tables' schema could not be brought up to date.
     #[error(transparent)]
-    Migration(#[from] streetlevel_sqlite::MigrationError),
+    Migration(#[from] streetlevel_db::MigrationError),
     /// The store refused a write.
     #[error(transparent)]
     Store(#[from] streetlevel_store::StoreError),

@@ -10,8 +10,8 @@ use std::io::Read as _;
 use std::path::Path;
 use std::sync::{Mutex, PoisonError, RwLock};
 
-use rusqlite::{OptionalExtension, params};
 use sha2::{Digest, Sha256};
+use streetlevel_db::{DbError, Row, params};
 use streetlevel_model::{ImageId, OrganizationId, SequenceId};
 use streetlevel_store::Store;
 
@@ -147,38 +147,36 @@ impl Uploads {
                     .collect::<Result<Vec<_>, _>>()?
             }
         };
-        let mut connection = self.connection();
-        // Immediate: the server and another process may write at once (see auth's store).
-        let transaction =
-            connection.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         let now = now_millis();
-        transaction.execute(
-            "INSERT INTO import_jobs (user_id, username, organization, file_type, sessions,
-                state, created_at, updated_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, 'received', ?6, ?6)",
-            params![
-                user_id as i64,
-                username,
-                organization.map(|id| id.0 as i64),
-                file_type.as_str(),
-                serde_json::to_string(&sessions).unwrap_or_default(),
-                now
-            ],
-        )?;
-        let job = transaction.last_insert_rowid();
-        let mut take = transaction.prepare(
-            "UPDATE import_sessions SET job = coalesce(job, ?3), size = coalesce(size, ?4)
-             WHERE user_id = ?1 AND key = ?2",
-        )?;
-        for key in sessions.iter().chain(std::iter::once(&key)) {
-            let size = std::fs::metadata(self.session_path(user_id, key))
-                .ok()
-                .map(|metadata| metadata.len() as i64);
-            take.execute(params![user_id as i64, key, job, size])?;
-        }
-        drop(take);
-        transaction.commit()?;
-        drop(connection);
+        let listed = serde_json::to_string(&sessions).unwrap_or_default();
+        let job = self.db().write(|connection| {
+            let job: i64 = connection
+                .query_value(
+                    "INSERT INTO import_jobs (user_id, username, organization, file_type,
+                        sessions, state, created_at, updated_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, 'received', ?6, ?6) RETURNING id",
+                    params![
+                        user_id as i64,
+                        username,
+                        organization.map(|id| id.0 as i64),
+                        file_type.as_str(),
+                        &listed,
+                        now
+                    ],
+                )?
+                .ok_or_else(|| DbError::Statement("INSERT … RETURNING gave no row".into()))?;
+            for key in sessions.iter().chain(std::iter::once(&key)) {
+                let size = std::fs::metadata(self.session_path(user_id, key))
+                    .ok()
+                    .map(|metadata| metadata.len() as i64);
+                connection.execute(
+                    "UPDATE import_sessions SET job = coalesce(job, ?3), size = coalesce(size, ?4)
+                     WHERE user_id = ?1 AND key = ?2",
+                    params![user_id as i64, key, job, size],
+                )?;
+            }
+            Ok::<_, ImportError>(job)
+        })?;
         self.notify();
         Ok(job as u64)
     }
@@ -216,14 +214,13 @@ impl Uploads {
 
     /// How many jobs are in each state (for metrics), every state listed.
     pub fn job_counts(&self) -> Result<Vec<(JobState, u64)>, ImportError> {
-        let connection = self.connection();
-        let mut statement =
-            connection.prepare("SELECT state, COUNT(*) FROM import_jobs GROUP BY state")?;
-        let rows = statement
-            .query_map([], |row| {
-                Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?))
-            })?
-            .collect::<Result<Vec<_>, _>>()?;
+        let rows = self.db().read(|connection| {
+            connection.query_map(
+                "SELECT state, COUNT(*) FROM import_jobs GROUP BY state",
+                params![],
+                |row| Ok::<_, DbError>((row.get::<String>(0)?, row.get::<i64>(1)?)),
+            )
+        })?;
         Ok([
             JobState::Received,
             JobState::Processing,
@@ -248,35 +245,36 @@ impl Uploads {
     }
 
     fn query_jobs(&self, filter: &str, value: i64) -> Result<Vec<Job>, ImportError> {
-        let connection = self.connection();
-        let mut statement = connection.prepare(&format!(
-            "SELECT id, user_id, file_type, organization, state, reason, sessions, images,
-                duplicates, refused, created_at, updated_at
-             FROM import_jobs {filter}"
-        ))?;
-        let jobs = statement
-            .query_map([value], |row| {
-                let sessions: String = row.get(6)?;
-                let refused: String = row.get(9)?;
-                let file_type: String = row.get(2)?;
-                Ok(Job {
-                    id: row.get::<_, i64>(0)? as u64,
-                    user_id: row.get::<_, i64>(1)? as u64,
-                    file_type: FileType::parse(&file_type).unwrap_or(FileType::Manifest),
-                    organization: row.get::<_, Option<i64>>(3)?.map(|id| id as u64),
-                    state: JobState::parse(&row.get::<_, String>(4)?),
-                    reason: row.get(5)?,
-                    files: serde_json::from_str::<Vec<String>>(&sessions)
-                        .map_or(0, |sessions| sessions.len() as u64),
-                    images: row.get::<_, i64>(7)? as u64,
-                    duplicates: row.get::<_, i64>(8)? as u64,
-                    refused: serde_json::from_str(&refused).unwrap_or_default(),
-                    created_at: row.get(10)?,
-                    updated_at: row.get(11)?,
-                })
-            })?
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(jobs)
+        self.db().read(|connection| {
+            connection.query_map(
+                &format!(
+                    "SELECT id, user_id, file_type, organization, state, reason, sessions, images,
+                        duplicates, refused, created_at, updated_at
+                     FROM import_jobs {filter}"
+                ),
+                params![value],
+                |row| {
+                    let sessions: String = row.get(6)?;
+                    let refused: String = row.get(9)?;
+                    let file_type: String = row.get(2)?;
+                    Ok::<_, ImportError>(Job {
+                        id: row.get::<i64>(0)? as u64,
+                        user_id: row.get::<i64>(1)? as u64,
+                        file_type: FileType::parse(&file_type).unwrap_or(FileType::Manifest),
+                        organization: row.get::<Option<i64>>(3)?.map(|id| id as u64),
+                        state: JobState::parse(&row.get::<String>(4)?),
+                        reason: row.get(5)?,
+                        files: serde_json::from_str::<Vec<String>>(&sessions)
+                            .map_or(0, |sessions| sessions.len() as u64),
+                        images: row.get::<i64>(7)? as u64,
+                        duplicates: row.get::<i64>(8)? as u64,
+                        refused: serde_json::from_str(&refused).unwrap_or_default(),
+                        created_at: row.get(10)?,
+                        updated_at: row.get(11)?,
+                    })
+                },
+            )
+        })
     }
 
     /// Processes the oldest waiting job (or the one a crash interrupted); `None` when there
@@ -287,22 +285,22 @@ impl Uploads {
     /// job. A job found `processing` is taken only by the first call after [`Uploads::open`],
     /// as the job a crash of the previous run interrupted.
     pub fn process_next(&self, store: &RwLock<Store>) -> Result<Option<u64>, ImportError> {
-        let pending = |row: &rusqlite::Row<'_>| {
+        let pending = |row: &dyn Row| {
             let sessions: String = row.get(5)?;
             let file_type: String = row.get(4)?;
             let work = PendingJob {
                 id: row.get(0)?,
-                user_id: row.get::<_, i64>(1)? as u64,
+                user_id: row.get::<i64>(1)? as u64,
                 owner: Owner {
                     username: row.get(2)?,
                     organization: row
-                        .get::<_, Option<i64>>(3)?
+                        .get::<Option<i64>>(3)?
                         .map(|id| OrganizationId(id as u64)),
                 },
                 sessions: serde_json::from_str(&sessions).unwrap_or_default(),
-                first_id: row.get::<_, Option<i64>>(6)?.map(|id| id as u64),
+                first_id: row.get::<Option<i64>>(6)?.map(|id| id as u64),
             };
-            Ok((work, file_type))
+            Ok::<_, DbError>((work, file_type))
         };
         let interrupted = if self
             .recovered
@@ -310,20 +308,19 @@ impl Uploads {
         {
             None
         } else {
-            self.connection()
-                .query_row(
+            self.db().read(|connection| {
+                connection.query_row(
                     "SELECT id, user_id, username, organization, file_type, sessions, first_id
                      FROM import_jobs WHERE state = 'processing' ORDER BY id LIMIT 1",
-                    [],
+                    params![],
                     pending,
                 )
-                .optional()?
+            })?
         };
         let next = match interrupted {
             Some(job) => Some(job),
-            None => self
-                .connection()
-                .query_row(
+            None => self.db().write(|connection| {
+                connection.query_row(
                     "UPDATE import_jobs SET state = 'processing', updated_at = ?1
                      WHERE id = (SELECT id FROM import_jobs WHERE state = 'received'
                                  ORDER BY id LIMIT 1)
@@ -331,7 +328,7 @@ impl Uploads {
                     params![now_millis()],
                     pending,
                 )
-                .optional()?,
+            })?,
         };
         let Some((work, file_type)) = next else {
             return Ok(None);
@@ -378,19 +375,23 @@ impl Uploads {
 
     /// Marks the job that is being processed failed (there is one worker, so at most one).
     fn fail_processing(&self, reason: &str) -> Result<(), ImportError> {
-        self.connection().execute(
-            "UPDATE import_jobs SET state = 'failed', reason = ?1, updated_at = ?2
-             WHERE state = 'processing'",
-            params![reason, now_millis()],
-        )?;
+        self.db().read(|connection| {
+            connection.execute(
+                "UPDATE import_jobs SET state = 'failed', reason = ?1, updated_at = ?2
+                 WHERE state = 'processing'",
+                params![reason, now_millis()],
+            )
+        })?;
         Ok(())
     }
 
     fn set_state(&self, job: i64, state: &str, reason: Option<&str>) -> Result<(), ImportError> {
-        self.connection().execute(
-            "UPDATE import_jobs SET state = ?2, reason = ?3, updated_at = ?4 WHERE id = ?1",
-            params![job, state, reason, now_millis()],
-        )?;
+        self.db().read(|connection| {
+            connection.execute(
+                "UPDATE import_jobs SET state = ?2, reason = ?3, updated_at = ?4 WHERE id = ?1",
+                params![job, state, reason, now_millis()],
+            )
+        })?;
         Ok(())
     }
 
@@ -406,10 +407,12 @@ impl Uploads {
             return Ok(first_id);
         }
         let first_id = write_lock(store).reserve_ids(count as u64)?;
-        self.connection().execute(
-            "UPDATE import_jobs SET first_id = ?2 WHERE id = ?1",
-            params![work.id, first_id as i64],
-        )?;
+        self.db().read(|connection| {
+            connection.execute(
+                "UPDATE import_jobs SET first_id = ?2 WHERE id = ?1",
+                params![work.id, first_id as i64],
+            )
+        })?;
         Ok(first_id)
     }
 
@@ -533,14 +536,16 @@ impl Uploads {
                 refused.push((file.file.clone(), reason.clone()));
             }
         }
-        self.connection().execute(
-            "UPDATE import_jobs SET duplicates = ?2, refused = ?3 WHERE id = ?1",
-            params![
-                job,
-                duplicates,
-                serde_json::to_string(&refused).unwrap_or_default()
-            ],
-        )?;
+        self.db().read(|connection| {
+            connection.execute(
+                "UPDATE import_jobs SET duplicates = ?2, refused = ?3 WHERE id = ?1",
+                params![
+                    job,
+                    duplicates,
+                    &serde_json::to_string(&refused).unwrap_or_default()
+                ],
+            )
+        })?;
         Ok(())
     }
 
@@ -550,18 +555,19 @@ impl Uploads {
         user_id: u64,
         keys: &[String],
     ) -> Result<Vec<(String, Option<ImageId>)>, ImportError> {
-        let connection = self.connection();
-        let mut statement = connection
-            .prepare("SELECT image FROM import_sessions WHERE user_id = ?1 AND key = ?2")?;
-        keys.iter()
-            .map(|key| {
-                let image: Option<i64> = statement
-                    .query_row(params![user_id as i64, key], |row| row.get(0))
-                    .optional()?
-                    .flatten();
-                Ok((key.clone(), image.map(|id| ImageId(id as u64))))
-            })
-            .collect()
+        self.db().read(|connection| {
+            keys.iter()
+                .map(|key| {
+                    let image: Option<i64> = connection
+                        .query_value::<Option<i64>>(
+                            "SELECT image FROM import_sessions WHERE user_id = ?1 AND key = ?2",
+                            params![user_id as i64, key],
+                        )?
+                        .flatten();
+                    Ok((key.clone(), image.map(|id| ImageId(id as u64))))
+                })
+                .collect()
+        })
     }
 }
 

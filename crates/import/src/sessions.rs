@@ -9,10 +9,10 @@
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Condvar, Mutex, PoisonError};
 use std::time::Duration;
 
-use rusqlite::{Connection, OptionalExtension, params};
+use streetlevel_db::{Database, DbError, Location, params};
 use streetlevel_store::Store;
 
 use crate::ImportError;
@@ -43,7 +43,7 @@ impl Default for UploadLimits {
 #[derive(Debug)]
 pub struct Uploads {
     pub(crate) data_dir: PathBuf,
-    connection: Mutex<Connection>,
+    db: Database,
     pub(crate) limits: UploadLimits,
     /// Set when a job is submitted; the worker waits on it.
     work: (Mutex<bool>, Condvar),
@@ -86,20 +86,32 @@ impl Limit {
 impl Uploads {
     /// The sessions and jobs of `data_dir` (its database file is created if needed).
     pub fn open(data_dir: &Path, limits: UploadLimits) -> Result<Self, ImportError> {
-        let connection = tables::open(&Store::database_path(data_dir))?;
+        Self::open_location(
+            data_dir,
+            &Location::Sqlite(Store::database_path(data_dir)),
+            limits,
+        )
+    }
+
+    /// The sessions of `data_dir` (whose `uploads/` holds their bytes) with their tables in
+    /// `location`, which must be where the store's tables are.
+    pub fn open_location(
+        data_dir: &Path,
+        location: &Location,
+        limits: UploadLimits,
+    ) -> Result<Self, ImportError> {
+        let db = tables::open(location)?;
         Ok(Uploads {
             data_dir: data_dir.to_path_buf(),
-            connection: Mutex::new(connection),
+            db,
             limits,
             work: (Mutex::new(true), Condvar::new()),
             recovered: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
-    pub(crate) fn connection(&self) -> MutexGuard<'_, Connection> {
-        self.connection
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+    pub(crate) fn db(&self) -> &Database {
+        &self.db
     }
 
     pub(crate) fn session_path(&self, user_id: u64, key: &str) -> PathBuf {
@@ -122,13 +134,13 @@ impl Uploads {
             return file_size(&path);
         }
         let size: Option<i64> = self
-            .connection()
-            .query_row(
-                "SELECT size FROM import_sessions WHERE user_id = ?1 AND key = ?2",
-                params![user_id as i64, key],
-                |row| row.get(0),
-            )
-            .optional()?
+            .db
+            .read(|connection| {
+                connection.query_value::<Option<i64>>(
+                    "SELECT size FROM import_sessions WHERE user_id = ?1 AND key = ?2",
+                    params![user_id as i64, key],
+                )
+            })?
             .flatten();
         Ok(size.map_or(0, |size| size as u64))
     }
@@ -182,29 +194,32 @@ impl Uploads {
 
     /// The session's handle and the job that took it, creating the row if new.
     fn session_row(&self, user_id: u64, key: &str) -> Result<(String, Option<i64>), ImportError> {
-        let connection = self.connection();
         let handle = new_handle();
-        connection.execute(
-            "INSERT OR IGNORE INTO import_sessions (user_id, key, handle, created_at)
-             VALUES (?1, ?2, ?3, ?4)",
-            params![user_id as i64, key, handle, tables::now_millis()],
-        )?;
-        Ok(connection.query_row(
-            "SELECT handle, job FROM import_sessions WHERE user_id = ?1 AND key = ?2",
-            params![user_id as i64, key],
-            |row| Ok((row.get(0)?, row.get(1)?)),
-        )?)
+        self.db.write(|connection| {
+            connection.execute(
+                "INSERT INTO import_sessions (user_id, key, handle, created_at)
+                 VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING",
+                params![user_id as i64, key, &handle, tables::now_millis()],
+            )?;
+            connection
+                .query_row(
+                    "SELECT handle, job FROM import_sessions WHERE user_id = ?1 AND key = ?2",
+                    params![user_id as i64, key],
+                    |row| Ok::<_, DbError>((row.get(0)?, row.get(1)?)),
+                )?
+                .ok_or_else(|| ImportError::Database(DbError::Statement("no session row".into())))
+        })
     }
 
     /// The key of the caller's session with `handle`.
     pub(crate) fn key_of(&self, user_id: u64, handle: &str) -> Result<String, ImportError> {
-        self.connection()
-            .query_row(
-                "SELECT key FROM import_sessions WHERE user_id = ?1 AND handle = ?2",
-                params![user_id as i64, handle],
-                |row| row.get(0),
-            )
-            .optional()?
+        self.db
+            .read(|connection| {
+                connection.query_value::<String>(
+                    "SELECT key FROM import_sessions WHERE user_id = ?1 AND handle = ?2",
+                    params![user_id as i64, handle],
+                )
+            })?
             .ok_or_else(|| ImportError::UnknownHandle(handle.to_owned()))
     }
 

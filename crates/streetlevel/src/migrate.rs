@@ -1,25 +1,27 @@
 //! `streetlevel migrate --from DIR --to postgres://…`: copies a data directory's `SQLite`
-//! tables (store, auth, web) into an empty PostgreSQL database, in one transaction, so a
-//! data set made on one machine can be served by replicas.
+//! tables (store, auth, web, import) into an empty PostgreSQL database, in one transaction, so
+//! a data set made on one machine can be served by replicas.
 //!
 //! Both sides are first brought to the newest schema by opening them as `serve` would, so the
-//! copy is a plain column-by-column transfer of the tables both hold. Upload sessions and the
-//! import queue (`import_*`) stay in the data directory: they belong to the files beside them.
+//! copy is a plain column-by-column transfer of the tables both hold. The files stay in the
+//! data directory (`media/`, `uploads/`): replicas share them on a shared file system.
 
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::Context;
-use streetlevel_auth::{AuthStore, OsRandom};
+use streetlevel_auth::{AuthStore, Config as AuthConfig, OsRandom};
 use streetlevel_db::{Conn, Database, DbError, Location, Param, Row, ValueRef, params};
+use streetlevel_import::Uploads;
 use streetlevel_model::SystemClock;
 use streetlevel_store::Store;
 use streetlevel_web::Registry;
 
 use crate::data_lock::lock_data_dir;
 
-/// The prefixes of the tables that move (every crate's but import's).
-const PREFIXES: [&str; 3] = ["store_", "auth_", "web_"];
+/// The prefixes of the tables that move: every crate's.
+const PREFIXES: [&str; 4] = ["store_", "auth_", "web_", "import_"];
 
 /// The most parameters one PostgreSQL statement may carry.
 const MAX_PARAMETERS: usize = 65_535;
@@ -90,18 +92,23 @@ pub fn run(args: &MigrateArgs) -> anyhow::Result<()> {
     // Both sides at the newest schema, and the web surface's old owners handed to auth.
     {
         let source = Location::Sqlite(database.clone());
-        let auth = AuthStore::open_location(&source, Default::default(), SystemClock, OsRandom)
+        let auth = AuthStore::open_location(&source, AuthConfig::default(), SystemClock, OsRandom)
             .context("cannot open the source's auth tables")?;
         Registry::open_location(&source)
             .and_then(|registry| registry.hand_owners_to(&auth).map(drop))
             .context("cannot open the source's web tables")?;
         Store::open(&args.from).context("cannot open the source's store")?;
-        AuthStore::open_location(&target_location, Default::default(), SystemClock, OsRandom)
+        AuthStore::open_location(&target_location, AuthConfig::default(), SystemClock, OsRandom)
             .with_context(|| format!("cannot create the auth tables in {shown}"))?;
         Registry::open_location(&target_location)
             .with_context(|| format!("cannot create the web tables in {shown}"))?;
         Store::open_location(&target_location)
             .with_context(|| format!("cannot create the store's tables in {shown}"))?;
+        let limits = streetlevel_import::UploadLimits::default();
+        Uploads::open(&args.from, limits)
+            .context("cannot open the source's upload tables")?;
+        Uploads::open_location(&args.from, &target_location, limits)
+            .with_context(|| format!("cannot create the upload tables in {shown}"))?;
     }
     let source = Database::open(&Location::Sqlite(database))?;
     let target = Database::open(&target_location)?;
@@ -127,14 +134,16 @@ pub fn run(args: &MigrateArgs) -> anyhow::Result<()> {
         Ok(copied)
     })?;
     let rows: u64 = copied.iter().map(|(_, count)| count).sum();
+    let mut out = std::io::stdout().lock();
     for (table, count) in &copied {
-        println!("{table}: {count}");
+        writeln!(out, "{table}: {count}")?;
     }
-    println!(
+    writeln!(
+        out,
         "copied {rows} rows of {} tables into {shown} in {:.1} s",
         copied.len(),
         started.elapsed().as_secs_f64()
-    );
+    )?;
     Ok(())
 }
 

@@ -326,8 +326,10 @@ async fn serve(args: Args, settings: Settings) -> anyhow::Result<()> {
             .context("cannot open the auth tables")?,
     );
     let registry = Registry::open_location(&location).context("cannot open the web tables")?;
-    let uploads =
-        Arc::new(Uploads::open(&data, upload_limits).context("cannot open the upload tables")?);
+    let uploads = Arc::new(
+        Uploads::open_location(&data, &location, upload_limits)
+            .context("cannot open the upload tables")?,
+    );
     let media_dir = Store::media_dir(&data);
     let media = DataDirMedia::new(&media_dir, Arc::clone(&store));
     if media.renders_on_request() {
