@@ -98,15 +98,19 @@ pub fn run(args: &MigrateArgs) -> anyhow::Result<()> {
             .and_then(|registry| registry.hand_owners_to(&auth).map(drop))
             .context("cannot open the source's web tables")?;
         Store::open(&args.from).context("cannot open the source's store")?;
-        AuthStore::open_location(&target_location, AuthConfig::default(), SystemClock, OsRandom)
-            .with_context(|| format!("cannot create the auth tables in {shown}"))?;
+        AuthStore::open_location(
+            &target_location,
+            AuthConfig::default(),
+            SystemClock,
+            OsRandom,
+        )
+        .with_context(|| format!("cannot create the auth tables in {shown}"))?;
         Registry::open_location(&target_location)
             .with_context(|| format!("cannot create the web tables in {shown}"))?;
         Store::open_location(&target_location)
             .with_context(|| format!("cannot create the store's tables in {shown}"))?;
         let limits = streetlevel_import::UploadLimits::default();
-        Uploads::open(&args.from, limits)
-            .context("cannot open the source's upload tables")?;
+        Uploads::open(&args.from, limits).context("cannot open the source's upload tables")?;
         Uploads::open_location(&args.from, &target_location, limits)
             .with_context(|| format!("cannot create the upload tables in {shown}"))?;
     }
