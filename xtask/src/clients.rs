@@ -31,11 +31,11 @@ pub(crate) enum Topology {
 
 /// Runs every client suite against one server.
 pub(crate) fn run(root: &Path) -> Result<Outcome> {
-    python_sdk(root, Topology::Single)
+    python_sdk(root, Topology::Single, &[])
 }
 
-/// The Python SDK suite in `topology`.
-pub(crate) fn python_sdk(root: &Path, topology: Topology) -> Result<Outcome> {
+/// The Python SDK suite in `topology`, with `env` set for it (and the servers it starts).
+pub(crate) fn python_sdk(root: &Path, topology: Topology, env: &[(&str, &str)]) -> Result<Outcome> {
     if !python::available() {
         return skip_or_fail(
             "the Python SDK suite",
@@ -61,8 +61,12 @@ pub(crate) fn python_sdk(root: &Path, topology: Topology) -> Result<Outcome> {
     command
         .args(["-m", "pytest", PYTHON_SDK_SUITE])
         .current_dir(root)
-        .env("STREETLEVEL_BIN", &binary);
+        .env("STREETLEVEL_BIN", &binary)
+        .envs(env.iter().copied());
     let mut shown = format!("STREETLEVEL_BIN={}", binary.display());
+    for (name, value) in env {
+        shown = format!("{name}={value} {shown}");
+    }
     if topology == Topology::Replicas {
         let wrapper = built.join("examples").join("replicas");
         command

@@ -226,9 +226,11 @@ impl Drop for TestPostgres {
     }
 }
 
-/// The replica tests, then the Python SDK suite against two replicas. In a full run the
-/// cargo suite has run the replica tests (`crates/streetlevel/tests/replicas.rs` and the
-/// harness's own tests) already, so only the SDK suite runs here.
+/// The replica tests, then the Python SDK suite against two replicas on PostgreSQL (the
+/// fixture migrated into a database of the test crate's `postgres` example; the suite's admin
+/// commands reach it through `STREETLEVEL_DATABASE_URL`). In a full run the cargo suite has
+/// run the replica tests (`crates/streetlevel/tests/replicas.rs` and the harness's own tests)
+/// already, so only the SDK suite runs here.
 fn replicas(root: &Path, alone: bool) -> Result<Outcome> {
     if alone {
         let cargo = cargo();
@@ -240,7 +242,28 @@ fn replicas(root: &Path, alone: bool) -> Result<Outcome> {
         args.extend(["--lib", "--", "balancer::", "postgres::"]);
         run_command(root, &cargo, &args)?;
     }
-    clients::python_sdk(root, clients::Topology::Replicas)
+    let built = build_test_binaries(root)?;
+    let server = match TestPostgres::start(&built) {
+        Ok(server) => server,
+        Err(error) => {
+            let outcome = skip_or_fail("the SDK suite on PostgreSQL", &format!("{error:#}"))?;
+            return match clients::python_sdk(root, clients::Topology::Replicas, &[])? {
+                Outcome::Passed => Ok(outcome),
+                skipped @ Outcome::Skipped(_) => Ok(skipped),
+            };
+        }
+    };
+    let url = server.url.clone();
+    let outcome = clients::python_sdk(
+        root,
+        clients::Topology::Replicas,
+        &[
+            ("STREETLEVEL_TEST_BACKEND", url.as_str()),
+            ("STREETLEVEL_DATABASE_URL", url.as_str()),
+        ],
+    );
+    drop(server);
+    outcome
 }
 
 /// Tiles and a detection geometry from our encoders, read back by an independent decoder,

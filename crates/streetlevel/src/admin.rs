@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use streetlevel_auth::{AppOptions, AuthStore, ClientId, Config, OsRandom, Scopes};
+use streetlevel_db::Location;
 use streetlevel_model::SystemClock;
 
 /// The database file inside a data directory (shared with the store).
@@ -96,8 +97,29 @@ pub enum UsersCommand {
     },
 }
 
-/// Opens the auth tables of `data`, creating the directory when `create` is set.
+/// Opens the auth tables of `data`, creating the directory when `create` is set; those of
+/// the PostgreSQL database `STREETLEVEL_DATABASE_URL` names instead when it is set, as
+/// `serve` reads it, so that an admin command reaches the tables the servers use.
 fn open(data: &Path, create: bool) -> anyhow::Result<AuthStore> {
+    if let Some(url) = std::env::var("STREETLEVEL_DATABASE_URL")
+        .ok()
+        .filter(|url| !url.is_empty())
+    {
+        if !Location::is_postgres_url(&url) {
+            anyhow::bail!(
+                "STREETLEVEL_DATABASE_URL {:?} is not a postgres:// URL",
+                streetlevel_db::redact(&url)
+            );
+        }
+        let shown = streetlevel_db::redact(&url);
+        return AuthStore::open_location(
+            &Location::Postgres(url),
+            Config::default(),
+            SystemClock,
+            OsRandom,
+        )
+        .with_context(|| format!("cannot open the auth tables in {shown}"));
+    }
     if create {
         std::fs::create_dir_all(data)
             .with_context(|| format!("cannot create data directory {}", data.display()))?;
