@@ -52,7 +52,9 @@ fn approved_code(location: &streetlevel_db::Location, app: &App, username: &str)
         streetlevel_auth::OsRandom,
     )
     .unwrap();
-    let user = store.create_user(username, "a password").unwrap();
+    // The SQLite fixture directory is reused by later runs: a name of this run's own.
+    let username = format!("{username}-{}-{}", std::process::id(), now().0);
+    let user = store.create_user(&username, "a password").unwrap();
     let query = format!("client_id={}&response_type=code", app.client_id);
     let streetlevel_auth::Authorization::Prompt(request) =
         store.authorization_request(Some(&query)).unwrap()
