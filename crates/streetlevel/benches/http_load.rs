@@ -15,7 +15,9 @@
 //! before/after in one sitting), `STREETLEVEL_HTTP_BENCH_SERVER_FLAGS` (more `serve` flags for
 //! both servers, split at spaces, e.g. `--token-cache-seconds 0`) and
 //! `STREETLEVEL_HTTP_BENCH_ROWS=entity` (only the entity row between the two hello world
-//! rows, for profiling and quick comparisons).
+//! rows, for profiling and quick comparisons) or `STREETLEVEL_HTTP_BENCH_ROWS=postgres` (the
+//! same fixture set on `SQLite` against `PostgreSQL`: reads, token exchange latency and the
+//! time for a write to reach another replica; see `http_load/postgres.rs`).
 //!
 //! Two servers run on the same data: one with the default tile cache (cached tiles, entity,
 //! search) and one with the cache disabled (`tile_cache_entries: 0`), where every tile request
@@ -43,10 +45,23 @@ use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
+#[path = "http_load/postgres.rs"]
+mod postgres;
+
 const BINARY: &str = env!("CARGO_BIN_EXE_streetlevel");
 /// The fixture generator's centre (Lund): the tiles measured contain it.
 const CENTRE: (f64, f64) = (13.19, 55.70);
 const ENTITY_FIELDS: &str = "id,geometry,captured_at,compass_angle,sequence,creator,thumb_256_url";
+
+/// Quotas no measurement reaches.
+const LIMITS: [&str; 6] = [
+    "--limit-entity-per-min",
+    "1000000000",
+    "--limit-search-per-min",
+    "1000000000",
+    "--limit-tiles-per-day",
+    "1000000000",
+];
 
 fn setting(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -321,14 +336,7 @@ fn start_servers(
         serde_json::from_str(&std::fs::read_to_string(dir.join("credentials.json")).unwrap())
             .unwrap();
     let token = credentials["client_token"].as_str().unwrap().to_owned();
-    let limits = [
-        "--limit-entity-per-min",
-        "1000000000",
-        "--limit-search-per-min",
-        "1000000000",
-        "--limit-tiles-per-day",
-        "1000000000",
-    ];
+    let limits = LIMITS;
     let uncached_config = std::env::temp_dir().join(format!(
         "streetlevel-bench-uncached-{}.json",
         std::process::id()
@@ -471,6 +479,32 @@ fn entity_during_renders(
     (during, output)
 }
 
+/// `STREETLEVEL_HTTP_BENCH_ROWS=postgres`: the `SQLite` server `sqlite` against `PostgreSQL`.
+fn postgres_comparison(
+    settings: &Settings,
+    sqlite: Endpoint,
+    targets: [(&str, &str); 3],
+    auth: &str,
+) {
+    // `streetlevel migrate` refuses a directory a server holds: the copy is migrated.
+    let (served, copy) = fixtures(settings.images, true);
+    let dir = copy.unwrap();
+    let binary = std::env::var_os("STREETLEVEL_HTTP_BENCH_BINARY")
+        .map_or_else(|| PathBuf::from(BINARY), PathBuf::from);
+    let extra_flags = std::env::var("STREETLEVEL_HTTP_BENCH_SERVER_FLAGS").unwrap_or_default();
+    let mut flags = LIMITS.to_vec();
+    flags.extend(extra_flags.split_whitespace());
+    postgres::run(
+        settings,
+        [&served, &dir],
+        &binary,
+        &flags,
+        sqlite,
+        targets,
+        auth,
+    );
+}
+
 fn main() {
     let settings = Settings {
         images: setting("STREETLEVEL_HTTP_BENCH_IMAGES", 1_000_000),
@@ -481,8 +515,11 @@ fn main() {
         Command::new("wrk").arg("--version").output().is_ok(),
         "the HTTP benchmark needs wrk (Debian: apt-get install wrk)"
     );
-    let entity_only = std::env::var("STREETLEVEL_HTTP_BENCH_ROWS").as_deref() == Ok("entity");
-    let (token, cached, uncached, uncached_config) = start_servers(&settings, !entity_only);
+    let rows_setting = std::env::var("STREETLEVEL_HTTP_BENCH_ROWS");
+    let entity_only = rows_setting.as_deref() == Ok("entity");
+    let postgres_rows = rows_setting.as_deref() == Ok("postgres");
+    let (token, cached, uncached, uncached_config) =
+        start_servers(&settings, !entity_only && !postgres_rows);
 
     let auth = format!("OAuth {token}");
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -499,6 +536,17 @@ fn main() {
         pid: cached.pid(),
     };
 
+    if postgres_rows {
+        let targets = [
+            ("entity by ID (7 fields)", entity.as_str()),
+            ("search (bbox, 100 results)", search.as_str()),
+            ("z14 tile, cached, identity", tiles[0].1.as_str()),
+        ];
+        postgres_comparison(&settings, cached_server, targets, &auth);
+        drop(cached);
+        let _ = std::fs::remove_file(&uncached_config);
+        return;
+    }
     let mut rows: Vec<(String, Load)> = Vec::new();
     let baseline = wrk(hello, "/", &[], &settings);
     rows.push((String::from("hyper hello world"), baseline));
