@@ -25,6 +25,7 @@ fn main() {
         _ => panic!("usage: replicas -- STREETLEVEL serve --data DIR [SERVE FLAGS...]"),
     };
     let (binary, data, extra) = parse(command);
+    let exit_on_stdin_eof = command.iter().any(|arg| arg == "--exit-on-stdin-eof");
     let count = std::env::var("STREETLEVEL_TEST_REPLICAS")
         .ok()
         .map_or(2, |count| {
@@ -42,13 +43,21 @@ fn main() {
     );
     println!("listening on {}", replicas.base());
     std::io::stdout().flush().expect("flush standard output");
+    if exit_on_stdin_eof {
+        // As `serve --exit-on-stdin-eof`: the test harness closes our input to stop us, and a
+        // harness that dies closes it too, so no replica outlives its test.
+        let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut Vec::new());
+        drop(replicas);
+        return;
+    }
     loop {
         std::thread::park();
     }
 }
 
 /// The binary, the data directory and the other flags of `STREETLEVEL serve --data DIR ...`;
-/// `--addr` is dropped (each replica listens on a port of its own).
+/// `--addr` is dropped (each replica listens on a port of its own), and so is
+/// `--exit-on-stdin-eof`, which every replica gets anyway.
 fn parse(command: &[String]) -> (PathBuf, PathBuf, Vec<String>) {
     let [binary, serve, rest @ ..] = command else {
         panic!("expected STREETLEVEL serve ..., got {command:?}");
@@ -65,6 +74,8 @@ fn parse(command: &[String]) -> (PathBuf, PathBuf, Vec<String>) {
             }
             _ if arg.starts_with("--data=") => data = Some(PathBuf::from(&arg[7..])),
             _ if arg.starts_with("--addr=") => {}
+            // Each replica is started with it already (see `Server::spawn`).
+            "--exit-on-stdin-eof" => {}
             _ => extra.push(arg.clone()),
         }
     }

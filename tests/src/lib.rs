@@ -269,9 +269,28 @@ impl Server {
         env: &[(&str, &str)],
         capture_stderr: bool,
     ) -> Server {
-        let mut command = Command::new(binary);
+        // `STREETLEVEL_TEST_TOPOLOGY=replicas`: the same command as two replicas behind the
+        // test balancer (the `replicas` example next to the binary's `examples/`), on the
+        // backend `STREETLEVEL_TEST_BACKEND` names, which only that wrapper reads.
+        let replicas = std::env::var("STREETLEVEL_TEST_TOPOLOGY").is_ok_and(|t| t == "replicas");
+        let mut command = if replicas {
+            let wrapper = binary
+                .parent()
+                .expect("the binary is in a directory")
+                .join("examples")
+                .join("replicas");
+            let mut command = Command::new(wrapper);
+            command.arg("--").arg(binary);
+            command
+        } else {
+            Command::new(binary)
+        };
         for (name, _) in std::env::vars_os() {
-            if name.to_string_lossy().starts_with("STREETLEVEL_") {
+            let name_text = name.to_string_lossy();
+            let for_the_wrapper = replicas
+                && (name_text == "STREETLEVEL_TEST_BACKEND"
+                    || name_text == "STREETLEVEL_TEST_DATABASE_URL");
+            if name_text.starts_with("STREETLEVEL_") && !for_the_wrapper {
                 command.env_remove(name);
             }
         }
