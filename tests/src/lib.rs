@@ -212,7 +212,7 @@ impl Server {
         extra: &[&str],
         env: &[(&str, &str)],
     ) -> Server {
-        Server::spawn(binary, dir, addr, extra, env, false)
+        Server::spawn(binary, dir, addr, extra, env, false, true)
     }
 
     /// [`Server::start_with_env`] on `127.0.0.1:0`, keeping the server's standard error for
@@ -223,7 +223,7 @@ impl Server {
         extra: &[&str],
         env: &[(&str, &str)],
     ) -> Server {
-        Server::spawn(binary, dir, "127.0.0.1:0", extra, env, true)
+        Server::spawn(binary, dir, "127.0.0.1:0", extra, env, true, true)
     }
 
     /// Standard error ([`Server::start_captured`] only) once it contains `text`, which a log
@@ -261,6 +261,17 @@ impl Server {
             .unwrap_or_default()
     }
 
+    /// One replica of [`replicas::Replicas`]: always the binary itself, whatever
+    /// `STREETLEVEL_TEST_TOPOLOGY` says (the replicas wrapper may inherit it).
+    pub(crate) fn start_replica(
+        binary: &Path,
+        dir: &Path,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Server {
+        Server::spawn(binary, dir, "127.0.0.1:0", extra, env, false, false)
+    }
+
     fn spawn(
         binary: &Path,
         dir: &Path,
@@ -268,11 +279,13 @@ impl Server {
         extra: &[&str],
         env: &[(&str, &str)],
         capture_stderr: bool,
+        topology: bool,
     ) -> Server {
         // `STREETLEVEL_TEST_TOPOLOGY=replicas`: the same command as two replicas behind the
         // test balancer (the `replicas` example next to the binary's `examples/`), on the
         // backend `STREETLEVEL_TEST_BACKEND` names, which only that wrapper reads.
-        let replicas = std::env::var("STREETLEVEL_TEST_TOPOLOGY").is_ok_and(|t| t == "replicas");
+        let replicas =
+            topology && std::env::var("STREETLEVEL_TEST_TOPOLOGY").is_ok_and(|t| t == "replicas");
         let mut command = if replicas {
             let wrapper = binary
                 .parent()

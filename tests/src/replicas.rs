@@ -176,13 +176,7 @@ impl Replicas {
                 .iter()
                 .map(|(name, value)| (name.as_str(), value.as_str()))
                 .collect();
-            servers.push(Some(Server::start_with_env(
-                binary,
-                &dir,
-                "127.0.0.1:0",
-                &flags,
-                &env,
-            )));
+            servers.push(Some(Server::start_replica(binary, &dir, &flags, &env)));
         }
         for index in 0..count {
             let log = root.join(format!("replica-{index}/streetlevel.sqlite-wal"));
