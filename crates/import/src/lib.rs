@@ -11,6 +11,8 @@ mod tables;
 pub use error::ImportError;
 pub use files::{ImportOptions, import_paths};
 pub use jobs::{FileType, Job, JobState};
-pub use media::{ORIGINALS_DIR, THUMBNAIL_CACHE_DIR, original_path, thumbnail_path};
+pub use media::{
+    ORIGINALS_DIR, THUMBNAIL_CACHE_DIR, original_path, thumbnail_path, write_atomically,
+};
 pub use pipeline::{FileOutcome, Outcome, Owner, Progress, Report};
 pub use sessions::{Appender, UPLOADS_DIR, UploadLimits, Uploads};

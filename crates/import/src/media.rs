@@ -6,6 +6,7 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use streetlevel_model::ImageId;
 
@@ -27,12 +28,16 @@ pub fn thumbnail_path(media_dir: &Path, image: ImageId, width: u32) -> PathBuf {
 }
 
 /// Writes `bytes` to `path` through a temporary file in the same folder, synced before the
-/// rename, so the file is either absent or complete.
-pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+/// rename, so the file is either absent or complete. Concurrent writers of one path (two
+/// requests making the same thumbnail) each write a temporary file of their own, named by
+/// process and call, and the last rename wins with complete bytes.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    static WRITES: AtomicU64 = AtomicU64::new(0);
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent)?;
     }
-    let temporary = path.with_extension(format!("tmp{}", std::process::id()));
+    let write = WRITES.fetch_add(1, Ordering::Relaxed);
+    let temporary = path.with_extension(format!("tmp{}-{write}", std::process::id()));
     let written = (|| {
         let mut file = std::fs::File::create(&temporary)?;
         file.write_all(bytes)?;
@@ -43,4 +48,39 @@ pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()>
         return Err(error);
     }
     std::fs::rename(&temporary, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn concurrent_writers_of_one_path_all_succeed_with_complete_bytes() {
+        let dir = std::env::temp_dir().join(format!("streetlevel-atomic-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let path = dir.join("cache").join("7_256.jpg");
+        let writers: Vec<_> = (0..8u8)
+            .map(|writer| {
+                let path = path.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..50 {
+                        write_atomically(&path, &[writer; 4096])?;
+                    }
+                    Ok::<(), std::io::Error>(())
+                })
+            })
+            .collect();
+        for writer in writers {
+            writer.join().unwrap().unwrap();
+        }
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(bytes.len(), 4096);
+        assert!(bytes.iter().all(|byte| *byte == bytes[0]));
+        let left: Vec<_> = std::fs::read_dir(path.parent().unwrap())
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name())
+            .collect();
+        assert_eq!(left, vec![std::ffi::OsString::from("7_256.jpg")]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -5,7 +5,6 @@
 //! signed URL. Expiries are rounded up to a whole day so the same image has the same URLs all
 //! day long, which keeps entity responses cacheable.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use std::net::SocketAddr;
@@ -340,7 +339,7 @@ pub fn load(
             };
             let width = size.width().unwrap_or(u32::MAX);
             let bytes = resize_jpeg(&original, width)?;
-            store_atomically(cache_dir, &cached, &bytes)?;
+            streetlevel_import::write_atomically(&cached, &bytes)?;
             Ok(Some(bytes))
         }
         MediaObject::ImageTile { image, z, x, y } => {
@@ -354,20 +353,10 @@ pub fn load(
             let Some(bytes) = pyramid_tile(&original, z, x, y)? else {
                 return Ok(None);
             };
-            store_atomically(cache_dir, &cached, &bytes)?;
+            streetlevel_import::write_atomically(&cached, &bytes)?;
             Ok(Some(bytes))
         }
     }
-}
-
-fn store_atomically(dir: &Path, path: &Path, bytes: &[u8]) -> Result<(), Error> {
-    std::fs::create_dir_all(dir)?;
-    let temporary = path.with_extension(format!("tmp{}", std::process::id()));
-    let mut file = std::fs::File::create(&temporary)?;
-    file.write_all(bytes)?;
-    drop(file);
-    std::fs::rename(&temporary, path)?;
-    Ok(())
 }
 
 /// Scales a JPEG down to `width` pixels wide, keeping the aspect ratio; never upscales (an

@@ -119,11 +119,5 @@ impl MediaSource for DataDirMedia {
 /// Writes media rendered on request to the data directory, atomically, so the next request
 /// reads the file and a crash never leaves half a file.
 fn keep(path: &Path, bytes: &[u8]) -> Result<(), ServerError> {
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)?;
-    }
-    let temporary = path.with_extension(format!("tmp{}", std::process::id()));
-    std::fs::write(&temporary, bytes)?;
-    std::fs::rename(&temporary, path)?;
-    Ok(())
+    Ok(streetlevel_import::write_atomically(path, bytes)?)
 }
