@@ -30,6 +30,103 @@ pub(crate) fn build_test_binaries(root: &Path) -> Result<PathBuf> {
     Ok(target_dir(root).join("debug"))
 }
 
+/// Runs the integration test targets `names` (of any workspace package) once more, as built
+/// by the workspace test build, with `env` set and `filter` passed to each test harness.
+///
+/// `cargo test --workspace --test NAME` would resolve features for the selected targets only
+/// and so build about fifty dependencies a second time (two minutes on two cores); running
+/// the executables that `cargo test --workspace --no-run` lists costs nothing to build. Each
+/// runs in its package's directory with `CARGO_MANIFEST_DIR` set, as `cargo test` runs it.
+pub(crate) fn rerun_test_targets(
+    root: &Path,
+    names: &[&str],
+    filter: &[&str],
+    env: &[(&str, &str)],
+) -> Result<()> {
+    let mut args = WORKSPACE_TEST_ARGS.to_vec();
+    args.extend(["--no-run", "--message-format=json-render-diagnostics"]);
+    let output = Command::new(cargo())
+        .args(&args)
+        .current_dir(root)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .context("could not start cargo")?;
+    if !output.status.success() {
+        bail!("`cargo {}` failed with {}", args.join(" "), output.status);
+    }
+    let built = test_executables(&String::from_utf8_lossy(&output.stdout))?;
+    for name in names {
+        let matching: Vec<&TestExecutable> =
+            built.iter().filter(|target| target.name == *name).collect();
+        let [target] = matching[..] else {
+            bail!(
+                "the workspace test build has {} test targets named {name}, not one",
+                matching.len()
+            );
+        };
+        let shown: Vec<String> = env
+            .iter()
+            .map(|(variable, value)| format!("{variable}={value} "))
+            .collect();
+        eprintln!(
+            "$ {}{} {}",
+            shown.concat(),
+            target.executable.display(),
+            filter.join(" ")
+        );
+        let status = Command::new(&target.executable)
+            .args(filter)
+            .envs(env.iter().copied())
+            .env("CARGO_MANIFEST_DIR", &target.package_dir)
+            .current_dir(&target.package_dir)
+            .status()
+            .with_context(|| format!("could not start {}", target.executable.display()))?;
+        if !status.success() {
+            bail!("the test target {name} failed with {status}");
+        }
+    }
+    Ok(())
+}
+
+/// One test executable of the workspace test build.
+#[derive(Debug, PartialEq, Eq)]
+struct TestExecutable {
+    /// The target's name (`black_box`, `authenticate`, or the crate's name for unit tests).
+    name: String,
+    executable: PathBuf,
+    /// The directory of the package's manifest, where `cargo test` runs the executable.
+    package_dir: PathBuf,
+}
+
+/// The test executables in cargo's JSON messages: artifacts of the test profile with an
+/// executable, integration tests (`test`) and the libraries' unit tests (`lib`).
+fn test_executables(messages: &str) -> Result<Vec<TestExecutable>> {
+    let mut found = Vec::new();
+    for line in messages.lines().filter(|line| line.starts_with('{')) {
+        let message: serde_json::Value =
+            serde_json::from_str(line).with_context(|| format!("cargo printed {line}"))?;
+        if message["reason"] != "compiler-artifact" || message["profile"]["test"] != true {
+            continue;
+        }
+        let (Some(executable), Some(name), Some(manifest)) = (
+            message["executable"].as_str(),
+            message["target"]["name"].as_str(),
+            message["manifest_path"].as_str(),
+        ) else {
+            continue;
+        };
+        let package_dir = Path::new(manifest)
+            .parent()
+            .context("a manifest path has a directory")?;
+        found.push(TestExecutable {
+            name: name.to_owned(),
+            executable: PathBuf::from(executable),
+            package_dir: package_dir.to_path_buf(),
+        });
+    }
+    Ok(found)
+}
+
 /// How a suite that did not fail ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[must_use]
@@ -108,6 +205,30 @@ fn kill_group(child: &mut Child) {
 #[cfg(all(test, unix))]
 mod tests {
     use super::*;
+
+    #[test]
+    fn test_executables_are_read_from_cargos_messages() {
+        let messages = concat!(
+            "{\"reason\":\"compiler-artifact\",\"manifest_path\":\"/w/crates/auth/Cargo.toml\",",
+            "\"target\":{\"name\":\"authenticate\",\"kind\":[\"test\"]},",
+            "\"profile\":{\"test\":true},\"executable\":\"/w/target/debug/deps/authenticate-1\"}\n",
+            "{\"reason\":\"compiler-artifact\",\"manifest_path\":\"/w/crates/auth/Cargo.toml\",",
+            "\"target\":{\"name\":\"streetlevel_auth\",\"kind\":[\"lib\"]},",
+            "\"profile\":{\"test\":false},\"executable\":null}\n",
+            "{\"reason\":\"compiler-artifact\",\"manifest_path\":\"/w/crates/streetlevel/Cargo.toml\",",
+            "\"target\":{\"name\":\"streetlevel\",\"kind\":[\"bin\"]},",
+            "\"profile\":{\"test\":false},\"executable\":\"/w/target/debug/streetlevel\"}\n",
+            "{\"reason\":\"build-finished\",\"success\":true}\n",
+        );
+        assert_eq!(
+            test_executables(messages).unwrap(),
+            vec![TestExecutable {
+                name: String::from("authenticate"),
+                executable: PathBuf::from("/w/target/debug/deps/authenticate-1"),
+                package_dir: PathBuf::from("/w/crates/auth"),
+            }]
+        );
+    }
 
     #[test]
     fn a_command_past_its_deadline_is_killed() {

@@ -4,7 +4,9 @@ use std::path::Path;
 
 use anyhow::{Context as _, Result, bail};
 
-use crate::suite::{Outcome, WORKSPACE_TEST_ARGS, build_test_binaries, skip_or_fail};
+use crate::suite::{
+    Outcome, WORKSPACE_TEST_ARGS, build_test_binaries, rerun_test_targets, skip_or_fail,
+};
 use crate::{browser, cargo, clients, openapi, python, release, run_command, run_command_with_env};
 
 /// One step of `cargo xtask test`, named for `--suite`.
@@ -162,23 +164,17 @@ fn cargo_suite(root: &Path) -> Result<Outcome> {
     let url = server.url.clone();
     let database = [("STREETLEVEL_TEST_DATABASE_URL", url.as_str())];
     run_command_with_env(root, &cargo, &WORKSPACE_TEST_ARGS, &database)?;
-    let mut args = WORKSPACE_TEST_ARGS.to_vec();
-    for target in AUTH_TESTS {
-        args.extend(["--test", target]);
-    }
-    run_command_with_env(
+    rerun_test_targets(
         root,
-        &cargo,
-        &args,
+        &AUTH_TESTS,
+        &[],
         &[database[0], ("STREETLEVEL_TEST_AUTH_ON_POSTGRES", "1")],
     )?;
     // The replica tests once more with the replicas on PostgreSQL (LISTEN/NOTIFY, migrate).
-    let mut args = WORKSPACE_TEST_ARGS.to_vec();
-    args.extend(["--test", "replicas"]);
-    run_command_with_env(
+    rerun_test_targets(
         root,
-        &cargo,
-        &args,
+        &["replicas"],
+        &[],
         &[database[0], ("STREETLEVEL_TEST_BACKEND", "postgres")],
     )?;
     drop(server);
@@ -233,14 +229,13 @@ impl Drop for TestPostgres {
 /// already, so only the SDK suite runs here.
 fn replicas(root: &Path, alone: bool) -> Result<Outcome> {
     if alone {
-        let cargo = cargo();
-        // `--workspace` keeps the test build's unified features (see `WORKSPACE_TEST_ARGS`).
-        let mut args = WORKSPACE_TEST_ARGS.to_vec();
-        args.extend(["--test", "replicas"]);
-        run_command(root, &cargo, &args)?;
-        let mut args = WORKSPACE_TEST_ARGS.to_vec();
-        args.extend(["--lib", "--", "balancer::", "postgres::"]);
-        run_command(root, &cargo, &args)?;
+        rerun_test_targets(root, &["replicas"], &[], &[])?;
+        rerun_test_targets(
+            root,
+            &["streetlevel_tests"],
+            &["balancer::", "postgres::"],
+            &[],
+        )?;
     }
     let built = build_test_binaries(root)?;
     let server = match TestPostgres::start(&built) {
