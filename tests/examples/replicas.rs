@@ -1,6 +1,7 @@
 //! Serves a data directory with several replicas behind the test balancer, for suites that
-//! start "a server" by command line (the Python SDK suite with
-//! `STREETLEVEL_TEST_TOPOLOGY=replicas`), and for trying the topology by hand:
+//! start "a server" by command line (the Python SDK suite, and every `Server` of the Rust
+//! black-box tests, with `STREETLEVEL_TEST_TOPOLOGY=replicas`), and for trying the topology by
+//! hand:
 //!
 //! ```text
 //! replicas -- /path/to/streetlevel serve --data DIR [--addr 127.0.0.1:0] [SERVE FLAGS...]
@@ -8,15 +9,29 @@
 //!
 //! It starts `STREETLEVEL_TEST_REPLICAS` replicas (default 2) of that command on the backend
 //! `STREETLEVEL_TEST_BACKEND` names (see `streetlevel_tests::replicas::Backend::from_env`),
-//! prints `listening on http://<balancer>` like `streetlevel serve` does, and runs until it is
-//! killed. The replicas exit with it: each reads its standard input from this process, and
-//! they are started with `--exit-on-stdin-eof`.
+//! sharing their quotas through a `redis-server` of its own (Debian's package, see
+//! `streetlevel_tests::redis`) unless the flags name one with `--redis-url`: the topology
+//! docs/SCALING.md recommends. It prints `replica at http://<addr>` for each replica and, on
+//! `PostgreSQL`, `database at <url>`, then `listening on http://<balancer>` like
+//! `streetlevel serve` does. SIGTERM stops every replica gracefully, and it exits with success
+//! when all of them did; with `--exit-on-stdin-eof` it also stops when its standard input
+//! closes. The replicas exit with it whatever happens: each reads its standard input from
+//! this process, and they are started with `--exit-on-stdin-eof`.
 #![allow(clippy::print_stdout, clippy::panic, clippy::expect_used)]
 
 use std::io::Write as _;
 use std::path::PathBuf;
 
-use streetlevel_tests::replicas::{Backend, Replicas};
+use streetlevel_tests::redis::RedisServer;
+use streetlevel_tests::replicas::{Backend, DATABASE_LINE, REPLICA_LINE, Replicas};
+
+/// Why the wrapper stops.
+enum Stop {
+    /// SIGTERM: a graceful stop of every replica.
+    Terminated,
+    /// Standard input closed (`--exit-on-stdin-eof`): the test that started it is done.
+    StdinClosed,
+}
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -24,7 +39,7 @@ fn main() {
         Some((dashes, command)) if dashes == "--" => command,
         _ => panic!("usage: replicas -- STREETLEVEL serve --data DIR [SERVE FLAGS...]"),
     };
-    let (binary, data, extra) = parse(command);
+    let (binary, data, mut extra) = parse(command);
     let exit_on_stdin_eof = command.iter().any(|arg| arg == "--exit-on-stdin-eof");
     let count = std::env::var("STREETLEVEL_TEST_REPLICAS")
         .ok()
@@ -33,26 +48,64 @@ fn main() {
                 .parse()
                 .expect("STREETLEVEL_TEST_REPLICAS is a number")
         });
+    // Installed before anything is announced, as `serve` does: a SIGTERM right after the
+    // `listening on` line is a graceful stop, not the default disposition's kill.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime for the signal handler");
+    let mut terminate = {
+        let _entered = runtime.enter();
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("a SIGTERM handler")
+    };
+    let redis = (!names_redis(&extra)).then(RedisServer::start);
+    if let Some(redis) = &redis {
+        extra.extend([String::from("--redis-url"), redis.url()]);
+    }
     let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
-    let replicas = Replicas::start(
-        &binary,
-        &data,
-        count,
-        &Backend::from_env("sdk_replicas"),
-        &extra,
-    );
+    let backend = Backend::from_env("replicas");
+    let mut replicas = Replicas::start(&binary, &data, count, &backend, &extra);
+    for index in 0..replicas.len() {
+        println!("{REPLICA_LINE}{}", replicas.replica(index).addr);
+    }
+    if let Backend::Postgres(url) = &backend {
+        println!("{DATABASE_LINE}{url}");
+    }
     println!("listening on {}", replicas.base());
     std::io::stdout().flush().expect("flush standard output");
+
+    let (stop, stopped) = std::sync::mpsc::channel();
     if exit_on_stdin_eof {
         // As `serve --exit-on-stdin-eof`: the test harness closes our input to stop us, and a
         // harness that dies closes it too, so no replica outlives its test.
-        let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut Vec::new());
-        drop(replicas);
-        return;
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut Vec::new());
+            let _ = stop.send(Stop::StdinClosed);
+        });
     }
-    loop {
-        std::thread::park();
-    }
+    std::thread::spawn(move || {
+        runtime.block_on(terminate.recv());
+        let _ = stop.send(Stop::Terminated);
+    });
+    let graceful = match stopped.recv() {
+        Ok(Stop::Terminated) => replicas.terminate(),
+        Ok(Stop::StdinClosed) | Err(_) => true,
+    };
+    // The replicas stop before the Redis they use.
+    drop(replicas);
+    drop(redis);
+    std::process::exit(i32::from(!graceful));
+}
+
+/// Whether the serve flags name a Redis server already.
+fn names_redis(extra: &[String]) -> bool {
+    extra.iter().any(|flag| {
+        ["--redis-url", "--redis"]
+            .iter()
+            .any(|name| flag == name || flag.starts_with(&format!("{name}=")))
+    })
 }
 
 /// The binary, the data directory and the other flags of `STREETLEVEL serve --data DIR ...`;

@@ -2,6 +2,7 @@
 // Test support: failing loudly is how it reports a failed test.
 #![allow(clippy::panic, clippy::expect_used, clippy::missing_panics_doc)]
 
+pub mod auth;
 pub mod balancer;
 pub mod postgres;
 pub mod redis;
@@ -32,8 +33,15 @@ pub struct Fixture {
 /// Runs `binary args...` and returns its standard output; panics with its error output when it
 /// fails (test support: a failure here is a failed test).
 pub fn run(binary: &Path, args: &[&str]) -> String {
+    run_with_env(binary, args, &[])
+}
+
+/// [`run`] with environment variables set, such as [`Server::admin_env`] for an admin
+/// command on the tables a server uses.
+pub fn run_with_env(binary: &Path, args: &[&str], env: &[(&str, &str)]) -> String {
     let output = Command::new(binary)
         .args(args)
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .output()
         .expect("the streetlevel binary runs");
@@ -180,16 +188,27 @@ pub fn create_user(binary: &Path, data: &Path, username: &str, email: &str, pass
 
 /// A running `streetlevel serve` on `127.0.0.1:0`. It stops when dropped, and also when the
 /// test process dies (it is started with `--exit-on-stdin-eof`).
+///
+/// With `STREETLEVEL_TEST_TOPOLOGY=replicas` it is two replicas behind a balancer (the
+/// `replicas` example), used the same way: [`Server::addr`] is the balancer's,
+/// [`Server::processes`] each replica's, and [`Server::database`] where they keep their
+/// tables.
 #[derive(Debug)]
 pub struct Server {
     child: Child,
-    _stdin: ChildStdin,
+    stdin: Option<ChildStdin>,
     /// The bound address.
     pub addr: SocketAddr,
     /// The lines the server printed to standard output before `listening on`.
     pub announced: Vec<String>,
     /// Standard error, when started with [`Server::start_captured`].
     stderr: Option<std::sync::Arc<std::sync::Mutex<String>>>,
+    /// Where its auth, web and store tables live.
+    database: streetlevel_db::Location,
+    /// Each serving process's own address: `addr`, or every replica's.
+    processes: Vec<SocketAddr>,
+    /// Whether it runs as replicas behind a balancer.
+    replicated: bool,
 }
 
 impl Server {
@@ -354,12 +373,89 @@ impl Server {
         };
         // Keep draining stdout so the server never blocks on a full pipe.
         std::thread::spawn(move || for _ in lines {});
+        let database = announced
+            .iter()
+            .find_map(|line| line.strip_prefix(replicas::DATABASE_LINE))
+            .map(str::to_owned)
+            .or_else(|| database_url_given(extra, env))
+            .map_or_else(
+                || streetlevel_db::Location::Sqlite(dir.join("streetlevel.sqlite")),
+                streetlevel_db::Location::Postgres,
+            );
+        let mut processes: Vec<SocketAddr> = announced
+            .iter()
+            .filter_map(|line| line.strip_prefix(replicas::REPLICA_LINE))
+            .map(|replica| replica.trim().parse().expect("a replica's socket address"))
+            .collect();
+        if processes.is_empty() {
+            processes.push(addr);
+        }
         Server {
             child,
-            _stdin: stdin,
+            stdin: Some(stdin),
             addr,
             announced,
             stderr,
+            database,
+            processes,
+            replicated: replicas,
+        }
+    }
+
+    /// Where the server keeps its auth, web and store tables: the `PostgreSQL` database the
+    /// replicas wrapper announced or `--database-url` named, else the data directory's
+    /// `SQLite` file. A test that writes there directly (a user's consent, a token issued
+    /// in the past) writes where the server reads.
+    pub fn database(&self) -> &streetlevel_db::Location {
+        &self.database
+    }
+
+    /// The environment an admin command (`streetlevel apps ...`) needs to work on this
+    /// server's tables: `STREETLEVEL_DATABASE_URL` when they are in `PostgreSQL`.
+    pub fn admin_env(&self) -> Vec<(&'static str, &str)> {
+        match &self.database {
+            streetlevel_db::Location::Postgres(url) => vec![("STREETLEVEL_DATABASE_URL", url)],
+            streetlevel_db::Location::Sqlite(_) => Vec::new(),
+        }
+    }
+
+    /// The address of every process serving: this server's, or each replica's behind the
+    /// balancer, to ask each directly.
+    pub fn processes(&self) -> &[SocketAddr] {
+        &self.processes
+    }
+
+    /// Whether the server runs as replicas behind a balancer
+    /// (`STREETLEVEL_TEST_TOPOLOGY=replicas`).
+    pub fn is_replicated(&self) -> bool {
+        self.replicated
+    }
+
+    /// `GET target` with `headers` on every process serving ([`Server::processes`]), until
+    /// each response is `settled`: one request to a single server, whose own writes it reads
+    /// at once; on replicas, which learn of each other's writes within
+    /// [`replicas::WRITES_VISIBLE_WITHIN`], each is asked again until all are settled or that
+    /// time has passed. Returns the last responses, one per process, for the test to check.
+    pub fn get_on_every_process(
+        &self,
+        target: &str,
+        headers: &[(&str, &str)],
+        settled: impl Fn(&Response) -> bool,
+    ) -> Vec<Response> {
+        let started = std::time::Instant::now();
+        loop {
+            let responses: Vec<Response> = self
+                .processes
+                .iter()
+                .map(|addr| request(*addr, "GET", target, headers, b""))
+                .collect();
+            if !self.replicated
+                || responses.iter().all(&settled)
+                || started.elapsed() >= replicas::WRITES_VISIBLE_WITHIN
+            {
+                return responses;
+            }
+            std::thread::sleep(Duration::from_millis(20));
         }
     }
 
@@ -403,9 +499,36 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        let _ = self.child.kill();
+        if self.replicated {
+            // The replicas wrapper stops its replicas and its Redis when its input closes;
+            // killed, it could not, and its redis-server would outlive the test.
+            drop(self.stdin.take());
+        } else {
+            let _ = self.child.kill();
+        }
         let _ = self.child.wait();
     }
+}
+
+/// The URL `--database-url`, `--database` or `STREETLEVEL_DATABASE_URL` gives a server.
+fn database_url_given(extra: &[&str], env: &[(&str, &str)]) -> Option<String> {
+    let mut flags = extra.iter();
+    while let Some(flag) = flags.next() {
+        for name in ["--database-url", "--database"] {
+            if *flag == name {
+                return flags.next().map(|url| (*url).to_owned());
+            }
+            if let Some(url) = flag
+                .strip_prefix(name)
+                .and_then(|rest| rest.strip_prefix('='))
+            {
+                return Some(url.to_owned());
+            }
+        }
+    }
+    env.iter()
+        .find(|(name, _)| *name == "STREETLEVEL_DATABASE_URL")
+        .map(|(_, url)| (*url).to_owned())
 }
 
 /// An HTTP response.

@@ -10,9 +10,23 @@ use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
 
 use crate::balancer::Balancer;
 use crate::{Response, Server};
+
+/// What issue 17 promises: a write through one replica (a token issued, refreshed or
+/// revoked, an image added) is seen by every other within a second. A replica keeps a token
+/// it validated in memory for at most that long, so a revocation elsewhere may take it.
+pub const WRITES_VISIBLE_WITHIN: Duration = Duration::from_secs(1);
+
+/// How the `replicas` example announces, before its `listening on` line, the `PostgreSQL`
+/// database the replicas use (`database at postgres://...`); [`Server::database`] reads it.
+pub const DATABASE_LINE: &str = "database at ";
+
+/// How the `replicas` example announces each replica's own address (`replica at
+/// http://127.0.0.1:PORT`), before its `listening on` line; [`Server::processes`] reads them.
+pub const REPLICA_LINE: &str = "replica at http://";
 
 /// What the replicas share.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -242,6 +256,24 @@ impl Replicas {
         assert!(status.success(), "kill -KILL {} failed", server.pid());
         // Dropping reaps it.
         drop(server);
+    }
+
+    /// SIGTERM to every running replica at once, as a supervisor stopping the service sends
+    /// it, then waits for them to exit: whether every one stopped gracefully (exited with
+    /// success). The balancer stops when this is dropped.
+    pub fn terminate(&mut self) -> bool {
+        let servers: Vec<Server> = self.servers.drain(..).flatten().collect();
+        std::thread::scope(|scope| {
+            let stopping: Vec<_> = servers
+                .into_iter()
+                .map(|mut server| scope.spawn(move || server.terminate()))
+                .collect();
+            let stopped: Vec<bool> = stopping
+                .into_iter()
+                .map(|stopping| stopping.join().unwrap_or(false))
+                .collect();
+            stopped.into_iter().all(|graceful| graceful)
+        })
     }
 
     /// Sends a request through the balancer.

@@ -3,11 +3,11 @@
 //! promised time, a revoked token stops on both, and `kill -9` of one replica during load
 //! leaves the other answering without losing an acknowledged write.
 //!
-//! The backend is `STREETLEVEL_TEST_BACKEND` (default: one shared `SQLite` file; a
-//! `postgres://` URL once the `PostgreSQL` backend lands, see `streetlevel_tests::replicas`).
-//! Writes here go over HTTP (token exchange, refresh, uploads); the codes the exchanges
-//! redeem are approved through the auth crate on the shared file, as a signed-in user's
-//! consent would be.
+//! The backend is `STREETLEVEL_TEST_BACKEND` (default: one shared `SQLite` file; `postgres` or
+//! a `postgres://` URL for `PostgreSQL`, see `streetlevel_tests::replicas`). Writes here go
+//! over HTTP (token exchange, refresh, uploads); the codes the exchanges redeem are approved
+//! through the auth crate where the replicas keep their tables (`streetlevel_tests::auth`), as
+//! a signed-in user's consent would be.
 #![allow(clippy::unwrap_used, clippy::panic, clippy::expect_used)]
 
 use std::path::Path;
@@ -18,15 +18,15 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use streetlevel_ingest::{WriteTags, write_metadata};
 use streetlevel_model::Timestamp;
-use streetlevel_tests::replicas::{Backend, Replicas, try_request};
-use streetlevel_tests::{Fixture, Response, Server};
+use streetlevel_tests::replicas::{self, Backend, Replicas, try_request};
+use streetlevel_tests::{Fixture, Response, Server, auth};
 
 const BINARY: &str = env!("CARGO_BIN_EXE_streetlevel");
 
 /// What issue 17 promises: a write on one replica is visible on every other within 1 s, and a
 /// revoked token stops everywhere within 1 s. Auth reads its tables on every request, so this
 /// holds on the shared `SQLite` file too.
-const AUTH_VISIBLE_WITHIN: Duration = Duration::from_secs(1);
+const AUTH_VISIBLE_WITHIN: Duration = replicas::WRITES_VISIBLE_WITHIN;
 
 /// How soon an image written through one replica is served by the other. On `PostgreSQL` the
 /// change log's `NOTIFY` makes it the issue's 1 s; on the shared `SQLite` file the other
@@ -64,35 +64,14 @@ fn within<T>(limit: Duration, what: &str, mut check: impl FnMut() -> Option<T>) 
     }
 }
 
-fn now() -> Timestamp {
-    let since_epoch = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap();
-    Timestamp(i64::try_from(since_epoch.as_millis()).unwrap())
-}
-
-/// A new user `username` approves the fixture's app: an authorization code, written to the
-/// shared file by the auth crate as the consent page would.
+/// A new user `username` approves the fixture's app: an authorization code, written by the
+/// auth crate where the replicas keep their tables, as the consent page would.
 fn approved_code(fixture: &Fixture, backend: &Backend, username: &str) -> String {
-    let store = streetlevel_auth::AuthStore::open_location(
+    auth::approved_code(
         &backend.location(&fixture.dir),
-        streetlevel_auth::Config::insecure_fast(),
-        streetlevel_auth::FakeClock::new(now()),
-        streetlevel_auth::OsRandom,
+        &fixture.client_id,
+        username,
     )
-    .unwrap();
-    let user = store.create_user(username, "a password").unwrap();
-    let query = format!("client_id={}&response_type=code", fixture.client_id);
-    let streetlevel_auth::Authorization::Prompt(request) =
-        store.authorization_request(Some(&query)).unwrap()
-    else {
-        panic!("the fixture app's authorization request is refused");
-    };
-    let location = store.approve(&request, user.id).unwrap();
-    location
-        .split_once("code=")
-        .map(|(_, rest)| rest.split('&').next().unwrap().to_owned())
-        .unwrap()
 }
 
 /// The body of `POST /token` for `grant` with the fixture's client ID.

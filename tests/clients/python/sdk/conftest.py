@@ -7,7 +7,8 @@ Environment:
 - `STREETLEVEL_SDK_IMAGES`, `STREETLEVEL_SDK_SEED`, `STREETLEVEL_SDK_MEDIA` (`lazy` or
   `eager`): size, seed and media mode of the data set.
 - `STREETLEVEL_TEST_TOPOLOGY`: `single` (default) or `replicas`, two servers on one backend
-  behind a round-robin balancer (`harness.topology_command`).
+  sharing quotas through a Redis of their own, behind a round-robin balancer
+  (`harness.topology_command`).
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 - `generate_fixtures` runs `streetlevel fixtures` into a temporary data directory.
 - `Server` starts `streetlevel serve` on 127.0.0.1 with port 0 and reads the bound address
-  from the one line it prints, `listening on http://<addr>` (no sleeps, no fixed port).
+  from the line it prints, `listening on http://<addr>` (no sleeps, no fixed port); the lines
+  before it (the replicas wrapper's `replica at` lines) go to the log.
 - `install_host_rewrite` wraps `requests.adapters.HTTPAdapter.send`, the one place every
   request of the SDK passes (its `Client` sessions and its bare `requests.get` calls), so
   that requests for the original hosts go to the local server instead. It refuses any other
@@ -62,10 +63,11 @@ def generate_fixtures(
 def topology_command(command: list[str]) -> list[str]:
     """The command that serves `command` (`streetlevel serve ...`) in the topology that
     `STREETLEVEL_TEST_TOPOLOGY` names: `single` (the default) runs it as it is; `replicas`
-    runs it as two replicas on one backend behind a round-robin balancer, through the test
-    crate's `replicas` example (`STREETLEVEL_REPLICAS_BIN`, default
-    `<repo>/target/debug/examples/replicas`), which prints the balancer's address as its
-    `listening on` line."""
+    runs it as two replicas on one backend, sharing quotas through a Redis of their own,
+    behind a round-robin balancer, through the test crate's `replicas` example
+    (`STREETLEVEL_REPLICAS_BIN`, default `<repo>/target/debug/examples/replicas`), which
+    prints each replica's address and then the balancer's as its `listening on` line; SIGTERM
+    stops it and its replicas gracefully."""
     topology = os.environ.get("STREETLEVEL_TEST_TOPOLOGY", "single")
     if topology == "single":
         return command
@@ -105,15 +107,12 @@ class Server:
             stderr=self._log,
             stdin=subprocess.DEVNULL,
         )
+        prefix = "listening on "
         try:
-            line = self._first_line(timeout_s)
+            line = self._line_starting(prefix, timeout_s)
         except BaseException:
             self.stop()
             raise
-        prefix = "listening on "
-        if not line.startswith(prefix):
-            self.stop()
-            raise SuiteError(f"unexpected first line from the server: {line!r}\n{self.log_tail()}")
         self.base_url = line[len(prefix) :].strip().rstrip("/")
         host = urlsplit(self.base_url).hostname
         if host != "127.0.0.1":
@@ -124,15 +123,20 @@ class Server:
         self._drain = threading.Thread(target=self._copy_stdout, daemon=True)
         self._drain.start()
 
-    def _first_line(self, timeout_s: float) -> str:
-        """Waits (on the pipe, not a timer) for the server's first line of standard output."""
+    def _line_starting(self, prefix: str, timeout_s: float) -> str:
+        """Waits (on the pipe, not a timer) for the server's line of standard output that
+        starts with `prefix`; the lines before it are only logged."""
         assert self.process.stdout is not None
         selector = selectors.DefaultSelector()
         selector.register(self.process.stdout, selectors.EVENT_READ)
         deadline = time.monotonic() + timeout_s
         buffer = b""
         try:
-            while b"\n" not in buffer:
+            while True:
+                lines = buffer.split(b"\n")[:-1]
+                found = next((line for line in lines if line.startswith(prefix.encode())), None)
+                if found is not None:
+                    break
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise SuiteError(
@@ -149,10 +153,9 @@ class Server:
                 buffer += chunk
         finally:
             selector.close()
-        line, _, rest = buffer.partition(b"\n")
         self._log.write(buffer)
         self._log.flush()
-        return line.decode("utf-8", "replace")
+        return found.decode("utf-8", "replace")
 
     def _copy_stdout(self) -> None:
         assert self.process.stdout is not None
