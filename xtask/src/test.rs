@@ -22,7 +22,8 @@ pub(crate) enum Suite {
     MvtPython,
     /// The official Python SDK and uploader against the real server.
     Sdk,
-    /// The replica tests and the Python SDK suite against two replicas behind a balancer.
+    /// The replica tests, the black-box suite and the Python SDK suite against two replicas
+    /// behind a balancer.
     Replicas,
     /// schemathesis against the real server and its `/openapi.json`.
     Openapi,
@@ -148,7 +149,9 @@ const AUTH_TESTS: [&str; 8] = [
 /// The workspace's tests with one PostgreSQL server for the run (the test crate's `postgres`
 /// example; each test that needs PostgreSQL makes a database of its own on it), then the auth
 /// suite once more with its stores on PostgreSQL, so that every auth rule holds on both
-/// engines, and the replica tests with the replicas on PostgreSQL. Without PostgreSQL installed, outside CI, the PostgreSQL parts are skipped.
+/// engines, and the replica tests and the black-box suite with the replicas on PostgreSQL
+/// ([`replicas_on_postgres`]). Without PostgreSQL installed, outside CI, the PostgreSQL parts
+/// are skipped.
 fn cargo_suite(root: &Path) -> Result<Outcome> {
     const WHAT: &str = "the PostgreSQL tests";
     let cargo = cargo();
@@ -170,15 +173,27 @@ fn cargo_suite(root: &Path) -> Result<Outcome> {
         &[],
         &[database[0], ("STREETLEVEL_TEST_AUTH_ON_POSTGRES", "1")],
     )?;
-    // The replica tests once more with the replicas on PostgreSQL (LISTEN/NOTIFY, migrate).
-    rerun_test_targets(
-        root,
-        &["replicas"],
-        &[],
-        &[database[0], ("STREETLEVEL_TEST_BACKEND", "postgres")],
-    )?;
+    replicas_on_postgres(root, &url)?;
     drop(server);
     Ok(Outcome::Passed)
+}
+
+/// The replica tests once more with the replicas on the PostgreSQL server at `url`
+/// (LISTEN/NOTIFY, migrate), and the black-box suite with every server it starts run as two
+/// replicas on it behind the test balancer, sharing quotas through a Redis of their own (the
+/// test crate's `replicas` example). `STREETLEVEL_TEST_TOPOLOGY` changes only what
+/// `Server::start` starts; the replica tests start their replicas themselves.
+fn replicas_on_postgres(root: &Path, url: &str) -> Result<()> {
+    rerun_test_targets(
+        root,
+        &["replicas", "black_box"],
+        &[],
+        &[
+            ("STREETLEVEL_TEST_DATABASE_URL", url),
+            ("STREETLEVEL_TEST_BACKEND", "postgres"),
+            ("STREETLEVEL_TEST_TOPOLOGY", "replicas"),
+        ],
+    )
 }
 
 /// The test crate's `postgres` example, running until dropped (its standard input closes).
@@ -222,11 +237,12 @@ impl Drop for TestPostgres {
     }
 }
 
-/// The replica tests, then the Python SDK suite against two replicas on PostgreSQL (the
-/// fixture migrated into a database of the test crate's `postgres` example; the suite's admin
-/// commands reach it through `STREETLEVEL_DATABASE_URL`). In a full run the cargo suite has
-/// run the replica tests (`crates/streetlevel/tests/replicas.rs` and the harness's own tests)
-/// already, so only the SDK suite runs here.
+/// The replica tests (on `SQLite`, then with the black-box suite on PostgreSQL, see
+/// [`replicas_on_postgres`]), then the Python SDK suite against two replicas on PostgreSQL
+/// (the fixture migrated into a database of the test crate's `postgres` example; the suite's
+/// admin commands reach it through `STREETLEVEL_DATABASE_URL`). In a full run the cargo suite
+/// has run the replica tests (`crates/streetlevel/tests/replicas.rs`, the black-box suite
+/// through replicas and the harness's own tests) already, so only the SDK suite runs here.
 fn replicas(root: &Path, alone: bool) -> Result<Outcome> {
     if alone {
         rerun_test_targets(root, &["replicas"], &[], &[])?;
@@ -249,6 +265,9 @@ fn replicas(root: &Path, alone: bool) -> Result<Outcome> {
         }
     };
     let url = server.url.clone();
+    if alone {
+        replicas_on_postgres(root, &url)?;
+    }
     let outcome = clients::python_sdk(
         root,
         clients::Topology::Replicas,
