@@ -15,7 +15,9 @@ use streetlevel_db::{DbError, Row, params};
 use streetlevel_model::{ImageId, OrganizationId, SequenceId};
 use streetlevel_store::Store;
 
-use crate::pipeline::{Grouping, Outcome, Owner, Progress, Run, Sources, read_lock, write_lock};
+use crate::pipeline::{
+    FileOutcome, Grouping, Outcome, Owner, Progress, Run, Sources, read_lock, write_lock,
+};
 use crate::tables::now_millis;
 use crate::{ImportError, Uploads};
 
@@ -492,9 +494,9 @@ impl Uploads {
             thumbnail_nanos: std::sync::atomic::AtomicU64::new(0),
         };
         let user_id = work.user_id as i64;
-        let report = run.import(
+        run.import(
             sources,
-            Some(Box::new(|transaction, outcome| {
+            Some(Box::new(|transaction, outcome, files| {
                 let pairs = outcome
                     .inserted
                     .iter()
@@ -508,44 +510,23 @@ impl Uploads {
                         )?;
                     }
                 }
+                // The counts in the same write as the state: whoever reads the job published
+                // reads its final counts.
+                let (duplicates, refused) = counts(earlier, files);
                 transaction.execute(
                     "UPDATE import_jobs SET state = 'published', reason = NULL, images = ?2,
-                        duplicates = ?3, updated_at = ?4 WHERE id = ?1",
+                        duplicates = ?3, refused = ?4, updated_at = ?5 WHERE id = ?1",
                     streetlevel_db::params![
                         job,
                         outcome.inserted.len() as i64,
-                        outcome.duplicates.len() as i64,
+                        duplicates,
+                        &serde_json::to_string(&refused).unwrap_or_default(),
                         now_millis()
                     ],
                 )?;
                 Ok(())
             })),
         )?;
-        // Details for the status view, after the images are published.
-        let mut refused: Vec<(String, String)> = Vec::new();
-        let mut duplicates = report.duplicates() as i64;
-        for (key, image) in earlier {
-            if image.is_some() {
-                duplicates += 1;
-            } else {
-                refused.push((key.clone(), String::from("its bytes are no longer stored")));
-            }
-        }
-        for file in &report.files {
-            if let Outcome::Refused(reason) = &file.outcome {
-                refused.push((file.file.clone(), reason.clone()));
-            }
-        }
-        self.db().read(|connection| {
-            connection.execute(
-                "UPDATE import_jobs SET duplicates = ?2, refused = ?3 WHERE id = ?1",
-                params![
-                    job,
-                    duplicates,
-                    &serde_json::to_string(&refused).unwrap_or_default()
-                ],
-            )
-        })?;
         Ok(())
     }
 
@@ -577,6 +558,31 @@ struct PendingJob {
     owner: Owner,
     sessions: Vec<String>,
     first_id: Option<u64>,
+}
+
+/// A job's duplicates and refused files: the sessions an earlier job processed (duplicates if
+/// their image exists, refused if their bytes are gone) and this run's files.
+fn counts(
+    earlier: &[(String, Option<ImageId>)],
+    files: &[FileOutcome],
+) -> (i64, Vec<(String, String)>) {
+    let mut duplicates = 0;
+    let mut refused = Vec::new();
+    for (key, image) in earlier {
+        if image.is_some() {
+            duplicates += 1;
+        } else {
+            refused.push((key.clone(), String::from("its bytes are no longer stored")));
+        }
+    }
+    for file in files {
+        match &file.outcome {
+            Outcome::Duplicate(_) => duplicates += 1,
+            Outcome::Refused(reason) => refused.push((file.file.clone(), reason.clone())),
+            Outcome::Imported(_) => {}
+        }
+    }
+    (duplicates, refused)
 }
 
 /// A sequence key (22 letters and digits, like the original service's) that depends only on

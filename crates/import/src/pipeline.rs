@@ -146,8 +146,11 @@ struct Read {
     content_hash: [u8; 32],
 }
 
+/// Bookkeeping run in the transaction that publishes the last batch, given that batch's
+/// outcome and every file's final outcome (as the [`Report`] will list them), so that what it
+/// records is complete the moment the images are visible.
 pub(crate) type Also<'a> =
-    Box<dyn FnOnce(&mut dyn Conn, &BatchOutcome) -> Result<(), DbError> + 'a>;
+    Box<dyn FnOnce(&mut dyn Conn, &BatchOutcome, &[FileOutcome]) -> Result<(), DbError> + 'a>;
 
 impl Run<'_> {
     /// Imports `sources`; `also` runs in the transaction of the last batch (which exists even
@@ -208,6 +211,9 @@ impl Run<'_> {
                 let outcome = self.insert(
                     &std::mem::take(&mut batch),
                     if last { also.take() } else { None },
+                    sources,
+                    &outcomes,
+                    first_id,
                 )?;
                 record(&mut outcomes, &outcome, first_id);
             }
@@ -217,7 +223,13 @@ impl Run<'_> {
         }
         if let Some(also) = also.take() {
             // Nothing to insert: the caller's bookkeeping still runs in a transaction.
-            self.insert(&ImportBatch::default(), Some(also))?;
+            self.insert(
+                &ImportBatch::default(),
+                Some(also),
+                sources,
+                &outcomes,
+                first_id,
+            )?;
         }
         // A sequence whose images all turned out stored already (another process imported
         // them meanwhile) was not created.
@@ -225,16 +237,8 @@ impl Run<'_> {
             let store = read_lock(self.store);
             sequences.retain(|sequence| store.sequence(sequence).is_some());
         }
-        let files = outcomes
-            .into_iter()
-            .enumerate()
-            .map(|(index, outcome)| FileOutcome {
-                file: sources.name(index),
-                outcome: outcome.unwrap_or_else(|| Outcome::Refused(String::from("not processed"))),
-            })
-            .collect();
         Ok(Report {
-            files,
+            files: file_outcomes(sources, outcomes),
             sequences,
             thumbnail_time: std::time::Duration::from_nanos(
                 self.thumbnail_nanos.load(Ordering::Relaxed),
@@ -429,18 +433,39 @@ impl Run<'_> {
             .map_err(|error| format!("cannot write the original: {error}"))
     }
 
+    /// Stores `batch`; `also` runs in its transaction with every file's outcome once the
+    /// batch's is added to `outcomes` (the files of earlier batches and those left out).
     fn insert(
         &self,
         batch: &ImportBatch,
         also: Option<Also<'_>>,
+        sources: &dyn Sources,
+        outcomes: &[Option<Outcome>],
+        first_id: u64,
     ) -> Result<BatchOutcome, ImportError> {
         let mut store = write_lock(self.store);
         let outcome = store.insert_batch(batch, |transaction, outcome| match also {
-            Some(also) => also(transaction, outcome),
+            Some(also) => {
+                let mut files = outcomes.to_vec();
+                record(&mut files, outcome, first_id);
+                also(transaction, outcome, &file_outcomes(sources, files))
+            }
             None => Ok(()),
         })?;
         Ok(outcome)
     }
+}
+
+/// Each file's outcome by name; a file that has none was never processed.
+fn file_outcomes(sources: &dyn Sources, outcomes: Vec<Option<Outcome>>) -> Vec<FileOutcome> {
+    outcomes
+        .into_iter()
+        .enumerate()
+        .map(|(index, outcome)| FileOutcome {
+            file: sources.name(index),
+            outcome: outcome.unwrap_or_else(|| Outcome::Refused(String::from("not processed"))),
+        })
+        .collect()
 }
 
 /// Files the store left out because another writer stored the same bytes meanwhile are

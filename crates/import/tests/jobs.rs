@@ -195,3 +195,67 @@ fn limits_refuse_the_excess_and_keep_what_was_stored() {
     let mut appender = uploads.append(2, "a.jpg", 0).unwrap();
     appender.write(&[5; 100]).unwrap();
 }
+
+/// A job becomes `published` with its final counts: a client polling it (the uploader, or the
+/// SDK suite through replicas, where each poll may reach another process) never reads a
+/// published job whose duplicates are still uncounted. A trigger keeps the row as it was at
+/// the moment its state became `published`, which is what a poll then would have read.
+#[test]
+fn a_job_is_published_with_its_final_counts() {
+    let data = scratch("published-counts");
+    let uploads = Uploads::open(&data, UploadLimits::default()).unwrap();
+    let store = RwLock::new(Store::open(&data).unwrap());
+    let handles: Vec<String> = (0..2)
+        .map(|index| upload(&uploads, &format!("mly_tools_{index}.jpg"), &photo(index)))
+        .collect();
+    let manifest = serde_json::json!({"image_handles": handles}).to_string();
+    let manifest = upload(&uploads, "uuid_first.json", manifest.as_bytes());
+    let first = uploads
+        .finish(1, "dana", &manifest, "mly_bundle_manifest", None)
+        .unwrap();
+    assert_eq!(uploads.process_next(&store).unwrap(), Some(first));
+
+    let connection = rusqlite::Connection::open(Store::database_path(&data)).unwrap();
+    connection
+        .execute_batch(
+            "CREATE TABLE published_as (job INTEGER, images INTEGER, duplicates INTEGER,
+                 refused TEXT);
+             CREATE TRIGGER keep_published AFTER UPDATE OF state ON import_jobs
+             WHEN NEW.state = 'published' AND OLD.state <> 'published'
+             BEGIN
+                 INSERT INTO published_as
+                 VALUES (NEW.id, NEW.images, NEW.duplicates, NEW.refused);
+             END;",
+        )
+        .unwrap();
+    // Again: the two sessions the first job processed, the first photo's bytes under a new
+    // name, and a file that is no photo.
+    let copy = upload(&uploads, "mly_tools_copy.jpg", &photo(0));
+    let junk = upload(&uploads, "mly_tools_junk.jpg", b"not a photo");
+    let again = [handles.clone(), vec![copy, junk]].concat();
+    let manifest = serde_json::json!({"image_handles": again}).to_string();
+    let manifest = upload(&uploads, "uuid_again.json", manifest.as_bytes());
+    let second = uploads
+        .finish(1, "dana", &manifest, "mly_bundle_manifest", None)
+        .unwrap();
+    assert_eq!(uploads.process_next(&store).unwrap(), Some(second));
+
+    let done = uploads.job(second).unwrap().unwrap();
+    assert_eq!(done.state, JobState::Published, "{done:?}");
+    assert_eq!(
+        (done.images, done.duplicates, done.refused.len()),
+        (0, 3, 1)
+    );
+    let published_as: (i64, i64, String) = connection
+        .query_row(
+            "SELECT images, duplicates, refused FROM published_as WHERE job = ?1",
+            [second as i64],
+            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+        )
+        .unwrap();
+    assert_eq!(
+        published_as,
+        (0, 3, serde_json::to_string(&done.refused).unwrap()),
+        "the job as it read when it became published"
+    );
+}
