@@ -30,7 +30,8 @@ pub(crate) fn build_test_binaries(root: &Path) -> Result<PathBuf> {
     Ok(target_dir(root).join("debug"))
 }
 
-/// Runs the integration test targets `names` (of any workspace package) once more, as built
+/// Runs the test targets `names` of the package in `package` (its directory, relative to
+/// `root`: two packages may have targets of one name, like `persistence`) once more, as built
 /// by the workspace test build, with `env` set and `filter` passed to each test harness.
 ///
 /// `cargo test --workspace --test NAME` would resolve features for the selected targets only
@@ -39,6 +40,7 @@ pub(crate) fn build_test_binaries(root: &Path) -> Result<PathBuf> {
 /// runs in its package's directory with `CARGO_MANIFEST_DIR` set, as `cargo test` runs it.
 pub(crate) fn rerun_test_targets(
     root: &Path,
+    package: &str,
     names: &[&str],
     filter: &[&str],
     env: &[(&str, &str)],
@@ -55,12 +57,15 @@ pub(crate) fn rerun_test_targets(
         bail!("`cargo {}` failed with {}", args.join(" "), output.status);
     }
     let built = test_executables(&String::from_utf8_lossy(&output.stdout))?;
+    let package_dir = root.join(package);
     for name in names {
-        let matching: Vec<&TestExecutable> =
-            built.iter().filter(|target| target.name == *name).collect();
+        let matching: Vec<&TestExecutable> = built
+            .iter()
+            .filter(|target| target.name == *name && target.package_dir == package_dir)
+            .collect();
         let [target] = matching[..] else {
             bail!(
-                "the workspace test build has {} test targets named {name}, not one",
+                "the workspace test build has {} test targets named {name} in {package}, not one",
                 matching.len()
             );
         };

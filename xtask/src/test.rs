@@ -169,6 +169,7 @@ fn cargo_suite(root: &Path) -> Result<Outcome> {
     run_command_with_env(root, &cargo, &WORKSPACE_TEST_ARGS, &database)?;
     rerun_test_targets(
         root,
+        "crates/auth",
         &AUTH_TESTS,
         &[],
         &[database[0], ("STREETLEVEL_TEST_AUTH_ON_POSTGRES", "1")],
@@ -186,6 +187,7 @@ fn cargo_suite(root: &Path) -> Result<Outcome> {
 fn replicas_on_postgres(root: &Path, url: &str) -> Result<()> {
     rerun_test_targets(
         root,
+        "crates/streetlevel",
         &["replicas", "black_box"],
         &[],
         &[
@@ -245,9 +247,10 @@ impl Drop for TestPostgres {
 /// through replicas and the harness's own tests) already, so only the SDK suite runs here.
 fn replicas(root: &Path, alone: bool) -> Result<Outcome> {
     if alone {
-        rerun_test_targets(root, &["replicas"], &[], &[])?;
+        rerun_test_targets(root, "crates/streetlevel", &["replicas"], &[], &[])?;
         rerun_test_targets(
             root,
+            "tests",
             &["streetlevel_tests"],
             &["balancer::", "postgres::"],
             &[],
