@@ -94,6 +94,15 @@ pub enum AuthError {
     NotPermitted(&'static str),
 }
 
+impl AuthError {
+    /// Whether the database could not be reached (PostgreSQL restarting, a lock not released
+    /// in time), so that the same call may succeed shortly.
+    #[must_use]
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, AuthError::Storage(error) if error.is_unavailable())
+    }
+}
+
 /// The `error` value of a failed token request (RFC 6749 section 5.2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -111,6 +120,10 @@ pub enum TokenErrorCode {
     InvalidScope,
     /// The server failed (storage). HTTP 500.
     ServerError,
+    /// The database could not be reached (PostgreSQL restarting); the same request may
+    /// succeed shortly. HTTP 503 with `Retry-After`. RFC 6749 names this code for the
+    /// authorization endpoint (section 4.1.2.1); OAuth clients read it here alike.
+    TemporarilyUnavailable,
 }
 
 impl TokenErrorCode {
@@ -123,6 +136,7 @@ impl TokenErrorCode {
             Self::UnsupportedGrantType => "unsupported_grant_type",
             Self::InvalidScope => "invalid_scope",
             Self::ServerError => "server_error",
+            Self::TemporarilyUnavailable => "temporarily_unavailable",
         }
     }
 }
@@ -171,9 +185,15 @@ impl TokenError {
 }
 
 impl From<AuthError> for TokenError {
-    /// Storage failures during a token request become `server_error`.
+    /// Storage failures during a token request become `server_error`, or
+    /// `temporarily_unavailable` when the database could not be reached.
     fn from(error: AuthError) -> Self {
-        Self::new(TokenErrorCode::ServerError, error.to_string())
+        let code = if error.is_unavailable() {
+            TokenErrorCode::TemporarilyUnavailable
+        } else {
+            TokenErrorCode::ServerError
+        };
+        Self::new(code, error.to_string())
     }
 }
 

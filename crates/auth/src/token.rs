@@ -536,8 +536,8 @@ impl AuthStore {
     /// failed PKCE check leaves the code unused. A refresh returns a new token and revokes the old one; presenting a rotated-away
     /// token again revokes the whole family.
     ///
-    /// HTTP mapping for the server: `invalid_client` is 401, `server_error` 500, the rest
-    /// 400; the body can be [`TokenError::rfc6749_body`].
+    /// HTTP mapping for the server: `invalid_client` is 401, `server_error` 500,
+    /// `temporarily_unavailable` 503, the rest 400; the body can be [`TokenError::rfc6749_body`].
     pub fn exchange(
         &self,
         authorization: Option<&str>,

@@ -150,18 +150,28 @@ impl DbError {
         }
     }
 
-    /// Whether the database could not be reached or the connection broke, so that a retry
-    /// later may succeed (an HTTP layer answers 503, not 500).
+    /// Whether the database could not be reached, the connection broke, or another writer's
+    /// lock was not released in time, so that a retry later may succeed (an HTTP layer answers
+    /// 503, not 500). A statement the server refuses for what it says is not.
     #[must_use]
     pub fn is_unavailable(&self) -> bool {
         match self {
             DbError::Unavailable(_) => true,
             DbError::Postgres(error) => {
                 error.is_closed()
-                    || error.code().is_none_or(|code| {
-                        // Class 08 (connection exception) and 57P (operator intervention: shutdown).
-                        code.code().starts_with("08") || code.code().starts_with("57P")
-                    }) && error.as_db_error().is_none()
+                    || match error.code() {
+                        // Class 08 (connection exception), 57P (shutting down, starting up)
+                        // and 55P03 (lock_timeout, as SQLite's busy timeout).
+                        Some(code) => {
+                            let code = code.code();
+                            code.starts_with("08") || code.starts_with("57P") || code == "55P03"
+                        }
+                        // No answer from the server: reading or writing the socket failed.
+                        // Errors of our own making (a parameter that does not convert) carry
+                        // no I/O error.
+                        None => std::error::Error::source(error)
+                            .is_some_and(<dyn std::error::Error>::is::<std::io::Error>),
+                    }
             }
             DbError::Sqlite(rusqlite::Error::SqliteFailure(error, _)) => {
                 error.code == rusqlite::ErrorCode::DatabaseBusy

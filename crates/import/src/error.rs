@@ -67,6 +67,19 @@ pub enum ImportError {
     Store(#[from] streetlevel_store::StoreError),
 }
 
+impl ImportError {
+    /// Whether the database could not be reached (PostgreSQL restarting, a lock not released
+    /// in time), so that the same call may succeed shortly: the uploader retries it.
+    #[must_use]
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            ImportError::Database(error) => error.is_unavailable(),
+            ImportError::Store(error) => error.is_unavailable(),
+            _ => false,
+        }
+    }
+}
+
 impl From<std::io::Error> for ImportError {
     fn from(error: std::io::Error) -> Self {
         if error.kind() == std::io::ErrorKind::StorageFull {

@@ -215,7 +215,11 @@ impl App {
                 response
             }
             Err(error) => {
-                if error.status().is_server_error() {
+                // A 503 (database unreachable, server busy) is an outage or a peak the client
+                // rides out with `Retry-After`, not a bug.
+                if error.status() == StatusCode::SERVICE_UNAVAILABLE {
+                    tracing::warn!(request_id, %error, "request refused for now");
+                } else if error.status().is_server_error() {
                     tracing::error!(request_id, %error, "request failed");
                 }
                 let mut response = reply::finish(
@@ -253,26 +257,17 @@ impl App {
             &error.to_body(&self.trace_member, request_id),
         );
         reply.cache_control = Some(String::from("no-store"));
-        match error {
-            Error::SignInThrottled(wait) => {
-                reply
-                    .headers
-                    .insert(RETRY_AFTER, HeaderValue::from(wait.as_secs().max(1)));
-            }
-            Error::Busy => {
-                reply.headers.insert(RETRY_AFTER, HeaderValue::from(1_u64));
-            }
-            _ => {}
-        }
-        if let Error::RateLimited(rejection) = error {
+        if let Some(seconds) = error.retry_after() {
             reply
                 .headers
-                .insert(RETRY_AFTER, HeaderValue::from(rejection.retry_after_secs()));
-            if let Ok(usage) = HeaderValue::from_str(&rejection.app_usage_header()) {
-                reply
-                    .headers
-                    .insert(HeaderName::from_static("x-app-usage"), usage);
-            }
+                .insert(RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        if let Error::RateLimited(rejection) = error
+            && let Ok(usage) = HeaderValue::from_str(&rejection.app_usage_header())
+        {
+            reply
+                .headers
+                .insert(HeaderName::from_static("x-app-usage"), usage);
         }
         reply
     }
@@ -407,7 +402,11 @@ impl App {
     /// Authenticates the caller and charges the route's quota.
     fn admit(&self, route: &Route, parts: &Parts) -> Result<streetlevel_ratelimit::Usage, Error> {
         let caller = self.services.auth.authenticate(parts);
-        let result = if caller.is_ok() { "ok" } else { "refused" };
+        let result = match &caller {
+            Ok(_) => "ok",
+            Err(Error::Unavailable(_)) => "unavailable",
+            Err(_) => "refused",
+        };
         metrics::counter!(crate::metrics::TOKEN_CHECKS, "result" => result).increment(1);
         let caller = caller?;
         let class = match route {

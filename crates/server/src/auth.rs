@@ -1,5 +1,5 @@
 //! The [`Authenticator`] over the auth crate's [`AuthStore`]: token checks map to 401 code 190,
-//! token exchange errors to the RFC 6749 body.
+//! token exchange errors to the RFC 6749 body, an unreachable database to 503.
 
 use bytes::Bytes;
 use http::StatusCode;
@@ -31,13 +31,13 @@ impl Authenticator for AuthStore {
                 AuthError::InvalidCredentials => {
                     Error::Unauthorized(String::from("Wrong email address or password"))
                 }
-                other => Error::Internal(other.to_string()),
+                other => Error::storage(other.is_unavailable(), &other),
             })?;
         let token = self
             .issue_upload_token(&client, user.id)
             .map_err(|error| match error {
                 AuthError::NotPermitted(reason) => Error::Forbidden(reason.to_owned()),
-                other => Error::Internal(other.to_string()),
+                other => Error::storage(other.is_unavailable(), &other),
             })?;
         Ok(UploadLogin {
             access_token: token.access_token,
@@ -49,7 +49,7 @@ impl Authenticator for AuthStore {
     fn username(&self, user_id: u64) -> Result<Option<String>, Error> {
         self.user(UserId(user_id))
             .map(|user| user.map(|user| user.username))
-            .map_err(|error| Error::Internal(error.to_string()))
+            .map_err(|error| Error::storage(error.is_unavailable(), &error))
     }
 
     fn exchange_token(&self, parts: &Parts, body: &Bytes) -> Result<serde_json::Value, Error> {
@@ -64,7 +64,7 @@ fn principal(auth: &AuthStore, parts: &Parts) -> Result<Principal, Error> {
         Err(AuthError::MissingToken) => Err(Error::Unauthorized(String::from(
             "An access token is required: send ?access_token= or 'Authorization: OAuth <token>'",
         ))),
-        Err(AuthError::Storage(error)) => Err(Error::Internal(error.to_string())),
+        Err(AuthError::Storage(error)) => Err(Error::storage(error.is_unavailable(), &error)),
         Err(AuthError::ExpiredToken) => Err(Error::Unauthorized(String::from(
             "The access token has expired",
         ))),
@@ -93,6 +93,7 @@ fn exchange(auth: &AuthStore, parts: &Parts, body: &Bytes) -> Result<serde_json:
             let status = match error.code {
                 TokenErrorCode::InvalidClient => StatusCode::UNAUTHORIZED,
                 TokenErrorCode::ServerError => StatusCode::INTERNAL_SERVER_ERROR,
+                TokenErrorCode::TemporarilyUnavailable => StatusCode::SERVICE_UNAVAILABLE,
                 _ => StatusCode::BAD_REQUEST,
             };
             Err(Error::TokenExchange {

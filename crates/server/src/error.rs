@@ -4,6 +4,10 @@
 use http::StatusCode;
 use serde_json::{Map, Value, json};
 
+/// The `Retry-After` of a 503 for an unreachable database: long enough for a PostgreSQL
+/// restart, and the time a new connection may take to fail.
+pub const UNAVAILABLE_RETRY_AFTER_SECS: u64 = 5;
+
 /// Everything that can go wrong, from binding the listener to answering a request.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -82,6 +86,11 @@ pub enum Error {
     /// The server is at capacity for this kind of work (password hashing); retry shortly.
     #[error("the server is busy")]
     Busy,
+    /// The database could not be reached (PostgreSQL down or restarting) or a lock was not
+    /// released in time; the details are logged, not sent, and the client retries after
+    /// [`UNAVAILABLE_RETRY_AFTER_SECS`].
+    #[error("database unavailable: {0}")]
+    Unavailable(String),
     /// A bug or an unexpected failure; the details are logged, not sent.
     #[error("internal error: {0}")]
     Internal(String),
@@ -93,6 +102,16 @@ impl Error {
         Error::BadParameter {
             name: name.to_owned(),
             reason: reason.into(),
+        }
+    }
+
+    /// The error for a failed database call: [`Error::Unavailable`] when the database could
+    /// not be reached (the caller's error type says so), [`Error::Internal`] otherwise.
+    pub fn storage(unavailable: bool, error: &impl std::fmt::Display) -> Self {
+        if unavailable {
+            Error::Unavailable(error.to_string())
+        } else {
+            Error::Internal(error.to_string())
         }
     }
 
@@ -115,8 +134,24 @@ impl Error {
             Error::Upload(error) => upload_status(error).0,
             Error::SignInThrottled(_) => StatusCode::TOO_MANY_REQUESTS,
             Error::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
-            Error::Busy => StatusCode::SERVICE_UNAVAILABLE,
+            Error::Busy | Error::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Error::Io(_) | Error::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// The `Retry-After` seconds this error is answered with, for the errors a client should
+    /// repeat later.
+    pub fn retry_after(&self) -> Option<u64> {
+        match self {
+            Error::SignInThrottled(wait) => Some(wait.as_secs().max(1)),
+            Error::Busy => Some(1),
+            Error::RateLimited(rejection) => Some(rejection.retry_after_secs()),
+            Error::Unavailable(_) => Some(UNAVAILABLE_RETRY_AFTER_SECS),
+            Error::Upload(upload) if upload.is_unavailable() => Some(UNAVAILABLE_RETRY_AFTER_SECS),
+            Error::TokenExchange { status, .. } if *status == StatusCode::SERVICE_UNAVAILABLE => {
+                Some(UNAVAILABLE_RETRY_AFTER_SECS)
+            }
+            _ => None,
         }
     }
 
@@ -251,6 +286,7 @@ impl Error {
                 2,
                 None,
             ),
+            Error::Unavailable(_) => graph_error(UNAVAILABLE_MESSAGE, "OAuthException", 2, None),
             // Internal errors say nothing; the other three have bodies of their own.
             Error::Io(_)
             | Error::Internal(_)
@@ -271,7 +307,9 @@ fn upload_body(
     trace_id: &str,
 ) -> Value {
     let (status, kind, retriable) = upload_status(upload);
-    let message = if status.is_server_error() && status != StatusCode::INSUFFICIENT_STORAGE {
+    let message = if status == StatusCode::SERVICE_UNAVAILABLE {
+        String::from(UNAVAILABLE_MESSAGE)
+    } else if status.is_server_error() && status != StatusCode::INSUFFICIENT_STORAGE {
         String::from("An unknown error has occurred.")
     } else {
         capitalise(&upload.to_string())
@@ -284,9 +322,14 @@ fn upload_body(
     })
 }
 
+/// What a client is told when the database cannot be reached (the cause is logged).
+const UNAVAILABLE_MESSAGE: &str =
+    "The service is temporarily unavailable: try again in a few seconds";
+
 /// The status, the uploader's error type and whether the uploader should retry, for an
 /// upload error: a wrong offset is retried at once after asking for the offset again, a full
-/// disk later (5xx), anything the client sent wrong never.
+/// disk or an unreachable database later (5xx, the latter after `Retry-After`), anything the
+/// client sent wrong never.
 pub fn upload_status(error: &streetlevel_import::ImportError) -> (StatusCode, &'static str, bool) {
     use streetlevel_import::ImportError as E;
     match error {
@@ -306,6 +349,11 @@ pub fn upload_status(error: &streetlevel_import::ImportError) -> (StatusCode, &'
         | E::InvalidUpload(_)
         | E::UnknownOrganization(_)
         | E::ReadPath { .. } => (StatusCode::BAD_REQUEST, "InvalidUploadError", false),
+        _ if error.is_unavailable() => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "ServiceUnavailableError",
+            true,
+        ),
         _ => (StatusCode::INTERNAL_SERVER_ERROR, "InternalError", true),
     }
 }
@@ -364,6 +412,22 @@ mod tests {
         assert_eq!(unauthorized["error"]["type"], "OAuthException");
         assert_eq!(unauthorized["error"]["mlytrace_id"], "T2");
         assert_eq!(Error::Internal(String::from("boom")).status().as_u16(), 500);
+        assert_eq!(Error::Internal(String::from("boom")).retry_after(), None);
+        let unavailable = Error::storage(true, &"connection refused");
+        check(
+            &unavailable,
+            503,
+            &json!({"error": {"message": "The service is temporarily unavailable: try again in a few seconds",
+                "type": "OAuthException", "code": 2, "svctrace_id": "T1"}}),
+        );
+        assert_eq!(
+            unavailable.retry_after(),
+            Some(UNAVAILABLE_RETRY_AFTER_SECS)
+        );
+        assert_eq!(
+            Error::storage(false, &"no such table").status().as_u16(),
+            500
+        );
     }
 
     #[test]

@@ -111,7 +111,7 @@ impl App {
         store
             .ensure_creator(username)
             .map(|id| id.0)
-            .map_err(|error| Error::Internal(error.to_string()))
+            .map_err(|error| Error::storage(error.is_unavailable(), &error))
     }
 
     /// `GET /upload/<key>`: the bytes stored for the session, 0 for a new one.

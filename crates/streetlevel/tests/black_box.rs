@@ -84,6 +84,7 @@ const METHOD_NOT_ALLOWED: &str = "method not allowed";
 const BODY_TOO_LARGE: &str = "request body over the limit";
 const QUOTA: &str = "quota exhausted";
 const INTERNAL: &str = "handler panic or internal failure";
+const DATABASE_UNREACHABLE: &str = "database unreachable";
 
 /// One row of the error table in docs/API.md.
 #[derive(Debug)]
@@ -539,13 +540,50 @@ fn every_row_of_the_documented_error_table_is_what_the_server_answers() {
                 &[],
             )
             .get("/__panic")
+        } else if is(DATABASE_UNREACHABLE) {
+            database_unreachable(world)
         } else {
             panic!("no request here checks the documented error row {situation:?}: add one");
         };
         assert_error(&response, situation, "");
         covered += 1;
     }
-    assert_eq!(covered, 13, "docs/API.md's error table has 13 rows");
+    assert_eq!(covered, 14, "docs/API.md's error table has 14 rows");
+}
+
+/// A token check the token cache cannot answer, by a server on a PostgreSQL that was
+/// stopped: 503 with `Retry-After` (`tests/replicas.rs` covers the other requests and the
+/// recovery).
+fn database_unreachable(world: &World) -> Response {
+    let fixture = world.pristine.copy("black-box-error-table-database");
+    let mut postgres = streetlevel_tests::postgres::Postgres::start("black-box-error-table");
+    let url = postgres.url();
+    streetlevel_tests::run(
+        Path::new(BINARY),
+        &[
+            "migrate",
+            "--from",
+            &fixture.dir.to_string_lossy(),
+            "--to",
+            &url,
+        ],
+    );
+    // Captured: the server warns of the outage, which is no concern of this test's output.
+    let server = Server::start_captured(
+        Path::new(BINARY),
+        &fixture.dir,
+        &[],
+        &[("STREETLEVEL_DATABASE_URL", &url)],
+    );
+    postgres.stop();
+    let response = server.request(
+        "GET",
+        "/images?bbox=13,55,14,56",
+        &[("Authorization", &format!("OAuth {}", fixture.client_token))],
+        b"",
+    );
+    assert_eq!(response.header("retry-after"), Some("5"), "{response:?}");
+    response
 }
 
 /// A body that is not what it claims to be is a 400 in the token endpoint's RFC 6749 shape,

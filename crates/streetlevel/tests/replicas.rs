@@ -1,7 +1,8 @@
 //! Replicas (issue 17): two `streetlevel serve` processes on one shared backend behind a
 //! round-robin balancer. A write through one replica is read through the other within the
 //! promised time, a revoked token stops on both, and `kill -9` of one replica during load
-//! leaves the other answering without losing an acknowledged write.
+//! leaves the other answering without losing an acknowledged write. With `PostgreSQL` stopped,
+//! what needs it answers 503 with `Retry-After`, and works again once it returns.
 //!
 //! The backend is `STREETLEVEL_TEST_BACKEND` (default: one shared `SQLite` file; `postgres` or
 //! a `postgres://` URL for `PostgreSQL`, see `streetlevel_tests::replicas`). Writes here go
@@ -602,4 +603,214 @@ fn the_replicas_recover_from_a_postgresql_restart_during_load_without_restarting
     }
     stop.store(true, Ordering::SeqCst);
     assert!(load.join().unwrap() > 0);
+}
+
+/// A new user `username` with a browser session: the session token, created through the auth
+/// crate on `backend` as the sign-in form would.
+fn browser_session(fixture: &Fixture, backend: &Backend, username: &str) -> String {
+    let store = streetlevel_auth::AuthStore::open_location(
+        &backend.location(&fixture.dir),
+        streetlevel_auth::Config::insecure_fast(),
+        streetlevel_auth::FakeClock::new(now()),
+        streetlevel_auth::OsRandom,
+    )
+    .unwrap();
+    store.create_user(username, "a password").unwrap();
+    store.login(username, "a password").unwrap().1
+}
+
+/// `POST /dashboard` creating an app, as the dashboard's form sends it.
+fn create_app_through_the_dashboard(server: &Server, session: &str, name: &str) -> Response {
+    let csrf = streetlevel_auth::csrf_token(session);
+    let form = format!(
+        "csrf={csrf}&action=create&name={name}&callback_url=https%3A%2F%2Fexample.com%2Fcb&scope=read"
+    );
+    server.request(
+        "POST",
+        "/dashboard",
+        &[
+            ("Cookie", &format!("streetlevel_session={session}")),
+            ("Content-Type", "application/x-www-form-urlencoded"),
+        ],
+        form.as_bytes(),
+    )
+}
+
+/// `GET /upload/<key>` of a fixed session with `uploader`'s token: the upload tables' answer.
+fn upload_offset(server: &Server, uploader: &str) -> Response {
+    server.request(
+        "GET",
+        "/upload/mly_tools_outage.jpg",
+        &[("Authorization", &format!("OAuth {uploader}"))],
+        b"",
+    )
+}
+
+/// With PostgreSQL stopped: what needs the database answers 503 with `Retry-After`, each in
+/// its endpoint's shape, logged at warn; reads with a cached token go on.
+fn what_needs_the_database_answers_503(
+    server: &Server,
+    fixture: &Fixture,
+    code: &str,
+    unseen: &str,
+    session: &str,
+    uploader: &str,
+    image: &str,
+) {
+    // What needs the database answers 503 with Retry-After, each in its endpoint's shape.
+    let exchange = post_token(
+        server.addr,
+        fixture,
+        json!({"grant_type": "authorization_code", "code": code}),
+    )
+    .unwrap();
+    assert_unavailable(&exchange, "token exchange");
+    assert_eq!(
+        exchange.json()["error"],
+        "temporarily_unavailable",
+        "the token endpoint's RFC 6749 body"
+    );
+    // `unseen` was issued by this server, which caches tokens only when it checks them.
+    let check = server.request(
+        "GET",
+        &format!("/{image}?fields=id"),
+        &[("Authorization", &format!("OAuth {unseen}"))],
+        b"",
+    );
+    assert_unavailable(&check, "a token check not in the cache");
+    let body = check.json();
+    assert_eq!(
+        (
+            body["error"]["type"].as_str(),
+            body["error"]["code"].as_i64()
+        ),
+        (Some("OAuthException"), Some(2)),
+        "{body}"
+    );
+    let upload = upload_offset(server, uploader);
+    assert_unavailable(&upload, "an upload session");
+    assert_eq!(
+        upload.json()["debug_info"]["retriable"],
+        true,
+        "the uploader retries"
+    );
+    let page = create_app_through_the_dashboard(server, session, "outage-app");
+    assert_unavailable(&page, "app creation");
+    assert!(
+        page.header("content-type")
+            .is_some_and(|value| value.starts_with("text/html")),
+        "a page answers a page"
+    );
+    // Reads are in memory: a cached token still reads.
+    assert_eq!(
+        status_with(server, uploader, image),
+        200,
+        "reads from memory during the outage"
+    );
+    let log = server.stderr_once_it_contains("request refused for now");
+    assert!(
+        log.lines()
+            .filter(|line| line.contains("request refused for now"))
+            .all(|line| line.contains("WARN")),
+        "{log}"
+    );
+    assert!(
+        !log.lines()
+            .any(|line| line.contains("ERROR") && line.contains("request failed")),
+        "an outage is no internal error: {log}"
+    );
+}
+
+/// Asserts a 503 with a `Retry-After` of a few seconds.
+fn assert_unavailable(response: &Response, what: &str) {
+    assert_eq!(
+        response.status,
+        503,
+        "{what}: {}",
+        String::from_utf8_lossy(&response.body)
+    );
+    let retry_after: u64 = response
+        .header("retry-after")
+        .unwrap_or_else(|| panic!("{what}: no Retry-After"))
+        .parse()
+        .unwrap();
+    assert!((1..=60).contains(&retry_after), "{what}: {retry_after}");
+}
+
+#[test]
+fn a_postgresql_outage_answers_503_with_retry_after_and_everything_recovers_when_it_returns() {
+    let mut postgres = streetlevel_tests::postgres::Postgres::start("outage");
+    let fixture = pristine().copy("replicas-outage");
+    let backend = Backend::Postgres(postgres.url());
+    streetlevel_tests::run(
+        Path::new(BINARY),
+        &[
+            "migrate",
+            "--from",
+            &fixture.dir.to_string_lossy(),
+            "--to",
+            &postgres.url(),
+        ],
+    );
+    // Tokens stay in the cache through the outage, so that the upload's own use of the
+    // database is what answers.
+    let server = Server::start_captured(
+        Path::new(BINARY),
+        &fixture.dir,
+        &["--token-cache-seconds", "600"],
+        &[("STREETLEVEL_DATABASE_URL", &postgres.url())],
+    );
+    let client = format!("OAuth {}", fixture.client_token);
+    let image = {
+        let response = server.request(
+            "GET",
+            "/images?bbox=-180,-85,180,85&limit=1&fields=id",
+            &[("Authorization", &client)],
+            b"",
+        );
+        response.json()["data"][0]["id"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let uploader = upload_token(&fixture, &server);
+    let code = approved_code(&fixture, &backend, "outage-user");
+    let session = browser_session(&fixture, &backend, "outage-developer");
+    let unseen = access_token(
+        &post_token(
+            server.addr,
+            &fixture,
+            json!({"grant_type": "authorization_code", "code": approved_code(&fixture, &backend, "outage-unseen")}),
+        )
+        .unwrap(),
+    );
+    assert_eq!(upload_offset(&server, &uploader).status, 200);
+
+    postgres.stop();
+    what_needs_the_database_answers_503(
+        &server, &fixture, &code, &unseen, &session, &uploader, &image,
+    );
+
+    // PostgreSQL returns: everything works again, without restarting the server.
+    postgres.restart();
+    let token = within(
+        Duration::from_secs(30),
+        "a token exchange after the outage",
+        || {
+            post_token(
+                server.addr,
+                &fixture,
+                json!({"grant_type": "authorization_code", "code": code}),
+            )
+            .filter(|response| response.status == 200)
+            .map(|response| access_token(&response))
+        },
+    );
+    assert_eq!(status_with(&server, &token, &image), 200);
+    assert_eq!(status_with(&server, &unseen, &image), 200);
+    assert_eq!(upload_offset(&server, &uploader).status, 200);
+    assert_eq!(
+        create_app_through_the_dashboard(&server, &session, "outage-app").status,
+        201
+    );
 }

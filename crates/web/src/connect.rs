@@ -48,8 +48,8 @@ impl Web {
             Ok(Authorization::Reject { location, .. }) => {
                 Checked::Done(html::redirect(status, &location))
             }
-            Err(AuthError::Storage(_)) => Checked::Done(html::error_page(
-                StatusCode::INTERNAL_SERVER_ERROR,
+            Err(error @ AuthError::Storage(_)) => Checked::Done(html::storage_failed(
+                &error,
                 "Cannot authorize",
                 "The server failed while checking the request. Please try again later.",
             )),
@@ -70,9 +70,13 @@ impl Web {
             Checked::Prompt(request) => request,
             Checked::Done(response) => return response,
         };
-        let Some(session) = self.session(parts) else {
-            let next = format!("/connect?{query}");
-            return html::redirect(StatusCode::FOUND, &login_location(&next));
+        let session = match self.session(parts) {
+            Ok(Some(session)) => session,
+            Ok(None) => {
+                let next = format!("/connect?{query}");
+                return html::redirect(StatusCode::FOUND, &login_location(&next));
+            }
+            Err(html::Unavailable) => return html::unavailable_page("Cannot authorize"),
         };
         consent_page(&request, &session)
     }
@@ -92,8 +96,10 @@ impl Web {
             )
         };
         // The session may have expired, or been ended, since the page was shown.
-        let Some(session) = self.session(parts) else {
-            return invalid();
+        let session = match self.session(parts) {
+            Ok(Some(session)) => session,
+            Ok(None) => return invalid(),
+            Err(html::Unavailable) => return html::unavailable_page("Cannot authorize"),
         };
         if !form
             .get("csrf")

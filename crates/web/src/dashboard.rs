@@ -38,15 +38,21 @@ struct Outcome {
 
 impl Web {
     pub(crate) fn dashboard(&self, parts: &Parts) -> Response<Bytes> {
-        let Some(session) = self.session(parts) else {
-            return html::redirect(StatusCode::FOUND, &login_location("/dashboard"));
+        let session = match self.session(parts) {
+            Ok(Some(session)) => session,
+            Ok(None) => return html::redirect(StatusCode::FOUND, &login_location("/dashboard")),
+            Err(html::Unavailable) => return html::unavailable_page("Developer dashboard"),
         };
         self.dashboard_page(StatusCode::OK, &session, &Outcome::default())
     }
 
     pub(crate) fn dashboard_action(&self, parts: &Parts, body: &[u8]) -> Response<Bytes> {
-        let Some(session) = self.session(parts) else {
-            return html::redirect(StatusCode::SEE_OTHER, &login_location("/dashboard"));
+        let session = match self.session(parts) {
+            Ok(Some(session)) => session,
+            Ok(None) => {
+                return html::redirect(StatusCode::SEE_OTHER, &login_location("/dashboard"));
+            }
+            Err(html::Unavailable) => return html::unavailable_page("Developer dashboard"),
         };
         let form = Form::parse_bytes(body);
         if !form
@@ -59,27 +65,37 @@ impl Web {
                 "The form came from another site or an old page. Reload the dashboard and try again.",
             );
         }
-        let (status, outcome) = match form.get("action") {
+        let done = match form.get("action") {
             Some("create") => self.create_app(&session, &form),
             Some(action @ ("rotate_secret" | "rotate_token")) => {
                 self.rotate(&session, &form, action)
             }
-            _ => (
+            _ => Ok((
                 StatusCode::BAD_REQUEST,
                 Outcome {
                     alert: Some(String::from("Unknown action.")),
                     ..Outcome::default()
                 },
-            ),
+            )),
         };
-        self.dashboard_page(status, &session, &outcome)
+        match done {
+            Ok((status, outcome)) => self.dashboard_page(status, &session, &outcome),
+            // Nothing was changed, and the page could not list the apps either.
+            Err(html::Unavailable) => html::unavailable_page("Not done"),
+        }
     }
 
-    fn create_app(&self, session: &Session, form: &Form) -> (StatusCode, Outcome) {
+    /// The outcome of creating an app; `Err` with the 503 page when the database cannot be
+    /// reached.
+    fn create_app(
+        &self,
+        session: &Session,
+        form: &Form,
+    ) -> Result<(StatusCode, Outcome), html::Unavailable> {
         let name = form.get("name").unwrap_or("").trim();
         let callback_url = form.get("callback_url").unwrap_or("").trim();
         let rejected = |message: String| {
-            (
+            Ok((
                 StatusCode::BAD_REQUEST,
                 Outcome {
                     alert: Some(message),
@@ -87,7 +103,7 @@ impl Web {
                     callback_url: callback_url.to_owned(),
                     ..Outcome::default()
                 },
-            )
+            ))
         };
         let mut scopes = Vec::new();
         for value in form.all("scope") {
@@ -109,7 +125,7 @@ impl Web {
             Err(error @ (AuthError::InvalidAppName | AuthError::InvalidCallbackUrl(_))) => {
                 return rejected(format!("{error}."));
             }
-            Err(_) => return server_failed(),
+            Err(error) => return server_failed(&error),
         };
         let fresh = Fresh {
             app_name: name.to_owned(),
@@ -119,29 +135,41 @@ impl Web {
                 ("Client secret", credentials.client_secret),
             ],
         };
-        (
+        Ok((
             StatusCode::CREATED,
             Outcome {
                 fresh: Some(fresh),
                 ..Outcome::default()
             },
-        )
+        ))
     }
 
-    fn rotate(&self, session: &Session, form: &Form, action: &str) -> (StatusCode, Outcome) {
-        let app = form
+    /// The outcome of rotating a value; `Err` with the 503 page when the database cannot be
+    /// reached.
+    fn rotate(
+        &self,
+        session: &Session,
+        form: &Form,
+        action: &str,
+    ) -> Result<(StatusCode, Outcome), html::Unavailable> {
+        let app = match form
             .get("client_id")
             .and_then(|text| text.parse::<ClientId>().ok())
-            .and_then(|client_id| self.auth.app(client_id).ok().flatten())
-            .filter(|app| app.owner == Some(session.user.id));
+            .map(|client_id| self.auth.app(client_id))
+            .transpose()
+        {
+            Ok(app) => app.flatten(),
+            Err(error) => return server_failed(&error),
+        }
+        .filter(|app| app.owner == Some(session.user.id));
         let Some(app) = app else {
-            return (
+            return Ok((
                 StatusCode::NOT_FOUND,
                 Outcome {
                     alert: Some(String::from("You have no app with this client ID.")),
                     ..Outcome::default()
                 },
-            );
+            ));
         };
         let rotated = if action == "rotate_secret" {
             self.auth
@@ -152,20 +180,21 @@ impl Web {
                 .rotate_client_token(app.client_id)
                 .map(|token| ("Client access token", token))
         };
-        let Ok((label, value)) = rotated else {
-            return server_failed();
+        let (label, value) = match rotated {
+            Ok(rotated) => rotated,
+            Err(error) => return server_failed(&error),
         };
         let fresh = Fresh {
             app_name: app.name,
             values: vec![("Client ID", app.client_id.to_string()), (label, value)],
         };
-        (
+        Ok((
             StatusCode::OK,
             Outcome {
                 fresh: Some(fresh),
                 ..Outcome::default()
             },
-        )
+        ))
     }
 
     fn dashboard_page(
@@ -177,9 +206,9 @@ impl Web {
         let csrf = session.csrf();
         let apps: Vec<App> = match self.auth.apps_owned_by(session.user.id) {
             Ok(apps) => apps,
-            Err(_) => {
-                return html::error_page(
-                    StatusCode::INTERNAL_SERVER_ERROR,
+            Err(error) => {
+                return html::storage_failed(
+                    &error,
                     "Dashboard unavailable",
                     "The server could not read your apps. Please try again later.",
                 );
@@ -268,8 +297,13 @@ fn uploads_section(jobs: &[Job]) -> Markup {
     }
 }
 
-fn server_failed() -> (StatusCode, Outcome) {
-    (
+/// A change the database refused: the 503 page when it could not be reached, else the
+/// dashboard with a 500 and an alert.
+fn server_failed(error: &AuthError) -> Result<(StatusCode, Outcome), html::Unavailable> {
+    if error.is_unavailable() {
+        return Err(html::Unavailable);
+    }
+    Ok((
         StatusCode::INTERNAL_SERVER_ERROR,
         Outcome {
             alert: Some(String::from(
@@ -277,7 +311,7 @@ fn server_failed() -> (StatusCode, Outcome) {
             )),
             ..Outcome::default()
         },
-    )
+    ))
 }
 
 fn fresh_section(fresh: &Fresh) -> Markup {

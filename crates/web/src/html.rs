@@ -67,6 +67,44 @@ pub(crate) fn error_page(status: StatusCode, title: &str, message: &str) -> Resp
     html(status, page(title, None, &main))
 }
 
+/// How long a browser is told to wait when the database cannot be reached (`Retry-After`),
+/// as the API's 503 says.
+const UNAVAILABLE_RETRY_AFTER_SECS: &str = "5";
+
+/// The page for a request that needs the database while it cannot be reached (PostgreSQL
+/// restarting): 503 with `Retry-After`, so that the user, and a monitor, know to try again.
+pub(crate) fn unavailable_page(title: &str) -> Response<Bytes> {
+    let mut response = error_page(
+        StatusCode::SERVICE_UNAVAILABLE,
+        title,
+        "The server cannot reach its database right now. Please try again in a few seconds.",
+    );
+    set_header(
+        &mut response,
+        http::header::RETRY_AFTER,
+        UNAVAILABLE_RETRY_AFTER_SECS,
+    );
+    response
+}
+
+/// A request needed the database while it could not be reached: answer
+/// [`unavailable_page`].
+pub(crate) struct Unavailable;
+
+/// The page for a failed database call: [`unavailable_page`] when the database could not be
+/// reached, else a 500 saying `message`.
+pub(crate) fn storage_failed(
+    error: &streetlevel_auth::AuthError,
+    title: &str,
+    message: &str,
+) -> Response<Bytes> {
+    if error.is_unavailable() {
+        unavailable_page(title)
+    } else {
+        error_page(StatusCode::INTERNAL_SERVER_ERROR, title, message)
+    }
+}
+
 /// Headers every page carries: no caching of personal pages, no framing, no sniffing.
 fn page_headers(response: &mut Response<Bytes>) {
     let headers = response.headers_mut();

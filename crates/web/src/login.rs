@@ -166,8 +166,8 @@ impl Web {
                 username,
                 Some("Wrong username or password."),
             ),
-            Err(_) => html::error_page(
-                StatusCode::INTERNAL_SERVER_ERROR,
+            Err(error) => html::storage_failed(
+                &error,
                 "Sign-in failed",
                 "The server could not check the password. Please try again later.",
             ),
@@ -192,9 +192,9 @@ impl Web {
                 "The sign-out form came from another site or an old page. Use the Sign out button of a page you just loaded.",
             );
         }
-        if self.auth.revoke_session(session_token).is_err() {
-            return html::error_page(
-                StatusCode::INTERNAL_SERVER_ERROR,
+        if let Err(error) = self.auth.revoke_session(session_token) {
+            return html::storage_failed(
+                &error,
                 "Not signed out",
                 "The server could not end the session. Please try again later.",
             );

@@ -160,14 +160,21 @@ impl Web {
         self.config.urls(host)
     }
 
-    /// The signed-in browser of a request, if its session cookie is live.
-    pub(crate) fn session(&self, parts: &Parts) -> Option<Session> {
-        let token = cookie(&parts.headers, SESSION_COOKIE)?;
-        let user = self.auth.session_user(token).ok()?;
-        Some(Session {
-            token: token.to_owned(),
-            user,
-        })
+    /// The signed-in browser of a request, if its session cookie is live; the 503 page when
+    /// the database cannot be reached to tell (not a signed-out browser: that would send the
+    /// user to sign in again for nothing).
+    pub(crate) fn session(&self, parts: &Parts) -> Result<Option<Session>, html::Unavailable> {
+        let Some(token) = cookie(&parts.headers, SESSION_COOKIE) else {
+            return Ok(None);
+        };
+        match self.auth.session_user(token) {
+            Ok(user) => Ok(Some(Session {
+                token: token.to_owned(),
+                user,
+            })),
+            Err(error) if error.is_unavailable() => Err(html::Unavailable),
+            Err(_) => Ok(None),
+        }
     }
 
     /// A fresh random value for a cookie: 256 bits, URL-safe.
