@@ -1,8 +1,10 @@
 //! `streetlevel import`: geotagged JPEG files and folders into a data directory, with a
 //! progress bar and a summary of what was imported, skipped and refused (and why).
 //!
-//! A server running on the same data directory shows the new images within a second or two
-//! (it follows the database's write log); nothing needs a restart.
+//! The images go to the data directory's `SQLite` file, or with `--database-url` (as `serve`
+//! takes it) to PostgreSQL, while their media files go to the data directory's `media/`
+//! either way (which replicas share). A server on the same database shows the new images
+//! within a second or two (it follows the database's write log); nothing needs a restart.
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -11,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
+use streetlevel_db::Location;
 use streetlevel_import::{ImportOptions, Outcome, Progress, import_paths};
 use streetlevel_ingest::sequence::CutRules;
 use streetlevel_model::OrganizationId;
@@ -19,9 +22,19 @@ use streetlevel_store::Store;
 /// Options of `streetlevel import`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// The data directory (created if it does not exist).
+    /// The data directory (created if it does not exist): the media files go to its `media/`.
     #[arg(long)]
     data: PathBuf,
+    /// The PostgreSQL database (with PostGIS) the images go to instead of the data
+    /// directory's `SQLite` file, as `serve --database-url` takes it: replicas on that
+    /// database serve them within a second. May hold a password: prefer the environment.
+    #[arg(
+        long,
+        visible_alias = "database",
+        env = "STREETLEVEL_DATABASE_URL",
+        hide_env_values = true
+    )]
+    database_url: Option<String>,
     /// The username the images are credited to.
     #[arg(long, default_value = "import")]
     user: String,
@@ -48,14 +61,30 @@ pub struct Args {
     paths: Vec<PathBuf>,
 }
 
+/// The store the images go to: the data directory's `SQLite` file, or the PostgreSQL
+/// database of `--database-url` (the media directory is made either way).
+fn open_store(args: &Args) -> anyhow::Result<Store> {
+    let location = crate::serve::database_location(&args.data, args.database_url.clone())?;
+    match &location {
+        Location::Sqlite(_) => Store::open(&args.data)
+            .with_context(|| format!("cannot open the data directory {}", args.data.display())),
+        Location::Postgres(url) => {
+            let media = Store::media_dir(&args.data);
+            std::fs::create_dir_all(&media)
+                .with_context(|| format!("cannot create {}", media.display()))?;
+            Store::open_location(&location).with_context(|| {
+                format!("cannot open the database {}", streetlevel_db::redact(url))
+            })
+        }
+    }
+}
+
 /// Imports; fails (non-zero exit) only when no file could be imported or found stored.
 #[allow(clippy::print_stdout)]
 pub fn run(args: &Args) -> anyhow::Result<()> {
     std::fs::create_dir_all(&args.data)
         .with_context(|| format!("cannot create the data directory {}", args.data.display()))?;
-    let store = Store::open(&args.data)
-        .with_context(|| format!("cannot open the data directory {}", args.data.display()))?;
-    let store = RwLock::new(store);
+    let store = RwLock::new(open_store(args)?);
     let options = ImportOptions {
         username: args.user.clone(),
         organization: args.organization.map(OrganizationId),

@@ -26,7 +26,7 @@ enum Command {
     Serve(Box<serve::Args>),
     /// Generate a deterministic, realistic data set into a data directory.
     Fixtures(fixtures::Args),
-    /// Import geotagged JPEG files and folders into a data directory.
+    /// Import geotagged JPEG files and folders into a data directory (or PostgreSQL).
     Import(import::Args),
     /// Copy the database of a data directory, also while a server runs and writes to it.
     Backup(backup::BackupArgs),

@@ -131,7 +131,10 @@ fn check_database_file(data: &Path) -> anyhow::Result<()> {
 
 /// Where the tables live: `database_url` (a PostgreSQL URL) when given, else the data
 /// directory's `SQLite` file.
-fn database_location(data: &Path, database_url: Option<String>) -> anyhow::Result<Location> {
+pub(crate) fn database_location(
+    data: &Path,
+    database_url: Option<String>,
+) -> anyhow::Result<Location> {
     match database_url {
         None => Ok(Location::Sqlite(Store::database_path(data))),
         Some(url) if Location::is_postgres_url(&url) => Ok(Location::Postgres(url)),

@@ -814,3 +814,78 @@ fn a_postgresql_outage_answers_503_with_retry_after_and_everything_recovers_when
         201
     );
 }
+
+#[test]
+fn streetlevel_import_on_postgresql_is_served_by_running_replicas() {
+    let postgres = streetlevel_tests::postgres::Postgres::start("import");
+    let fixture = pristine().copy("replicas-import");
+    let backend = Backend::Postgres(postgres.url());
+    let replicas = Replicas::start(Path::new(BINARY), &fixture.dir, 2, &backend, &[]);
+    let (one, other) = (replicas.replica(0), replicas.replica(1));
+    let token = &fixture.client_token;
+    // Away from the fixture's streets.
+    let bbox = "13.099,55.604,13.101,55.606";
+    assert!(image_ids_in(one, token, bbox).is_empty());
+
+    let photos = fixture.dir.with_file_name("replicas-import-photos");
+    let _ = std::fs::remove_dir_all(&photos);
+    std::fs::create_dir_all(&photos).unwrap();
+    for index in 0..3_u8 {
+        let bytes = photo(
+            index,
+            55.6050 + f64::from(index) * 0.00005,
+            13.1000,
+            i64::from(index) * 2,
+        );
+        std::fs::write(photos.join(format!("{index}.jpg")), bytes).unwrap();
+    }
+    // As an operator runs it next to the replicas: the database from the environment, the
+    // media files into the shared data directory.
+    let output = std::process::Command::new(BINARY)
+        .args(["import", "--data"])
+        .arg(&fixture.dir)
+        .arg(&photos)
+        .env("STREETLEVEL_DATABASE_URL", postgres.url())
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&output.stdout).contains("imported 3 images"),
+        "{}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+
+    // Both running replicas serve them, with their thumbnails, without a restart.
+    let mut seen = Vec::new();
+    for server in [one, other] {
+        let ids = within(
+            images_visible_within(&backend),
+            "the imported images on a replica",
+            || {
+                let ids = image_ids_in(server, token, bbox);
+                (ids.len() == 3).then_some(ids)
+            },
+        );
+        let entity = server
+            .request(
+                "GET",
+                &format!("/{}?fields=id,sequence,thumb_256_url", ids[0]),
+                &[("Authorization", &format!("OAuth {token}"))],
+                b"",
+            )
+            .json();
+        assert!(entity["sequence"].is_string(), "{entity}");
+        let thumb = entity["thumb_256_url"].as_str().unwrap();
+        let target = &thumb[thumb.find("/media").unwrap()..];
+        let response = server.get(target);
+        assert_eq!(response.status, 200, "{thumb}");
+        assert_eq!(response.header("content-type"), Some("image/jpeg"));
+        seen.push(ids);
+    }
+    assert_eq!(seen[0], seen[1]);
+    let _ = std::fs::remove_dir_all(&photos);
+}
