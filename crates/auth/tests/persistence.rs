@@ -205,19 +205,26 @@ fn a_version_one_database_upgrades_in_place() {
     let path = database("upgrade-v1");
     let client_id: i64 = 1_234_567_890_123_456;
     {
-        let mut connection = rusqlite::Connection::open(&path).unwrap();
-        streetlevel_sqlite::migrate(
-            &mut connection,
-            "auth",
-            &[include_str!("data/schema_v1.sql")],
-        )
-        .unwrap();
-        connection
-            .execute(
-                "INSERT INTO auth_apps (client_id, name, callback_url, scopes, secret_digest, created_at)
-                 VALUES (?1, 'Old app', ?2, 'read', x'00', 0)",
-                rusqlite::params![client_id, CALLBACK],
+        let version_one = [include_str!("data/schema_v1.sql")];
+        let database =
+            streetlevel_db::Database::from_sqlite(rusqlite::Connection::open(&path).unwrap());
+        database
+            .migrate(
+                "auth",
+                &streetlevel_db::Migrations {
+                    sqlite: &version_one,
+                    postgres: &version_one,
+                },
             )
+            .unwrap();
+        database
+            .write(|connection| {
+                connection.execute(
+                    "INSERT INTO auth_apps (client_id, name, callback_url, scopes, secret_digest, created_at)
+                     VALUES (?1, 'Old app', ?2, 'read', x'00', 0)",
+                    streetlevel_db::params![client_id, CALLBACK],
+                )
+            })
             .unwrap();
     }
     let clock = FakeClock::new(START);

@@ -175,6 +175,36 @@ mod tests {
     }
 
     #[test]
+    fn a_failing_step_rolls_back_every_step_of_the_run() {
+        let database = Database::open_in_memory().unwrap();
+        let error = database
+            .migrate("t", &both(&[V1, "THIS IS NOT SQL"]))
+            .unwrap_err();
+        assert!(matches!(error, MigrationError::Db(_)), "{error:?}");
+        assert_eq!(database.schema_version("t").unwrap(), None);
+        let tables: Option<i64> = database
+            .read(|connection| {
+                connection.query_value(
+                    "SELECT COUNT(*) FROM sqlite_master WHERE name = 't_a'",
+                    params![],
+                )
+            })
+            .unwrap();
+        assert_eq!(tables, Some(0));
+    }
+
+    #[test]
+    fn prefixes_are_kept_apart() {
+        let database = Database::open_in_memory().unwrap();
+        database.migrate("t", &both(&[V1])).unwrap();
+        database
+            .migrate("u", &both(&["CREATE TABLE u_b (id INTEGER)", "SELECT 1"]))
+            .unwrap();
+        assert_eq!(database.schema_version("t").unwrap(), Some(1));
+        assert_eq!(database.schema_version("u").unwrap(), Some(2));
+    }
+
+    #[test]
     fn refuses_lists_of_different_lengths_and_odd_prefixes() {
         let database = Database::open_in_memory().unwrap();
         let uneven = Migrations {

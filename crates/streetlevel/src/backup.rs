@@ -195,7 +195,8 @@ fn verify(path: &Path) -> anyhow::Result<()> {
     let connection = streetlevel_sqlite::open_file_alone(path)
         .with_context(|| format!("cannot open {}", path.display()))?;
 
-    let version = streetlevel_sqlite::schema_version(&connection, "store")
+    let version = streetlevel_db::Database::from_sqlite(connection)
+        .schema_version("store")
         .with_context(|| format!("cannot read {}", path.display()))?;
     if version.is_none() {
         anyhow::bail!(
