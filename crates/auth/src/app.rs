@@ -255,7 +255,7 @@ impl AuthStore {
     pub fn rotate_client_token(&self, client_id: ClientId) -> Result<String, AuthError> {
         let client_token = generate(self.random.as_ref(), SecretKind::ClientToken);
         let now = self.now();
-        self.db().write(|connection| {
+        self.write_then_forget_tokens(|connection| {
             if !app_exists(connection, client_id)? {
                 return Err(AuthError::UnknownApp(client_id));
             }
@@ -266,7 +266,6 @@ impl AuthStore {
             )?;
             insert_app_token(connection, &client_token, TokenKind::Client, client_id, now)
         })?;
-        self.token_cache.invalidate();
         Ok(client_token)
     }
 

@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
-use streetlevel_db::{Database, Location, Migrations, params};
+use streetlevel_db::{Conn, Database, DbError, Location, Migrations, params};
 use streetlevel_model::Timestamp;
 use streetlevel_model::clock::duration_millis;
 
@@ -159,8 +159,9 @@ pub struct AuthStore {
     /// long for an unknown user as for a wrong password.
     pub(crate) dummy_hash: OnceLock<String>,
     /// Tokens found valid a moment ago. Every write that revokes, rotates or deletes a token
-    /// (or anything a [`Principal`](crate::Principal) is read from) must call
-    /// `token_cache.invalidate()` once it has committed; see `token_cache.rs`.
+    /// (or anything a [`Principal`](crate::Principal) is read from) goes through
+    /// [`AuthStore::write_then_forget_tokens`], which empties it once the write is over; see
+    /// `token_cache.rs`.
     pub(crate) token_cache: TokenCache,
 }
 
@@ -252,6 +253,20 @@ impl AuthStore {
         &self.db
     }
 
+    /// Runs `work` in one write transaction ([`Database::write`]), then empties the token
+    /// cache, so that no token it revoked, rotated or deleted is accepted from memory after
+    /// the commit. It empties the cache after a failed write too: `work` may return an
+    /// `Ok` that carries a refusal whose revocations were committed (a replayed code), and
+    /// emptying costs only a read per token.
+    pub(crate) fn write_then_forget_tokens<R, E: From<DbError>>(
+        &self,
+        work: impl FnOnce(&mut dyn Conn) -> Result<R, E>,
+    ) -> Result<R, E> {
+        let outcome = self.db.write(work);
+        self.token_cache.invalidate();
+        outcome
+    }
+
     /// The clock the store reads, to share with what must agree with it (the sign-in
     /// throttle of the same users, for one).
     pub fn clock(&self) -> Arc<dyn Clock> {
@@ -267,7 +282,7 @@ impl AuthStore {
     pub fn purge_expired(&self) -> Result<Purged, AuthError> {
         let now = self.now().0;
         let grace = duration_millis(self.config.refresh_grace);
-        let (codes, sessions, tokens) = self.db.read(|connection| {
+        let (codes, sessions, tokens) = self.write_then_forget_tokens(|connection| {
             let codes = connection.execute(
                 "DELETE FROM auth_codes WHERE expires_at <= ?1",
                 params![now],
@@ -282,7 +297,6 @@ impl AuthStore {
             )?;
             Ok::<_, AuthError>((codes, sessions, tokens))
         })?;
-        self.token_cache.invalidate();
         Ok(Purged {
             codes,
             sessions,

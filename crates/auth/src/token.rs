@@ -514,14 +514,13 @@ impl AuthStore {
 
     /// Revokes any access token (user, client or embed). Returns whether it was live.
     pub fn revoke_token(&self, token: &str) -> Result<bool, AuthError> {
-        let changed = self.db().read(|connection| {
+        let changed = self.write_then_forget_tokens(|connection| {
             connection.execute(
                 "UPDATE auth_tokens SET revoked_at = ?2, revoked_reason = 'revoked'
                  WHERE digest = ?1 AND revoked_at IS NULL",
                 params![digest(token).as_slice(), self.now().0],
             )
         })?;
-        self.token_cache.invalidate();
         Ok(changed > 0)
     }
 
@@ -607,8 +606,9 @@ impl AuthStore {
         code_verifier: Option<&str>,
     ) -> Result<TokenResponse, TokenError> {
         let now = self.now();
-        // Ok(Err(..)): refused, but what was written (a replay's revocations) is committed.
-        let outcome = self.db().write(|connection| {
+        // Ok(Err(..)): refused, but what was written (a replay's revocations) is committed,
+        // and the token cache forgets the grant's tokens.
+        self.write_then_forget_tokens(|connection| {
             let row = connection.query_row(
                 "SELECT client_id, user_id, redirect_uri, redirect_uri_given, scopes, grant_id,
                         expires_at, used_at, code_challenge, code_challenge_method
@@ -685,11 +685,7 @@ impl AuthStore {
             }
             .insert(connection)?;
             Ok(Ok(self.user_token_response(access_token)))
-        });
-        // A replay's revocations (and a refresh's rotation) committed: cached tokens of the
-        // grant must not outlive them.
-        self.token_cache.invalidate();
-        outcome?
+        })?
     }
 
     fn user_token_expiry(&self, now: Timestamp) -> Timestamp {
@@ -706,8 +702,9 @@ impl AuthStore {
         scope: Option<&str>,
     ) -> Result<TokenResponse, TokenError> {
         let now = self.now();
-        // Ok(Err(..)): refused, but what was written (a reuse's revocations) is committed.
-        let outcome = self.db().write(|connection| {
+        // Ok(Err(..)): refused, but what was written (a reuse's revocations) is committed,
+        // and the token cache forgets the grant's tokens.
+        self.write_then_forget_tokens(|connection| {
             let Some(stored) = stored_token(connection, refresh_token)? else {
                 return Err(TokenError::grant("unknown refresh_token"));
             };
@@ -775,10 +772,6 @@ impl AuthStore {
             }
             .insert(connection)?;
             Ok(Ok(self.user_token_response(access_token)))
-        });
-        // A replay's revocations (and a refresh's rotation) committed: cached tokens of the
-        // grant must not outlive them.
-        self.token_cache.invalidate();
-        outcome?
+        })?
     }
 }

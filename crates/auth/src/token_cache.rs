@@ -7,8 +7,9 @@
 //!
 //! - Expiry is not cached away: the caller compares the principal's expiry with its clock on
 //!   every use.
-//! - Writes of this process: every write that revokes, rotates or deletes tokens calls
-//!   [`TokenCache::invalidate`] after it commits, which bumps a generation; an entry made
+//! - Writes of this process: every write that revokes, rotates or deletes tokens runs through
+//!   `AuthStore::write_then_forget_tokens`, which calls [`TokenCache::invalidate`] after the
+//!   commit, bumping a generation; an entry made
 //!   under an older generation is never used. A lookup reads the generation *before* it
 //!   reads the database, so an entry made from a read that raced with a write is older than
 //!   the write's bump.
