@@ -208,6 +208,8 @@ fn add_images(
 
 mod cache;
 #[cfg(test)]
+mod limits;
+#[cfg(test)]
 mod overview_limits;
 #[cfg(test)]
 mod sequence_limits;

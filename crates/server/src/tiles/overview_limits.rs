@@ -5,56 +5,19 @@
 //! `u64::MAX`, its own 22-character sequence key, its own creator and organization), so every
 //! kept feature is as large, and as hard to compress, as it gets.
 
-use std::io::Write as _;
-
-use flate2::Compression;
-use flate2::write::GzEncoder;
-use http::header::{self, HeaderMap, HeaderValue};
-use streetlevel_model::{
-    CameraType, CreatorId, Image, ImageId, OrganizationId, Point, SequenceId, Timestamp,
-};
+use streetlevel_model::{CameraType, CreatorId, Image, ImageId, OrganizationId, Point, Timestamp};
 use streetlevel_mvt::{DEFAULT_EXTENT, TileId};
 use streetlevel_store::{OVERVIEW_GRID, Store};
 
-use super::{CachedTile, Tileset};
+use super::Tileset;
+use super::limits::{MAX_COMPRESSED_BYTES, Values, gzip_default, served};
 use crate::Config;
-use crate::reply::finish;
 
-/// "No tile exceeds 500 KB compressed" (decimal kilobytes, the stricter reading).
-const MAX_COMPRESSED_BYTES: usize = 500_000;
-/// "... and 200,000 features".
+/// "... and 200,000 features" (besides "no tile exceeds 500 KB compressed").
 const MAX_FEATURES: usize = 200_000;
 
 /// Tile-local units per overview cell.
 const CELL: u32 = DEFAULT_EXTENT / OVERVIEW_GRID;
-
-/// `SplitMix64`: deterministic values without a dependency.
-struct Values(u64);
-
-impl Values {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// A distinct-looking ID above 2^53 in the top 2^60 below `u64::MAX`: ten varint bytes.
-    fn id(&mut self) -> u64 {
-        u64::MAX - (self.next() >> 4)
-    }
-
-    /// A sequence key of the real form: 22 alphanumeric characters.
-    fn sequence_key(&mut self) -> SequenceId {
-        const ALPHABET: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
-        SequenceId(
-            (0..22)
-                .map(|_| char::from(ALPHABET[(self.next() % ALPHABET.len() as u64) as usize]))
-                .collect(),
-        )
-    }
-}
 
 /// The lon/lat of tile-local units `(x, y)` of `tile` (the far edge, 4096, included).
 fn point_in(tile: TileId, x: f64, y: f64) -> Point {
@@ -124,40 +87,21 @@ fn dense_images(tile: TileId, values: &mut Values) -> Vec<Image> {
     images
 }
 
-/// What a client receives for `tileset`/`tile`: the tile built without a cache (so every call
-/// encodes afresh), the decoded feature count, and the body the server sends to a client
-/// accepting gzip.
+/// What a client receives for `tileset`/`tile`: the tile built without a cache, its decoded
+/// feature count, and the body the server sends to a client accepting gzip.
 fn request(store: &Store, tileset: Tileset, tile_id: TileId) -> (Vec<u8>, usize, Vec<u8>) {
-    let encoded = CachedTile::render(store, tileset, tile_id).unwrap();
-    let features = if encoded.body.is_empty() {
+    let (bytes, sent) = served(store, tileset, tile_id);
+    let features = if bytes.is_empty() {
         0
     } else {
-        streetlevel_mvt::decode(&encoded.body)
+        streetlevel_mvt::decode(&bytes)
             .unwrap()
             .layers
             .iter()
             .map(|layer| layer.features.len())
             .sum()
     };
-    let mut headers = HeaderMap::new();
-    headers.insert(header::ACCEPT_ENCODING, HeaderValue::from_static("gzip"));
-    let response = finish(
-        &headers,
-        false,
-        encoded.reply(encoded.coding_for(&headers), 0),
-        "overview-limits",
-    );
-    (
-        encoded.body.to_vec(),
-        features,
-        response.into_body().to_vec(),
-    )
-}
-
-fn gzip_default(bytes: &[u8]) -> usize {
-    let mut encoder = GzEncoder::new(Vec::new(), Compression::default());
-    encoder.write_all(bytes).unwrap();
-    encoder.finish().unwrap().len()
+    (bytes, features, sent)
 }
 
 #[test]

@@ -8,53 +8,18 @@
 //! without generalisation each of those tiles is several times over the bound.
 
 use std::collections::HashSet;
-use std::io::Write as _;
 
-use flate2::Compression;
-use flate2::write::GzEncoder;
-use http::header::{self, HeaderMap, HeaderValue};
-use streetlevel_model::{CreatorId, Image, ImageId, OrganizationId, Point, SequenceId, Timestamp};
+use streetlevel_model::{CreatorId, Image, ImageId, OrganizationId, Point, Timestamp};
 use streetlevel_mvt::{DEFAULT_EXTENT, DecodedTile, TileId};
 use streetlevel_store::Store;
 
-use super::{CachedTile, Tileset};
-use crate::reply::finish;
-
-/// "At most 500 KB gzipped" (decimal kilobytes, the stricter reading).
-const MAX_COMPRESSED_BYTES: usize = 500_000;
+use super::Tileset;
+use super::limits::{MAX_COMPRESSED_BYTES, Values, gzip_default, served};
 /// Boxes per side of a grid; the tile is 4096 units, a box 40 (five 8-unit pixels).
 const BOXES: u32 = 96;
 const BOX_UNITS: f64 = 40.0;
 /// Images per sequence: a zigzag of this many vertices inside its box.
 const IMAGES_PER_SEQUENCE: u32 = 8;
-
-/// `SplitMix64`: deterministic values without a dependency.
-struct Values(u64);
-
-impl Values {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// A distinct-looking ID above 2^53: ten varint bytes.
-    fn id(&mut self) -> u64 {
-        u64::MAX - (self.next() >> 4)
-    }
-
-    /// A sequence key of the real form: 22 alphanumeric characters.
-    fn sequence_key(&mut self) -> SequenceId {
-        const ALPHABET: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
-        SequenceId(
-            (0..22)
-                .map(|_| char::from(ALPHABET[(self.next() % ALPHABET.len() as u64) as usize]))
-                .collect(),
-        )
-    }
-}
 
 /// A grid of `BOXES` × `BOXES` sequences over `tile`, each a zigzag inside its box.
 fn zigzag_grid(tile: TileId, values: &mut Values) -> Vec<Image> {
@@ -109,26 +74,6 @@ fn zigzag_grid(tile: TileId, values: &mut Values) -> Vec<Image> {
     images
 }
 
-/// The tile as encoded (no cache) and the body the server sends to a client accepting gzip.
-fn request(store: &Store, tile: TileId) -> (Vec<u8>, Vec<u8>) {
-    let encoded = CachedTile::render(store, Tileset::Coverage, tile).unwrap();
-    let mut headers = HeaderMap::new();
-    headers.insert(header::ACCEPT_ENCODING, HeaderValue::from_static("gzip"));
-    let response = finish(
-        &headers,
-        false,
-        encoded.reply(encoded.coding_for(&headers), 0),
-        "sequence-limits",
-    );
-    (encoded.body.to_vec(), response.into_body().to_vec())
-}
-
-fn gzip_default(bytes: &[u8]) -> usize {
-    let mut encoder = GzEncoder::new(Vec::new(), Compression::default());
-    encoder.write_all(bytes).unwrap();
-    encoder.finish().unwrap().len()
-}
-
 /// The sequence keys in a tile's `sequence` layer.
 fn sequence_keys(bytes: &[u8]) -> HashSet<String> {
     let tile = DecodedTile::decode(bytes).unwrap();
@@ -167,7 +112,7 @@ fn dense_sequence_tiles_stay_within_the_size_bound_and_z14_stays_complete() {
         };
         for zoom in 6..=13 {
             let tile = TileId::containing(lon, lat, zoom).unwrap();
-            let (bytes, sent) = request(&store, tile);
+            let (bytes, sent) = served(&store, Tileset::Coverage, tile);
             let default_gzip = gzip_default(&bytes);
             let what = format!("z{z} grid, tile {tile}");
             assert!(
@@ -185,7 +130,7 @@ fn dense_sequence_tiles_stay_within_the_size_bound_and_z14_stays_complete() {
                     "{what}: {kept} sequences"
                 );
             }
-            let (again, _) = request(&store, tile);
+            let (again, _) = served(&store, Tileset::Coverage, tile);
             assert!(
                 again == bytes,
                 "{what}: a repeated request gave other bytes"
@@ -203,7 +148,7 @@ fn dense_sequence_tiles_stay_within_the_size_bound_and_z14_stays_complete() {
             .map(|image| image.sequence.as_str().to_owned())
             .collect();
         assert!(!inside.is_empty());
-        let keys = sequence_keys(&request(&store, tile).0);
+        let keys = sequence_keys(&served(&store, Tileset::Coverage, tile).0);
         assert!(
             inside.is_subset(&keys),
             "z14 tile {tile} left out {} sequences",
