@@ -17,10 +17,13 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use streetlevel_ingest::{WriteTags, write_metadata};
 use streetlevel_model::Timestamp;
 use streetlevel_tests::replicas::{self, Backend, Replicas, try_request};
 use streetlevel_tests::{Fixture, Response, Server, auth};
+
+#[path = "common/photo.rs"]
+mod common_photo;
+use common_photo::photo;
 
 const BINARY: &str = env!("CARGO_BIN_EXE_streetlevel");
 
@@ -201,33 +204,6 @@ fn a_token_issued_through_one_replica_works_on_the_other_and_its_revocation_stop
     );
 }
 
-/// A 1200 x 900 JPEG geotagged at (`lat`, `lon`), taken `seconds` after 2024-05-01T10:00Z.
-fn photo(seed: u8, lat: f64, lon: f64, seconds: i64) -> Vec<u8> {
-    let (width, height) = (1200_u32, 900_u32);
-    let picture = image::RgbImage::from_fn(width, height, |x, y| {
-        image::Rgb([
-            seed.wrapping_mul(37),
-            (x * 255 / width) as u8,
-            (y * 255 / height) as u8,
-        ])
-    });
-    let mut jpeg = Vec::new();
-    image::codecs::jpeg::JpegEncoder::new_with_quality(&mut jpeg, 80)
-        .encode_image(&picture)
-        .unwrap();
-    let mut tags = WriteTags {
-        latitude: Some(lat),
-        longitude: Some(lon),
-        altitude: Some(40.0),
-        direction: Some(45.0),
-        make: Some(String::from("TestCam")),
-        model: Some(String::from("TC-1")),
-        ..WriteTags::default()
-    };
-    tags.set_capture_time_utc(Timestamp(1_714_557_600_000 + seconds * 1000));
-    write_metadata(&jpeg, &tags).unwrap()
-}
-
 /// The fixture's own user (`credentials.json`) signs in through `server`: a user token that
 /// may upload.
 fn upload_token(fixture: &Fixture, server: &Server) -> String {
@@ -288,8 +264,7 @@ fn an_image_uploaded_through_one_replica_is_served_by_the_other() {
     for index in 0..2_u8 {
         let bytes = photo(
             index,
-            lat + f64::from(index) * 0.00005,
-            lon,
+            Some((lat + f64::from(index) * 0.00005, lon)),
             i64::from(index) * 2,
         );
         let key = format!("mly_tools_{index:032x}.jpg");
@@ -833,8 +808,7 @@ fn streetlevel_import_on_postgresql_is_served_by_running_replicas() {
     for index in 0..3_u8 {
         let bytes = photo(
             index,
-            55.6050 + f64::from(index) * 0.00005,
-            13.1000,
+            Some((55.6050 + f64::from(index) * 0.00005, 13.1000)),
             i64::from(index) * 2,
         );
         std::fs::write(photos.join(format!("{index}.jpg")), bytes).unwrap();

@@ -10,15 +10,14 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use streetlevel_ingest::{WriteTags, write_metadata};
-use streetlevel_model::Timestamp;
 use streetlevel_mvt::{TileId, Value as TileValue};
 use streetlevel_tests::{Response, Server, create_app, create_user};
 
-const BINARY: &str = env!("CARGO_BIN_EXE_streetlevel");
-/// 2024-05-01T10:00:00Z.
-const START_MILLIS: i64 = 1_714_557_600_000;
+#[path = "common/photo.rs"]
+mod common_photo;
+use common_photo::{START_MILLIS, photo};
 
+const BINARY: &str = env!("CARGO_BIN_EXE_streetlevel");
 /// A fresh, empty directory under the system temp directory.
 fn temp_dir(name: &str) -> PathBuf {
     let dir =
@@ -26,34 +25,6 @@ fn temp_dir(name: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
-}
-
-/// A 1200 x 900 JPEG whose colours depend on `seed`, geotagged at `position` (lat, lon) when
-/// given, taken `seconds` after [`START_MILLIS`], facing north-east.
-fn photo(seed: u8, position: Option<(f64, f64)>, seconds: i64) -> Vec<u8> {
-    let (width, height) = (1200_u32, 900_u32);
-    let picture = image::RgbImage::from_fn(width, height, |x, y| {
-        image::Rgb([
-            seed.wrapping_mul(37),
-            (x * 255 / width) as u8,
-            (y * 255 / height) as u8,
-        ])
-    });
-    let mut jpeg = Vec::new();
-    image::codecs::jpeg::JpegEncoder::new_with_quality(&mut jpeg, 80)
-        .encode_image(&picture)
-        .unwrap();
-    let mut tags = WriteTags {
-        latitude: position.map(|(lat, _)| lat),
-        longitude: position.map(|(_, lon)| lon),
-        altitude: Some(40.0),
-        direction: Some(45.0),
-        make: Some(String::from("TestCam")),
-        model: Some(String::from("TC-1")),
-        ..WriteTags::default()
-    };
-    tags.set_capture_time_utc(Timestamp(START_MILLIS + seconds * 1000));
-    write_metadata(&jpeg, &tags).unwrap()
 }
 
 /// Photos `count` along a street going north from `start`, 5 m and 2 s apart.
