@@ -53,6 +53,15 @@ pub fn run_with_env(binary: &Path, args: &[&str], env: &[(&str, &str)]) -> Strin
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
+/// Copies the data directory `dir` into the empty PostgreSQL database `url` with
+/// `streetlevel migrate` (a server then serves it with `STREETLEVEL_DATABASE_URL`).
+pub fn migrate(binary: &Path, dir: &Path, url: &str) {
+    run(
+        binary,
+        &["migrate", "--from", &dir.to_string_lossy(), "--to", url],
+    );
+}
+
 impl Fixture {
     /// A fresh data set of `images` images (media rendered lazily by the server) in a
     /// directory named after `name` under the system temp directory.

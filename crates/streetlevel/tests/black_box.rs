@@ -558,16 +558,7 @@ fn database_unreachable(world: &World) -> Response {
     let fixture = world.pristine.copy("black-box-error-table-database");
     let mut postgres = streetlevel_tests::postgres::Postgres::start("black-box-error-table");
     let url = postgres.url();
-    streetlevel_tests::run(
-        Path::new(BINARY),
-        &[
-            "migrate",
-            "--from",
-            &fixture.dir.to_string_lossy(),
-            "--to",
-            &url,
-        ],
-    );
+    streetlevel_tests::migrate(Path::new(BINARY), &fixture.dir, &url);
     // Captured: the server warns of the outage, which is no concern of this test's output.
     let server = Server::start_captured(
         Path::new(BINARY),

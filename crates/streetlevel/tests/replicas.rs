@@ -717,16 +717,7 @@ fn a_postgresql_outage_answers_503_with_retry_after_and_everything_recovers_when
     let mut postgres = streetlevel_tests::postgres::Postgres::start("outage");
     let fixture = pristine().copy("replicas-outage");
     let backend = Backend::Postgres(postgres.url());
-    streetlevel_tests::run(
-        Path::new(BINARY),
-        &[
-            "migrate",
-            "--from",
-            &fixture.dir.to_string_lossy(),
-            "--to",
-            &postgres.url(),
-        ],
-    );
+    streetlevel_tests::migrate(Path::new(BINARY), &fixture.dir, &postgres.url());
     // Tokens stay in the cache through the outage, so that the upload's own use of the
     // database is what answers.
     let server = Server::start_captured(
