@@ -17,7 +17,8 @@
 //! `STREETLEVEL_HTTP_BENCH_ROWS=entity` (only the entity row between the two hello world
 //! rows, for profiling and quick comparisons) or `STREETLEVEL_HTTP_BENCH_ROWS=postgres` (the
 //! same fixture set on `SQLite` against `PostgreSQL`: reads, token exchange latency and the
-//! time for a write to reach another replica; see `http_load/postgres.rs`).
+//! time for a token and for an image written on one replica to reach the other; see
+//! `http_load/postgres.rs`).
 //!
 //! Two servers run on the same data: one with the default tile cache (cached tiles, entity,
 //! search) and one with the cache disabled (`tile_cache_entries: 0`), where every tile request

@@ -11,7 +11,10 @@
 //! 2. `POST /token` latency (`refresh_token` grant, each refresh returning the next token)
 //!    on each engine, sequential requests;
 //! 3. the time for a token issued (refreshed) through replica 0 to work on replica 1,
-//!    polled every 5 ms.
+//!    polled every 5 ms;
+//! 4. the time for an image uploaded through replica 0 to be served by replica 1, on
+//!    `PostgreSQL` (woken by `NOTIFY`) and on two replicas sharing a copy of the `SQLite` file
+//!    (woken by their 1 s poll of `store_writes`).
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -23,11 +26,18 @@ use streetlevel_tests::replicas::{Backend, Replicas, try_request};
 
 use super::{Endpoint, Load, Settings, wrk};
 
+#[path = "../../tests/common/photo.rs"]
+mod photo;
+
 /// Sequential token exchanges per engine.
 const EXCHANGES: usize = 200;
 /// Writes timed from one replica to the other.
 const PROPAGATIONS: usize = 50;
 const POLL: Duration = Duration::from_millis(5);
+/// Images uploaded through one replica per engine, each timed until the other serves it.
+const IMAGE_WRITES: usize = 30;
+/// The pause between two rounds of searches for an uploaded image on both replicas.
+const IMAGE_POLL: Duration = Duration::from_millis(1);
 
 fn now() -> streetlevel_model::Timestamp {
     let since_epoch = std::time::SystemTime::now()
@@ -166,6 +176,142 @@ fn propagation(
     (visible, polls)
 }
 
+/// For each of [`IMAGE_WRITES`] images uploaded through replica `one`, milliseconds from the
+/// first replica serving it to the second, sorted. The upload's job is processed by
+/// whichever replica's worker claims it first (they share the queue), and that replica
+/// writes the image: committed, then in its own memory, so it serves it first (or the other
+/// does, by a hair, when `NOTIFY` outruns that). Both are searched in the image's own box in
+/// turns, [`IMAGE_POLL`] apart. `place` keeps each engine's images apart.
+fn image_propagation(
+    one: SocketAddr,
+    other: SocketAddr,
+    credentials: &Value,
+    read_auth: &str,
+    place: f64,
+) -> Vec<f64> {
+    let login = json!({
+        "email": credentials["user"]["username"],
+        "password": credentials["user"]["password"],
+    });
+    let app_token = format!("OAuth {}", credentials["client_token"].as_str().unwrap());
+    let signed_in = try_request(
+        one,
+        "POST",
+        "/login",
+        &[
+            ("Authorization", &app_token),
+            ("Content-Type", "application/json"),
+        ],
+        login.to_string().as_bytes(),
+    )
+    .unwrap();
+    assert_eq!(signed_in.status, 200, "{signed_in:?}");
+    let upload_auth = format!(
+        "OAuth {}",
+        signed_in.json()["access_token"].as_str().unwrap()
+    );
+    let post = |target: &str, headers: &[(&str, &str)], body: &[u8]| {
+        let mut all = vec![("Authorization", upload_auth.as_str())];
+        all.extend_from_slice(headers);
+        let response = try_request(one, "POST", target, &all, body).unwrap();
+        assert_eq!(response.status, 200, "{target}: {response:?}");
+        response.json()
+    };
+    let run = format!("{}-{}", std::process::id(), now().0);
+    let mut delays = Vec::with_capacity(IMAGE_WRITES);
+    for index in 0..IMAGE_WRITES {
+        // One image per write, each in a box of its own away from the fixture's streets.
+        let (lat, lon) = (55.0 + index as f64 * 0.01, place);
+        let bbox = format!(
+            "/images?bbox={},{},{},{}&limit=1&fields=id",
+            lon - 0.0005,
+            lat - 0.0005,
+            lon + 0.0005,
+            lat + 0.0005
+        );
+        let bytes = photo::photo(u8::try_from(index % 256).unwrap(), Some((lat, lon)), 0);
+        let key = format!("mly_tools_bench_{run}_{index}.jpg");
+        let handle = post(&format!("/upload/{key}"), &[("Offset", "0")], &bytes)["h"].clone();
+        let manifest = json!({"image_handles": [handle]}).to_string();
+        let manifest_handle = post(
+            &format!("/upload/uuid_bench_{run}_{index}.json"),
+            &[("Offset", "0")],
+            manifest.as_bytes(),
+        )["h"]
+            .clone();
+        let finish = json!({"file_handle": manifest_handle, "file_type": "mly_bundle_manifest"});
+        post(
+            "/finish_upload",
+            &[("Content-Type", "application/json")],
+            finish.to_string().as_bytes(),
+        );
+        let serves = |addr: SocketAddr| {
+            try_request(addr, "GET", &bbox, &[("Authorization", read_auth)], &[]).is_some_and(
+                |response| {
+                    response.status == 200
+                        && response.json()["data"]
+                            .as_array()
+                            .is_some_and(|data| !data.is_empty())
+                },
+            )
+        };
+        let started = Instant::now();
+        let mut served_at = [None, None];
+        while served_at.iter().any(Option::is_none) {
+            for (at, addr) in served_at.iter_mut().zip([one, other]) {
+                if at.is_none() && serves(addr) {
+                    *at = Some(started.elapsed().as_secs_f64() * 1000.0);
+                }
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "image {index}: not served by both replicas within 60 s"
+            );
+            std::thread::sleep(IMAGE_POLL);
+        }
+        let [Some(first), Some(second)] = served_at else {
+            unreachable!("the loop ends when both served it");
+        };
+        delays.push((first - second).abs());
+    }
+    delays.sort_by(f64::total_cmp);
+    delays
+}
+
+/// Two replicas on a copy of the `SQLite` data directory `dir` (so that the uploads change
+/// neither the served fixture nor the one `PostgreSQL` copies): the image propagation there.
+fn sqlite_image_propagation(
+    binary: &Path,
+    dir: &Path,
+    flags: &[&str],
+    credentials: &Value,
+    read_auth: &str,
+) -> Vec<f64> {
+    let copy = dir.with_file_name(format!(
+        "{}-image-writes",
+        dir.file_name().unwrap().to_string_lossy()
+    ));
+    let _ = std::fs::remove_dir_all(&copy);
+    let status = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(dir)
+        .arg(&copy)
+        .status()
+        .unwrap();
+    assert!(status.success(), "copying the fixture set failed");
+    let replicas = Replicas::start(binary, &copy, 2, &Backend::Sqlite, flags);
+    let delays = image_propagation(
+        replicas.replica(0).addr,
+        replicas.replica(1).addr,
+        credentials,
+        read_auth,
+        13.6,
+    );
+    drop(replicas);
+    let _ = std::fs::remove_dir_all(&copy);
+    delays
+}
+
 /// `served` is the `SQLite` server's data directory (`sqlite`), `dir` a copy of it to migrate
 /// (a directory a server holds cannot be migrated).
 pub(crate) fn run(
@@ -239,6 +385,12 @@ pub(crate) fn run(
     // 3. A token refreshed through one replica, polled on the other.
     let (visible, polls) = propagation(one.addr, other.addr, &app, &pg_location, targets[0].1);
 
+    // 4. An image uploaded through one replica, searched on both: PostgreSQL, then SQLite.
+    let pg_images = image_propagation(one.addr, other.addr, &credentials, auth, 13.5);
+    drop(replicas);
+    drop(postgres);
+    let sqlite_images = sqlite_image_propagation(binary, dir, flags, &credentials, auth);
+
     print_tables(
         settings,
         &reads,
@@ -246,8 +398,31 @@ pub(crate) fn run(
         &visible,
         polls,
     );
-    drop(replicas);
-    drop(postgres);
+    print_image_propagation(&pg_images, &sqlite_images);
+}
+
+/// Prints the image propagation of both engines as Markdown.
+fn print_image_propagation(pg_images: &[f64], sqlite_images: &[f64]) {
+    println!(
+        "\nAn image uploaded through replica 0, from the first replica serving it (the one \
+         whose worker wrote it) to the second: {IMAGE_WRITES} uploads each, both searched in \
+         turns {} ms apart\n",
+        IMAGE_POLL.as_millis()
+    );
+    println!("| Engine (what wakes the other replica) | p50 | p95 | max | min |");
+    println!("|---|---|---|---|---|");
+    for (name, delays) in [
+        ("PostgreSQL (NOTIFY)", pg_images),
+        ("SQLite (1 s poll)", sqlite_images),
+    ] {
+        println!(
+            "| {name} | {:.1} ms | {:.1} ms | {:.1} ms | {:.1} ms |",
+            quantile(delays, 0.5),
+            quantile(delays, 0.95),
+            delays[delays.len() - 1],
+            delays[0]
+        );
+    }
 }
 
 /// Prints the three measurements as Markdown.
