@@ -253,18 +253,19 @@ impl AuthStore {
         &self.db
     }
 
-    /// Runs `work` in one write transaction ([`Database::write`]), then empties the token
-    /// cache, so that no token it revoked, rotated or deleted is accepted from memory after
-    /// the commit. It empties the cache after a failed write too: `work` may return an
-    /// `Ok` that carries a refusal whose revocations were committed (a replayed code), and
-    /// emptying costs only a read per token.
+    /// Runs `work` in one write transaction ([`Database::write`]) and, once it has committed,
+    /// empties the token cache, so that no token it revoked, rotated or deleted is accepted
+    /// from memory after the commit. A refusal whose revocations must stand (a replayed code)
+    /// is an `Ok` of `work`, so it commits and empties the cache too. A write that failed
+    /// changed nothing and keeps the cache: while the database cannot be reached, cached
+    /// tokens go on working.
     pub(crate) fn write_then_forget_tokens<R, E: From<DbError>>(
         &self,
         work: impl FnOnce(&mut dyn Conn) -> Result<R, E>,
     ) -> Result<R, E> {
-        let outcome = self.db.write(work);
+        let outcome = self.db.write(work)?;
         self.token_cache.invalidate();
-        outcome
+        Ok(outcome)
     }
 
     /// The clock the store reads, to share with what must agree with it (the sign-in
