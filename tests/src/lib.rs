@@ -254,6 +254,27 @@ impl Server {
         Server::spawn(binary, dir, "127.0.0.1:0", extra, env, true, true)
     }
 
+    /// [`Server::start_captured`] on the empty `PostgreSQL` database `url`, for a test that
+    /// stops and starts that database itself: the tables of `dir` are copied there first, by
+    /// `streetlevel migrate` here or, with `STREETLEVEL_TEST_TOPOLOGY=replicas`, by the
+    /// replicas wrapper, whose backend is `url` too.
+    pub fn start_on_postgres(binary: &Path, dir: &Path, url: &str, extra: &[&str]) -> Server {
+        let replicated =
+            std::env::var("STREETLEVEL_TEST_TOPOLOGY").is_ok_and(|topology| topology == "replicas");
+        if !replicated {
+            migrate(binary, dir, url);
+        }
+        Server::start_captured(
+            binary,
+            dir,
+            extra,
+            &[
+                ("STREETLEVEL_DATABASE_URL", url),
+                ("STREETLEVEL_TEST_BACKEND", url),
+            ],
+        )
+    }
+
     /// Standard error ([`Server::start_captured`] only) once it contains `text`, which a log
     /// line written by the server's logging thread may take a moment to; panics with what
     /// was written if `text` does not appear within 20 s.

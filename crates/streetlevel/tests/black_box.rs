@@ -557,15 +557,8 @@ fn every_row_of_the_documented_error_table_is_what_the_server_answers() {
 fn database_unreachable(world: &World) -> Response {
     let fixture = world.pristine.copy("black-box-error-table-database");
     let mut postgres = streetlevel_tests::postgres::Postgres::start("black-box-error-table");
-    let url = postgres.url();
-    streetlevel_tests::migrate(Path::new(BINARY), &fixture.dir, &url);
     // Captured: the server warns of the outage, which is no concern of this test's output.
-    let server = Server::start_captured(
-        Path::new(BINARY),
-        &fixture.dir,
-        &[],
-        &[("STREETLEVEL_DATABASE_URL", &url)],
-    );
+    let server = Server::start_on_postgres(Path::new(BINARY), &fixture.dir, &postgres.url(), &[]);
     postgres.stop();
     let response = server.request(
         "GET",

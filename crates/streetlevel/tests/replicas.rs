@@ -17,7 +17,6 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use streetlevel_model::Timestamp;
 use streetlevel_tests::replicas::{self, Backend, Replicas, try_request};
 use streetlevel_tests::{Fixture, Response, Server, auth};
 
@@ -583,13 +582,7 @@ fn the_replicas_recover_from_a_postgresql_restart_during_load_without_restarting
 /// A new user `username` with a browser session: the session token, created through the auth
 /// crate on `backend` as the sign-in form would.
 fn browser_session(fixture: &Fixture, backend: &Backend, username: &str) -> String {
-    let store = streetlevel_auth::AuthStore::open_location(
-        &backend.location(&fixture.dir),
-        streetlevel_auth::Config::insecure_fast(),
-        streetlevel_auth::FakeClock::new(now()),
-        streetlevel_auth::OsRandom,
-    )
-    .unwrap();
+    let store = auth::store_at(&backend.location(&fixture.dir), auth::now());
     store.create_user(username, "a password").unwrap();
     store.login(username, "a password").unwrap().1
 }
@@ -611,11 +604,14 @@ fn create_app_through_the_dashboard(server: &Server, session: &str, name: &str) 
     )
 }
 
+/// The upload session the outage test asks for.
+const UPLOAD_SESSION: &str = "/upload/mly_tools_outage.jpg";
+
 /// `GET /upload/<key>` of a fixed session with `uploader`'s token: the upload tables' answer.
 fn upload_offset(server: &Server, uploader: &str) -> Response {
     server.request(
         "GET",
-        "/upload/mly_tools_outage.jpg",
+        UPLOAD_SESSION,
         &[("Authorization", &format!("OAuth {uploader}"))],
         b"",
     )
@@ -717,14 +713,14 @@ fn a_postgresql_outage_answers_503_with_retry_after_and_everything_recovers_when
     let mut postgres = streetlevel_tests::postgres::Postgres::start("outage");
     let fixture = pristine().copy("replicas-outage");
     let backend = Backend::Postgres(postgres.url());
-    streetlevel_tests::migrate(Path::new(BINARY), &fixture.dir, &postgres.url());
     // Tokens stay in the cache through the outage, so that the upload's own use of the
-    // database is what answers.
-    let server = Server::start_captured(
+    // database is what answers. One server, or two replicas on `postgres` with
+    // `STREETLEVEL_TEST_TOPOLOGY=replicas`.
+    let server = Server::start_on_postgres(
         Path::new(BINARY),
         &fixture.dir,
+        &postgres.url(),
         &["--token-cache-seconds", "600"],
-        &[("STREETLEVEL_DATABASE_URL", &postgres.url())],
     );
     let client = format!("OAuth {}", fixture.client_token);
     let image = {
@@ -750,7 +746,15 @@ fn a_postgresql_outage_answers_503_with_retry_after_and_everything_recovers_when
         )
         .unwrap(),
     );
-    assert_eq!(upload_offset(&server, &uploader).status, 200);
+    // Every process checks the uploader's token once, so each has it in its cache.
+    for process in server.processes() {
+        let auth = format!("OAuth {uploader}");
+        let headers = [("Authorization", auth.as_str())];
+        for target in [format!("/{image}?fields=id"), String::from(UPLOAD_SESSION)] {
+            let response = streetlevel_tests::request(*process, "GET", &target, &headers, b"");
+            assert_eq!(response.status, 200, "{target}: {response:?}");
+        }
+    }
 
     postgres.stop();
     what_needs_the_database_answers_503(
