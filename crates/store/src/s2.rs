@@ -20,6 +20,33 @@ const INVERT_MASK: usize = 2;
 const IJ_TO_POS: [[u64; 4]; 4] = [[0, 1, 3, 2], [0, 3, 1, 2], [2, 3, 1, 0], [2, 1, 3, 0]];
 /// How the orientation changes when descending into the child at a Hilbert position.
 const POS_TO_ORIENTATION: [usize; 4] = [SWAP_MASK, 0, 0, INVERT_MASK | SWAP_MASK];
+/// Levels looked up at once in [`LOOKUP_POS`].
+const LOOKUP_BITS: u32 = 4;
+/// For `LOOKUP_BITS` levels at once, as the S2 library does: indexed by `i` bits, `j` bits
+/// and the orientation (`i << 6 | j << 2 | orientation`), the Hilbert positions of those
+/// levels and the orientation after them (`positions << 2 | orientation`).
+static LOOKUP_POS: [u16; 1 << (2 * LOOKUP_BITS + 2)] = lookup_pos();
+
+const fn lookup_pos() -> [u16; 1 << (2 * LOOKUP_BITS + 2)] {
+    let mut table = [0; 1 << (2 * LOOKUP_BITS + 2)];
+    let mut index = 0;
+    while index < table.len() {
+        let (i, j, start) = (index >> 6, (index >> 2) & 15, index & 3);
+        let mut orientation = start;
+        let mut positions = 0;
+        let mut bit = LOOKUP_BITS;
+        while bit > 0 {
+            bit -= 1;
+            let quadrant = ((i >> bit) & 1) << 1 | ((j >> bit) & 1);
+            let child = IJ_TO_POS[orientation][quadrant];
+            orientation ^= POS_TO_ORIENTATION[child as usize];
+            positions = (positions << 2) | child as usize;
+        }
+        table[index] = (positions << 2 | orientation) as u16;
+        index += 1;
+    }
+    table
+}
 
 /// An S2 cell: a face (0–5), a level (0–30) and a position along the Hilbert curve, packed in
 /// a `u64` exactly as the S2 library does (so the decimal form matches other clients).
@@ -92,14 +119,21 @@ impl S2CellId {
         self.0 & self.0.wrapping_neg()
     }
 
+    /// Walks the Hilbert curve `LOOKUP_BITS` levels at a time from the top: 32 levels,
+    /// of which the first two (above level 0; `i` and `j` have 30 bits) are the child at
+    /// (0, 0) twice, which adds no position and, from a face's orientation (0 or 1), gives the
+    /// same orientation back.
     fn from_face_ij(face: u8, i: u32, j: u32) -> Self {
-        let mut orientation = usize::from(face) & SWAP_MASK;
+        const MASK: u32 = (1 << LOOKUP_BITS) - 1;
+        let mut bits = usize::from(face) & SWAP_MASK;
         let mut position: u64 = 0;
-        for bit in (0..MAX_LEVEL).rev() {
-            let quadrant = (((i >> bit) & 1) << 1 | ((j >> bit) & 1)) as usize;
-            let child = IJ_TO_POS[orientation][quadrant];
-            orientation ^= POS_TO_ORIENTATION[child as usize];
-            position = (position << 2) | child;
+        for chunk in (0..32 / LOOKUP_BITS).rev() {
+            let shift = chunk * LOOKUP_BITS;
+            bits += (((i >> shift) & MASK) as usize) << (LOOKUP_BITS + 2);
+            bits += (((j >> shift) & MASK) as usize) << 2;
+            let entry = LOOKUP_POS[bits];
+            position |= u64::from(entry >> 2) << (2 * shift);
+            bits = usize::from(entry) & (SWAP_MASK | INVERT_MASK);
         }
         S2CellId(((u64::from(face) << (POS_BITS - 1)) | position) << 1 | 1)
     }
