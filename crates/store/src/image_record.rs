@@ -339,14 +339,14 @@ impl CameraPool {
         self.cameras.get(index as usize)
     }
 
-    /// Room for `additional` more cameras.
-    pub(crate) fn reserve(&mut self, additional: usize) {
-        self.cameras.reserve(additional);
-    }
-
-    /// Gives back what [`CameraPool::reserve`] took and was not used.
+    /// Gives back the room a growing table left unused.
     pub(crate) fn shrink_to_fit(&mut self) {
         self.cameras.shrink_to_fit();
+    }
+
+    /// Every camera, by index.
+    pub(crate) fn all(&self) -> &[Camera] {
+        &self.cameras
     }
 
     /// Which cameras pass `keep`, by index.
@@ -377,6 +377,11 @@ impl Interner {
         self.strings.get(index as usize).map(AsRef::as_ref)
     }
 
+    /// Every string, by index.
+    pub(crate) fn all(&self) -> &[Box<str>] {
+        &self.strings
+    }
+
     /// Indices of the strings equal to `text` ignoring ASCII case.
     pub(crate) fn matching_ignore_case(&self, text: &str) -> Vec<u32> {
         self.strings
@@ -394,7 +399,7 @@ impl Interner {
 /// fixture set's lists differs), where lookup tables over lists and cameras took a fifth of
 /// loading's CPU time and saved nothing; where lists repeat across runs, a repeat costs its
 /// values again (24 bytes for the usual three).
-#[derive(Debug, Default)]
+#[derive(Debug, Default, PartialEq)]
 pub(crate) struct ParameterPool {
     /// Every list, end to end.
     values: Vec<f64>,
@@ -406,13 +411,9 @@ impl ParameterPool {
     /// The index of a list equal to `parameters`.
     pub(crate) fn intern(&mut self, parameters: &[f64]) -> u32 {
         if let Some(last) = self.ends.len().checked_sub(1)
-            && self.get(last as u32).is_some_and(|stored| {
-                stored.len() == parameters.len()
-                    && stored
-                        .iter()
-                        .zip(parameters)
-                        .all(|(a, b)| a.to_bits() == b.to_bits())
-            })
+            && self
+                .get(last as u32)
+                .is_some_and(|stored| same_bits(stored, parameters))
         {
             return last as u32;
         }
@@ -428,14 +429,40 @@ impl ParameterPool {
         self.values.get(start..end)
     }
 
-    /// Room for `additional` more lists.
-    pub(crate) fn reserve(&mut self, additional: usize) {
-        self.ends.reserve(additional);
+    /// Appends the lists of `other` and returns where its first list now is: `other`'s
+    /// list `i` is list `returned + i` here. A first list equal to the one stored last is not
+    /// stored again (as [`ParameterPool::intern`] would not store it), so then the returned
+    /// index is that last list's.
+    pub(crate) fn append(&mut self, other: &ParameterPool) -> u32 {
+        let stored = self.ends.len();
+        let repeats_last = match (other.get(0), stored.checked_sub(1)) {
+            (Some(first), Some(last)) => self
+                .get(last as u32)
+                .is_some_and(|last| same_bits(last, first)),
+            _ => false,
+        };
+        let skip = usize::from(repeats_last);
+        let skipped_values = if repeats_last { other.ends[0] } else { 0 };
+        let base = self.values.len();
+        self.values
+            .extend_from_slice(&other.values[skipped_values..]);
+        self.ends.extend(
+            other.ends[skip..]
+                .iter()
+                .map(|&end| base + end - skipped_values),
+        );
+        (stored - skip) as u32
     }
 
-    /// Gives back what [`ParameterPool::reserve`] took and was not used.
+    /// Gives back the room growing tables left unused.
     pub(crate) fn shrink_to_fit(&mut self) {
         self.values.shrink_to_fit();
         self.ends.shrink_to_fit();
     }
+}
+
+/// Whether two lists are equal bit for bit (so `NaN`s compare equal and `-0.0` differs from
+/// `0.0`).
+fn same_bits(a: &[f64], b: &[f64]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(a, b)| a.to_bits() == b.to_bits())
 }

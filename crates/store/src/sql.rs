@@ -22,7 +22,8 @@ use streetlevel_model::{
     SequenceId, Timestamp,
 };
 
-use crate::image_record::{Interner, NONE, RecordNames, RecordValues};
+use crate::image_record::{NONE, RecordNames, RecordValues};
+use crate::records::Records;
 use crate::{Store, StoreError};
 
 /// The newest schema version this build writes.
@@ -822,14 +823,13 @@ fn load_all(
 ) -> Result<ImageRead, StoreError> {
     // The first read fixes this transaction's snapshot (WAL; PostgreSQL's repeatable read):
     // everything below, and the second connection's half of the images, must come from it.
-    let n_images: i64 = connection
-        .query_value("SELECT count(*) FROM store_images", params![])?
-        .unwrap_or(0);
     let newest_write = last_write(connection)?;
     store.persistence.followed_up_to(newest_write);
     after_first_read();
     let upper_half = match file {
-        Some(path) if n_images >= parallel_from => open_upper_half(connection, path, newest_write)?,
+        Some(path) if has_at_least(connection, parallel_from)? => {
+            open_upper_half(connection, path, newest_write)?
+        }
         _ => None,
     };
 
@@ -878,7 +878,7 @@ fn load_all(
         },
     )?;
 
-    let read = load_images(connection, store, n_images, upper_half)?;
+    let read = load_images(connection, store, upper_half)?;
     load_map_features_and_detections(connection, store)?;
     if let Some((id, first, second)) = store.first_shared_id() {
         return Err(StoreError::CorruptRow {
@@ -893,6 +893,7 @@ fn load_map_features_and_detections(
     connection: &mut dyn Conn,
     store: &mut Store,
 ) -> Result<(), StoreError> {
+    let mut features = Vec::new();
     each_row(
         connection,
         "SELECT id, aligned_direction, first_seen_at, last_seen_at, object_value, object_type,
@@ -914,7 +915,7 @@ fn load_map_features_and_detections(
                 Some(blob) => blob_to_ids("store_map_features", blob)?,
                 None => return Err(wrong_kind(8, "blob", ValueRef::Null)),
             };
-            store.records.push_map_feature(MapFeature {
+            features.push(MapFeature {
                 id: MapFeatureId(from_sql_id(row.get(0)?)),
                 aligned_direction: row.get(1)?,
                 first_seen_at: Timestamp(row.get(2)?),
@@ -927,14 +928,16 @@ fn load_map_features_and_detections(
             Ok(())
         },
     )?;
+    store.records.push_map_features(features);
     store.index_new_map_features(0);
 
+    let mut detections = Vec::new();
     each_row(
         connection,
         "SELECT id, created_at, geometry, image, value, map_feature FROM store_detections",
         params![],
         |row| {
-            store.records.push_detection(Detection {
+            detections.push(Detection {
                 id: DetectionId(from_sql_id(row.get(0)?)),
                 created_at: Timestamp(row.get(1)?),
                 geometry: row.get(2)?,
@@ -947,6 +950,7 @@ fn load_map_features_and_detections(
             Ok(())
         },
     )?;
+    store.records.push_detections(detections);
     store.index_new_detections(0);
     Ok(())
 }
@@ -963,6 +967,19 @@ fn table_of(kind: EntityKind) -> &'static str {
 
 /// Tables of at least this many images are read by two connections at once, each half.
 const PARALLEL_LOAD: i64 = 100_000;
+
+/// Whether the image table holds at least `count` rows: counts at most that many, where
+/// `count(*)` of the whole table reads every page of it (at 10M images a tenth of loading's
+/// CPU time, for a number loading does not need).
+fn has_at_least(connection: &mut dyn Conn, count: i64) -> Result<bool, StoreError> {
+    let counted: i64 = connection
+        .query_value(
+            "SELECT count(*) FROM (SELECT 1 FROM store_images LIMIT ?1) AS head",
+            params![count],
+        )?
+        .unwrap_or(0);
+    Ok(counted >= count)
+}
 
 const IMAGE_COLUMNS: &str = "SELECT id, captured_at, lon, lat, computed_lon, computed_lat,
     altitude, atomic_scale, camera_parameters, camera_type, compass_angle, computed_altitude,
@@ -1011,10 +1028,11 @@ fn open_upper_half(
         .unwrap_or((0, None));
     // The middle of the ID range, not the median ID: min and max are two lookups in the
     // table's B-tree, where `OFFSET n/2` stepped through half of it. IDs are handed out in
-    // ascending order, so the halves are near even.
+    // ascending order, so the halves are near even. (Each in a query of its own: `SQLite`
+    // looks a lone `min` or `max` up, but scans the table for `SELECT min(id), max(id)`.)
     let (low, high) = connection
         .query_row(
-            "SELECT min(id), max(id) FROM store_images",
+            "SELECT (SELECT min(id) FROM store_images), (SELECT max(id) FROM store_images)",
             params![],
             |row| Ok::<_, StoreError>((row.get::<Option<i64>>(0)?, row.get::<Option<i64>>(1)?)),
         )?
@@ -1031,16 +1049,13 @@ fn open_upper_half(
 /// Reads the images straight into the store's records (no intermediate [`Image`]), then
 /// indexes them once. With `upper_half` (a large table in a `SQLite` file) they are read in
 /// two halves by ID: this thread pushes the lower half while the second connection reads the
-/// upper half into a buffer.
+/// upper half into records of its own, which this thread then appends (each of their names,
+/// cameras and parameter lists resolved once, not per image).
 fn load_images(
     connection: &mut dyn Conn,
     store: &mut Store,
-    n_images: i64,
     upper_half: Option<(Connection, i64)>,
 ) -> Result<ImageRead, StoreError> {
-    store
-        .records
-        .reserve_for_load(usize::try_from(n_images).unwrap_or(0));
     let mut parameters = Vec::new();
     let Some((upper_connection, split)) = upper_half else {
         each_row(connection, IMAGE_COLUMNS, params![], |row| {
@@ -1053,7 +1068,7 @@ fn load_images(
         return Ok(ImageRead::OnePass);
     };
     let upper = std::thread::scope(|scope| {
-        let upper = scope.spawn(|| read_images_buffered(upper_connection, split));
+        let upper = scope.spawn(|| read_upper_half(upper_connection, split));
         let lower = each_row(
             connection,
             &format!("{IMAGE_COLUMNS} WHERE id < ?1"),
@@ -1072,55 +1087,18 @@ fn load_images(
         });
         lower.and(upper)
     })?;
-    for image in &upper.images {
-        let names = RecordNames {
-            sequence: upper.strings.get(image.sequence).unwrap_or_default(),
-            creator: image.creator,
-            organization: image.organization,
-            make: upper.strings.get(image.make),
-            model: upper.strings.get(image.model),
-            camera_parameters: image
-                .parameters
-                .map(|(start, end)| &upper.parameters[start..end]),
-            camera_type: image.camera_type,
-        };
-        store.records.push_image(&image.values, &names);
-    }
+    store.records.append_images(&upper);
     drop(upper);
     store.records.shrink_pools();
     store.index_new_images(0);
     Ok(ImageRead::Halves)
 }
 
-/// An image read by the second loading thread, its names interned in [`BufferedImages`].
-struct BufferedImage {
-    values: RecordValues,
-    sequence: u32,
-    creator: CreatorId,
-    organization: Option<OrganizationId>,
-    make: u32,
-    model: u32,
-    /// Where its camera parameters lie in [`BufferedImages::parameters`].
-    parameters: Option<(usize, usize)>,
-    camera_type: Option<CameraType>,
-}
-
-struct BufferedImages {
-    images: Vec<BufferedImage>,
-    strings: Interner,
-    /// Every image's camera parameters end to end, not interned: the store interns them
-    /// once, when it takes the images.
-    parameters: Vec<f64>,
-}
-
 /// Reads the images with IDs from `first` on through the second connection (in its read
-/// transaction from [`open_upper_half`]), then ends that transaction.
-fn read_images_buffered(connection: Connection, first: i64) -> Result<BufferedImages, StoreError> {
-    let mut buffered = BufferedImages {
-        images: Vec::new(),
-        strings: Interner::default(),
-        parameters: Vec::new(),
-    };
+/// transaction from [`open_upper_half`]) into records of their own (which
+/// [`Records::append_images`] then takes), then ends that transaction.
+fn read_upper_half(connection: Connection, first: i64) -> Result<Records, StoreError> {
+    let mut records = Records::default();
     let mut parameters = Vec::new();
     let mut reader = SqliteConn(&connection);
     each_row(
@@ -1129,28 +1107,7 @@ fn read_images_buffered(connection: Connection, first: i64) -> Result<BufferedIm
         params![first],
         |row| {
             let (values, names) = read_image_row(row, &mut parameters)?;
-            let image = BufferedImage {
-                values,
-                sequence: buffered.strings.intern(names.sequence),
-                creator: names.creator,
-                organization: names.organization,
-                make: names
-                    .make
-                    .map_or(NONE, |make| buffered.strings.intern(make)),
-                model: names
-                    .model
-                    .map_or(NONE, |model| buffered.strings.intern(model)),
-                parameters: match names.camera_parameters {
-                    Some(list) => {
-                        let start = buffered.parameters.len();
-                        buffered.parameters.extend_from_slice(list);
-                        Some((start, buffered.parameters.len()))
-                    }
-                    None => None,
-                },
-                camera_type: names.camera_type,
-            };
-            buffered.images.push(image);
+            records.push_image(&values, &names);
             Ok(())
         },
     )?;
@@ -1158,7 +1115,7 @@ fn read_images_buffered(connection: Connection, first: i64) -> Result<BufferedIm
     connection
         .close()
         .map_err(|(_, error)| DbError::from(error))?;
-    Ok(buffered)
+    Ok(records)
 }
 
 /// Decodes a float blob into `out` (cleared first).

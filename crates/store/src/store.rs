@@ -308,36 +308,42 @@ impl Store {
     }
 
     /// The lowest ID held by two kinds of entity, with both kinds (in [`Store::kind_of`]'s
-    /// order, so the first is the one `kind_of` answers). Inserts refuse such IDs, but
-    /// database keys are per table, so a load checks: an entity of a later kind whose ID
-    /// `kind_of` places in an earlier kind is shared (one lookup per map feature, detection
-    /// and organization; images, the bulk, come first and are never looked up).
+    /// order, so the first is the one `kind_of` answers, and the second the next kind holding
+    /// it). Inserts refuse such IDs, but database keys are per table, so a load checks: each
+    /// pair of kinds is merged in ID order (every kind's IDs are sorted already), galloping
+    /// through the longer side, so the images, the bulk, are mostly stepped over rather than
+    /// looked up one by one.
     pub(crate) fn first_shared_id(&self) -> Option<(u64, EntityKind, EntityKind)> {
-        let map_features = self
-            .records
-            .map_feature_ids()
-            .keys()
-            .map(|&id| (id, EntityKind::MapFeature));
-        let detections = self
-            .records
-            .detection_ids()
-            .keys()
-            .map(|&id| (id, EntityKind::Detection));
-        let organizations = self
+        let map_features: Vec<u64> = self.records.map_feature_ids().keys().copied().collect();
+        let detections: Vec<u64> = self.records.detection_ids().keys().copied().collect();
+        let mut organizations: Vec<u64> = self
             .records
             .organizations()
             .iter()
             .filter(|record| record.organization.is_some())
-            .map(|record| (record.id.0, EntityKind::Organization));
-        map_features
-            .chain(detections)
-            .chain(organizations)
-            .filter_map(|(id, kind)| {
-                let first = self.kind_of(EntityId(id))?;
-                (first != kind).then_some((id, first, kind))
-            })
-            // On equal IDs the earlier kind, as the chain lists them.
-            .min_by_key(|&(id, ..)| id)
+            .map(|record| record.id.0)
+            .collect();
+        organizations.sort_unstable();
+        let id_order = self.indexes.id_order();
+        let image_id = |position: usize| self.records.image(id_order[position]).id;
+        let later = [
+            (EntityKind::MapFeature, map_features.as_slice()),
+            (EntityKind::Detection, detections.as_slice()),
+            (EntityKind::Organization, organizations.as_slice()),
+        ];
+        let mut shared = Vec::new();
+        for (position, &(kind, ids)) in later.iter().enumerate() {
+            if let Some(id) = lowest_common(id_order.len(), image_id, ids) {
+                shared.push((id, EntityKind::Image, kind));
+            }
+            for &(earlier, earlier_ids) in &later[..position] {
+                if let Some(id) = lowest_common(earlier_ids.len(), |at| earlier_ids[at], ids) {
+                    shared.push((id, earlier, kind));
+                }
+            }
+        }
+        // On equal IDs the earliest kind, then the next earliest.
+        shared.into_iter().min()
     }
 
     // ---- helpers shared with search and tiles ---------------------------------------------
@@ -494,9 +500,7 @@ impl Store {
         Self::check_capacity(self.map_feature_count() + features.len(), "map features")?;
         self.write(|connection| sql::insert_map_features(connection, features))?;
         let first_new = self.map_feature_count();
-        for feature in features {
-            self.records.push_map_feature(feature.clone());
-        }
+        self.records.push_map_features(features.to_vec());
         self.index_new_map_features(first_new);
         self.bump_generation();
         self.record_new_map_features(first_new);
@@ -512,9 +516,7 @@ impl Store {
         Self::check_capacity(self.detection_count() + detections.len(), "detections")?;
         self.write(|connection| sql::insert_detections(connection, detections))?;
         let first_new = self.detection_count();
-        for detection in detections {
-            self.records.push_detection(detection.clone());
-        }
+        self.records.push_detections(detections.to_vec());
         self.index_new_detections(first_new);
         self.bump_generation();
         Ok(())
@@ -587,12 +589,62 @@ impl Store {
     }
 }
 
+/// The lowest value in both ascending sequences: `len` values read through `key`, and `ids`.
+/// For each of `ids` it gallops from where the last one stopped (steps of 1, 2, 4, ... then a
+/// binary search), so a long first sequence costs about `log` of each gap, not its length.
+fn lowest_common(len: usize, key: impl Fn(usize) -> u64, ids: &[u64]) -> Option<u64> {
+    let mut start = 0;
+    for &id in ids {
+        // Every value before `start` is below `id`.
+        let mut step = 1;
+        let mut end = start;
+        while end < len && key(end) < id {
+            start = end + 1;
+            end = start.saturating_add(step).min(len);
+            step *= 2;
+        }
+        // The first value not below `id` lies in `start..=end` (`end == len`: none).
+        let (mut low, mut high) = (start, end);
+        while low < high {
+            let middle = low + (high - low) / 2;
+            if key(middle) < id {
+                low = middle + 1;
+            } else {
+                high = middle;
+            }
+        }
+        start = low;
+        if start == len {
+            return None;
+        }
+        if key(start) == id {
+            return Some(id);
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use streetlevel_model::{Point, Timestamp};
 
+    use proptest::prelude::*;
+
     use super::*;
     use crate::indexes::SequenceEntry;
+
+    proptest! {
+        #[test]
+        fn lowest_common_is_the_lowest_value_of_both(
+            first in proptest::collection::btree_set(0u64..300, 0..200),
+            second in proptest::collection::btree_set(0u64..300, 0..40),
+        ) {
+            let first: Vec<u64> = first.into_iter().collect();
+            let second: Vec<u64> = second.into_iter().collect();
+            let expected = second.iter().copied().find(|value| first.contains(value));
+            prop_assert_eq!(lowest_common(first.len(), |at| first[at], &second), expected);
+        }
+    }
 
     fn image(number: u64, sequence: &str) -> Image {
         Image {

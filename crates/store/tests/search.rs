@@ -477,6 +477,27 @@ proptest! {
         insert_all(&mut store, &data);
         check_lookups(&store, &data);
     }
+
+    #[test]
+    fn lookups_match_after_inserts_in_batches(seed in any::<u64>(), n in 0usize..100, batch in 1usize..30) {
+        // The lists of creators, organizations, sequences, images and map features stay in
+        // order whatever the batches bring (IDs and capture times come in random order).
+        let data = dataset(seed, n);
+        let mut store = Store::in_memory();
+        store.insert_creators(&data.creators).unwrap();
+        store.insert_organizations(&data.organizations).unwrap();
+        store.insert_sequences(&data.sequences).unwrap();
+        for images in data.images.chunks(batch) {
+            store.insert_images(images).unwrap();
+        }
+        for features in data.map_features.chunks(batch) {
+            store.insert_map_features(features).unwrap();
+        }
+        for detections in data.detections.chunks(batch) {
+            store.insert_detections(detections).unwrap();
+        }
+        check_lookups(&store, &data);
+    }
 }
 
 /// Every lookup of the store against the data it was given.
