@@ -18,7 +18,10 @@
 //! rows, for profiling and quick comparisons) or `STREETLEVEL_HTTP_BENCH_ROWS=postgres` (the
 //! same fixture set on `SQLite` against `PostgreSQL`: reads, token exchange latency and the
 //! time for a token and for an image written on one replica to reach the other; see
-//! `http_load/postgres.rs`).
+//! `http_load/postgres.rs`), and `STREETLEVEL_HTTP_BENCH_MARTIN` (a `martin` binary: Martin
+//! serves the measured tiles from `MBTiles`, stored gzipped and stored raw, and its rows follow
+//! each cached tile row; with `STREETLEVEL_HTTP_BENCH_ROWS=martin` only those rows run; see
+//! `http_load/martin.rs`).
 //!
 //! Two servers run on the same data: one with the default tile cache (cached tiles, entity,
 //! search) and one with the cache disabled (`tile_cache_entries: 0`), where every tile request
@@ -46,6 +49,8 @@ use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
+#[path = "http_load/martin.rs"]
+mod martin;
 #[path = "http_load/postgres.rs"]
 mod postgres;
 
@@ -276,29 +281,52 @@ fn fixtures(images: u64, with_copy: bool) -> (PathBuf, Option<PathBuf>) {
     (dir, Some(copy))
 }
 
-/// The tile rows: cached and uncached in each coding, and uncached with one client.
-fn tile_rows(
+/// The codings a tile is measured in: the name and the `Accept-Encoding` sent.
+const CODINGS: [(&str, Option<&str>); 3] = [
+    ("identity", None),
+    ("gzip", Some("gzip")),
+    ("br", Some("br")),
+];
+
+/// The cached tile rows in `codings`; with `peer`, Martin's rows for the same tile and
+/// coding (identity and gzip) follow each row.
+fn cached_tile_rows(
     rows: &mut Vec<(String, Load)>,
-    [cached, uncached]: [Endpoint; 2],
+    cached: Endpoint,
+    peer: Option<&martin::Martin>,
     tiles: &[(u8, String)],
-    auth: &str,
+    (auth, codings): (&str, &[(&str, Option<&str>)]),
     settings: Settings,
 ) {
-    let codings = [
-        ("identity", None),
-        ("gzip", Some("gzip")),
-        ("br", Some("br")),
-    ];
     for (z, target) in tiles {
-        for (name, accept) in codings {
+        for &(name, accept) in codings {
             let mut headers = vec![("Authorization", auth)];
             if let Some(accept) = accept {
                 headers.push(("Accept-Encoding", accept));
             }
             let load = wrk(cached, target, &headers, &settings);
             rows.push((format!("z{z} tile, cached, {name}"), load));
+            if let Some(peer) = peer
+                && name != "br"
+            {
+                martin::rows(rows, peer, (*z, target), (name, accept), &settings);
+            }
         }
     }
+}
+
+/// The tile rows: cached (with `peer`'s rows) and uncached in each coding, and uncached
+/// with one client.
+fn tile_rows(
+    rows: &mut Vec<(String, Load)>,
+    [cached, uncached]: [Endpoint; 2],
+    peer: Option<&martin::Martin>,
+    tiles: &[(u8, String)],
+    auth: &str,
+    settings: Settings,
+) {
+    let codings = CODINGS;
+    cached_tile_rows(rows, cached, peer, tiles, (auth, &codings), settings);
     for (z, target) in tiles {
         for (name, accept) in codings {
             let mut headers = vec![("Authorization", auth)];
@@ -446,11 +474,11 @@ fn targets(
 
 /// Measures hello world again and prints the table, ratios against the mean of both hello
 /// world rows (the first row is the first one).
-fn finish(mut rows: Vec<(String, Load)>, hello: Endpoint, settings: &Settings) {
+fn finish(rows: &mut Vec<(String, Load)>, hello: Endpoint, settings: &Settings) {
     let baseline_again = wrk(hello, "/", &[], settings);
     rows.push((String::from("hyper hello world, again"), baseline_again));
     let baseline_mean = f64::midpoint(rows[0].1.per_second, baseline_again.per_second);
-    print_table(&rows, baseline_mean, settings);
+    print_table(rows, baseline_mean, settings);
 }
 
 /// Entity requests on `server` while two clients keep asking for the uncached `z8` tile:
@@ -478,6 +506,43 @@ fn entity_during_renders(
     }
     renders.wait().unwrap();
     (during, output)
+}
+
+/// How entity requests fared while two clients fetched uncached z8 tiles (wrk printed
+/// `renders_output` for those).
+fn print_during_renders(during: Load, idle: Load, renders_output: &str) {
+    println!(
+        "\nentity during renders / entity idle (same cache-less server): {:.2}",
+        during.per_second / idle.per_second
+    );
+    let renders_line = renders_output
+        .lines()
+        .find(|line| line.contains("Requests/sec"))
+        .unwrap_or("")
+        .trim();
+    println!("the two z8 clients meanwhile: {renders_line}");
+}
+
+/// `STREETLEVEL_HTTP_BENCH_ROWS=martin`: only the cached tile rows (identity and gzip), each
+/// followed by Martin's, between the two hello world rows (`rows` holds the first).
+fn martin_comparison(
+    mut rows: Vec<(String, Load)>,
+    [hello, cached]: [Endpoint; 2],
+    peer: &martin::Martin,
+    tiles: &[(u8, String)],
+    auth: &str,
+    settings: Settings,
+) {
+    cached_tile_rows(
+        &mut rows,
+        cached,
+        Some(peer),
+        tiles,
+        (auth, &CODINGS[..2]),
+        settings,
+    );
+    finish(&mut rows, hello, &settings);
+    martin::summary(&rows);
 }
 
 /// `STREETLEVEL_HTTP_BENCH_ROWS=postgres`: the `SQLite` server `sqlite` against `PostgreSQL`.
@@ -519,8 +584,9 @@ fn main() {
     let rows_setting = std::env::var("STREETLEVEL_HTTP_BENCH_ROWS");
     let entity_only = rows_setting.as_deref() == Ok("entity");
     let postgres_rows = rows_setting.as_deref() == Ok("postgres");
+    let martin_rows = rows_setting.as_deref() == Ok("martin");
     let (token, cached, uncached, uncached_config) =
-        start_servers(&settings, !entity_only && !postgres_rows);
+        start_servers(&settings, !entity_only && !postgres_rows && !martin_rows);
 
     let auth = format!("OAuth {token}");
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -548,16 +614,25 @@ fn main() {
         let _ = std::fs::remove_file(&uncached_config);
         return;
     }
-    let mut rows: Vec<(String, Load)> = Vec::new();
+    let peer = (!entity_only)
+        .then(|| martin::start_if_given(&runtime, cached.addr, &tiles, &auth))
+        .flatten();
     let baseline = wrk(hello, "/", &[], &settings);
-    rows.push((String::from("hyper hello world"), baseline));
+    let mut rows = vec![(String::from("hyper hello world"), baseline)];
+    if martin_rows {
+        let peer =
+            peer.expect("STREETLEVEL_HTTP_BENCH_ROWS=martin needs STREETLEVEL_HTTP_BENCH_MARTIN");
+        martin_comparison(rows, [hello, cached_server], &peer, &tiles, &auth, settings);
+        let _ = std::fs::remove_file(&uncached_config);
+        return;
+    }
     let auth_only = [("Authorization", auth.as_str())];
     let Some(uncached) = uncached else {
         rows.push((
             String::from("entity by ID (7 fields)"),
             wrk(cached_server, &entity, &auth_only, &settings),
         ));
-        finish(rows, hello, &settings);
+        finish(&mut rows, hello, &settings);
         let _ = std::fs::remove_file(&uncached_config);
         return;
     };
@@ -568,6 +643,7 @@ fn main() {
     tile_rows(
         &mut rows,
         [cached_server, uncached_server],
+        peer.as_ref(),
         &tiles,
         &auth,
         settings,
@@ -591,18 +667,10 @@ fn main() {
         String::from("entity while 2 clients fetch uncached z8 tiles"),
         during,
     ));
-    finish(rows, hello, &settings);
-    println!(
-        "\nentity during renders / entity idle (same cache-less server): {:.2}",
-        during.per_second / idle.per_second
-    );
-    let renders_line = renders_output
-        .lines()
-        .find(|line| line.contains("Requests/sec"))
-        .unwrap_or("")
-        .trim()
-        .to_owned();
-    println!("the two z8 clients meanwhile: {renders_line}");
+    drop(peer);
+    finish(&mut rows, hello, &settings);
+    martin::summary(&rows);
+    print_during_renders(during, idle, &renders_output);
     drop(cached);
     drop(uncached);
     let _ = std::fs::remove_file(&uncached_config);
