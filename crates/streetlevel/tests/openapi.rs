@@ -1,8 +1,9 @@
 //! The `OpenAPI` description (`crates/server/openapi.json`, served at `GET /openapi.json`) against
 //! the real binary: every documented operation is called on `127.0.0.1:0`, with successes and
-//! errors, and each response's status, content type, required headers and JSON body are
-//! checked against the description. Body schemas are JSON Schema 2020-12 (`OpenAPI` 3.1's
-//! dialect), validated with the `jsonschema` crate, `$ref`s resolved inside the document.
+//! errors, and again with its `PostgreSQL` stopped (503s), and each response's status, content
+//! type, required headers and JSON body are checked against the description. Body schemas are
+//! JSON Schema 2020-12 (`OpenAPI` 3.1's dialect), validated with the `jsonschema` crate, `$ref`s
+//! resolved inside the document.
 // Helpers outside `#[test]` functions fail the test by panicking, like the tests themselves.
 #![allow(clippy::unwrap_used, clippy::panic, clippy::expect_used)]
 
@@ -202,6 +203,14 @@ impl Description {
         operations
     }
 
+    /// Whether the operation (`METHOD /template`) describes the status `status`.
+    fn describes(&self, operation: &str, status: &str) -> bool {
+        let (method, template) = operation.split_once(' ').expect("METHOD /path");
+        self.document["paths"][template][method.to_ascii_lowercase()]["responses"]
+            .get(status)
+            .is_some()
+    }
+
     /// Whether the operation describes any 4xx answer.
     fn describes_client_errors(&self, operation: &str) -> bool {
         let (method, template) = operation.split_once(' ').expect("METHOD /path");
@@ -378,6 +387,222 @@ fn every_described_operation_answers_as_described() {
             !description.describes_client_errors(&operation)
                 || statuses.iter().any(|status| (400..500).contains(status)),
             "{operation} was never called with an error: {statuses:?}"
+        );
+    }
+}
+
+/// The operations that never need the database: they answer while it is down, and the
+/// description gives them no 503 for it (`/ready` says so in its own shape).
+const WITHOUT_THE_DATABASE: [&str; 6] = [
+    "GET /health",
+    "GET /openapi.json",
+    "GET /media/thumb/{image_id}/{size}",
+    "GET /media/tile/{image_id}/{z}/{x}/{y}",
+    "GET /media/mesh/{media_id}",
+    "GET /media/sfm/{media_id}",
+];
+
+/// Sends a request to `server`, checks the response against `description`, and returns it.
+fn checked(
+    description: &mut Description,
+    server: &Server,
+    request: (&str, &str),
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Response {
+    let (method, target) = request;
+    let response = server.request(method, target, headers, body);
+    description.check(method, target, &response);
+    response
+}
+
+/// A server on a `PostgreSQL` of its own, before the test stops it.
+struct BeforeTheOutage {
+    postgres: streetlevel_tests::postgres::Postgres,
+    fixture: Fixture,
+    server: Server,
+    /// `OAuth <token>` of the user, whose token every process has in its cache.
+    user_auth: String,
+    /// The path and query of a signed thumbnail.
+    thumb: String,
+}
+
+/// Starts a server on a `PostgreSQL` of its own that keeps checked tokens for 10 minutes,
+/// signs the user in, and has every process check the user's token.
+fn before_the_outage(description: &mut Description) -> BeforeTheOutage {
+    let binary = Path::new(BINARY);
+    let fixture = Fixture::generate(binary, "openapi-outage", 10);
+    let upload_app = create_app(binary, &fixture.dir, "read,upload");
+    create_user(binary, &fixture.dir, USERNAME, EMAIL, PASSWORD);
+    let postgres = streetlevel_tests::postgres::Postgres::start("openapi-outage");
+    let server = Server::start_on_postgres(
+        binary,
+        &fixture.dir,
+        &postgres.url(),
+        &["--token-cache-seconds", "600"],
+    );
+    let sign_in = json!({"email": EMAIL, "password": PASSWORD}).to_string();
+    let login = checked(
+        description,
+        &server,
+        ("POST", "/login"),
+        &[
+            ("Authorization", &format!("OAuth {upload_app}")),
+            ("Content-Type", "application/json"),
+        ],
+        sign_in.as_bytes(),
+    );
+    assert_eq!(login.status, 200, "{login:?}");
+    let user_auth = format!("OAuth {}", login.json()["access_token"].as_str().unwrap());
+    let images = checked(
+        description,
+        &server,
+        (
+            "GET",
+            &format!("/images?bbox={WORLD_BBOX}&limit=1&fields=id,thumb_256_url"),
+        ),
+        &[("Authorization", &user_auth)],
+        b"",
+    );
+    let thumb = images.json()["data"][0]["thumb_256_url"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let thumb = thumb[thumb.find("/media/").unwrap()..].to_owned();
+    // Every process checks the user's token once, so each has it in its cache.
+    for process in server.processes() {
+        let response = streetlevel_tests::request(
+            *process,
+            "GET",
+            "/upload/outage.jpg",
+            &[("Authorization", &user_auth)],
+            b"",
+        );
+        assert_eq!(response.status, 200, "{response:?}");
+    }
+    BeforeTheOutage {
+        postgres,
+        fixture,
+        server,
+        user_auth,
+        thumb,
+    }
+}
+
+/// A `POST` of the outage test: the path, two headers and the body.
+type Post<'a> = (&'a str, [(&'a str, &'a str); 2], &'a [u8]);
+
+/// With the database down (a `PostgreSQL` the test stops), every operation that needs it
+/// answers 503 with `Retry-After` in the shape the description gives it, and every
+/// operation the description gives a 503 answers one; the probe, this document and signed
+/// media answer as before.
+#[test]
+fn with_the_database_down_every_operation_that_needs_it_answers_503_as_described() {
+    let mut description = Description::new();
+    let mut world = before_the_outage(&mut description);
+    world.postgres.stop();
+    let BeforeTheOutage {
+        fixture,
+        server,
+        user_auth,
+        thumb,
+        ..
+    } = &world;
+    let mut answered_503 = |method: &str, target: &str, headers: &[(&str, &str)], body: &[u8]| {
+        let response = checked(&mut description, server, (method, target), headers, body);
+        assert_eq!(response.status, 503, "{method} {target}: {response:?}");
+        // The probe says why in its own body; everything else asks the client to wait.
+        if target != "/ready" {
+            assert_eq!(response.header("retry-after"), Some("5"), "{target}");
+        }
+        response
+    };
+    // A token no process has checked yet: every check of it needs the database.
+    let unseen = format!("OAuth {}", fixture.client_token);
+    let with_unseen = [("Authorization", unseen.as_str())];
+    for target in [
+        "/maps/vtp/svc1_public/2/14/0/0",
+        "/maps/vtp/svc1_public/2/tilejson.json",
+        "/catalog",
+        "/maps/style.json",
+        "/?ids=1",
+        "/1",
+        "/1/detections",
+        "/1/tiles",
+        &format!("/images?bbox={WORLD_BBOX}"),
+        &format!("/map_features?bbox={WORLD_BBOX}"),
+        "/detections?values=*",
+        "/image_ids?sequence_id=1",
+        "/me",
+        "/upload/outage.jpg",
+        "/uploads",
+    ] {
+        answered_503("GET", target, &with_unseen, b"");
+    }
+    let json = ("Content-Type", "application/json");
+    let secret = format!("OAuth {}", fixture.client_secret);
+    let token_form = format!(
+        "grant_type=authorization_code&client_id={}&code=outage",
+        fixture.client_id
+    );
+    let sign_in = json!({"email": EMAIL, "password": PASSWORD}).to_string();
+    let finish = json!({"file_handle": "outage", "file_type": "mly_bundle_manifest"}).to_string();
+    let posts: [Post; 5] = [
+        (
+            "/token",
+            [
+                ("Authorization", &secret),
+                ("Content-Type", "application/x-www-form-urlencoded"),
+            ],
+            token_form.as_bytes(),
+        ),
+        ("/login", [with_unseen[0], json], sign_in.as_bytes()),
+        (
+            "/upload/outage.jpg",
+            [with_unseen[0], ("Offset", "0")],
+            b"bytes",
+        ),
+        ("/finish_upload", [with_unseen[0], json], finish.as_bytes()),
+        ("/logging", [with_unseen[0], json], b"{}"),
+    ];
+    for (target, headers, body) in posts {
+        answered_503("POST", target, &headers, body);
+    }
+    // A token in the cache: the upload session's own use of the database answers, in the
+    // uploader's shape.
+    let upload = answered_503(
+        "GET",
+        "/upload/outage.jpg",
+        &[("Authorization", user_auth)],
+        b"",
+    );
+    assert_eq!(
+        upload.json()["debug_info"]["type"],
+        "ServiceUnavailableError"
+    );
+    answered_503("GET", "/ready", &[], b"");
+    for target in ["/health", "/openapi.json", thumb.as_str()] {
+        let response = checked(&mut description, server, ("GET", target), &[], b"");
+        assert_eq!(response.status, 200, "{target}");
+    }
+    assert_503_exactly_where_described(&description);
+}
+
+/// Every operation that needs the database answered 503 in the outage test, and the others
+/// describe no 503.
+fn assert_503_exactly_where_described(description: &Description) {
+    for operation in description.operations() {
+        let statuses = description.seen.get(&operation);
+        if WITHOUT_THE_DATABASE.contains(&operation.as_str()) {
+            assert!(
+                !description.describes(&operation, "503"),
+                "{operation} needs no database, yet describes a 503"
+            );
+            continue;
+        }
+        assert!(
+            statuses.is_some_and(|statuses| statuses.contains(&503)),
+            "{operation} never answered 503 with the database down: {statuses:?}"
         );
     }
 }
