@@ -15,8 +15,9 @@
 //! `PostgreSQL`, `database at <url>`, then `listening on http://<balancer>` like
 //! `streetlevel serve` does. SIGTERM stops every replica gracefully, and it exits with success
 //! when all of them did; with `--exit-on-stdin-eof` it also stops when its standard input
-//! closes. The replicas exit with it whatever happens: each reads its standard input from
-//! this process, and they are started with `--exit-on-stdin-eof`.
+//! closes. The replicas and the Redis exit with it whatever happens, SIGKILL included: each
+//! replica reads its standard input from this process and is started with
+//! `--exit-on-stdin-eof`, and the Redis gets the parent-death signal.
 #![allow(clippy::print_stdout, clippy::panic, clippy::expect_used)]
 
 use std::io::Write as _;
@@ -59,6 +60,8 @@ fn main() {
         tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
             .expect("a SIGTERM handler")
     };
+    // Started on this, the main, thread: the Redis dies when it ends (its parent-death
+    // signal), so a SIGKILL of this process leaves none behind.
     let redis = (!names_redis(&extra)).then(RedisServer::start);
     if let Some(redis) = &redis {
         extra.extend([String::from("--redis-url"), redis.url()]);

@@ -240,7 +240,15 @@ impl Server {
         extra: &[&str],
         env: &[(&str, &str)],
     ) -> Server {
-        Server::spawn(binary, dir, addr, extra, env, false, true)
+        Server::spawn(
+            binary,
+            dir,
+            addr,
+            extra,
+            env,
+            false,
+            Topology::FromEnvironment,
+        )
     }
 
     /// [`Server::start_with_env`] on `127.0.0.1:0`, keeping the server's standard error for
@@ -251,7 +259,35 @@ impl Server {
         extra: &[&str],
         env: &[(&str, &str)],
     ) -> Server {
-        Server::spawn(binary, dir, "127.0.0.1:0", extra, env, true, true)
+        Server::spawn(
+            binary,
+            dir,
+            "127.0.0.1:0",
+            extra,
+            env,
+            true,
+            Topology::FromEnvironment,
+        )
+    }
+
+    /// [`Server::start_captured`] as replicas behind the balancer (the `replicas` example,
+    /// built next to `binary`'s directory in `examples/`), whatever `STREETLEVEL_TEST_TOPOLOGY`
+    /// says: for tests of that wrapper itself.
+    pub fn start_as_replicas(
+        binary: &Path,
+        dir: &Path,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Server {
+        Server::spawn(
+            binary,
+            dir,
+            "127.0.0.1:0",
+            extra,
+            env,
+            true,
+            Topology::Replicas,
+        )
     }
 
     /// [`Server::start_captured`] on the empty `PostgreSQL` database `url`, for a test that
@@ -318,7 +354,15 @@ impl Server {
         extra: &[&str],
         env: &[(&str, &str)],
     ) -> Server {
-        Server::spawn(binary, dir, "127.0.0.1:0", extra, env, false, false)
+        Server::spawn(
+            binary,
+            dir,
+            "127.0.0.1:0",
+            extra,
+            env,
+            false,
+            Topology::Single,
+        )
     }
 
     fn spawn(
@@ -328,13 +372,12 @@ impl Server {
         extra: &[&str],
         env: &[(&str, &str)],
         capture_stderr: bool,
-        topology: bool,
+        topology: Topology,
     ) -> Server {
         // `STREETLEVEL_TEST_TOPOLOGY=replicas`: the same command as two replicas behind the
         // test balancer (the `replicas` example next to the binary's `examples/`), on the
         // backend `STREETLEVEL_TEST_BACKEND` names, which only that wrapper reads.
-        let replicas =
-            topology && std::env::var("STREETLEVEL_TEST_TOPOLOGY").is_ok_and(|t| t == "replicas");
+        let replicas = topology.is_replicas();
         let mut command = if replicas {
             let wrapper = binary
                 .parent()
@@ -537,6 +580,30 @@ impl Drop for Server {
             let _ = self.child.kill();
         }
         let _ = self.child.wait();
+    }
+}
+
+/// What a [`Server`] starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Topology {
+    /// Replicas if `STREETLEVEL_TEST_TOPOLOGY=replicas`, else the binary itself.
+    FromEnvironment,
+    /// The binary itself.
+    Single,
+    /// The `replicas` wrapper.
+    Replicas,
+}
+
+impl Topology {
+    /// Whether this starts the `replicas` wrapper.
+    fn is_replicas(self) -> bool {
+        match self {
+            Topology::Single => false,
+            Topology::Replicas => true,
+            Topology::FromEnvironment => {
+                std::env::var("STREETLEVEL_TEST_TOPOLOGY").is_ok_and(|t| t == "replicas")
+            }
+        }
     }
 }
 

@@ -1,5 +1,12 @@
 //! A real `redis-server` (Debian's package) for the tests of shared quotas: on a free
 //! `127.0.0.1` port, in a temporary directory, persisting nothing, stopped when dropped.
+//!
+//! It also dies with the thread that started it, even when that process is killed with
+//! SIGKILL and nothing is dropped (the `replicas` wrapper under a harness's timeout): it is
+//! started through util-linux's `setpriv --pdeathsig KILL`, which sets Linux's parent-death
+//! signal and then execs the server, so the child is `redis-server` itself (the workspace
+//! forbids the `unsafe` a `prctl` before `exec` would need). Linux sends that signal when the
+//! starting *thread* ends, so keep a [`RedisServer`] on the thread that started it.
 
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
@@ -10,7 +17,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 /// Where the Debian package installs the server; `REDIS_SERVER` overrides it.
 const DEFAULT_BINARY: &str = "/usr/bin/redis-server";
 
-/// A running `redis-server`, killed (and its directory removed) when dropped.
+/// A running `redis-server`, killed (and its directory removed) when dropped, or when the
+/// thread that started it ends.
 #[derive(Debug)]
 pub struct RedisServer {
     child: Option<Child>,
@@ -80,7 +88,9 @@ impl RedisServer {
     /// it printed when it exits before that.
     fn spawn(&mut self) -> Result<(), String> {
         let binary = std::env::var("REDIS_SERVER").unwrap_or_else(|_| String::from(DEFAULT_BINARY));
-        let mut child = Command::new(&binary)
+        let mut child = Command::new("setpriv")
+            .args(["--pdeathsig", "KILL", "--"])
+            .arg(&binary)
             .args(["--port", &self.port.to_string()])
             .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
             .arg("--dir")
@@ -90,7 +100,10 @@ impl RedisServer {
             .stderr(Stdio::inherit())
             .spawn()
             .unwrap_or_else(|error| {
-                panic!("cannot run {binary} (install Debian's redis-server): {error}")
+                panic!(
+                    "cannot run setpriv {binary} (install Debian's util-linux and redis-server): \
+                     {error}"
+                )
             });
         let stdout = child.stdout.take().expect("piped stdout");
         let mut lines = BufReader::new(stdout).lines();

@@ -858,3 +858,78 @@ fn streetlevel_import_on_postgresql_is_served_by_running_replicas() {
     assert_eq!(seen[0], seen[1]);
     let _ = std::fs::remove_dir_all(&photos);
 }
+
+/// The processes whose parent is `parent`: each one's ID and command name, from `/proc`.
+fn children_of(parent: u32) -> Vec<(u32, String)> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| {
+            let (command, state, ppid) = process_status(pid)?;
+            (ppid == parent && state != 'Z').then_some((pid, command))
+        })
+        .collect()
+}
+
+/// The command name, state letter and parent of process `pid`, from `/proc/PID/stat`; `None`
+/// once it is gone.
+fn process_status(pid: u32) -> Option<(String, char, u32)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // `PID (COMMAND) STATE PPID ...`; the command may hold spaces and parentheses.
+    let (head, rest) = stat.rsplit_once(')')?;
+    let command = head.split_once('(')?.1.to_owned();
+    let mut fields = rest.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let ppid = fields.next()?.parse().ok()?;
+    Some((command, state, ppid))
+}
+
+/// Whether process `pid` still runs `command` (not gone, not a zombie left unreaped).
+fn still_runs(pid: u32, command: &str) -> bool {
+    process_status(pid)
+        .is_some_and(|(running, state, _)| running == command && !matches!(state, 'Z' | 'X'))
+}
+
+/// `kill -9` of the replicas wrapper (what a harness does after its timeout) takes its
+/// `redis-server` and its replicas with it: nothing outlives the test.
+#[test]
+fn a_replicas_wrapper_killed_with_sigkill_leaves_no_redis_server_or_replica_behind() {
+    let fixture = pristine().copy("replicas-sigkill");
+    let server = Server::start_as_replicas(Path::new(BINARY), &fixture.dir, &[], &[]);
+    let children = children_of(server.pid());
+    let of = |name: &str| -> Vec<u32> {
+        children
+            .iter()
+            .filter(|(_, command)| command == name)
+            .map(|(pid, _)| *pid)
+            .collect()
+    };
+    let (redis, replicas) = (of("redis-server"), of("streetlevel"));
+    assert_eq!(
+        (redis.len(), replicas.len()),
+        (1, 2),
+        "the wrapper's children: {children:?}"
+    );
+
+    let status = std::process::Command::new("kill")
+        .args(["-KILL", &server.pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    // Dropping reaps the killed wrapper.
+    drop(server);
+    for (pids, command) in [(redis, "redis-server"), (replicas, "streetlevel")] {
+        for pid in pids {
+            within(
+                Duration::from_secs(20),
+                &format!("{command} {pid} exits after its wrapper's SIGKILL"),
+                || (!still_runs(pid, command)).then_some(()),
+            );
+        }
+    }
+    // The killed wrapper could not remove its replicas' directories.
+    let mut replicas_dir = fixture.dir.clone().into_os_string();
+    replicas_dir.push(".replicas");
+    let _ = std::fs::remove_dir_all(replicas_dir);
+    let _ = std::fs::remove_dir_all(&fixture.dir);
+}
