@@ -10,14 +10,16 @@
 //! It starts `STREETLEVEL_TEST_REPLICAS` replicas (default 2) of that command on the backend
 //! `STREETLEVEL_TEST_BACKEND` names (see `streetlevel_tests::replicas::Backend::from_env`),
 //! sharing their quotas through a `redis-server` of its own (Debian's package, see
-//! `streetlevel_tests::redis`) unless the flags name one with `--redis-url`: the topology
-//! docs/SCALING.md recommends. It prints `replica at http://<addr>` for each replica and, on
-//! `PostgreSQL`, `database at <url>`, then `listening on http://<balancer>` like
-//! `streetlevel serve` does. SIGTERM stops every replica gracefully, and it exits with success
-//! when all of them did; with `--exit-on-stdin-eof` it also stops when its standard input
-//! closes. The replicas and the Redis exit with it whatever happens, SIGKILL included: each
-//! replica reads its standard input from this process and is started with
-//! `--exit-on-stdin-eof`, and the Redis gets the parent-death signal.
+//! `streetlevel_tests::redis`) unless the flags or the environment name one (`--redis-url`,
+//! `STREETLEVEL_REDIS_URL`): the topology docs/SCALING.md recommends. Every replica gets the
+//! `STREETLEVEL_*` variables (but the harness's `STREETLEVEL_TEST_*`) and `RUST_LOG` of this
+//! process, as the command alone would, so a test's environment reaches the replicas. It
+//! prints `replica at http://<addr>` for each replica and, on `PostgreSQL`, `database at
+//! <url>`, then `listening on http://<balancer>` like `streetlevel serve` does. SIGTERM stops every replica
+//! gracefully, and it exits with success when all of them did; with `--exit-on-stdin-eof` it
+//! also stops when its standard input closes. The replicas and the Redis exit with it whatever
+//! happens, SIGKILL included: each replica reads its standard input from this process and is
+//! started with `--exit-on-stdin-eof`, and the Redis gets the parent-death signal.
 #![allow(clippy::print_stdout, clippy::panic, clippy::expect_used)]
 
 use std::io::Write as _;
@@ -60,15 +62,20 @@ fn main() {
         tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
             .expect("a SIGTERM handler")
     };
+    let env = forwarded_environment();
     // Started on this, the main, thread: the Redis dies when it ends (its parent-death
     // signal), so a SIGKILL of this process leaves none behind.
-    let redis = (!names_redis(&extra)).then(RedisServer::start);
+    let redis = (!names_redis(&extra, &env)).then(RedisServer::start);
     if let Some(redis) = &redis {
         extra.extend([String::from("--redis-url"), redis.url()]);
     }
     let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+    let env: Vec<(&str, &str)> = env
+        .iter()
+        .map(|(name, value)| (name.as_str(), value.as_str()))
+        .collect();
     let backend = Backend::from_env("replicas");
-    let mut replicas = Replicas::start(&binary, &data, count, &backend, &extra);
+    let mut replicas = Replicas::start_with_env(&binary, &data, count, &backend, &extra, &env);
     for index in 0..replicas.len() {
         println!("{REPLICA_LINE}{}", replicas.replica(index).addr);
     }
@@ -102,13 +109,26 @@ fn main() {
     std::process::exit(i32::from(!graceful));
 }
 
-/// Whether the serve flags name a Redis server already.
-fn names_redis(extra: &[String]) -> bool {
+/// The variables of this process every replica gets: `streetlevel serve`'s own
+/// (`STREETLEVEL_*`, but the test harness's `STREETLEVEL_TEST_*`) and `RUST_LOG`. A replica
+/// inherits the rest; the harness sets these two kinds for each process it starts.
+fn forwarded_environment() -> Vec<(String, String)> {
+    std::env::vars_os()
+        .filter_map(|(name, value)| Some((name.into_string().ok()?, value.into_string().ok()?)))
+        .filter(|(name, _)| {
+            (name.starts_with("STREETLEVEL_") && !name.starts_with("STREETLEVEL_TEST_"))
+                || name == "RUST_LOG"
+        })
+        .collect()
+}
+
+/// Whether the serve flags or the forwarded environment name a Redis server already.
+fn names_redis(extra: &[String], env: &[(String, String)]) -> bool {
     extra.iter().any(|flag| {
         ["--redis-url", "--redis"]
             .iter()
             .any(|name| flag == name || flag.starts_with(&format!("{name}=")))
-    })
+    }) || env.iter().any(|(name, _)| name == "STREETLEVEL_REDIS_URL")
 }
 
 /// The binary, the data directory and the other flags of `STREETLEVEL serve --data DIR ...`;

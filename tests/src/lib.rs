@@ -231,8 +231,9 @@ impl Server {
         Server::start_with_env(binary, dir, addr, extra, &[])
     }
 
-    /// [`Server::start_at`] with environment variables set for the server. No other
-    /// `STREETLEVEL_*` variable reaches it, whatever the developer's shell has set.
+    /// [`Server::start_at`] with environment variables set for the server (for every replica,
+    /// with `STREETLEVEL_TEST_TOPOLOGY=replicas`). No other `STREETLEVEL_*` variable reaches
+    /// it, whatever the developer's shell has set.
     pub fn start_with_env(
         binary: &Path,
         dir: &Path,
@@ -376,7 +377,8 @@ impl Server {
     ) -> Server {
         // `STREETLEVEL_TEST_TOPOLOGY=replicas`: the same command as two replicas behind the
         // test balancer (the `replicas` example next to the binary's `examples/`), on the
-        // backend `STREETLEVEL_TEST_BACKEND` names, which only that wrapper reads.
+        // backend `STREETLEVEL_TEST_BACKEND` names, which only that wrapper reads. The wrapper
+        // hands `env` on to every replica.
         let replicas = topology.is_replicas();
         let mut command = if replicas {
             let wrapper = binary

@@ -160,6 +160,20 @@ impl Replicas {
         backend: &Backend,
         extra: &[&str],
     ) -> Replicas {
+        Replicas::start_with_env(binary, shared, count, backend, extra, &[])
+    }
+
+    /// [`Replicas::start`] with environment variables `env` set for every replica (a public
+    /// URL among them, `STREETLEVEL_PUBLIC_URL` or `STREETLEVEL_BASE_URL`, is kept too); the
+    /// backend's own (`STREETLEVEL_DATABASE_URL` on `PostgreSQL`) come after them.
+    pub fn start_with_env(
+        binary: &Path,
+        shared: &Path,
+        count: usize,
+        backend: &Backend,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Replicas {
         assert!(count > 0, "at least one replica");
         let shared_name = shared
             .file_name()
@@ -169,10 +183,13 @@ impl Replicas {
         let balancer = Balancer::bind();
         let public_url = format!("http://{}", balancer.addr());
         let mut flags: Vec<&str> = extra.to_vec();
-        if !extra
+        let public_url_given = extra
             .iter()
             .any(|flag| flag.starts_with("--public-url") || flag.starts_with("--base-url"))
-        {
+            || env.iter().any(|(name, _)| {
+                *name == "STREETLEVEL_PUBLIC_URL" || *name == "STREETLEVEL_BASE_URL"
+            });
+        if !public_url_given {
             flags.extend(["--public-url", &public_url]);
         }
         if let Backend::Postgres(url) = backend {
@@ -185,10 +202,15 @@ impl Replicas {
         for index in 0..count {
             let dir = root.join(format!("replica-{index}"));
             std::fs::create_dir_all(&dir).expect("create a replica's directory");
-            let env = replica_setup(backend, shared, &dir);
+            let backend_env = replica_setup(backend, shared, &dir);
             let env: Vec<(&str, &str)> = env
                 .iter()
-                .map(|(name, value)| (name.as_str(), value.as_str()))
+                .copied()
+                .chain(
+                    backend_env
+                        .iter()
+                        .map(|(name, value)| (name.as_str(), value.as_str())),
+                )
                 .collect();
             servers.push(Some(Server::start_replica(binary, &dir, &flags, &env)));
         }

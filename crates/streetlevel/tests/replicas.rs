@@ -890,6 +890,91 @@ fn still_runs(pid: u32, command: &str) -> bool {
         .is_some_and(|(running, state, _)| running == command && !matches!(state, 'Z' | 'X'))
 }
 
+/// The number of keys in `redis`, asked over its protocol (an inline `DBSIZE`).
+fn redis_keys(redis: &streetlevel_tests::redis::RedisServer) -> u64 {
+    use std::io::{BufRead as _, Write as _};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", redis.port)).unwrap();
+    stream.write_all(b"DBSIZE\r\n").unwrap();
+    let mut reply = String::new();
+    std::io::BufReader::new(stream)
+        .read_line(&mut reply)
+        .unwrap();
+    reply
+        .trim()
+        .strip_prefix(':')
+        .unwrap_or_else(|| panic!("DBSIZE answered {reply:?}"))
+        .parse()
+        .unwrap()
+}
+
+/// What a test gives [`Server::start_with_env`] reaches every replica when the server is two
+/// replicas (`STREETLEVEL_TEST_TOPOLOGY=replicas`), so a test behaves alike on both
+/// topologies: a setting (the short name in the error body's trace member), the log level,
+/// and a Redis of the test's own, which the wrapper then uses instead of starting one.
+#[test]
+fn the_replicas_wrapper_hands_the_environment_of_its_test_to_every_replica() {
+    let fixture = pristine().copy("replicas-environment");
+    let redis = streetlevel_tests::redis::RedisServer::start();
+    let server = Server::start_as_replicas(
+        Path::new(BINARY),
+        &fixture.dir,
+        &[],
+        &[
+            ("STREETLEVEL_SHORT_NAME", "env"),
+            ("STREETLEVEL_REDIS_URL", &redis.url()),
+            ("RUST_LOG", "info"),
+        ],
+    );
+    assert_eq!(server.processes().len(), 2, "{:?}", server.announced);
+    assert_eq!(redis_keys(&redis), 0);
+    let image = {
+        let response = server.request(
+            "GET",
+            "/images?bbox=-180,-85,180,85&limit=1&fields=id",
+            &[("Authorization", &format!("OAuth {}", fixture.client_token))],
+            b"",
+        );
+        response.json()["data"][0]["id"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    for process in server.processes() {
+        let refused =
+            streetlevel_tests::request(*process, "GET", "/images?bbox=13,55,14,56", &[], b"");
+        assert_eq!(refused.status, 401, "{refused:?}");
+        let body = refused.json();
+        let trace_id = body["error"]["envtrace_id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("replica {process}: no envtrace_id in {body}"));
+        // At `info` every request is logged with its ID; at the default `warn` a 401 is not.
+        server.stderr_once_it_contains(trace_id);
+        assert_eq!(status_with_at(*process, &fixture.client_token, &image), 200);
+    }
+    assert!(
+        !children_of(server.pid())
+            .iter()
+            .any(|(_, command)| command == "redis-server"),
+        "the wrapper started a Redis of its own"
+    );
+    assert!(
+        redis_keys(&redis) > 0,
+        "the replicas keep their quotas in the test's Redis"
+    );
+}
+
+/// The status of an entity request with `token` at one process.
+fn status_with_at(process: std::net::SocketAddr, token: &str, image: &str) -> u16 {
+    streetlevel_tests::request(
+        process,
+        "GET",
+        &format!("/{image}?fields=id"),
+        &[("Authorization", &format!("OAuth {token}"))],
+        b"",
+    )
+    .status
+}
+
 /// `kill -9` of the replicas wrapper (what a harness does after its timeout) takes its
 /// `redis-server` and its replicas with it: nothing outlives the test.
 #[test]
