@@ -14,8 +14,9 @@
 //! `STREETLEVEL_REDIS_URL`): the topology docs/SCALING.md recommends. Every replica gets the
 //! `STREETLEVEL_*` variables (but the harness's `STREETLEVEL_TEST_*`) and `RUST_LOG` of this
 //! process, as the command alone would, so a test's environment reaches the replicas. It
-//! prints `replica at http://<addr>` for each replica and, on `PostgreSQL`, `database at
-//! <url>`, then `listening on http://<balancer>` like `streetlevel serve` does. SIGTERM stops every replica
+//! prints what each replica printed before listening (`metrics on ...`) and `replica at
+//! http://<addr>` for each replica and, on `PostgreSQL`, `database at <url>`, then
+//! `listening on http://<balancer>` like `streetlevel serve` does. SIGTERM stops every replica
 //! gracefully, and it exits with success when all of them did; with `--exit-on-stdin-eof` it
 //! also stops when its standard input closes. The replicas and the Redis exit with it whatever
 //! happens, SIGKILL included: each replica reads its standard input from this process and is
@@ -77,7 +78,11 @@ fn main() {
     let backend = Backend::from_env("replicas");
     let mut replicas = Replicas::start_with_env(&binary, &data, count, &backend, &extra, &env);
     for index in 0..replicas.len() {
-        println!("{REPLICA_LINE}{}", replicas.replica(index).addr);
+        let replica = replicas.replica(index);
+        for line in &replica.announced {
+            println!("{line}");
+        }
+        println!("{REPLICA_LINE}{}", replica.addr);
     }
     if let Backend::Postgres(url) = &backend {
         println!("{DATABASE_LINE}{url}");

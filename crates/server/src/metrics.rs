@@ -26,7 +26,8 @@ pub const RATE_LIMITED: &str = "streetlevel_rate_limit_rejections_total";
 /// Calls the shared quota backend (Redis) failed to decide, so this process's own quotas
 /// did; always 0 without `--redis-url`.
 pub const RATE_LIMIT_BACKEND_ERRORS: &str = "streetlevel_rate_limit_backend_errors_total";
-/// Token checks, by `result` (`ok`, `refused`).
+/// Token checks of API calls, by `result` (`ok`, `refused`, `unavailable`: the database could
+/// not be reached to tell, answered 503).
 pub const TOKEN_CHECKS: &str = "streetlevel_token_checks_total";
 /// Entities in the store, by `kind` (`images`, `sequences`, `map_features`, `detections`).
 pub const STORE_ENTITIES: &str = "streetlevel_store_entities";

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 use serde_json::Value;
-use streetlevel_tests::{Fixture, Server, request};
+use streetlevel_tests::{Fixture, Server, create_app, request};
 
 const BINARY: &str = env!("CARGO_BIN_EXE_streetlevel");
 
@@ -149,6 +149,92 @@ fn metrics_count_requests_tokens_quotas_tiles_and_the_store_on_their_own_listene
     // The API's listener does not serve metrics, and the metrics listener nothing else.
     assert_eq!(server.get("/metrics").status, 404);
     assert_eq!(request(metrics, "GET", "/images", &[], b"").status, 404);
+}
+
+/// The value of `series` summed over every process's metrics (one server, or each replica);
+/// a process that never counted it adds 0.
+fn sample_of_every_process(server: &Server, series: &str) -> u64 {
+    let addrs: Vec<SocketAddr> = server
+        .announced
+        .iter()
+        .filter_map(|line| line.strip_prefix("metrics on http://"))
+        .filter_map(|rest| rest.strip_suffix("/metrics"))
+        .map(|addr| addr.parse().unwrap())
+        .collect();
+    assert_eq!(
+        addrs.len(),
+        server.processes().len(),
+        "a metrics listener per process: {:?}",
+        server.announced
+    );
+    addrs
+        .into_iter()
+        .map(|addr| {
+            let text = scrape(addr);
+            if text
+                .lines()
+                .any(|line| line.starts_with(&format!("{series} ")))
+            {
+                sample(&text, series)
+            } else {
+                0
+            }
+        })
+        .sum()
+}
+
+/// Token checks the database could not answer (its `PostgreSQL` stopped) are counted as
+/// `result="unavailable"`, and nothing else is: a token in the cache still counts `ok`, a
+/// missing token `refused`, as before the outage.
+#[test]
+fn token_checks_the_database_could_not_answer_count_as_unavailable_and_only_those() {
+    let data = copy("token-checks-outage");
+    // A token no process has checked: during the outage only the database could tell.
+    let unseen = format!("access_token={}", create_app(binary(), &data.dir, "read"));
+    let mut postgres = streetlevel_tests::postgres::Postgres::start("token-checks-outage");
+    let server = Server::start_on_postgres(
+        binary(),
+        &data.dir,
+        &postgres.url(),
+        &[
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "--token-cache-seconds",
+            "600",
+        ],
+    );
+    let search = "/images?bbox=-180,-90,180,90&limit=1";
+    let cached = format!("{search}&access_token={}", data.client_token);
+    // Every process checks the cached token once, so each has it in its cache.
+    for process in server.processes() {
+        assert_eq!(request(*process, "GET", &cached, &[], b"").status, 200);
+    }
+    assert_eq!(server.get(search).status, 401);
+
+    postgres.stop();
+    for target in [
+        format!("{search}&{unseen}"),
+        format!("{search}&{unseen}"),
+        format!("{search}&access_token=no-such-token"),
+    ] {
+        let response = server.get(&target);
+        assert_eq!(response.status, 503, "{target}: {response:?}");
+    }
+    assert_eq!(server.get(&cached).status, 200);
+    assert_eq!(server.get(&cached).status, 200);
+    assert_eq!(server.get(search).status, 401);
+
+    let checks = |result: &str| {
+        sample_of_every_process(
+            &server,
+            &format!("streetlevel_token_checks_total{{result=\"{result}\"}}"),
+        )
+    };
+    assert_eq!(
+        (checks("ok"), checks("refused"), checks("unavailable")),
+        (server.processes().len() as u64 + 2, 2, 3),
+        "(ok, refused, unavailable)"
+    );
 }
 
 #[test]
