@@ -1,6 +1,7 @@
 //! Black-box tests of how `streetlevel serve` holds up against hostile clients (issue 15):
-//! slow request bodies, one address holding many connections, and sign-in floods. Everything
-//! binds to 127.0.0.1 with a handful of connections and bounded waits.
+//! slow request bodies, one address holding many connections, and sign-in floods; and how it
+//! answers while another writer holds its `SQLite` file. Everything binds to 127.0.0.1 with a
+//! handful of connections and bounded waits.
 #![allow(clippy::unwrap_used, clippy::panic, clippy::expect_used)]
 
 use std::io::{ErrorKind, Read, Write};
@@ -323,4 +324,86 @@ fn health_and_readiness_answer_without_a_token_and_say_why_not_ready() {
     answered(&server, &token);
     blocker.execute_batch("ROLLBACK").unwrap();
     assert_eq!(server.get("/ready").status, 200);
+}
+
+/// A write that waits out `SQLite`'s busy timeout (5 s) behind another writer answers 503 with
+/// `Retry-After` in its endpoint's shape, as docs/API.md says of an unreachable database, and
+/// works once the other writer lets go. The timeout is a constant of the product, so this
+/// test takes those 5 s (its writes wait in parallel).
+#[test]
+fn a_write_that_waits_out_the_sqlite_busy_timeout_answers_503_with_retry_after() {
+    let root = scratch("busy");
+    let data = root.join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let token = create_app(Path::new(BINARY), &data, "read,upload");
+    create_user(
+        Path::new(BINARY),
+        &data,
+        "erin",
+        "erin@example.com",
+        "correct horse",
+    );
+    // On SQLite whatever the topology: two replicas would share this file. Captured: the
+    // server warns of each refusal, which the test reads.
+    let server = Server::start_captured(
+        Path::new(BINARY),
+        &data,
+        &[],
+        &[("STREETLEVEL_TEST_BACKEND", "sqlite")],
+    );
+    let signed_in = uploader_sign_in(&server, &token, "correct horse");
+    assert_eq!(signed_in.status, 200, "{signed_in:?}");
+    let user = format!(
+        "OAuth {}",
+        signed_in.json()["access_token"].as_str().unwrap()
+    );
+    let append = || {
+        server.request(
+            "POST",
+            "/upload/busy.jpg",
+            &[("Authorization", &user), ("Offset", "0")],
+            b"jpeg bytes",
+        )
+    };
+
+    let blocker = rusqlite::Connection::open(data.join("streetlevel.sqlite")).unwrap();
+    blocker.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let (sign_in, upload) = std::thread::scope(|scope| {
+        let sign_in = scope.spawn(|| uploader_sign_in(&server, &token, "correct horse"));
+        let upload = scope.spawn(append);
+        (sign_in.join().unwrap(), upload.join().unwrap())
+    });
+    blocker.execute_batch("ROLLBACK").unwrap();
+    for (response, what) in [(&sign_in, "the uploader's sign-in"), (&upload, "an upload")] {
+        assert_eq!(response.status, 503, "{what}: {response:?}");
+        assert_eq!(response.header("retry-after"), Some("5"), "{what}");
+        assert_eq!(
+            response.json()["error"]["message"],
+            "The service is temporarily unavailable: try again in a few seconds",
+            "{what}"
+        );
+    }
+    assert_eq!(sign_in.json()["error"]["code"], 2);
+    let log = server.stderr_once_it_contains("request refused for now");
+    assert!(
+        log.lines()
+            .filter(|line| line.contains("request refused for now"))
+            .all(|line| line.contains("WARN")),
+        "a refusal for now is a warning, not an error: {log}"
+    );
+    assert_eq!(
+        (
+            upload.json()["debug_info"]["type"].as_str(),
+            upload.json()["debug_info"]["retriable"].as_bool()
+        ),
+        (Some("ServiceUnavailableError"), Some(true)),
+        "the uploader waits and retries"
+    );
+
+    assert_eq!(
+        uploader_sign_in(&server, &token, "correct horse").status,
+        200
+    );
+    // At offset 0 still: the refused append stored nothing.
+    assert_eq!(append().status, 200);
 }
