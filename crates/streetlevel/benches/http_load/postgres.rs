@@ -21,6 +21,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use streetlevel_tests::auth;
 use streetlevel_tests::postgres::Postgres;
 use streetlevel_tests::replicas::{Backend, Replicas, try_request};
 
@@ -39,13 +40,6 @@ const IMAGE_WRITES: usize = 30;
 /// The pause between two rounds of searches for an uploaded image on both replicas.
 const IMAGE_POLL: Duration = Duration::from_millis(1);
 
-fn now() -> streetlevel_model::Timestamp {
-    let since_epoch = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap();
-    streetlevel_model::Timestamp(i64::try_from(since_epoch.as_millis()).unwrap())
-}
-
 /// The app of `credentials.json`.
 struct App {
     client_id: String,
@@ -53,29 +47,11 @@ struct App {
 }
 
 /// A new user approves the app: an authorization code, written through the auth crate as
-/// the consent page would (as `crates/streetlevel/tests/replicas.rs` does).
+/// the consent page would (`streetlevel_tests::auth`, as the replica tests do).
 fn approved_code(location: &streetlevel_db::Location, app: &App, username: &str) -> String {
-    let store = streetlevel_auth::AuthStore::open_location(
-        location,
-        streetlevel_auth::Config::insecure_fast(),
-        streetlevel_auth::FakeClock::new(now()),
-        streetlevel_auth::OsRandom,
-    )
-    .unwrap();
     // The SQLite fixture directory is reused by later runs: a name of this run's own.
-    let username = format!("{username}-{}-{}", std::process::id(), now().0);
-    let user = store.create_user(&username, "a password").unwrap();
-    let query = format!("client_id={}&response_type=code", app.client_id);
-    let streetlevel_auth::Authorization::Prompt(request) =
-        store.authorization_request(Some(&query)).unwrap()
-    else {
-        panic!("the fixture app's authorization request is refused");
-    };
-    let location = store.approve(&request, user.id).unwrap();
-    location
-        .split_once("code=")
-        .map(|(_, rest)| rest.split('&').next().unwrap().to_owned())
-        .unwrap()
+    let username = format!("{username}-{}-{}", std::process::id(), auth::now().0);
+    auth::approved_code(location, &app.client_id, &username)
 }
 
 /// `POST /token` with `grant`: the new access token.
@@ -217,7 +193,7 @@ fn image_propagation(
         assert_eq!(response.status, 200, "{target}: {response:?}");
         response.json()
     };
-    let run = format!("{}-{}", std::process::id(), now().0);
+    let run = format!("{}-{}", std::process::id(), auth::now().0);
     let mut delays = Vec::with_capacity(IMAGE_WRITES);
     for index in 0..IMAGE_WRITES {
         // One image per write, each in a box of its own away from the fixture's streets.
