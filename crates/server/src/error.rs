@@ -173,15 +173,23 @@ impl Error {
                 }
             }
             Error::TokenExchange {
-                error, description, ..
+                status,
+                error,
+                description,
             } => {
                 // OAuth 2.0 clients parse RFC 6749 5.2 bodies; the trace member rides along.
+                // A server-side failure's description names its cause (a database error), which
+                // is logged with the trace ID and not sent.
+                let description = if *status == StatusCode::SERVICE_UNAVAILABLE {
+                    UNAVAILABLE_MESSAGE
+                } else if status.is_server_error() {
+                    UNKNOWN_ERROR_MESSAGE
+                } else {
+                    description.as_str()
+                };
                 let mut body = Map::new();
                 body.insert(String::from("error"), Value::from(error.clone()));
-                body.insert(
-                    String::from("error_description"),
-                    Value::from(description.clone()),
-                );
+                body.insert(String::from("error_description"), Value::from(description));
                 body.insert(trace_member.to_owned(), Value::from(trace_id));
                 return Value::Object(body);
             }
@@ -310,7 +318,7 @@ fn upload_body(
     let message = if status == StatusCode::SERVICE_UNAVAILABLE {
         String::from(UNAVAILABLE_MESSAGE)
     } else if status.is_server_error() && status != StatusCode::INSUFFICIENT_STORAGE {
-        String::from("An unknown error has occurred.")
+        String::from(UNKNOWN_ERROR_MESSAGE)
     } else {
         capitalise(&upload.to_string())
     };
@@ -321,6 +329,9 @@ fn upload_body(
         "debug_info": {"retriable": retriable, "type": kind, "message": message},
     })
 }
+
+/// What a client is told of a failure on our side whose cause it need not know (it is logged).
+const UNKNOWN_ERROR_MESSAGE: &str = "An unknown error has occurred.";
 
 /// What a client is told when the database cannot be reached (the cause is logged).
 const UNAVAILABLE_MESSAGE: &str =
@@ -384,6 +395,45 @@ mod tests {
     fn check(error: &Error, status: u16, expected: &Value) {
         assert_eq!(error.status().as_u16(), status, "{error}");
         assert_eq!(&error.to_body("svctrace_id", "T1"), expected, "{error}");
+    }
+
+    #[test]
+    fn token_errors_of_ours_do_not_send_their_cause() {
+        let failure = |status: StatusCode, error: &str| Error::TokenExchange {
+            status,
+            error: error.to_owned(),
+            description: String::from("auth storage failed: error connecting to 10.0.0.7:5432"),
+        };
+        check(
+            &failure(StatusCode::SERVICE_UNAVAILABLE, "temporarily_unavailable"),
+            503,
+            &json!({"error": "temporarily_unavailable",
+                "error_description": "The service is temporarily unavailable: try again in a few seconds",
+                "svctrace_id": "T1"}),
+        );
+        check(
+            &failure(StatusCode::INTERNAL_SERVER_ERROR, "server_error"),
+            500,
+            &json!({"error": "server_error", "error_description": "An unknown error has occurred.",
+                "svctrace_id": "T1"}),
+        );
+        let refused = Error::TokenExchange {
+            status: StatusCode::BAD_REQUEST,
+            error: String::from("invalid_grant"),
+            description: String::from("the code was already used"),
+        };
+        check(
+            &refused,
+            400,
+            &json!({"error": "invalid_grant", "error_description": "the code was already used",
+                "svctrace_id": "T1"}),
+        );
+        // The log line (the error's Display) keeps the cause.
+        assert!(
+            failure(StatusCode::SERVICE_UNAVAILABLE, "temporarily_unavailable")
+                .to_string()
+                .contains("10.0.0.7")
+        );
     }
 
     #[test]
