@@ -7,13 +7,13 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::{Request, Response};
 use http_body_util::{BodyExt, Full, Limited};
-use hyper::body::Incoming;
+use hyper::body::{Body as _, Incoming};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
@@ -21,7 +21,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpListener;
-use tokio::sync::{Notify, Semaphore, watch};
+use tokio::sync::{Semaphore, watch};
 
 use crate::app::App;
 use crate::{Config, Error, PublicUrls, Route, Services};
@@ -337,10 +337,26 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for SendTimeout<T> {
 }
 
 /// Requests in progress on one connection, to tell when it has been idle for how long.
-#[derive(Debug, Default)]
+///
+/// Requests only count themselves in and out (two atomic operations and a clock reading
+/// each): the watcher ([`Activity::idle_for`]) wakes once per timeout period to look, instead
+/// of being woken, and re-arming a timer, at every request.
+#[derive(Debug)]
 struct Activity {
     in_flight: AtomicUsize,
-    changed: Notify,
+    /// When the last request ended, in nanoseconds after `epoch`.
+    last_end: AtomicU64,
+    epoch: Instant,
+}
+
+impl Default for Activity {
+    fn default() -> Self {
+        Activity {
+            in_flight: AtomicUsize::new(0),
+            last_end: AtomicU64::new(0),
+            epoch: Instant::now(),
+        }
+    }
 }
 
 /// One request in progress on a connection; it ends when dropped.
@@ -350,23 +366,30 @@ struct Busy(Arc<Activity>);
 impl Activity {
     fn start(activity: &Arc<Self>) -> Busy {
         activity.in_flight.fetch_add(1, Ordering::SeqCst);
-        activity.changed.notify_waiters();
         Busy(Arc::clone(activity))
     }
 
-    /// Resolves once no request has been in progress for `timeout`.
+    /// When the last request ended (the epoch if none has).
+    fn last_end(&self) -> Instant {
+        self.epoch + Duration::from_nanos(self.last_end.load(Ordering::SeqCst))
+    }
+
+    /// Resolves once no request has been in progress for `timeout`, counted from the call at
+    /// the earliest.
     async fn idle_for(&self, timeout: Duration) {
+        let called = Instant::now();
+        let mut deadline = called + timeout;
         loop {
-            let changed = self.changed.notified();
-            tokio::pin!(changed);
-            // Registered before looking, so a change between the look and the wait is seen.
-            changed.as_mut().enable();
-            if self.in_flight.load(Ordering::SeqCst) == 0 {
-                if tokio::time::timeout(timeout, changed).await.is_err() {
-                    return;
-                }
+            tokio::time::sleep_until(deadline.into()).await;
+            let idle_since = self.last_end().max(called);
+            let now = Instant::now();
+            if self.in_flight.load(Ordering::SeqCst) > 0 {
+                // Look again a timeout after now: the request cannot end idle before that.
+                deadline = now + timeout;
+            } else if idle_since + timeout <= now {
+                return;
             } else {
-                changed.await;
+                deadline = idle_since + timeout;
             }
         }
     }
@@ -400,8 +423,13 @@ impl hyper::body::Body for Tracked {
 
 impl Drop for Busy {
     fn drop(&mut self) {
-        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
-        self.0.changed.notify_waiters();
+        let activity = &self.0;
+        // Saturates after 584 years of one connection.
+        let since_epoch = u64::try_from(activity.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        // Before the count goes down, so a watcher that sees no request in flight sees
+        // this end.
+        activity.last_end.fetch_max(since_epoch, Ordering::SeqCst);
+        activity.in_flight.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -412,6 +440,13 @@ async fn serve_one(app: Arc<App>, request: Request<Incoming>) -> Response<Full<B
     {
         // Upload bodies go to disk as they arrive, not through the in-memory body limit.
         return app.respond_upload(parts, key, body).await.map(Full::new);
+    }
+    if body.is_end_stream() {
+        // No body (a GET, or a length of 0): nothing to read, limit or time.
+        return app
+            .respond_async(parts, Ok(Bytes::new()))
+            .await
+            .map(Full::new);
     }
     let limit = app.config().max_body_bytes;
     let timeout = app.config().body_read_timeout;
