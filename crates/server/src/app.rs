@@ -2,6 +2,7 @@
 //! trace member), answers preflights, routes, authenticates, charges the quota, runs the
 //! handler with panics caught, and maps errors to the Graph-style body.
 
+use std::borrow::Cow;
 use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -149,8 +150,7 @@ impl App {
 
     fn next_request_id(&self) -> String {
         let count = self.request_counter.fetch_add(1, Ordering::Relaxed);
-        // Unique per process and readable in logs; not a secret.
-        format!("A{:012x}{count:08x}", self.request_seed & 0xFFFF_FFFF_FFFF)
+        request_id(self.request_seed, count)
     }
 
     /// Answers one request whose body has been read (or failed to be).
@@ -256,7 +256,7 @@ impl App {
             error.status(),
             &error.to_body(&self.trace_member, request_id),
         );
-        reply.cache_control = Some(String::from("no-store"));
+        reply.cache_control = Some(Cow::Borrowed("no-store"));
         if let Some(seconds) = error.retry_after() {
             reply
                 .headers
@@ -307,7 +307,7 @@ impl App {
                 run_blocking(move || {
                     let value = app.services.auth.exchange_token(&parts, &body)?;
                     let mut reply = Reply::json(&value);
-                    reply.cache_control = Some(String::from("no-store"));
+                    reply.cache_control = Some(Cow::Borrowed("no-store"));
                     Ok(reply)
                 })
                 .await
@@ -378,11 +378,10 @@ impl App {
             .tile_cache
             .reply(&tile, &parts.headers, self.config.tile_max_age_seconds)
             .await;
-        if let Ok(header) = HeaderValue::from_str(&usage.app_usage_header()) {
-            reply
-                .headers
-                .insert(HeaderName::from_static("x-app-usage"), header);
-        }
+        reply.headers.insert(
+            HeaderName::from_static("x-app-usage"),
+            app_usage_value(usage),
+        );
         Ok(Dispatched::Reply(reply))
     }
 
@@ -448,11 +447,10 @@ impl App {
         };
         drop(store);
         let mut reply = Reply::json(&value);
-        if let Ok(header) = HeaderValue::from_str(&usage.app_usage_header()) {
-            reply
-                .headers
-                .insert(HeaderName::from_static("x-app-usage"), header);
-        }
+        reply.headers.insert(
+            HeaderName::from_static("x-app-usage"),
+            app_usage_value(usage),
+        );
         Ok(reply)
     }
 
@@ -478,7 +476,7 @@ impl App {
             _ => return Err(Error::UnknownPath(parts.uri.path().to_owned())),
         };
         let mut reply = Reply::json(&value);
-        reply.cache_control = Some(String::from("private, no-cache"));
+        reply.cache_control = Some(Cow::Borrowed("private, no-cache"));
         Ok(reply)
     }
 
@@ -494,7 +492,7 @@ impl App {
         .ok_or_else(|| Error::UnknownId(path.to_owned()))?;
         let mut reply = Reply::bytes(object.content_type(), Bytes::from(bytes));
         reply.compressible = false;
-        reply.cache_control = Some(String::from("public, max-age=86400, immutable"));
+        reply.cache_control = Some(Cow::Borrowed("public, max-age=86400, immutable"));
         Ok(reply)
     }
 
@@ -502,6 +500,48 @@ impl App {
     pub fn media_url(&self, object: &MediaObject) -> String {
         self.services.media_links.url(object)
     }
+}
+
+/// The ID of the request numbered `count`: unique per process and readable in logs; not a
+/// secret. `A`, the seed's low 48 bits in 12 hexadecimal digits, then the count in at least
+/// 8: `format!("A{:012x}{count:08x}", seed & 0xFFFF_FFFF_FFFF)`, written without the
+/// formatting machinery.
+fn request_id(seed: u64, count: u64) -> String {
+    let mut id = String::with_capacity(1 + 12 + 16);
+    id.push('A');
+    push_hex_digits(&mut id, seed & 0xFFFF_FFFF_FFFF, 12);
+    let count_digits = (64 - count.leading_zeros()).div_ceil(4).max(8);
+    push_hex_digits(&mut id, count, count_digits);
+    id
+}
+
+/// The lowest `digits` hexadecimal digits of `value`, lower case, appended to `text`.
+fn push_hex_digits(text: &mut String, value: u64, digits: u32) {
+    for digit in (0..digits).rev() {
+        let nibble = (value >> (4 * digit)) & 0xf;
+        text.push(char::from_digit(u32::try_from(nibble).unwrap_or(0), 16).unwrap_or('0'));
+    }
+}
+
+/// The `x-app-usage` header of a call: made once for each percentage rather than formatted
+/// for every request.
+fn app_usage_value(usage: streetlevel_ratelimit::Usage) -> HeaderValue {
+    static VALUES: std::sync::LazyLock<Vec<HeaderValue>> = std::sync::LazyLock::new(|| {
+        (0..=100)
+            .filter_map(|used_percent| {
+                let usage = streetlevel_ratelimit::Usage {
+                    class: Class::Entity,
+                    used_percent,
+                };
+                HeaderValue::from_str(&usage.app_usage_header()).ok()
+            })
+            .collect()
+    });
+    VALUES
+        .get(usize::from(usage.used_percent))
+        .cloned()
+        .or_else(|| HeaderValue::from_str(&usage.app_usage_header()).ok())
+        .unwrap_or_else(|| HeaderValue::from_static("{}"))
 }
 
 fn quota_class(class: Class) -> &'static str {
@@ -519,7 +559,7 @@ fn probe(status: StatusCode, state: &str, reason: Option<&str>) -> Reply {
         body["reason"] = serde_json::Value::from(reason);
     }
     let mut reply = Reply::json_with_status(status, &body);
-    reply.cache_control = Some(String::from("no-store"));
+    reply.cache_control = Some(Cow::Borrowed("no-store"));
     reply
 }
 
@@ -641,7 +681,34 @@ where
 
 #[cfg(test)]
 mod tests {
-    use super::prefers_html;
+    use super::{app_usage_value, prefers_html, request_id};
+
+    #[test]
+    fn request_ids_are_the_seed_and_the_count_in_hexadecimal() {
+        for (seed, count) in [
+            (0, 0),
+            (0x9E37_79B9_7F4A_7C15, 1),
+            (u64::MAX, 0xFFFF_FFFF),
+            (42, 0x1_0000_0000),
+            (7, u64::MAX),
+        ] {
+            assert_eq!(
+                request_id(seed, count),
+                format!("A{:012x}{count:08x}", seed & 0xFFFF_FFFF_FFFF)
+            );
+        }
+    }
+
+    #[test]
+    fn usage_headers_are_those_the_quota_formats() {
+        for used_percent in [0, 1, 57, 100, 101, 255] {
+            let usage = streetlevel_ratelimit::Usage {
+                class: streetlevel_ratelimit::Class::Search,
+                used_percent,
+            };
+            assert_eq!(app_usage_value(usage), usage.app_usage_header().as_str());
+        }
+    }
 
     fn check(accept: &str, expected: bool) {
         assert_eq!(prefers_html(accept), expected, "{accept}");

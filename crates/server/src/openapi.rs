@@ -4,6 +4,7 @@
 //! responses against it, so it stays true.
 
 use bytes::Bytes;
+use std::borrow::Cow;
 
 use crate::reply::{JSON_CONTENT_TYPE, Reply};
 
@@ -13,7 +14,7 @@ pub const DOCUMENT: &str = include_str!("../openapi.json");
 /// The reply to `GET /openapi.json`.
 pub(crate) fn reply() -> Reply {
     let mut reply = Reply::bytes(JSON_CONTENT_TYPE, Bytes::from_static(DOCUMENT.as_bytes()));
-    reply.cache_control = Some(String::from("public, no-cache"));
+    reply.cache_control = Some(Cow::Borrowed("public, no-cache"));
     reply
 }
 

@@ -8,6 +8,7 @@
 //! ([`compress_large`]), so the async workers never spend long in a compressor. Each
 //! representation has its own strong `ETag` (identity's, with `-gzip` or `-br` appended).
 
+use std::borrow::Cow;
 use std::io::Write;
 
 use bytes::Bytes;
@@ -96,7 +97,7 @@ pub struct Reply {
     /// The body.
     pub body: Bytes,
     /// The `Cache-Control` value.
-    pub cache_control: Option<String>,
+    pub cache_control: Option<Cow<'static, str>>,
     /// A precomputed strong `ETag` (with quotes); computed from the body when `None` and the
     /// status is 200.
     pub etag: Option<String>,
@@ -116,13 +117,23 @@ impl Reply {
 
     /// A JSON reply with `status`.
     pub fn json_with_status(status: StatusCode, value: &serde_json::Value) -> Self {
+        // Room for an entity without growing; serde_json's default of 128 bytes grew three
+        // times on the usual answer.
+        let mut body = Vec::with_capacity(1024);
         // Serialising a `Value` cannot fail; serde_json does not escape `/`.
-        let body = serde_json::to_vec(value).unwrap_or_default();
+        if serde_json::to_writer(&mut body, value).is_err() {
+            body.clear();
+        }
+        Reply::json_bytes(status, body)
+    }
+
+    /// A JSON reply with `status` whose body is written already.
+    pub fn json_bytes(status: StatusCode, body: Vec<u8>) -> Self {
         Reply {
             status,
             content_type: Some(JSON_CONTENT_TYPE),
             body: Bytes::from(body),
-            cache_control: Some(String::from("private, no-cache")),
+            cache_control: Some(Cow::Borrowed("private, no-cache")),
             etag: None,
             compressible: true,
             encodings: Encodings::default(),
@@ -165,7 +176,28 @@ impl Reply {
 pub fn etag_of(body: &[u8]) -> String {
     use sha2::Digest as _;
     let digest = sha2::Sha256::digest(body);
-    format!("\"{}\"", hex::encode(&digest[..16]))
+    let mut tag = String::with_capacity(ETAG_CAPACITY);
+    tag.push('"');
+    push_hex(&mut tag, &digest[..16]);
+    tag.push('"');
+    tag
+}
+
+/// Room for the longest tag [`etag_of`] and [`representation_etag`] make (`"<32 hex>-gzip"`).
+const ETAG_CAPACITY: usize = 40;
+
+/// Appends `bytes` (at most 32) in lower-case hexadecimal, without allocating.
+pub(crate) fn push_hex(text: &mut String, bytes: &[u8]) {
+    let mut buffer = [0_u8; 64];
+    let Some(digits) = buffer.get_mut(..2 * bytes.len()) else {
+        text.push_str(&hex::encode(bytes));
+        return;
+    };
+    if hex::encode_to_slice(bytes, digits).is_ok()
+        && let Ok(digits) = std::str::from_utf8(digits)
+    {
+        text.push_str(digits);
+    }
 }
 
 /// Adds the CORS headers every response carries.
@@ -350,14 +382,19 @@ pub async fn compress_large(request_headers: &HeaderMap, mut reply: Reply) -> Re
 
 /// The `ETag` of one representation: identity's tag, with the coding appended inside the
 /// quotes for the others.
-fn representation_etag(etag: &str, coding: Coding) -> String {
-    match coding.header() {
-        None => etag.to_owned(),
-        Some(name) => match etag.strip_suffix('"') {
-            Some(open) => format!("{open}-{name}\""),
-            None => format!("{etag}-{name}"),
-        },
+fn representation_etag(mut etag: String, coding: Coding) -> String {
+    if let Some(name) = coding.header() {
+        let quoted = etag.ends_with('"');
+        if quoted {
+            etag.pop();
+        }
+        etag.push('-');
+        etag.push_str(name);
+        if quoted {
+            etag.push('"');
+        }
     }
+    etag
 }
 
 /// Turns a reply into the response: conditional GET, compression, CORS and trace headers.
@@ -392,15 +429,21 @@ pub fn finish(
         None if status == StatusCode::OK && !body.is_empty() => Some(etag_of(&body)),
         None => None,
     }
-    .map(|etag| representation_etag(&etag, coding));
+    .map(|etag| representation_etag(etag, coding));
     let mut response = Response::new(Bytes::new());
-    let mut headers = HeaderMap::new();
+    // Room for the nine headers below and the extra ones, so the map never grows.
+    let mut headers = HeaderMap::with_capacity(9 + extra_headers.len());
     add_cors(&mut headers);
     if let Ok(value) = HeaderValue::from_str(request_id) {
         headers.insert(HeaderName::from_static("x-request-id"), value);
     }
-    if let Some(cache_control) = cache_control.and_then(|value| HeaderValue::from_str(&value).ok())
-    {
+    let cache_control = cache_control.and_then(|value| match value {
+        Cow::Borrowed(text) => {
+            HeaderValue::from_maybe_shared(Bytes::from_static(text.as_bytes())).ok()
+        }
+        Cow::Owned(text) => HeaderValue::from_maybe_shared(Bytes::from(text)).ok(),
+    });
+    if let Some(cache_control) = cache_control {
         headers.insert(header::CACHE_CONTROL, cache_control);
     }
     headers.insert(header::VARY, HeaderValue::from_static("accept-encoding"));

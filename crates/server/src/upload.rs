@@ -5,6 +5,7 @@
 //! Upload bodies stream to disk as they arrive (never through the in-memory body limit);
 //! the session files, the queue and the processing belong to `streetlevel-import`.
 
+use std::borrow::Cow;
 use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
@@ -80,7 +81,7 @@ impl App {
             "access_token": signed_in.access_token,
             "user_id": creator.to_string(),
         }));
-        reply.cache_control = Some(String::from("no-store"));
+        reply.cache_control = Some(Cow::Borrowed("no-store"));
         Ok(reply)
     }
 
@@ -119,7 +120,7 @@ impl App {
         let (_, user_id) = self.uploader(parts)?;
         let offset = self.uploads()?.offset(user_id, key)?;
         let mut reply = Reply::json(&json!({ "offset": offset }));
-        reply.cache_control = Some(String::from("no-store"));
+        reply.cache_control = Some(Cow::Borrowed("no-store"));
         Ok(reply)
     }
 
@@ -198,7 +199,7 @@ impl App {
         }
         let handle = written?;
         let mut reply = Reply::json(&json!({ "h": handle }));
-        reply.cache_control = Some(String::from("no-store"));
+        reply.cache_control = Some(Cow::Borrowed("no-store"));
         Ok(reply)
     }
 
@@ -262,7 +263,7 @@ impl App {
             "upload queued"
         );
         let mut reply = Reply::json(&json!({ "cluster_id": job.to_string() }));
-        reply.cache_control = Some(String::from("no-store"));
+        reply.cache_control = Some(Cow::Borrowed("no-store"));
         Ok(reply)
     }
 
@@ -283,7 +284,7 @@ impl App {
         let jobs = self.uploads()?.jobs_of(user_id)?;
         let data: Vec<Value> = jobs.iter().map(job_json).collect();
         let mut reply = Reply::json(&json!({ "data": data }));
-        reply.cache_control = Some(String::from("no-store"));
+        reply.cache_control = Some(Cow::Borrowed("no-store"));
         Ok(reply)
     }
 }

@@ -7,6 +7,7 @@
 //! that touched each tile; an entry older than that is stale and rendered again. This holds
 //! whatever the order of a render's insert and a write, so no write is ever missed.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, PoisonError, RwLock, Weak};
@@ -110,7 +111,7 @@ impl CachedTile {
             Coding::Brotli => reply.encodings.brotli = self.coded(coding),
         }
         reply.etag = Some(self.etag.clone());
-        reply.cache_control = Some(format!("public, max-age={max_age_seconds}"));
+        reply.cache_control = Some(Cow::Owned(format!("public, max-age={max_age_seconds}")));
         reply
     }
 
