@@ -17,6 +17,21 @@ pub(crate) fn parse_pairs(text: &str) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The decoded values of the parameter `name` in a form-encoded `text`, as [`parse_pairs`]
+/// would find them, decoding only names and the values asked for: a request's other
+/// parameters (`fields=...` on every API call) are not copied.
+pub(crate) fn values_of<'a>(text: &'a str, name: &'a str) -> impl Iterator<Item = String> + 'a {
+    text.split('&').filter_map(move |pair| {
+        let (raw_name, raw_value) = pair.split_once('=').unwrap_or((pair, ""));
+        let matches = if raw_name.contains(['+', '%']) {
+            decode(raw_name) == name
+        } else {
+            raw_name == name
+        };
+        matches.then(|| decode(raw_value))
+    })
+}
+
 /// One form-encoded value (HTTP Basic's client ID and secret, RFC 6749 section 2.3.1):
 /// `+` is a space, invalid UTF-8 is replaced.
 pub(crate) fn decode(text: &str) -> String {
@@ -87,4 +102,33 @@ pub fn redirect_url(callback: &str, params: &[(&str, &str)]) -> String {
         url.push_str(fragment);
     }
     url
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `values_of` finds what filtering `parse_pairs` by name finds, however the name and
+    /// the value are encoded.
+    #[test]
+    fn values_of_agrees_with_parse_pairs() {
+        let queries = [
+            "",
+            "access_token=abc",
+            "fields=id,geometry&access_token=a%20b+c",
+            "access%5Ftoken=encoded&access_token=plain",
+            "access_token&access_token=&&access_token==x=y",
+            "access+token=space&access_token=%FF%FE",
+            "ACCESS_TOKEN=other&access_tokenx=other",
+        ];
+        for query in queries {
+            let expected: Vec<String> = parse_pairs(query)
+                .into_iter()
+                .filter(|(name, _)| name == "access_token")
+                .map(|(_, value)| value)
+                .collect();
+            let found: Vec<String> = values_of(query, "access_token").collect();
+            assert_eq!(found, expected, "{query:?}");
+        }
+    }
 }

@@ -172,8 +172,8 @@ pub(crate) fn revoke_grant(
 /// `Bearer`): both may be given if they agree.
 pub fn request_token(parts: &http::request::Parts) -> Result<String, AuthError> {
     let mut from_query: Option<String> = None;
-    for (name, value) in parse_pairs(parts.uri.query().unwrap_or("")) {
-        if name != "access_token" || value.is_empty() {
+    for value in crate::form::values_of(parts.uri.query().unwrap_or(""), "access_token") {
+        if value.is_empty() {
             continue;
         }
         match &from_query {
