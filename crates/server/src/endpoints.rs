@@ -2,6 +2,7 @@
 //! exchange): parse the query into a store request, run it, project the answer to JSON.
 
 use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, PoisonError, RwLock};
 
 use serde_json::{Map, Value};
 use streetlevel_model::{
@@ -91,14 +92,66 @@ impl ProjectionContext for Context<'_> {
     }
 }
 
-fn fields(query: &Query, kind: EntityKind) -> Result<FieldSelection, Error> {
-    FieldSelection::parse(query.get("fields").unwrap_or(""), kind).map_err(|error| match error {
+/// The selection `fields=` asks for on `kind`: parsed once per distinct list and kept (see
+/// [`ParsedFields`]); a list that does not parse is an error every time.
+fn fields(query: &Query, kind: EntityKind) -> Result<Arc<FieldSelection>, Error> {
+    static PARSED: LazyLock<ParsedFields> = LazyLock::new(ParsedFields::default);
+    let text = query.get("fields").unwrap_or("");
+    if let Some(selection) = PARSED.get(text, kind) {
+        return Ok(selection);
+    }
+    let selection = FieldSelection::parse(text, kind).map_err(|error| match error {
         FieldError::NonexistingField { field, kind } => Error::UnknownField {
             field,
             node_type: kind.node_type().to_owned(),
         },
         other => Error::bad_parameter("fields", other.to_string()),
-    })
+    })?;
+    let selection = Arc::new(selection);
+    PARSED.insert(text, kind, Arc::clone(&selection));
+    Ok(selection)
+}
+
+/// `fields=` lists parsed before, by text and kind. Clients send the same few lists again and
+/// again (each SDK call has its own), and parsing one and dropping its tree cost more than
+/// projecting a small entity. Bounded: when full it starts afresh, so lists in steady use
+/// come back at once while a client sending ever new lists cannot grow it.
+#[derive(Default)]
+struct ParsedFields {
+    by_text: RwLock<HashMap<Box<str>, ParsedKinds>>,
+}
+
+/// The selections parsed from one text, by kind.
+type ParsedKinds = Vec<(EntityKind, Arc<FieldSelection>)>;
+
+impl ParsedFields {
+    /// Distinct lists kept at most.
+    const CAPACITY: usize = 256;
+    /// Longer lists are parsed every time rather than kept.
+    const LONGEST: usize = 1024;
+
+    fn get(&self, text: &str, kind: EntityKind) -> Option<Arc<FieldSelection>> {
+        let by_text = self.by_text.read().unwrap_or_else(PoisonError::into_inner);
+        by_text
+            .get(text)?
+            .iter()
+            .find(|(parsed_kind, _)| *parsed_kind == kind)
+            .map(|(_, selection)| Arc::clone(selection))
+    }
+
+    fn insert(&self, text: &str, kind: EntityKind, selection: Arc<FieldSelection>) {
+        if text.len() > Self::LONGEST {
+            return;
+        }
+        let mut by_text = self.by_text.write().unwrap_or_else(PoisonError::into_inner);
+        if by_text.len() >= Self::CAPACITY && !by_text.contains_key(text) {
+            by_text.clear();
+        }
+        let kinds = by_text.entry(Box::from(text)).or_default();
+        if !kinds.iter().any(|(parsed_kind, _)| *parsed_kind == kind) {
+            kinds.push((kind, selection));
+        }
+    }
 }
 
 fn parse_entity_id(text: &str) -> Result<EntityId, Error> {
@@ -159,6 +212,12 @@ pub fn entity(
     query: &Query,
 ) -> Result<Value, Error> {
     let id = parse_entity_id(raw_id)?;
+    // Most IDs asked for are images: the lookup that finds one is the one that tells the kind.
+    if let Some(image) = store.image(ImageId(id.0)) {
+        let fields = fields(query, EntityKind::Image)?;
+        let context = Context::new(store, links);
+        return Ok(Value::Object(project_image(&image, &fields, &context)));
+    }
     let kind = kind_of(store, id)?;
     let fields = fields(query, kind)?;
     project_one(store, links, id, kind, &fields).map(Value::Object)
