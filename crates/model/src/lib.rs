@@ -26,8 +26,8 @@ pub use image::{CameraType, Image, ParseCameraTypeError};
 pub use map_feature::{MapFeature, ObjectType};
 pub use organization::Organization;
 pub use projection::{
-    NoContext, ProjectionContext, ThumbnailSize, collection, project_detection, project_image,
-    project_map_feature, project_organization, project_sequence_image_ids,
+    ImageObject, NoContext, ProjectionContext, ThumbnailSize, collection, project_detection,
+    project_image, project_map_feature, project_organization, project_sequence_image_ids,
 };
 pub use sequence::Sequence;
 pub use timestamp::{ParseTimestampError, Timestamp};

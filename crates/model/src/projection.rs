@@ -21,6 +21,7 @@
 //! geometry of a detection's image) comes from a [`ProjectionContext`] that the server
 //! implements over its store.
 
+use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Map, Number, Value};
 
 use crate::{
@@ -148,48 +149,212 @@ pub fn project_image(
 ) -> Map<String, Value> {
     let mut object = Map::new();
     for (name, nested) in fields.iter() {
-        let value = match (name, nested) {
-            ("altitude", _) => image.altitude.and_then(float),
-            ("atomic_scale", _) => image.atomic_scale.and_then(float),
-            ("camera_parameters", _) => image.camera_parameters.as_deref().and_then(floats),
-            ("camera_type", _) => image
-                .camera_type
-                .map(|camera_type| Value::from(camera_type.as_str())),
-            ("captured_at", _) => Some(Value::from(image.captured_at.millis())),
-            ("compass_angle", _) => image.compass_angle.and_then(float),
-            ("computed_altitude", _) => image.computed_altitude.and_then(float),
-            ("computed_compass_angle", _) => image.computed_compass_angle.and_then(float),
-            ("computed_geometry", _) => image.computed_geometry.and_then(point),
-            ("computed_rotation", _) => image.computed_rotation.as_ref().and_then(|r| floats(r)),
-            ("creator", Some(nested)) => Some(creator(image.creator, nested, context)),
-            ("detections", Some(nested)) => Some(detections(image, nested, context)),
-            ("exif_orientation", _) => image.exif_orientation.map(Value::from),
-            ("geometry", _) => point(image.geometry),
-            ("height", _) => Some(Value::from(image.height)),
-            ("id", _) => Some(id(image.id)),
-            ("is_pano", _) => Some(Value::Bool(image.is_pano)),
-            ("make", _) => image.make.as_deref().map(Value::from),
-            ("merge_cc", _) => image.merge_cc.map(Value::from),
-            ("mesh", Some(nested)) => image
-                .mesh
-                .map(|mesh| media(mesh, nested, |id| context.mesh_url(id))),
-            ("model", _) => image.model.as_deref().map(Value::from),
-            ("organization", Some(nested)) => image
-                .organization
-                .map(|organization| id_object(id(organization), nested)),
-            ("quality_score", _) => image.quality_score.and_then(float),
-            ("sequence", _) => Some(Value::from(image.sequence.as_str())),
-            ("sfm_cluster", Some(nested)) => image
-                .sfm_cluster
-                .map(|cluster| media(cluster, nested, |id| context.sfm_cluster_url(id))),
-            ("width", _) => Some(Value::from(image.width)),
-            (name, _) => ThumbnailSize::from_field_name(name)
-                .and_then(|size| context.thumbnail_url(image.id, size))
-                .map(Value::from),
-        };
-        insert(&mut object, name, value);
+        if let Some(value) = image_field(image, name, nested, context) {
+            object.insert(name.to_owned(), value.into_value());
+        }
     }
     object
+}
+
+/// An image's JSON object as [`project_image`] makes it, written straight to a serializer:
+/// serialising it gives the bytes of serialising that map, without building the map first
+/// (no key copied, no tree to drop). The server answers a request for one image this way.
+#[derive(Clone, Copy)]
+pub struct ImageObject<'a> {
+    image: &'a Image,
+    fields: &'a FieldSelection,
+    context: &'a dyn ProjectionContext,
+}
+
+impl<'a> ImageObject<'a> {
+    /// `image` with `fields`, what the entity does not hold coming from `context`.
+    pub fn new(
+        image: &'a Image,
+        fields: &'a FieldSelection,
+        context: &'a dyn ProjectionContext,
+    ) -> Self {
+        ImageObject {
+            image,
+            fields,
+            context,
+        }
+    }
+}
+
+impl std::fmt::Debug for ImageObject<'_> {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("ImageObject")
+            .field("image", &self.image.id)
+            .field("fields", &self.fields.to_string())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Serialize for ImageObject<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut object = serializer.serialize_map(None)?;
+        for (name, nested) in self.fields.iter() {
+            if let Some(value) = image_field(self.image, name, nested, self.context) {
+                object.serialize_entry(name, &value)?;
+            }
+        }
+        object.end()
+    }
+}
+
+/// The value of the image field `name` (with its sub-selection `nested` for objects), or
+/// `None` when it has none: the one definition of an image's JSON, shared by
+/// [`project_image`] and [`ImageObject`].
+fn image_field<'a>(
+    image: &'a Image,
+    name: &str,
+    nested: Option<&FieldSelection>,
+    context: &'a dyn ProjectionContext,
+) -> Option<Field<'a>> {
+    match (name, nested) {
+        ("altitude", _) => image.altitude.and_then(Field::float),
+        ("atomic_scale", _) => image.atomic_scale.and_then(Field::float),
+        ("camera_parameters", _) => image.camera_parameters.as_deref().and_then(Field::floats),
+        ("camera_type", _) => image
+            .camera_type
+            .map(|camera_type| Field::Str(camera_type.as_str())),
+        ("captured_at", _) => Some(Field::Integer(image.captured_at.millis())),
+        ("compass_angle", _) => image.compass_angle.and_then(Field::float),
+        ("computed_altitude", _) => image.computed_altitude.and_then(Field::float),
+        ("computed_compass_angle", _) => image.computed_compass_angle.and_then(Field::float),
+        ("computed_geometry", _) => image.computed_geometry.and_then(Field::point),
+        ("computed_rotation", _) => image
+            .computed_rotation
+            .as_ref()
+            .and_then(|rotation| Field::floats(rotation)),
+        ("creator", Some(nested)) => Some(creator(image.creator, nested, context)),
+        ("detections", Some(nested)) => Some(Field::Json(detections(image, nested, context))),
+        ("exif_orientation", _) => image
+            .exif_orientation
+            .map(|orientation| Field::Unsigned(orientation.into())),
+        ("geometry", _) => Field::point(image.geometry),
+        ("height", _) => Some(Field::Unsigned(image.height.into())),
+        ("id", _) => Some(Field::Id(image.id.0)),
+        ("is_pano", _) => Some(Field::Bool(image.is_pano)),
+        ("make", _) => image.make.as_deref().map(Field::Str),
+        ("merge_cc", _) => image.merge_cc.map(Field::Unsigned),
+        ("mesh", Some(nested)) => image
+            .mesh
+            .map(|mesh| media(mesh, nested, |id| context.mesh_url(id))),
+        ("model", _) => image.model.as_deref().map(Field::Str),
+        ("organization", Some(nested)) => image
+            .organization
+            .map(|organization| id_object(organization.0, nested)),
+        ("quality_score", _) => image.quality_score.and_then(Field::float),
+        ("sequence", _) => Some(Field::Str(image.sequence.as_str())),
+        ("sfm_cluster", Some(nested)) => image
+            .sfm_cluster
+            .map(|cluster| media(cluster, nested, |id| context.sfm_cluster_url(id))),
+        ("width", _) => Some(Field::Unsigned(image.width.into())),
+        (name, _) => ThumbnailSize::from_field_name(name)
+            .and_then(|size| context.thumbnail_url(image.id, size))
+            .map(Field::Text),
+    }
+}
+
+/// A field's value on its way to JSON, borrowed from the entity where it can be. Numbers
+/// are finite (a field whose number is not has no value).
+enum Field<'a> {
+    Str(&'a str),
+    Text(String),
+    /// An ID: a JSON string of the decimal number.
+    Id(u64),
+    Integer(i64),
+    Unsigned(u64),
+    Float(f64),
+    Floats(&'a [f64]),
+    Bool(bool),
+    /// A `GeoJSON` point.
+    Point(Point),
+    /// An object, its members in name order.
+    Object(Vec<(&'static str, Field<'a>)>),
+    Json(Value),
+}
+
+impl<'a> Field<'a> {
+    /// A float, or nothing when it is NaN or infinite (JSON has no such numbers and `null`
+    /// is not an option).
+    fn float(number: f64) -> Option<Self> {
+        number.is_finite().then_some(Field::Float(number))
+    }
+
+    /// An array of floats, or nothing when any of them is not finite.
+    fn floats(numbers: &'a [f64]) -> Option<Self> {
+        numbers
+            .iter()
+            .all(|number| number.is_finite())
+            .then_some(Field::Floats(numbers))
+    }
+
+    /// A `GeoJSON` point, or nothing when a coordinate is not finite.
+    fn point(point: Point) -> Option<Self> {
+        (point.lon.is_finite() && point.lat.is_finite()).then_some(Field::Point(point))
+    }
+
+    fn into_value(self) -> Value {
+        let number = |number: f64| Number::from_f64(number).map_or(Value::Null, Value::Number);
+        match self {
+            Field::Str(text) => Value::from(text),
+            Field::Text(text) => Value::String(text),
+            Field::Id(id) => Value::String(id.to_string()),
+            Field::Integer(integer) => Value::from(integer),
+            Field::Unsigned(integer) => Value::from(integer),
+            Field::Float(float) => number(float),
+            Field::Floats(floats) => Value::Array(floats.iter().copied().map(number).collect()),
+            Field::Bool(flag) => Value::Bool(flag),
+            Field::Point(point) => {
+                let mut object = Map::new();
+                object.insert(
+                    "coordinates".to_owned(),
+                    Value::Array(vec![number(point.lon), number(point.lat)]),
+                );
+                object.insert("type".to_owned(), Value::from("Point"));
+                Value::Object(object)
+            }
+            Field::Object(members) => Value::Object(
+                members
+                    .into_iter()
+                    .map(|(name, value)| (name.to_owned(), value.into_value()))
+                    .collect(),
+            ),
+            Field::Json(value) => value,
+        }
+    }
+}
+
+impl Serialize for Field<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Field::Str(text) => serializer.serialize_str(text),
+            Field::Text(text) => serializer.serialize_str(text),
+            Field::Id(id) => serializer.collect_str(id),
+            Field::Integer(integer) => serializer.serialize_i64(*integer),
+            Field::Unsigned(integer) => serializer.serialize_u64(*integer),
+            Field::Float(float) => serializer.serialize_f64(*float),
+            Field::Floats(floats) => floats.serialize(serializer),
+            Field::Bool(flag) => serializer.serialize_bool(*flag),
+            Field::Point(point) => {
+                let mut object = serializer.serialize_map(Some(2))?;
+                object.serialize_entry("coordinates", &[point.lon, point.lat])?;
+                object.serialize_entry("type", "Point")?;
+                object.end()
+            }
+            Field::Object(members) => {
+                let mut object = serializer.serialize_map(Some(members.len()))?;
+                for (name, value) in members {
+                    object.serialize_entry(name, value)?;
+                }
+                object.end()
+            }
+            Field::Json(value) => value.serialize(serializer),
+        }
+    }
 }
 
 /// The JSON object of a map feature (spec 2.2) with the selected fields.
@@ -334,23 +499,23 @@ fn image_ref(
     object
 }
 
-fn creator(
+fn creator<'a>(
     creator_id: CreatorId,
     fields: &FieldSelection,
-    context: &dyn ProjectionContext,
-) -> Value {
-    let mut object = Map::new();
+    context: &'a dyn ProjectionContext,
+) -> Field<'a> {
+    let mut members = Vec::with_capacity(fields.len());
     for name in fields.names() {
         let value = match name {
-            "id" => Some(id(creator_id)),
+            "id" => Some(Field::Id(creator_id.0)),
             "username" => context
                 .creator(creator_id)
-                .map(|creator| Value::from(creator.username.as_str())),
+                .map(|creator| Field::Str(creator.username.as_str())),
             _ => None,
         };
-        insert(&mut object, name, value);
+        members.extend(value.map(|value| (name, value)));
     }
-    Value::Object(object)
+    Field::Object(members)
 }
 
 /// `{id, url}` of a mesh or a structure-from-motion cluster.
@@ -358,26 +523,26 @@ fn media(
     media_id: MediaId,
     fields: &FieldSelection,
     url: impl Fn(MediaId) -> Option<String>,
-) -> Value {
-    let mut object = Map::new();
+) -> Field<'static> {
+    let mut members = Vec::with_capacity(fields.len());
     for name in fields.names() {
         let value = match name {
-            "id" => Some(id(media_id)),
-            "url" => url(media_id).map(Value::from),
+            "id" => Some(Field::Id(media_id.0)),
+            "url" => url(media_id).map(Field::Text),
             _ => None,
         };
-        insert(&mut object, name, value);
+        members.extend(value.map(|value| (name, value)));
     }
-    Value::Object(object)
+    Field::Object(members)
 }
 
 /// `{id}`: an object whose only sub-field is its ID.
-fn id_object(id: Value, fields: &FieldSelection) -> Value {
-    let mut object = Map::new();
+fn id_object(id: u64, fields: &FieldSelection) -> Field<'static> {
+    let mut members = Vec::with_capacity(1);
     if fields.contains("id") {
-        object.insert("id".to_owned(), id);
+        members.push(("id", Field::Id(id)));
     }
-    Value::Object(object)
+    Field::Object(members)
 }
 
 fn insert(object: &mut Map<String, Value>, name: &str, value: Option<Value>) {
@@ -394,28 +559,14 @@ fn data(items: impl IntoIterator<Item = Map<String, Value>>) -> Value {
     Value::Object(collection(items))
 }
 
-/// A float, or nothing when it is NaN or infinite (JSON has no such numbers and `null` is
-/// not an option).
+/// A float, or nothing when it is NaN or infinite.
 fn float(number: f64) -> Option<Value> {
-    Number::from_f64(number).map(Value::Number)
-}
-
-/// An array of floats, or nothing when any of them is not finite.
-fn floats(numbers: &[f64]) -> Option<Value> {
-    numbers
-        .iter()
-        .map(|number| float(*number))
-        .collect::<Option<Vec<_>>>()
-        .map(Value::Array)
+    Field::float(number).map(Field::into_value)
 }
 
 /// A `GeoJSON` point, or nothing when a coordinate is not finite.
 fn point(point: Point) -> Option<Value> {
-    let coordinates = floats(&[point.lon, point.lat])?;
-    let mut object = Map::new();
-    object.insert("coordinates".to_owned(), coordinates);
-    object.insert("type".to_owned(), Value::from("Point"));
-    Some(Value::Object(object))
+    Field::point(point).map(Field::into_value)
 }
 
 #[cfg(test)]

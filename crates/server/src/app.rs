@@ -20,7 +20,7 @@ use streetlevel_web::{Page, Web};
 
 use streetlevel_model::Clock;
 
-use crate::endpoints::{self, Links};
+use crate::endpoints::{self, Json, Links};
 use crate::media::{self, MediaLinks, MediaObject, MediaSource};
 use crate::query::Query;
 use crate::reply::{self, Reply};
@@ -434,19 +434,28 @@ impl App {
             .unwrap_or_else(PoisonError::into_inner);
         let value = match route {
             Route::Entity(id) => endpoints::entity(&store, self, id, query)?,
-            Route::DetectionsOf(id) => endpoints::detections_of(&store, self, id, query)?,
-            Route::ImageTiles(id) => endpoints::image_tiles(&store, self, id, query)?,
-            Route::Multiple => endpoints::multiple(&store, self, query)?,
-            Route::ImageIds => endpoints::image_ids(&store, query)?,
-            Route::SearchImages => endpoints::search_images(&store, self, query)?,
-            Route::SearchMapFeatures => endpoints::search_map_features(&store, self, query)?,
-            Route::SearchDetections => endpoints::search_detections(&store, self, query)?,
+            Route::DetectionsOf(id) => {
+                Json::Value(endpoints::detections_of(&store, self, id, query)?)
+            }
+            Route::ImageTiles(id) => Json::Value(endpoints::image_tiles(&store, self, id, query)?),
+            Route::Multiple => Json::Value(endpoints::multiple(&store, self, query)?),
+            Route::ImageIds => Json::Value(endpoints::image_ids(&store, query)?),
+            Route::SearchImages => Json::Value(endpoints::search_images(&store, self, query)?),
+            Route::SearchMapFeatures => {
+                Json::Value(endpoints::search_map_features(&store, self, query)?)
+            }
+            Route::SearchDetections => {
+                Json::Value(endpoints::search_detections(&store, self, query)?)
+            }
             _ => {
                 return Err(Error::UnknownPath(parts.uri.path().to_owned()));
             }
         };
         drop(store);
-        let mut reply = Reply::json(&value);
+        let mut reply = match value {
+            Json::Value(value) => Reply::json(&value),
+            Json::Written(body) => Reply::json_bytes(StatusCode::OK, body),
+        };
         reply.headers.insert(
             HeaderName::from_static("x-app-usage"),
             app_usage_value(usage),

@@ -7,8 +7,8 @@ use std::sync::{Arc, LazyLock, PoisonError, RwLock};
 use serde_json::{Map, Value};
 use streetlevel_model::{
     Creator, CreatorId, Detection, DetectionId, EntityId, EntityKind, FieldError, FieldSelection,
-    Image, ImageId, MapFeatureId, MediaId, OrganizationId, ProjectionContext, SequenceId,
-    ThumbnailSize, collection, project_detection, project_image, project_map_feature,
+    Image, ImageId, ImageObject, MapFeatureId, MediaId, OrganizationId, ProjectionContext,
+    SequenceId, ThumbnailSize, collection, project_detection, project_image, project_map_feature,
     project_organization,
 };
 use streetlevel_store::{
@@ -204,23 +204,35 @@ fn project_one(
     }
 }
 
+/// An endpoint's JSON answer: a document to serialise, or one written out already.
+pub enum Json {
+    /// A document.
+    Value(Value),
+    /// The bytes of a document.
+    Written(Vec<u8>),
+}
+
 /// `GET /<id>?fields=` (spec 4.2, 4.4, 4.8; detections too).
 pub fn entity(
     store: &Store,
     links: &dyn Links,
     raw_id: &str,
     query: &Query,
-) -> Result<Value, Error> {
+) -> Result<Json, Error> {
     let id = parse_entity_id(raw_id)?;
-    // Most IDs asked for are images: the lookup that finds one is the one that tells the kind.
+    // Most IDs asked for are images: the lookup that finds one is the one that tells the
+    // kind, and an image is written straight out rather than built as a tree first.
     if let Some(image) = store.image(ImageId(id.0)) {
         let fields = fields(query, EntityKind::Image)?;
         let context = Context::new(store, links);
-        return Ok(Value::Object(project_image(&image, &fields, &context)));
+        let mut body = Vec::with_capacity(1024);
+        serde_json::to_writer(&mut body, &ImageObject::new(&image, &fields, &context))
+            .map_err(|error| Error::Internal(format!("cannot write an image: {error}")))?;
+        return Ok(Json::Written(body));
     }
     let kind = kind_of(store, id)?;
     let fields = fields(query, kind)?;
-    project_one(store, links, id, kind, &fields).map(Value::Object)
+    project_one(store, links, id, kind, &fields).map(|object| Json::Value(Value::Object(object)))
 }
 
 /// `GET /?ids=a,b&fields=` (spec 4.9): an object keyed by ID.

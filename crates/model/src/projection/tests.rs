@@ -326,6 +326,20 @@ fn each_image_field_alone() {
 }
 
 #[test]
+fn every_image_field_written_straight_out_is_the_projected_one() {
+    let context = TestContext::new();
+    let all = FieldSelection::all(EntityKind::Image);
+    for image in [full_image(), sparse_image()] {
+        let built = serde_json::to_vec(&project_image(&image, &all, &context)).unwrap();
+        let written = serde_json::to_vec(&ImageObject::new(&image, &all, &context)).unwrap();
+        assert_eq!(
+            String::from_utf8(written).unwrap(),
+            String::from_utf8(built).unwrap()
+        );
+    }
+}
+
+#[test]
 fn only_the_selected_fields_are_projected() {
     let context = TestContext::new();
     let value = image_json(&full_image(), "geometry,captured_at", &context);
@@ -807,6 +821,18 @@ proptest! {
         if selection.contains("mesh") {
             prop_assert_eq!(object.contains_key("mesh"), image.mesh.is_some());
         }
+    }
+
+    /// Writing an image straight out gives the bytes of the map `project_image` builds.
+    #[test]
+    fn images_written_straight_out_are_the_projected_maps(
+        image in any_image(),
+        selection in any_image_selection(),
+    ) {
+        let context = TestContext::new();
+        let built = serde_json::to_string(&project_image(&image, &selection, &context)).unwrap();
+        let written = serde_json::to_string(&ImageObject::new(&image, &selection, &context)).unwrap();
+        prop_assert_eq!(written, built);
     }
 
     #[test]
