@@ -3,6 +3,7 @@
 //! On start it prints one line `listening on http://<addr>` to standard output (tests and
 //! `cargo xtask serve` read the bound port from it), then logs the public URLs.
 
+mod log_writer;
 mod media;
 mod settings;
 
@@ -54,21 +55,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     runtime.block_on(serve(args, settings))
 }
 
-/// Logs to standard error through a writer thread, so a slow terminal or pipe never stalls
-/// a request (it blocks rather than drops when its queue is full: no line is lost); colours
-/// only when standard error is a terminal. The guard flushes the queue when dropped.
-///
-/// The thread writes through a buffer, which it flushes each time it has emptied its queue:
-/// under load one `write` carries many lines instead of one each (the per-line `write` was
-/// 9 % of the server's CPU time on entity requests), and a lone line still goes out at once.
-fn init_logging(format: LogFormat) -> tracing_appender::non_blocking::WorkerGuard {
+/// Logs to standard error through a writer thread (`log_writer.rs`), so a slow terminal or
+/// pipe never stalls a request until its buffer is full, and a request pays for little more
+/// than formatting its line; colours only when standard error is a terminal. The guard
+/// writes what is left when dropped.
+fn init_logging(format: LogFormat) -> log_writer::LogWriterGuard {
     use std::io::IsTerminal as _;
-    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
-        .lossy(false)
-        .finish(std::io::BufWriter::with_capacity(
-            64 * 1024,
-            std::io::stderr(),
-        ));
+    let (writer, guard) = log_writer::spawn(std::io::stderr());
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
