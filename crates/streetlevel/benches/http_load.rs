@@ -13,7 +13,9 @@
 //! `STREETLEVEL_HTTP_BENCH_CONNECTIONS` (default 16), `STREETLEVEL_HTTP_BENCH_BINARY` (the
 //! server binary to measure instead of this build's, e.g. an earlier commit's, for a
 //! before/after in one sitting), `STREETLEVEL_HTTP_BENCH_SERVER_FLAGS` (more `serve` flags for
-//! both servers, split at spaces, e.g. `--token-cache-seconds 0`) and
+//! both servers, split at spaces, e.g. `--token-cache-seconds 0`), `STREETLEVEL_HTTP_BENCH_LOG`
+//! (the servers' `RUST_LOG`, default `warn`; `info` logs every request as a deployment does,
+//! to the bench's standard error, which is then best sent to a file) and
 //! `STREETLEVEL_HTTP_BENCH_ROWS=entity` (only the entity row between the two hello world
 //! rows, for profiling and quick comparisons) or `STREETLEVEL_HTTP_BENCH_ROWS=postgres` (the
 //! same fixture set on `SQLite` against `PostgreSQL`: reads, token exchange latency and the
@@ -381,12 +383,16 @@ fn start_servers(
     cached_flags.extend(extra_flags.split_whitespace());
     let mut uncached_flags = cached_flags.clone();
     uncached_flags.extend(["--config", &uncached_config_text]);
+    let log = std::env::var("STREETLEVEL_HTTP_BENCH_LOG").unwrap_or_else(|_| "warn".to_owned());
+    let env = [("RUST_LOG", log.as_str())];
+    let start = |dir: &Path, flags: &[&str]| {
+        streetlevel_tests::Server::start_with_env(&server_binary, dir, "127.0.0.1:0", flags, &env)
+    };
     let (cached, uncached) = std::thread::scope(|scope| {
-        let cached =
-            scope.spawn(|| streetlevel_tests::Server::start(&server_binary, &dir, &cached_flags));
-        let uncached = copy.as_ref().map(|copy| {
-            scope.spawn(|| streetlevel_tests::Server::start(&server_binary, copy, &uncached_flags))
-        });
+        let cached = scope.spawn(|| start(&dir, &cached_flags));
+        let uncached = copy
+            .as_ref()
+            .map(|copy| scope.spawn(|| start(copy, &uncached_flags)));
         (
             cached.join().unwrap(),
             uncached.map(|uncached| uncached.join().unwrap()),
