@@ -257,23 +257,21 @@ impl Run<'_> {
         sequence: &SequenceId,
         creator: CreatorId,
     ) {
-        let bearings: Vec<Option<f64>> = {
+        let compass_angles: Vec<f64> = {
             let metadata: Vec<&Metadata> = members
                 .iter()
                 .filter_map(|&index| reads[index].as_ref().map(|read| &read.metadata))
                 .collect();
-            (0..metadata.len())
-                .map(|position| track_bearing(&metadata, position))
-                .collect()
+            sequence_compass_angles(&metadata)
         };
-        for (&index, bearing) in members.iter().zip(bearings) {
+        for (&index, compass_angle) in members.iter().zip(compass_angles) {
             let Some(read) = reads[index].take() else {
                 continue;
             };
             let image = image_record(
                 ImageId(first_id + index as u64),
                 &read.metadata,
-                bearing,
+                compass_angle,
                 sequence,
                 creator,
                 self.owner.organization,
@@ -480,13 +478,13 @@ fn record(outcomes: &mut [Option<Outcome>], outcome: &BatchOutcome, first_id: u6
     }
 }
 
-/// The image an imported file becomes. Values come from the file; the computed ones (no
-/// reconstruction runs here) repeat them, and a missing compass falls back to the direction
-/// of travel along the sequence.
+/// The image an imported file becomes. Values come from the file but the compass angle, which
+/// [`sequence_compass_angles`] filled; the computed ones (no reconstruction runs here) repeat
+/// them.
 fn image_record(
     id: ImageId,
     metadata: &Metadata,
-    bearing: Option<f64>,
+    compass_angle: f64,
     sequence: &SequenceId,
     creator: CreatorId,
     organization: Option<OrganizationId>,
@@ -506,9 +504,9 @@ fn image_record(
         camera_parameters,
         camera_type: Some(metadata.camera_type),
         captured_at: metadata.captured_at,
-        compass_angle: metadata.compass_angle,
+        compass_angle: Some(compass_angle),
         computed_altitude: metadata.altitude,
-        computed_compass_angle: metadata.compass_angle.or(bearing),
+        computed_compass_angle: Some(compass_angle),
         computed_geometry: Some(point),
         computed_rotation: None,
         creator,
@@ -529,16 +527,37 @@ fn image_record(
     }
 }
 
-/// The direction of travel at `position` of a sequence: towards the next image, or from the
-/// previous one for the last; `None` for a lone image or one that did not move.
-fn track_bearing(sequence: &[&Metadata], position: usize) -> Option<f64> {
-    let (from, to) = if position + 1 < sequence.len() {
-        (sequence[position], sequence[position + 1])
-    } else if position > 0 {
-        (sequence[position - 1], sequence[position])
-    } else {
-        return None;
-    };
+/// The compass angle of each image of a sequence (in capture order), filled as the official
+/// uploader fills it before it uploads (`geo.interpolate_directions_if_none` in
+/// `mapillary_tools` 0.14), so that a folder imported and the same folder uploaded agree: the
+/// file's own direction; else the direction of travel towards the next image; the last image
+/// without one takes the angle of the image before it; a lone image without one gets 0, as the
+/// uploader writes. (Where the uploader would compute a bearing between two images at the same
+/// spot, which is no direction, the image takes the angle before it, or 0.)
+///
+/// The web viewer cannot place an image without a compass angle (mapillary-js turns
+/// `compass_angle` into the camera's rotation when `computed_rotation` is absent), so every
+/// image gets one.
+fn sequence_compass_angles(sequence: &[&Metadata]) -> Vec<f64> {
+    let mut angles: Vec<f64> = Vec::with_capacity(sequence.len());
+    for (position, image) in sequence.iter().enumerate() {
+        let previous = angles.last().copied();
+        let angle = image
+            .compass_angle
+            .or_else(|| {
+                let next = sequence.get(position + 1)?;
+                bearing(image, next)
+            })
+            .or(previous)
+            .unwrap_or(0.0);
+        angles.push(angle);
+    }
+    angles
+}
+
+/// The initial compass bearing from `from` to `to`, in `[0, 360)`; `None` when they are at the
+/// same spot.
+fn bearing(from: &Metadata, to: &Metadata) -> Option<f64> {
     let (lat1, lat2) = (from.latitude.to_radians(), to.latitude.to_radians());
     let delta_lon = (to.longitude - from.longitude).to_radians();
     let y = delta_lon.sin() * lat2.cos();
@@ -546,7 +565,9 @@ fn track_bearing(sequence: &[&Metadata], position: usize) -> Option<f64> {
     if x.abs() < 1e-12 && y.abs() < 1e-12 {
         return None;
     }
-    Some(y.atan2(x).to_degrees().rem_euclid(360.0))
+    let degrees = y.atan2(x).to_degrees().rem_euclid(360.0);
+    // rem_euclid rounds a tiny negative angle up to 360 itself.
+    Some(if degrees >= 360.0 { 0.0 } else { degrees })
 }
 
 /// `work(0..count)` on as many threads as the machine has cores, results in index order.
@@ -607,5 +628,85 @@ mod tests {
             (0..100).map(|index| index * index).collect::<Vec<_>>()
         );
         assert!(parallel_map(0, |index| index).is_empty());
+    }
+
+    fn at(latitude: f64, longitude: f64, compass_angle: Option<f64>) -> Metadata {
+        Metadata {
+            latitude,
+            longitude,
+            altitude: None,
+            compass_angle,
+            captured_at: streetlevel_model::Timestamp(0),
+            make: None,
+            model: None,
+            camera_uuid: None,
+            orientation: 1,
+            width: 4,
+            height: 3,
+            is_pano: false,
+            camera_type: CameraType::Perspective,
+        }
+    }
+
+    fn check(sequence: &[Metadata], expected: &[f64]) {
+        let sequence: Vec<&Metadata> = sequence.iter().collect();
+        let angles = sequence_compass_angles(&sequence);
+        assert_eq!(angles.len(), expected.len());
+        for (angle, expected) in angles.iter().zip(expected) {
+            assert!(
+                (angle - expected).abs() < 0.01,
+                "{angles:?} != {expected:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn compass_angles_are_filled_as_the_uploader_fills_them() {
+        // North, then east along the equator: towards the next image, the last one as the one
+        // before it.
+        check(
+            &[
+                at(0.0, 0.0, None),
+                at(0.001, 0.0, None),
+                at(0.001, 0.001, None),
+            ],
+            &[0.0, 90.0, 90.0],
+        );
+        // The file's own direction wins; the last image takes its predecessor's angle, even
+        // when that is the file's.
+        check(
+            &[
+                at(0.0, 0.0, None),
+                at(0.0, -0.001, Some(12.5)),
+                at(0.0, 0.0, None),
+            ],
+            &[270.0, 12.5, 12.5],
+        );
+        // South-west, across the antimeridian eastwards.
+        check(
+            &[at(0.0, 0.0, None), at(-0.001, -0.001, None)],
+            &[225.0, 225.0],
+        );
+        check(
+            &[at(0.0, 179.9995, None), at(0.0, -179.9995, None)],
+            &[90.0, 90.0],
+        );
+        // A lone image: its own direction, else 0, as the uploader writes.
+        check(&[at(55.7, 13.19, Some(300.0))], &[300.0]);
+        check(&[at(55.7, 13.19, None)], &[0.0]);
+        // Two images at one spot give no direction: the angle before, else 0.
+        check(
+            &[at(1.0, 1.0, None), at(1.0, 1.0, None), at(1.001, 1.0, None)],
+            &[0.0, 0.0, 0.0],
+        );
+        check(
+            &[
+                at(1.0, 1.0, Some(40.0)),
+                at(1.0, 1.001, None),
+                at(1.0, 1.001, None),
+            ],
+            &[40.0, 40.0, 40.0],
+        );
+        check(&[], &[]);
     }
 }
