@@ -17,7 +17,9 @@ use streetlevel_store::{
 };
 
 use crate::Error;
-use crate::media::{MediaObject, ThumbSize, pyramid_max_level};
+use crate::media::{
+    MediaObject, ThumbSize, pyramid_level_size, pyramid_max_level, pyramid_top_level,
+};
 use crate::query::{Bbox, Query};
 
 /// The largest and default `limit` of searches (spec 8).
@@ -326,7 +328,7 @@ pub fn image_tiles(
     let z = query
         .int::<u32>("z", 0, 32)?
         .unwrap_or(max_level)
-        .min(max_level);
+        .min(pyramid_top_level(max_level));
     let wanted: Vec<String> = query.list("fields").unwrap_or_else(|| {
         vec![
             String::from("url"),
@@ -343,9 +345,7 @@ pub fn image_tiles(
             });
         }
     }
-    let shift = max_level - z;
-    let width = (image.width >> shift).max(1);
-    let height = (image.height >> shift).max(1);
+    let (width, height) = pyramid_level_size(image.width, image.height, max_level, z);
     let mut items = Vec::new();
     for y in 0..height.div_ceil(1024) {
         for x in 0..width.div_ceil(1024) {

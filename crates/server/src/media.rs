@@ -420,22 +420,65 @@ pub fn pyramid_max_level(width: u32, height: u32) -> u32 {
     u32::BITS - (side - 1).leading_zeros()
 }
 
-/// One 1024 px block of the image scaled by `2^(z - max)`; `None` outside the image.
+/// The lowest pyramid level the web viewer asks for (mapillary-js's `TILE_MIN_REQUEST_LEVEL`),
+/// also of an image smaller than 2048 px, whose top level is lower.
+pub const VIEWER_MIN_LEVEL: u32 = 11;
+
+/// The highest level served for an image whose top level is `max_level`: its own, or
+/// [`VIEWER_MIN_LEVEL`] for a small image (levels above its own are the image enlarged).
+pub fn pyramid_top_level(max_level: u32) -> u32 {
+    max_level.max(VIEWER_MIN_LEVEL)
+}
+
+/// The size of an image of `width` x `height` (top level `max_level`) at level `z`: scaled by
+/// `2^(z - max_level)`, at least 1 px.
+pub fn pyramid_level_size(width: u32, height: u32, max_level: u32, z: u32) -> (u32, u32) {
+    if z >= max_level {
+        let up = z - max_level;
+        (width << up, height << up)
+    } else {
+        let down = max_level - z;
+        ((width >> down).max(1), (height >> down).max(1))
+    }
+}
+
+/// One 1024 px block of the upright image (Exif orientation applied, as the thumbnails are)
+/// scaled by `2^(z - max)`; `None` outside the image or above [`pyramid_top_level`]. A block
+/// of a level above the image's own is its part of the original at the original's resolution,
+/// which the viewer stretches over the block: nothing is enlarged here.
 fn pyramid_tile(original: &[u8], z: u32, x: u32, y: u32) -> Result<Option<Vec<u8>>, Error> {
-    let decoded = image::load_from_memory_with_format(original, image::ImageFormat::Jpeg)
-        .map_err(|error| Error::Internal(format!("cannot decode original: {error}")))?;
+    use image::ImageDecoder as _;
+    let decode_error =
+        |error: image::ImageError| Error::Internal(format!("cannot decode original: {error}"));
+    let mut decoder = image::codecs::jpeg::JpegDecoder::new(std::io::Cursor::new(original))
+        .map_err(decode_error)?;
+    let orientation = decoder
+        .orientation()
+        .unwrap_or(image::metadata::Orientation::NoTransforms);
+    let mut decoded = image::DynamicImage::from_decoder(decoder).map_err(decode_error)?;
+    decoded.apply_orientation(orientation);
     let max_level = pyramid_max_level(decoded.width(), decoded.height());
-    if z > max_level {
+    if z > pyramid_top_level(max_level) {
         return Ok(None);
     }
-    let shift = max_level - z;
-    let scaled_width = (decoded.width() >> shift).max(1);
-    let scaled_height = (decoded.height() >> shift).max(1);
+    if z > max_level {
+        let block = 1024 >> (z - max_level);
+        let (left, top) = (u64::from(x) * block, u64::from(y) * block);
+        if left >= u64::from(decoded.width()) || top >= u64::from(decoded.height()) {
+            return Ok(None);
+        }
+        let block_width = (u64::from(decoded.width()) - left).min(block) as u32;
+        let block_height = (u64::from(decoded.height()) - top).min(block) as u32;
+        let part = decoded.crop_imm(left as u32, top as u32, block_width, block_height);
+        return encode_jpeg(&part).map(Some);
+    }
+    let (scaled_width, scaled_height) =
+        pyramid_level_size(decoded.width(), decoded.height(), max_level, z);
     let (left, top) = (u64::from(x) * 1024, u64::from(y) * 1024);
     if left >= u64::from(scaled_width) || top >= u64::from(scaled_height) {
         return Ok(None);
     }
-    let scaled = if shift == 0 {
+    let scaled = if z == max_level {
         decoded
     } else {
         decoded.resize_exact(
@@ -574,5 +617,107 @@ mod tests {
         assert_eq!(pyramid_max_level(4000, 3000), 12);
         assert_eq!(pyramid_max_level(2048, 1024), 11);
         assert_eq!(pyramid_max_level(1, 1), 0);
+        // The viewer asks a small image for level 11 at least: its blocks are then of the
+        // image enlarged.
+        assert_eq!(pyramid_top_level(10), 11);
+        assert_eq!(pyramid_top_level(12), 12);
+        assert_eq!(pyramid_level_size(1024, 768, 10, 11), (2048, 1536));
+        assert_eq!(pyramid_level_size(4000, 3000, 12, 10), (1000, 750));
+        assert_eq!(pyramid_level_size(4000, 3000, 12, 0), (1, 1));
+    }
+
+    /// A 1024 x 768 JPEG, left half red and right half blue, with Exif `orientation`.
+    fn two_colour_jpeg(orientation: u8) -> Vec<u8> {
+        use image::ImageEncoder as _;
+        let picture = image::RgbImage::from_fn(1024, 768, |x, _| {
+            if x < 512 {
+                image::Rgb([220, 20, 20])
+            } else {
+                image::Rgb([20, 20, 220])
+            }
+        });
+        // Big-endian TIFF, one IFD with one entry: Orientation (0x0112), SHORT, 1 value.
+        let tiff = [
+            b'M',
+            b'M',
+            0,
+            42,
+            0,
+            0,
+            0,
+            8,
+            0,
+            1,
+            0x01,
+            0x12,
+            0,
+            3,
+            0,
+            0,
+            0,
+            1,
+            0,
+            orientation,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+        ];
+        let mut jpeg = Vec::new();
+        let mut encoder = image::codecs::jpeg::JpegEncoder::new_with_quality(&mut jpeg, 90);
+        encoder.set_exif_metadata(tiff.to_vec()).unwrap();
+        encoder
+            .write_image(&picture, 1024, 768, image::ExtendedColorType::Rgb8)
+            .unwrap();
+        jpeg
+    }
+
+    fn mean_colour(jpeg: &[u8]) -> (u32, u32, [u8; 3]) {
+        let picture = image::load_from_memory(jpeg).unwrap().to_rgb8();
+        let (width, height) = picture.dimensions();
+        let mut sums = [0_u64; 3];
+        for pixel in picture.pixels() {
+            for (sum, value) in sums.iter_mut().zip(pixel.0) {
+                *sum += u64::from(value);
+            }
+        }
+        let count = u64::from(width) * u64::from(height);
+        (width, height, sums.map(|sum| (sum / count) as u8))
+    }
+
+    #[test]
+    fn pyramid_tiles_are_upright_and_reach_the_viewers_lowest_level() {
+        // Orientation 6 turns the stored image a quarter clockwise: upright it is 768 x 1024,
+        // red above and blue below; its own top level is 10.
+        let original = two_colour_jpeg(6);
+        let (width, height, colour) =
+            mean_colour(&pyramid_tile(&original, 10, 0, 0).unwrap().unwrap());
+        assert_eq!((width, height), (768, 1024));
+        assert!(colour[0] > 100 && colour[2] > 100, "{colour:?}");
+        // Level 11, the image enlarged twice: 2 x 2 blocks, each its part of the original.
+        let (width, height, colour) =
+            mean_colour(&pyramid_tile(&original, 11, 0, 0).unwrap().unwrap());
+        assert_eq!((width, height), (512, 512));
+        assert!(
+            colour[0] > 200 && colour[2] < 40,
+            "the top is red: {colour:?}"
+        );
+        let (width, height, colour) =
+            mean_colour(&pyramid_tile(&original, 11, 1, 1).unwrap().unwrap());
+        assert_eq!((width, height), (256, 512));
+        assert!(
+            colour[2] > 200 && colour[0] < 40,
+            "the bottom is blue: {colour:?}"
+        );
+        assert_eq!(pyramid_tile(&original, 11, 2, 0).unwrap(), None);
+        assert_eq!(pyramid_tile(&original, 12, 0, 0).unwrap(), None);
+        // Without orientation the stored image is upright: red on the left at every level.
+        let plain = two_colour_jpeg(1);
+        let (width, height, colour) =
+            mean_colour(&pyramid_tile(&plain, 11, 0, 1).unwrap().unwrap());
+        assert_eq!((width, height), (512, 256));
+        assert!(colour[0] > 200 && colour[2] < 40, "{colour:?}");
     }
 }
