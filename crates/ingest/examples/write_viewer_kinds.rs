@@ -177,14 +177,28 @@ fn main() -> Result<(), Error> {
         east,
         seconds,
     };
-    // A panorama from photos side by side, stretched to 2:1.
-    let panorama = Pixels::side_by_side(&[decode(9)?, decode(10)?]).scaled(2048, 1024);
+    // A panorama from two photos side by side, stretched to 2:1, one whole photo in the middle
+    // (where the viewer first looks) and the other split over the seam behind.
+    let (ahead, behind) = (decode(9)?, decode(10)?);
+    let panorama = Pixels::side_by_side(&[
+        behind.crop(512, 0, 512, 768),
+        ahead,
+        behind.crop(0, 0, 512, 768),
+    ])
+    .scaled(2048, 1024);
     // A partial panorama: four photos at half size in a strip 2048 x 384, the middle band of a
-    // 2048 x 1024 panorama.
-    let strip: Vec<Pixels> = (9..=12)
+    // 2048 x 1024 panorama, photo 9 in the middle and photo 12 split over the seam behind.
+    let half: Vec<Pixels> = [9, 10, 11, 12]
+        .into_iter()
         .map(|number| decode(number).map(|pixels| pixels.scaled(512, 384)))
         .collect::<Result<_, _>>()?;
-    let partial = Pixels::side_by_side(&strip);
+    let partial = Pixels::side_by_side(&[
+        half[3].crop(256, 0, 256, 384),
+        half[1].clone(),
+        half[0].clone(),
+        half[2].clone(),
+        half[3].crop(0, 0, 256, 384),
+    ]);
     let kinds = vec![
         plain(
             "direction.jpg",

@@ -462,7 +462,7 @@ fn pyramid_tile(original: &[u8], z: u32, x: u32, y: u32) -> Result<Option<Vec<u8
         return Ok(None);
     }
     if z > max_level {
-        let block = 1024 >> (z - max_level);
+        let block = (1024_u64 >> (z - max_level)).max(1);
         let (left, top) = (u64::from(x) * block, u64::from(y) * block);
         if left >= u64::from(decoded.width()) || top >= u64::from(decoded.height()) {
             return Ok(None);
