@@ -10,6 +10,10 @@
 //! JSON manifest: per file, its kind, position, the direction written (if any), the upright
 //! size and the source photos, for the test's oracle.
 
+// The manifest goes to standard output, for the test that runs this; `main` is one table of
+// the kinds, read top to bottom.
+#![allow(clippy::print_stdout, clippy::too_many_lines)]
+
 use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
@@ -129,7 +133,7 @@ impl Pixels {
 /// One file to write.
 struct Kind {
     file: &'static str,
-    kind: &'static str,
+    what: &'static str,
     sources: Vec<usize>,
     /// Pixels to encode; `None` keeps the photo's own JPEG data.
     pixels: Option<Pixels>,
@@ -166,9 +170,9 @@ fn main() -> Result<(), Error> {
     };
     let decode = |number: usize| -> Result<Pixels, Error> { Pixels::decode(&read(number)?) };
 
-    let plain = |file, kind, number, direction: Option<f64>, east, seconds| Kind {
+    let plain = |file, what, number, direction: Option<f64>, east, seconds| Kind {
         file,
-        kind,
+        what,
         sources: vec![number],
         pixels: None,
         direction,
@@ -318,10 +322,10 @@ fn main() -> Result<(), Error> {
     let mut place = 0_usize;
     let mut previous_kind = "";
     for kind in kinds {
-        if kind.kind != previous_kind && !previous_kind.is_empty() {
+        if kind.what != previous_kind && !previous_kind.is_empty() {
             place += 1;
         }
-        previous_kind = kind.kind;
+        previous_kind = kind.what;
         let latitude = ORIGIN.0 + 0.01 * place as f64;
         let longitude = ORIGIN.1 + kind.east;
         // Each kind an hour after the one before: a sequence of its own.
@@ -355,7 +359,7 @@ fn main() -> Result<(), Error> {
         std::fs::write(out.join(kind.file), &jpeg)?;
         manifest.push(json!({
             "file": kind.file,
-            "kind": kind.kind,
+            "kind": kind.what,
             "latitude": latitude,
             "longitude": longitude,
             "direction": kind.direction,
