@@ -149,6 +149,9 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             }
         }
     }
+    for (file, warning) in report.warnings() {
+        writeln!(out, "warning {file}: {warning}")?;
+    }
     writeln!(
         out,
         "imported {} images in {} sequences, skipped {} imported before, refused {}",
@@ -157,6 +160,15 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         report.duplicates(),
         report.refused()
     )?;
+    let sources: Vec<String> = report
+        .time_sources()
+        .into_iter()
+        .filter(|(_, count)| *count > 0)
+        .map(|(source, count)| format!("{count} {}", source.as_str()))
+        .collect();
+    if !sources.is_empty() {
+        writeln!(out, "capture times from: {}", sources.join(", "))?;
+    }
     // How long reading (metadata and hashes) and storing (thumbnails, originals, the
     // database) took: docs/PERFORMANCE.md quotes these.
     let total = started.elapsed();
