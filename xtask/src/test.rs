@@ -189,18 +189,18 @@ fn cargo_suite(root: &Path) -> Result<Outcome> {
 
 /// The official uploader's `mapillary_tools` in the client suites' venv (installed if
 /// needed), for the black-box tests that take its `process` step as their oracle
-/// (`crates/streetlevel/tests/real_photos.rs`); `None` where Python or PyPI cannot be had,
-/// except under CI, where that fails.
+/// (`crates/streetlevel/tests/real_photos.rs`); `None` where Python or `PyPI` cannot be had
+/// (those tests then say they skipped), except under CI, where that fails.
 fn official_uploader(root: &Path) -> Result<Option<std::path::PathBuf>> {
     const WHAT: &str = "the tests against the official uploader";
     if !python::available() {
-        skip_or_fail(WHAT, "python3 with the venv module is missing")?;
+        let _skipped = skip_or_fail(WHAT, "python3 with the venv module is missing")?;
         return Ok(None);
     }
     match python::ensure_venv(root) {
         Ok(python) => Ok(Some(python.with_file_name("mapillary_tools"))),
         Err(error) => {
-            skip_or_fail(
+            let _skipped = skip_or_fail(
                 WHAT,
                 &format!(
                     "cannot install {} into target/venv ({error:#})",

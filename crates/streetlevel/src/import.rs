@@ -6,7 +6,7 @@
 //! either way (which replicas share). A server on the same database shows the new images
 //! within a second or two (it follows the database's write log); nothing needs a restart.
 
-use std::io::Write as _;
+use std::io::Write;
 use std::path::PathBuf;
 use std::sync::{Mutex, RwLock};
 use std::time::{Duration, Instant};
@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use streetlevel_db::Location;
-use streetlevel_import::{ImportOptions, Outcome, Progress, import_paths};
+use streetlevel_import::{ImportOptions, Outcome, Progress, Report, import_paths};
 use streetlevel_ingest::sequence::CutRules;
 use streetlevel_model::OrganizationId;
 use streetlevel_store::Store;
@@ -138,6 +138,35 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         bar.finish();
     }
     let mut out = std::io::stdout().lock();
+    write_outcomes(&mut out, &report)?;
+    // How long reading (metadata and hashes) and storing (thumbnails, originals, the
+    // database) took: docs/PERFORMANCE.md quotes these.
+    let total = started.elapsed();
+    let storing = storing_started
+        .into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .map_or(Duration::ZERO, |at| at.elapsed());
+    writeln!(
+        out,
+        "took {:.2} s: reading {:.2} s, thumbnails and storing {:.2} s ({:.1} images/s; \
+         thumbnails {:.2} s of CPU)",
+        total.as_secs_f64(),
+        total.saturating_sub(storing).as_secs_f64(),
+        storing.as_secs_f64(),
+        report.imported() as f64 / total.as_secs_f64().max(1e-9),
+        report.thumbnail_time.as_secs_f64(),
+    )?;
+    anyhow::ensure!(
+        report.imported() + report.duplicates() > 0,
+        "no image could be imported from {} files",
+        report.files.len()
+    );
+    Ok(())
+}
+
+/// One line per file not imported and per warning, the summary, and where the capture times
+/// came from.
+fn write_outcomes(out: &mut impl Write, report: &Report) -> std::io::Result<()> {
     for file in &report.files {
         match &file.outcome {
             Outcome::Imported(_) => {}
@@ -169,27 +198,5 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     if !sources.is_empty() {
         writeln!(out, "capture times from: {}", sources.join(", "))?;
     }
-    // How long reading (metadata and hashes) and storing (thumbnails, originals, the
-    // database) took: docs/PERFORMANCE.md quotes these.
-    let total = started.elapsed();
-    let storing = storing_started
-        .into_inner()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .map_or(Duration::ZERO, |at| at.elapsed());
-    writeln!(
-        out,
-        "took {:.2} s: reading {:.2} s, thumbnails and storing {:.2} s ({:.1} images/s; \
-         thumbnails {:.2} s of CPU)",
-        total.as_secs_f64(),
-        total.saturating_sub(storing).as_secs_f64(),
-        storing.as_secs_f64(),
-        report.imported() as f64 / total.as_secs_f64().max(1e-9),
-        report.thumbnail_time.as_secs_f64(),
-    )?;
-    anyhow::ensure!(
-        report.imported() + report.duplicates() > 0,
-        "no image could be imported from {} files",
-        report.files.len()
-    );
     Ok(())
 }

@@ -46,9 +46,11 @@ fn app_photos() -> Option<Vec<PathBuf>> {
         .ok()?
         .map(|entry| entry.unwrap().path())
         .filter(|path| {
-            path.file_name()
+            let named_before = path
+                .file_name()
                 .and_then(|name| name.to_str())
-                .is_some_and(|name| name.starts_with("before_") && name.ends_with(".jpg"))
+                .is_some_and(|name| name.starts_with("before_"));
+            named_before && path.extension().is_some_and(|extension| extension == "jpg")
         })
         .collect();
     photos.sort();

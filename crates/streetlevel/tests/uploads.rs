@@ -746,16 +746,10 @@ fn a_zip_and_hostile_files_are_processed_without_harm() {
     assert_eq!(get(&server, &uploader.token, "/me").status, 200);
 }
 
-#[test]
-fn an_upload_says_where_each_capture_time_came_from_and_what_was_ignored() {
-    let (_, server, upload_app, _) = uploading_world("time-sources");
-    let uploader = Uploader {
-        server: &server,
-        token: signed_in(&server, &upload_app),
-    };
-    // Descriptions without a time, 10 s apart along a street: the GPS time of an action
-    // camera whose clock shows local time (UTC+2), a camera clock without offset (the last
-    // resort), and the uploader's JSON with a time and an unreadable altitude.
+/// Photos 10 s apart along a street whose descriptions give no time: the GPS time of an action
+/// camera whose clock shows local time (UTC+2), a camera clock without offset (the last
+/// resort), and the uploader's JSON with a time and an unreadable altitude.
+fn timed_photos() -> [(&'static str, Vec<u8>); 3] {
     let retagged = |seed: u8, lat: f64, tags: WriteTags| {
         let tags = WriteTags {
             latitude: Some(lat),
@@ -764,7 +758,7 @@ fn an_upload_says_where_each_capture_time_came_from_and_what_was_ignored() {
         };
         write_metadata(&photo(seed, Some((lat, 13.25)), 0), &tags).unwrap()
     };
-    let files: [(&str, Vec<u8>); 3] = [
+    [
         (
             "mly_tools_gps.jpg",
             retagged(
@@ -803,7 +797,17 @@ fn an_upload_says_where_each_capture_time_came_from_and_what_was_ignored() {
                 },
             ),
         ),
-    ];
+    ]
+}
+
+#[test]
+fn an_upload_says_where_each_capture_time_came_from_and_what_was_ignored() {
+    let (_, server, upload_app, _) = uploading_world("time-sources");
+    let uploader = Uploader {
+        server: &server,
+        token: signed_in(&server, &upload_app),
+    };
+    let files = timed_photos();
     let handles: Vec<String> = files
         .iter()
         .map(|(key, bytes)| uploader.upload(key, bytes))
