@@ -155,17 +155,25 @@ const AUTH_TESTS: [&str; 8] = [
 fn cargo_suite(root: &Path) -> Result<Outcome> {
     const WHAT: &str = "the PostgreSQL tests";
     let cargo = cargo();
+    let uploader = official_uploader(root)?;
+    let uploader_env: Vec<(&str, &str)> = uploader
+        .as_deref()
+        .and_then(Path::to_str)
+        .map(|path| ("STREETLEVEL_TEST_MAPILLARY_TOOLS", path))
+        .into_iter()
+        .collect();
     let built = build_test_binaries(root)?;
     let server = match TestPostgres::start(&built) {
         Ok(server) => server,
         Err(error) => {
             let outcome = skip_or_fail(WHAT, &format!("{error:#}"))?;
-            run_command(root, &cargo, &WORKSPACE_TEST_ARGS)?;
+            run_command_with_env(root, &cargo, &WORKSPACE_TEST_ARGS, &uploader_env)?;
             return Ok(outcome);
         }
     };
     let url = server.url.clone();
-    let database = [("STREETLEVEL_TEST_DATABASE_URL", url.as_str())];
+    let mut database = vec![("STREETLEVEL_TEST_DATABASE_URL", url.as_str())];
+    database.extend(uploader_env.iter().copied());
     run_command_with_env(root, &cargo, &WORKSPACE_TEST_ARGS, &database)?;
     rerun_test_targets(
         root,
@@ -177,6 +185,31 @@ fn cargo_suite(root: &Path) -> Result<Outcome> {
     replicas_on_postgres(root, &url)?;
     drop(server);
     Ok(Outcome::Passed)
+}
+
+/// The official uploader's `mapillary_tools` in the client suites' venv (installed if
+/// needed), for the black-box tests that take its `process` step as their oracle
+/// (`crates/streetlevel/tests/real_photos.rs`); `None` where Python or `PyPI` cannot be had
+/// (those tests then say they skipped), except under CI, where that fails.
+fn official_uploader(root: &Path) -> Result<Option<std::path::PathBuf>> {
+    const WHAT: &str = "the tests against the official uploader";
+    if !python::available() {
+        let _skipped = skip_or_fail(WHAT, "python3 with the venv module is missing")?;
+        return Ok(None);
+    }
+    match python::ensure_venv(root) {
+        Ok(python) => Ok(Some(python.with_file_name("mapillary_tools"))),
+        Err(error) => {
+            let _skipped = skip_or_fail(
+                WHAT,
+                &format!(
+                    "cannot install {} into target/venv ({error:#})",
+                    python::REQUIREMENTS
+                ),
+            )?;
+            Ok(None)
+        }
+    }
 }
 
 /// The replica tests once more with the replicas on the PostgreSQL server at `url`

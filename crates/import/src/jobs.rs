@@ -115,6 +115,12 @@ pub struct Job {
     pub duplicates: u64,
     /// Files refused, with the reason.
     pub refused: Vec<(String, String)>,
+    /// How many new images took their capture time from each source (by
+    /// `TimeSource::as_str` name, best source first), once published.
+    pub time_sources: Vec<(String, u64)>,
+    /// Warnings about new images, as `(file, warning)`: a capture time taken as UTC, members
+    /// of the description JSON that were ignored.
+    pub warnings: Vec<(String, String)>,
     /// Milliseconds since the epoch.
     pub created_at: i64,
     /// Milliseconds since the epoch.
@@ -251,7 +257,7 @@ impl Uploads {
             connection.query_map(
                 &format!(
                     "SELECT id, user_id, file_type, organization, state, reason, sessions, images,
-                        duplicates, refused, created_at, updated_at
+                        duplicates, refused, created_at, updated_at, time_sources, warnings
                      FROM import_jobs {filter}"
                 ),
                 params![value],
@@ -273,6 +279,8 @@ impl Uploads {
                         refused: serde_json::from_str(&refused).unwrap_or_default(),
                         created_at: row.get(10)?,
                         updated_at: row.get(11)?,
+                        time_sources: time_sources_of(&row.get::<String>(12)?),
+                        warnings: serde_json::from_str(&row.get::<String>(13)?).unwrap_or_default(),
                     })
                 },
             )
@@ -513,15 +521,23 @@ impl Uploads {
                 // The counts in the same write as the state: whoever reads the job published
                 // reads its final counts.
                 let (duplicates, refused) = counts(earlier, files);
+                let time_sources: serde_json::Map<String, serde_json::Value> =
+                    crate::notes::time_source_counts(files)
+                        .into_iter()
+                        .map(|(source, count)| (source.as_str().to_owned(), count.into()))
+                        .collect();
                 transaction.execute(
                     "UPDATE import_jobs SET state = 'published', reason = NULL, images = ?2,
-                        duplicates = ?3, refused = ?4, updated_at = ?5 WHERE id = ?1",
+                        duplicates = ?3, refused = ?4, updated_at = ?5, time_sources = ?6,
+                        warnings = ?7 WHERE id = ?1",
                     streetlevel_db::params![
                         job,
                         outcome.inserted.len() as i64,
                         duplicates,
                         &serde_json::to_string(&refused).unwrap_or_default(),
-                        now_millis()
+                        now_millis(),
+                        &serde_json::Value::Object(time_sources).to_string(),
+                        &serde_json::to_string(&crate::notes::warnings(files)).unwrap_or_default()
                     ],
                 )?;
                 Ok(())
@@ -583,6 +599,19 @@ fn counts(
         }
     }
     (duplicates, refused)
+}
+
+/// The `time_sources` column: a JSON object of counts, in the order of `TimeSource::ALL`.
+fn time_sources_of(text: &str) -> Vec<(String, u64)> {
+    let counts: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(text).unwrap_or_default();
+    streetlevel_ingest::TimeSource::ALL
+        .iter()
+        .filter_map(|source| {
+            let count = counts.get(source.as_str())?.as_u64()?;
+            Some((source.as_str().to_owned(), count))
+        })
+        .collect()
 }
 
 /// A sequence key (22 letters and digits, like the original service's) that depends only on

@@ -4,6 +4,7 @@ mod error;
 mod files;
 mod jobs;
 mod media;
+mod notes;
 mod pipeline;
 mod sessions;
 mod tables;
@@ -14,5 +15,6 @@ pub use jobs::{FileType, Job, JobState};
 pub use media::{
     ORIGINALS_DIR, THUMBNAIL_CACHE_DIR, original_path, thumbnail_path, write_atomically,
 };
+pub use notes::ReadNotes;
 pub use pipeline::{FileOutcome, Outcome, Owner, Progress, Report};
 pub use sessions::{Appender, UPLOADS_DIR, UploadLimits, Uploads};

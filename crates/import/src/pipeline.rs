@@ -21,6 +21,7 @@ use streetlevel_store::{BatchOutcome, ImportBatch, ImportedImage, Store};
 
 use crate::ImportError;
 use crate::media::{original_path, thumbnail_path, write_atomically};
+use crate::notes::ReadNotes;
 
 /// Whose images these are.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,6 +50,8 @@ pub struct FileOutcome {
     pub file: String,
     /// What happened.
     pub outcome: Outcome,
+    /// What reading its metadata noted (capture time source, ignored description members).
+    pub notes: ReadNotes,
 }
 
 /// What an import did, file by file.
@@ -76,6 +79,16 @@ impl Report {
     /// How many files were refused.
     pub fn refused(&self) -> usize {
         self.count(|outcome| matches!(outcome, Outcome::Refused(_)))
+    }
+
+    /// How many imported files took their capture time from each source.
+    pub fn time_sources(&self) -> Vec<(streetlevel_ingest::TimeSource, usize)> {
+        crate::notes::time_source_counts(&self.files)
+    }
+
+    /// The imported files' warnings, as `(file, warning)`.
+    pub fn warnings(&self) -> Vec<(String, String)> {
+        crate::notes::warnings(&self.files)
     }
 
     fn count(&self, which: impl Fn(&Outcome) -> bool) -> usize {
@@ -163,6 +176,11 @@ impl Run<'_> {
         let total = sources.len();
         let mut outcomes: Vec<Option<Outcome>> = vec![None; total];
         let (kept, mut reads) = self.read_new(sources, &mut outcomes)?;
+        let notes: Vec<ReadNotes> = reads
+            .iter()
+            .map(|read| read.as_ref().map(|read| ReadNotes::of(&read.metadata)))
+            .map(Option::unwrap_or_default)
+            .collect();
         let groups = self.group(&kept, &reads, &mut outcomes);
         let creator = write_lock(self.store).ensure_creator(&self.owner.username)?;
         let first_id = match self.first_id {
@@ -213,6 +231,7 @@ impl Run<'_> {
                     if last { also.take() } else { None },
                     sources,
                     &outcomes,
+                    &notes,
                     first_id,
                 )?;
                 record(&mut outcomes, &outcome, first_id);
@@ -228,6 +247,7 @@ impl Run<'_> {
                 Some(also),
                 sources,
                 &outcomes,
+                &notes,
                 first_id,
             )?;
         }
@@ -238,7 +258,7 @@ impl Run<'_> {
             sequences.retain(|sequence| store.sequence(sequence).is_some());
         }
         Ok(Report {
-            files: file_outcomes(sources, outcomes),
+            files: file_outcomes(sources, outcomes, notes),
             sequences,
             thumbnail_time: std::time::Duration::from_nanos(
                 self.thumbnail_nanos.load(Ordering::Relaxed),
@@ -432,13 +452,15 @@ impl Run<'_> {
     }
 
     /// Stores `batch`; `also` runs in its transaction with every file's outcome once the
-    /// batch's is added to `outcomes` (the files of earlier batches and those left out).
+    /// batch's is added to `outcomes` (the files of earlier batches and those left out), with
+    /// the files' notes.
     fn insert(
         &self,
         batch: &ImportBatch,
         also: Option<Also<'_>>,
         sources: &dyn Sources,
         outcomes: &[Option<Outcome>],
+        notes: &[ReadNotes],
         first_id: u64,
     ) -> Result<BatchOutcome, ImportError> {
         let mut store = write_lock(self.store);
@@ -446,7 +468,11 @@ impl Run<'_> {
             Some(also) => {
                 let mut files = outcomes.to_vec();
                 record(&mut files, outcome, first_id);
-                also(transaction, outcome, &file_outcomes(sources, files))
+                also(
+                    transaction,
+                    outcome,
+                    &file_outcomes(sources, files, notes.to_vec()),
+                )
             }
             None => Ok(()),
         })?;
@@ -454,14 +480,21 @@ impl Run<'_> {
     }
 }
 
-/// Each file's outcome by name; a file that has none was never processed.
-fn file_outcomes(sources: &dyn Sources, outcomes: Vec<Option<Outcome>>) -> Vec<FileOutcome> {
+/// Each file's outcome by name, with its notes; a file that has no outcome was never
+/// processed.
+fn file_outcomes(
+    sources: &dyn Sources,
+    outcomes: Vec<Option<Outcome>>,
+    notes: Vec<ReadNotes>,
+) -> Vec<FileOutcome> {
     outcomes
         .into_iter()
+        .zip(notes)
         .enumerate()
-        .map(|(index, outcome)| FileOutcome {
+        .map(|(index, (outcome, notes))| FileOutcome {
             file: sources.name(index),
             outcome: outcome.unwrap_or_else(|| Outcome::Refused(String::from("not processed"))),
+            notes,
         })
         .collect()
 }

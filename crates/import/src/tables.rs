@@ -7,7 +7,8 @@ use streetlevel_db::{Database, Location, Migrations};
 use crate::ImportError;
 
 /// Migration `n` (1-based) brings the schema from version `n - 1` to `n`.
-const SQLITE_MIGRATIONS: &[&str] = &["
+const SQLITE_MIGRATIONS: &[&str] = &[
+    "
 -- One row per upload session of a user: the bytes live in uploads/<user id>/<key>.
 CREATE TABLE import_sessions (
     user_id INTEGER NOT NULL,
@@ -45,10 +46,18 @@ CREATE TABLE import_jobs (
 );
 CREATE INDEX import_jobs_by_state ON import_jobs(state);
 CREATE INDEX import_jobs_by_user ON import_jobs(user_id);
-"];
+",
+    "
+-- JSON object: how many new images took their capture time from each source.
+ALTER TABLE import_jobs ADD COLUMN time_sources TEXT NOT NULL DEFAULT '{}';
+-- JSON array of [file, warning] for new images (a time taken as UTC, ignored JSON members).
+ALTER TABLE import_jobs ADD COLUMN warnings TEXT NOT NULL DEFAULT '[]';
+",
+];
 
 /// The same tables in PostgreSQL's types.
-const POSTGRES_MIGRATIONS: &[&str] = &["
+const POSTGRES_MIGRATIONS: &[&str] = &[
+    "
 CREATE TABLE import_sessions (
     user_id BIGINT NOT NULL,
     key TEXT NOT NULL,
@@ -77,7 +86,12 @@ CREATE TABLE import_jobs (
 );
 CREATE INDEX import_jobs_by_state ON import_jobs(state);
 CREATE INDEX import_jobs_by_user ON import_jobs(user_id);
-"];
+",
+    "
+ALTER TABLE import_jobs ADD COLUMN time_sources TEXT NOT NULL DEFAULT '{}';
+ALTER TABLE import_jobs ADD COLUMN warnings TEXT NOT NULL DEFAULT '[]';
+",
+];
 
 const MIGRATIONS: Migrations<'static> = Migrations {
     sqlite: SQLITE_MIGRATIONS,

@@ -3,7 +3,9 @@
 //!
 //! Usage: `cargo run -p streetlevel-ingest --example write_sample_jpegs -- <dir>` writes
 //! `<dir>/exif.jpg` (Exif GPS, direction, altitude, time with offset, camera, orientation),
-//! `<dir>/uploader.jpg` (the uploader's JSON description) and `<dir>/pano.jpg` (`GPano` XMP).
+//! `<dir>/uploader.jpg` (the uploader's JSON description), `<dir>/app.jpg` (the original
+//! service's mobile-app JSON, numbers as strings), `<dir>/gps.jpg` (GPS date and time beside
+//! a camera clock without offset) and `<dir>/pano.jpg` (`GPano` XMP).
 
 use std::path::PathBuf;
 
@@ -46,6 +48,22 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         )),
         ..WriteTags::default()
     };
+    // The original service's mobile app: numbers as strings, many other members.
+    let app = WriteTags {
+        latitude: Some(55.698_167),
+        longitude: Some(13.195_389),
+        description: Some(String::from(
+            r#"{"MAPCompassHeading":{"TrueHeading":179.2156,"MagneticHeading":85.96717,"AccuracyDegrees":21},"MAPAltitude":"37.000000","MAPLatitude":"55.698167","MAPDeviceMake":"Apple","MAPLongitude":"13.195389","MAPDeviceModel":"iPhone4,1","MAPAtanAngle":"-0.543786","MAPAccelerometerVector":{"x":0.8323762,"y":-0.5032449,"z":-0.2321518},"MAPLocalTimeZone":"Europe\/Stockholm (GMT+2) offset 7200 (Daylight)","MAPCaptureTime":"2014_06_07_10_24_05_656","MAPOrientation":"1"}"#,
+        )),
+        ..WriteTags::default()
+    };
+    // An action camera: GPS date and time in UTC, the camera's local clock without offset.
+    let gps = WriteTags {
+        gps_date_stamp: Some(String::from("2021:05:01")),
+        gps_time_stamp: Some([10.0, 0.0, 0.0]),
+        offset_time_original: None,
+        ..exif.clone()
+    };
     let pano = WriteTags {
         pano: true,
         ..exif.clone()
@@ -53,6 +71,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for (name, tags) in [
         ("exif.jpg", exif),
         ("uploader.jpg", uploader),
+        ("app.jpg", app),
+        ("gps.jpg", gps),
         ("pano.jpg", pano),
     ] {
         let jpeg = write_metadata(&plain, &tags)?;

@@ -1,11 +1,11 @@
 //! Exif: the tags a street-level image needs (GPS, times, camera, orientation, description),
 //! read with `kamadak-exif` from the TIFF structure of the first Exif segment.
 
-use chrono::NaiveDate;
+use chrono::{NaiveDate, NaiveDateTime, TimeDelta};
 use exif::{Exif, Field, In, Reader, Tag, Value};
-use streetlevel_model::Timestamp;
 
 use crate::IngestError;
+use crate::capture_time::CameraTime;
 use crate::description::trim_padding;
 
 /// The Exif tags of one image. A TIFF structure that is damaged in places (a bad offset, an IFD
@@ -172,20 +172,15 @@ impl ExifTags {
         single_number(&self.field(Tag::GPSImgDirection)?.value)
     }
 
-    /// The capture time: the first of `DateTimeOriginal`, `DateTimeDigitized` and `DateTime`
-    /// that is a real date, with its sub-second and offset tags. A time without a (valid)
-    /// offset is taken as UTC.
-    pub fn capture_time(&self) -> Option<Timestamp> {
-        TIME_TAGS.iter().find_map(|tags| self.time(tags))
+    /// The camera's clock: the first of `DateTimeOriginal`, `DateTimeDigitized` and
+    /// `DateTime` that is a real date, with its sub-second and offset tags (each left out when
+    /// unreadable).
+    pub fn camera_time(&self) -> Option<CameraTime> {
+        TIME_TAGS.iter().find_map(|tags| self.camera_time_of(tags))
     }
 
-    fn time(&self, tags: &TimeTags) -> Option<Timestamp> {
+    fn camera_time_of(&self, tags: &TimeTags) -> Option<CameraTime> {
         let mut date_time = exif::DateTime::from_ascii(self.ascii(tags.date_time)?).ok()?;
-        if let Some(sub_sec) = self.ascii(tags.sub_sec)
-            && date_time.parse_subsec(sub_sec).is_err()
-        {
-            date_time.nanosecond = None;
-        }
         if let Some(offset) = self.ascii(tags.offset)
             && date_time.parse_offset(offset).is_err()
         {
@@ -196,17 +191,71 @@ impl ExifTags {
             u32::from(date_time.month),
             u32::from(date_time.day),
         )?
-        .and_hms_nano_opt(
+        .and_hms_opt(
             u32::from(date_time.hour),
             u32::from(date_time.minute),
             u32::from(date_time.second),
-            date_time.nanosecond.unwrap_or(0),
         )?;
-        let offset_millis = i64::from(date_time.offset.unwrap_or(0)) * 60_000;
-        Some(Timestamp(
-            local.and_utc().timestamp_millis() - offset_millis,
-        ))
+        let sub_second_micros = self
+            .field(tags.sub_sec)
+            .and_then(|field| match &field.value {
+                Value::Ascii(strings) => strings.first(),
+                _ => None,
+            })
+            .and_then(|raw| sub_second_micros(raw));
+        Some(CameraTime {
+            local,
+            sub_second_micros,
+            offset_minutes: date_time.offset.map(i32::from),
+        })
     }
+
+    /// `GPSDateStamp` (`YYYY:MM:DD` or `YYYY-MM-DD`) and `GPSTimeStamp` (hours, minutes and
+    /// seconds as rationals) as the UTC time they give, to the microsecond; `None` when either
+    /// is absent or unreadable.
+    pub fn gps_time(&self) -> Option<NaiveDateTime> {
+        let date = std::str::from_utf8(self.ascii(Tag::GPSDateStamp)?).ok()?;
+        let date = ["%Y:%m:%d", "%Y-%m-%d"]
+            .iter()
+            .find_map(|format| NaiveDate::parse_from_str(date.trim(), format).ok())?;
+        let parts = match &self.field(Tag::GPSTimeStamp)?.value {
+            Value::Rational(parts) if parts.len() >= 3 => parts,
+            _ => return None,
+        };
+        let part = |index: usize| {
+            let rational = parts[index];
+            (rational.denom != 0).then(|| rational.to_f64())
+        };
+        // As the uploader: whole hours and minutes, seconds with their fraction.
+        let (hours, minutes, seconds) = (part(0)?.trunc(), part(1)?.trunc(), part(2)?);
+        let micros = ((hours * 3600.0 + minutes * 60.0) * 1e6 + (seconds * 1e6).round()) as i64;
+        date.and_hms_opt(0, 0, 0)?
+            .checked_add_signed(TimeDelta::microseconds(micros))
+    }
+}
+
+/// `SubSecTime*` as the uploader reads it: spaces are zeros (a camera bug writes `" 5"` for
+/// `005`), and the first six digits, padded with zeros, are microseconds. `None` when those
+/// are not digits.
+fn sub_second_micros(raw: &[u8]) -> Option<u32> {
+    let end = raw.iter().position(|&byte| byte == 0).unwrap_or(raw.len());
+    let digits: Vec<u8> = raw[..end]
+        .iter()
+        .map(|&byte| if byte == b' ' { b'0' } else { byte })
+        .collect();
+    let digits = digits.trim_ascii();
+    if digits.is_empty() {
+        return None;
+    }
+    let mut micros = 0_u32;
+    for index in 0..6 {
+        let digit = digits.get(index).copied().unwrap_or(b'0');
+        if !digit.is_ascii_digit() {
+            return None;
+        }
+        micros = micros * 10 + u32::from(digit - b'0');
+    }
+    Some(micros)
 }
 
 /// The numbers of a numeric value (rationals, integers or floats).

@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+mod capture_time;
 mod description;
 mod error;
 mod exif_tags;
@@ -13,6 +14,7 @@ mod xmp;
 
 use sha2::{Digest, Sha256};
 
+pub use capture_time::TimeSource;
 pub use error::IngestError;
 pub use metadata::{Metadata, read_metadata};
 pub use thumbnail::{MAX_PIXELS, THUMBNAIL_QUALITY, Thumbnail, Thumbnails, thumbnails};

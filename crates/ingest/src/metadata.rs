@@ -5,7 +5,8 @@
 use streetlevel_model::{CameraType, Timestamp};
 
 use crate::IngestError;
-use crate::description::{UploaderDescription, parse_capture_time};
+use crate::capture_time::{self, TimeSource};
+use crate::description::UploaderDescription;
 use crate::exif_tags::ExifTags;
 use crate::jpeg::JpegFile;
 use crate::xmp;
@@ -23,6 +24,8 @@ pub struct Metadata {
     pub compass_angle: Option<f64>,
     /// The capture time in UTC.
     pub captured_at: Timestamp,
+    /// Where the capture time came from.
+    pub time_source: TimeSource,
     /// The camera's maker.
     pub make: Option<String>,
     /// The camera's model.
@@ -40,6 +43,9 @@ pub struct Metadata {
     pub is_pano: bool,
     /// [`CameraType::Equirectangular`] for panoramas, else [`CameraType::Perspective`].
     pub camera_type: CameraType,
+    /// Members of the description JSON that could not be read, and why, one line each; their
+    /// values came from Exif where it has them.
+    pub ignored: Vec<String>,
 }
 
 impl Metadata {
@@ -62,31 +68,33 @@ pub(crate) fn upright_size(width: u32, height: u32, orientation: u8) -> (u32, u3
 /// Reads the metadata of one JPEG. The bytes are only read.
 ///
 /// Sources, per field, first found wins:
-/// - the uploader's JSON in Exif `ImageDescription` (`MAPLatitude`, `MAPLongitude`,
-///   `MAPAltitude`, `MAPCompassHeading.TrueHeading` (or `MagneticHeading`), `MAPCaptureTime`
-///   in UTC, `MAPDeviceMake`, `MAPDeviceModel`, `MAPCameraUUID`, `MAPOrientation`). A
-///   description that does not start with `{` is a camera's text and is ignored; one that does
-///   must be valid JSON with valid values, or the file is refused;
+/// - the JSON in Exif `ImageDescription` (`MAPLatitude`, `MAPLongitude`, `MAPAltitude`,
+///   `MAPCompassHeading.TrueHeading` (or `MagneticHeading`), `MAPCaptureTime` in UTC,
+///   `MAPDeviceMake`, `MAPDeviceModel`, `MAPCameraUUID`, `MAPOrientation`), read leniently:
+///   numbers may be strings, unknown members are ignored, and a member that cannot be read is
+///   left out (Exif gives that value) and named in [`Metadata::ignored`]. A description that
+///   does not start with `{` is a camera's text and is ignored;
 /// - Exif, from the first Exif segment only: `GPSLatitude`/`GPSLongitude` with their refs,
-///   `GPSAltitude`/`GPSAltitudeRef`, `GPSImgDirection`, then the capture time from
-///   `DateTimeOriginal`, else `DateTimeDigitized`, else `DateTime`, each with its
-///   `SubSecTime*` and `OffsetTime*` tag (**a time without an offset is taken as UTC**), then
-///   `Make`, `Model`, `Orientation`;
+///   `GPSAltitude`/`GPSAltitudeRef`, `GPSImgDirection`, the capture time as the uploader
+///   chooses it ([`TimeSource`]: `GPSDateStamp` with `GPSTimeStamp`, else `DateTimeOriginal`,
+///   `DateTimeDigitized` or `DateTime` with its `SubSecTime*` and `OffsetTime*` tags, **taken
+///   as UTC without an offset**), then `Make`, `Model`, `Orientation`;
 /// - XMP `GPano:ProjectionType="equirectangular"` (attribute or element) for panoramas. A 2:1
 ///   image without it is a perspective image: the uploader keeps XMP, so XMP is the signal;
 /// - the frame header (SOF) for the stored size.
 ///
-/// Latitude must be in `[-90, 90]`, longitude in `[-180, 180]`, and numbers finite; the compass
-/// angle is normalised to `[0, 360)`. Optional Exif values that are not finite numbers
-/// (altitude, direction, a date such as `0000:00:00 00:00:00`) are skipped rather than refused.
+/// A file is refused only when no source gives a position or a capture time, or Exif gives an
+/// unusable position (out of range, not a number). The compass angle is normalised to
+/// `[0, 360)`. Optional Exif values that are not finite numbers (altitude, direction, a date
+/// such as `0000:00:00 00:00:00`) are skipped rather than refused.
 pub fn read_metadata(jpeg: &[u8]) -> Result<Metadata, IngestError> {
     let file = JpegFile::parse(jpeg)?;
     let exif = file.exif().map(ExifTags::read).transpose()?;
-    let description = match exif.as_ref().and_then(ExifTags::description) {
-        Some(text) => UploaderDescription::parse(text)?,
-        None => None,
-    }
-    .unwrap_or_default();
+    let description = exif
+        .as_ref()
+        .and_then(ExifTags::description)
+        .and_then(UploaderDescription::parse)
+        .unwrap_or_default();
     // A required value missing from damaged Exif is reported as the damage: the value may
     // have been in the part that could not be read.
     let missing = |error: IngestError| match exif.as_ref().and_then(ExifTags::damage) {
@@ -94,9 +102,9 @@ pub fn read_metadata(jpeg: &[u8]) -> Result<Metadata, IngestError> {
         None => error,
     };
 
-    let (latitude, longitude) = match (description.latitude, description.longitude) {
-        (Some(latitude), Some(longitude)) => (latitude, longitude),
-        _ => match &exif {
+    let (latitude, longitude) = match description.position {
+        Some(position) => position,
+        None => match &exif {
             Some(exif) => exif
                 .position()?
                 .ok_or_else(|| missing(IngestError::NoGps))?,
@@ -105,33 +113,25 @@ pub fn read_metadata(jpeg: &[u8]) -> Result<Metadata, IngestError> {
     };
     check_position(latitude, longitude)?;
 
-    let altitude = match description.altitude {
-        Some(altitude) => Some(finite("MAPAltitude", altitude)?),
-        None => exif.as_ref().and_then(ExifTags::altitude),
-    };
-    let compass_angle = match description.heading() {
-        Some(heading) => Some(normalise_angle(finite("MAPCompassHeading", heading)?)),
-        None => exif
-            .as_ref()
+    let altitude = description
+        .altitude
+        .or_else(|| exif.as_ref().and_then(ExifTags::altitude));
+    let compass_angle = description.heading.or_else(|| {
+        exif.as_ref()
             .and_then(ExifTags::direction)
-            .map(normalise_angle),
-    };
-    let captured_at = match &description.capture_time {
-        Some(text) => parse_capture_time(text)?,
+            .map(normalise_angle)
+    });
+    let (captured_at, time_source) = match description.capture_time {
+        Some(captured_at) => (captured_at, TimeSource::Description),
         None => exif
             .as_ref()
-            .and_then(ExifTags::capture_time)
+            .and_then(|exif| capture_time::choose(exif.gps_time(), exif.camera_time().as_ref()))
             .ok_or_else(|| missing(IngestError::NoCaptureTime))?,
     };
-    let orientation = match description.orientation {
-        Some(orientation) => u8::try_from(orientation)
-            .ok()
-            .filter(|orientation| (1..=8).contains(orientation))
-            .ok_or_else(|| {
-                IngestError::InvalidMetadata(format!("MAPOrientation {orientation} is not 1 to 8"))
-            })?,
-        None => exif.as_ref().and_then(ExifTags::orientation).unwrap_or(1),
-    };
+    let orientation = description
+        .orientation
+        .or_else(|| exif.as_ref().and_then(ExifTags::orientation))
+        .unwrap_or(1);
     let is_pano = file.xmp().is_some_and(xmp::is_equirectangular);
 
     Ok(Metadata {
@@ -140,6 +140,7 @@ pub fn read_metadata(jpeg: &[u8]) -> Result<Metadata, IngestError> {
         altitude,
         compass_angle,
         captured_at,
+        time_source,
         make: non_empty(description.device_make).or_else(|| exif.as_ref()?.make()),
         model: non_empty(description.device_model).or_else(|| exif.as_ref()?.model()),
         camera_uuid: non_empty(description.camera_uuid),
@@ -152,6 +153,7 @@ pub fn read_metadata(jpeg: &[u8]) -> Result<Metadata, IngestError> {
         } else {
             CameraType::Perspective
         },
+        ignored: description.ignored,
     })
 }
 
@@ -167,16 +169,6 @@ fn check_position(latitude: f64, longitude: f64) -> Result<(), IngestError> {
         )));
     }
     Ok(())
-}
-
-fn finite(name: &str, value: f64) -> Result<f64, IngestError> {
-    if value.is_finite() {
-        Ok(value)
-    } else {
-        Err(IngestError::InvalidMetadata(format!(
-            "{name} {value} is not a finite number"
-        )))
-    }
 }
 
 /// `degrees` in `[0, 360)`; `degrees` must be finite.

@@ -31,6 +31,10 @@ pub struct WriteTags {
     pub altitude: Option<f64>,
     /// `GPSImgDirection` in degrees (not negative) with `GPSImgDirectionRef` `T`.
     pub direction: Option<f64>,
+    /// `GPSDateStamp`, the UTC date as written (`YYYY:MM:DD`).
+    pub gps_date_stamp: Option<String>,
+    /// `GPSTimeStamp`: UTC hours, minutes and seconds (to the millisecond).
+    pub gps_time_stamp: Option<[f64; 3]>,
     /// `DateTimeOriginal`, local time as `YYYY:MM:DD HH:MM:SS`.
     pub date_time_original: Option<String>,
     /// `SubSecTimeOriginal`, the digits of the fraction of a second (`250`).
@@ -157,6 +161,19 @@ fn exif_fields(tags: &WriteTags) -> Result<Vec<Field>, IngestError> {
         fields.push(field(
             Tag::GPSImgDirection,
             Value::Rational(vec![rational("direction", direction, 100)?]),
+        ));
+    }
+    if let Some(date) = &tags.gps_date_stamp {
+        fields.push(field(Tag::GPSDateStamp, ascii(date)));
+    }
+    if let Some([hours, minutes, seconds]) = tags.gps_time_stamp {
+        fields.push(field(
+            Tag::GPSTimeStamp,
+            Value::Rational(vec![
+                rational("gps hours", hours, 1)?,
+                rational("gps minutes", minutes, 1)?,
+                rational("gps seconds", seconds, 1000)?,
+            ]),
         ));
     }
     if !fields.is_empty() {

@@ -293,3 +293,80 @@ proptest! {
         let _ = thumbnails(&jpeg, orientation);
     }
 }
+
+/// Member names of the description JSON: the ones read, and any other.
+fn member_name() -> impl Strategy<Value = String> {
+    prop_oneof![
+        prop::sample::select(vec![
+            "MAPLatitude",
+            "MAPLongitude",
+            "MAPAltitude",
+            "MAPCaptureTime",
+            "MAPCompassHeading",
+            "TrueHeading",
+            "MagneticHeading",
+            "MAPDeviceMake",
+            "MAPDeviceModel",
+            "MAPCameraUUID",
+            "MAPOrientation",
+        ])
+        .prop_map(String::from),
+        "\\PC{0,12}",
+    ]
+}
+
+/// Any JSON value, numbers also as strings (as the original service's mobile app wrote them)
+/// and capture-time-like text.
+fn json_value() -> impl Strategy<Value = serde_json::Value> {
+    let leaf = prop_oneof![
+        Just(serde_json::Value::Null),
+        any::<bool>().prop_map(serde_json::Value::from),
+        any::<f64>().prop_map(serde_json::Value::from),
+        any::<i64>().prop_map(serde_json::Value::from),
+        any::<f64>().prop_map(|number| serde_json::Value::from(number.to_string())),
+        "[0-9_]{0,30}".prop_map(serde_json::Value::from),
+        "\\PC{0,20}".prop_map(serde_json::Value::from),
+    ];
+    leaf.prop_recursive(3, 24, 4, |inner| {
+        prop_oneof![
+            proptest::collection::vec(inner.clone(), 0..4).prop_map(serde_json::Value::from),
+            proptest::collection::vec((member_name(), inner), 0..4)
+                .prop_map(|members| serde_json::Value::Object(members.into_iter().collect())),
+        ]
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// The lenient reader: whatever the description JSON holds (or however it is cut), the
+    /// file reads, since Exif gives a position and a time, and what is read keeps the ranges.
+    #[test]
+    fn any_description_json_reads_with_exif_to_fall_back_on(
+        members in proptest::collection::vec((member_name(), json_value()), 0..8),
+        cut in any::<prop::sample::Index>(),
+        whole in any::<bool>(),
+    ) {
+        let object: serde_json::Map<String, serde_json::Value> = members.into_iter().collect();
+        let mut text = serde_json::Value::Object(object).to_string();
+        if !whole {
+            let mut at = cut.index(text.len()).max(1);
+            while !text.is_char_boundary(at) {
+                at -= 1;
+            }
+            text.truncate(at.max(1));
+        }
+        let jpeg = tagged(&WriteTags {
+            description: Some(text.clone()),
+            ..located()
+        });
+        let metadata = read_metadata(&jpeg);
+        prop_assert!(metadata.is_ok(), "{text}: {metadata:?}");
+        if let Ok(metadata) = metadata {
+            check_invariants(&metadata);
+            if let Some(altitude) = metadata.altitude {
+                prop_assert!(altitude.is_finite());
+            }
+        }
+    }
+}

@@ -6,7 +6,9 @@
 mod support;
 
 use exif::{Rational, Tag, Value};
-use streetlevel_ingest::{IngestError, Metadata, WriteTags, read_metadata, write_metadata};
+use streetlevel_ingest::{
+    IngestError, Metadata, TimeSource, WriteTags, read_metadata, write_metadata,
+};
 use streetlevel_model::{CameraType, Timestamp};
 use support::{ascii, gradient, insert_segment, located, millis, tagged, tiff, with_exif};
 
@@ -71,9 +73,14 @@ fn converts_the_capture_time_to_utc_with_sub_seconds_and_offsets() {
             offset_time_original: offset.map(String::from),
             ..located()
         });
+        let source = if offset.is_some_and(|offset| offset.starts_with(['+', '-'])) {
+            TimeSource::CameraWithOffset
+        } else {
+            TimeSource::CameraAsUtc
+        };
         assert_eq!(
-            metadata.captured_at,
-            Timestamp(millis(expected)),
+            (metadata.captured_at, metadata.time_source),
+            (Timestamp(millis(expected)), source),
             "{sub_sec:?} {offset:?}"
         );
     };
@@ -81,8 +88,91 @@ fn converts_the_capture_time_to_utc_with_sub_seconds_and_offsets() {
     check(Some("250"), Some("+02:00"), "2021-05-01T10:00:00.250Z");
     check(Some("5"), Some("-05:30"), "2021-05-01T17:30:00.500Z");
     check(Some("123456"), Some("+00:00"), "2021-05-01T12:00:00.123Z");
+    // Spaces are zeros, as a camera bug writes them and the uploader reads them.
+    check(Some(" 5"), Some("+00:00"), "2021-05-01T12:00:00.050Z");
     // Unreadable sub-seconds and offsets are left out rather than refusing the image.
     check(Some("ab"), Some("2 hours"), "2021-05-01T12:00:00Z");
+}
+
+#[test]
+fn gps_date_and_time_win_over_the_camera_clock() {
+    // A camera clock at UTC+2 (12:00:00 local), with or without its offset and sub-seconds,
+    // and a GPS time.
+    let check = |gps: Option<(&str, [f64; 3])>,
+                 sub_sec: Option<&str>,
+                 offset: Option<&str>,
+                 expected: (&str, TimeSource)| {
+        let metadata = read(&WriteTags {
+            date_time_original: Some(String::from("2021:05:01 12:00:00")),
+            subsec_time_original: sub_sec.map(String::from),
+            offset_time_original: offset.map(String::from),
+            gps_date_stamp: gps.map(|(date, _)| String::from(date)),
+            gps_time_stamp: gps.map(|(_, time)| time),
+            ..located()
+        });
+        assert_eq!(
+            (metadata.captured_at, metadata.time_source),
+            (Timestamp(millis(expected.0)), expected.1),
+            "{gps:?} {sub_sec:?} {offset:?}"
+        );
+    };
+    let gps = Some(("2021:05:01", [10.0, 0.0, 0.0]));
+    // The action camera: local time without offset, UTC from GPS.
+    check(gps, None, None, ("2021-05-01T10:00:00Z", TimeSource::Gps));
+    // Sub-seconds from a camera clock that agrees to the second, in its time zone.
+    check(
+        gps,
+        Some("250"),
+        None,
+        ("2021-05-01T10:00:00.250Z", TimeSource::Gps),
+    );
+    check(
+        gps,
+        Some("250"),
+        Some("+02:00"),
+        ("2021-05-01T10:00:00.250Z", TimeSource::Gps),
+    );
+    // A clock a second off gives none; a GPS time with a fraction keeps its own.
+    check(
+        Some(("2021:05:01", [10.0, 0.0, 1.0])),
+        Some("250"),
+        None,
+        ("2021-05-01T10:00:01Z", TimeSource::Gps),
+    );
+    check(
+        Some(("2021-05-01", [10.0, 0.0, 1.5])),
+        Some("250"),
+        None,
+        ("2021-05-01T10:00:01.500Z", TimeSource::Gps),
+    );
+    // No usable GPS time (no fix: 1970, or no date): the camera clock.
+    check(
+        Some(("1970:01:01", [10.0, 0.0, 0.0])),
+        None,
+        Some("+02:00"),
+        ("2021-05-01T10:00:00Z", TimeSource::CameraWithOffset),
+    );
+    check(
+        Some(("not a date", [10.0, 0.0, 0.0])),
+        None,
+        None,
+        ("2021-05-01T12:00:00Z", TimeSource::CameraAsUtc),
+    );
+
+    // GPS time alone is enough.
+    let metadata = read(&WriteTags {
+        date_time_original: None,
+        gps_date_stamp: Some(String::from("2021:05:01")),
+        gps_time_stamp: Some([23.0, 59.0, 59.999]),
+        ..located()
+    });
+    assert_eq!(
+        (metadata.captured_at, metadata.time_source),
+        (
+            Timestamp(millis("2021-05-01T23:59:59.999Z")),
+            TimeSource::Gps
+        )
+    );
 }
 
 #[test]
@@ -190,6 +280,7 @@ fn the_uploaders_json_takes_precedence_over_exif() {
             altitude: Some(519.5),
             compass_angle: Some(10.0),
             captured_at: Timestamp(millis("2021-05-01T10:00:00.250Z")),
+            time_source: TimeSource::Description,
             make: Some(String::from("GoPro")),
             model: Some(String::from("MAX")),
             camera_uuid: Some(String::from("cam-1")),
@@ -198,6 +289,7 @@ fn the_uploaders_json_takes_precedence_over_exif() {
             height: 16,
             is_pano: false,
             camera_type: CameraType::Perspective,
+            ignored: Vec::new(),
         }
     );
 }
@@ -217,37 +309,128 @@ fn the_uploaders_json_alone_is_enough_and_exif_fills_what_it_leaves_out() {
 }
 
 #[test]
-fn invalid_values_in_the_uploaders_json_are_refused() {
-    let base = r#""MAPLatitude":1,"MAPLongitude":2,"MAPCaptureTime":"2021_05_01_10_00_00_000""#;
-    for json in [
-        String::from(
-            r#"{"MAPLatitude":200,"MAPLongitude":2,"MAPCaptureTime":"2021_05_01_10_00_00_000"}"#,
-        ),
-        String::from(
-            r#"{"MAPLatitude":1,"MAPLongitude":-180.5,"MAPCaptureTime":"2021_05_01_10_00_00_000"}"#,
-        ),
-        String::from(
-            r#"{"MAPLatitude":1,"MAPLongitude":2,"MAPCaptureTime":"2021_02_30_10_00_00_000"}"#,
-        ),
-        String::from(r#"{"MAPLatitude":1,"MAPLongitude":2,"MAPCaptureTime":"yesterday"}"#),
-        String::from(r#"{"MAPLatitude":"1","MAPLongitude":2}"#),
-        format!(r#"{{{base},"MAPOrientation":9}}"#),
-        format!(r#"{{{base},"MAPOrientation":-1}}"#),
-        format!(r#"{{{base},"MAPAltitude":"high"}}"#),
-        format!(r#"{{{base},"MAPCompassHeading":90}}"#),
+fn unreadable_members_of_the_json_fall_back_to_exif_and_are_named() {
+    // Exif: 52.5, 13.4, 2021-05-01 10:00:00 as UTC, altitude 3, direction 4, orientation 6.
+    let exif = WriteTags {
+        altitude: Some(3.0),
+        direction: Some(4.0),
+        orientation: Some(6),
+        make: Some(String::from("Exif make")),
+        ..located()
+    };
+    let base = r#""MAPLatitude":1,"MAPLongitude":2,"MAPCaptureTime":"2021_05_01_08_00_00_000""#;
+    let check = |json: &str, ignored: &[&str], expected: &dyn Fn(&Metadata) -> bool| {
+        let metadata = read(&WriteTags {
+            description: Some(String::from(json)),
+            ..exif.clone()
+        });
+        let names: Vec<&str> = metadata
+            .ignored
+            .iter()
+            .map(|line| line.split(' ').next().unwrap())
+            .collect();
+        assert_eq!(names, ignored, "{json}: {metadata:?}");
+        assert!(expected(&metadata), "{json}: {metadata:?}");
+    };
+    let exif_position =
+        |metadata: &Metadata| (metadata.latitude, metadata.longitude) == (52.5, 13.4);
+    let exif_time = |metadata: &Metadata| {
+        metadata.captured_at == Timestamp(millis("2021-05-01T10:00:00Z"))
+            && metadata.time_source == TimeSource::CameraAsUtc
+    };
+    check(
+        r#"{"MAPLatitude":200,"MAPLongitude":2,"MAPCaptureTime":"2021_05_01_08_00_00_000"}"#,
+        &["MAPLatitude"],
+        &|metadata| exif_position(metadata) && metadata.time_source == TimeSource::Description,
+    );
+    check(
+        r#"{"MAPLatitude":1,"MAPLongitude":-180.5,"MAPCaptureTime":"2021_05_01_08_00_00_000"}"#,
+        &["MAPLongitude"],
+        &exif_position,
+    );
+    check(
+        r#"{"MAPLatitude":1,"MAPLongitude":2,"MAPCaptureTime":"2021_02_30_10_00_00_000"}"#,
+        &["MAPCaptureTime"],
+        &|metadata| exif_time(metadata) && metadata.latitude == 1.0,
+    );
+    check(
+        r#"{"MAPLatitude":1,"MAPLongitude":2,"MAPCaptureTime":"yesterday"}"#,
+        &["MAPCaptureTime"],
+        &exif_time,
+    );
+    check(
+        &format!(r#"{{{base},"MAPOrientation":9}}"#),
+        &["MAPOrientation"],
+        &|metadata| metadata.orientation == 6,
+    );
+    check(
+        &format!(r#"{{{base},"MAPAltitude":"high"}}"#),
+        &["MAPAltitude"],
+        &|metadata| metadata.altitude == Some(3.0),
+    );
+    check(
+        &format!(r#"{{{base},"MAPCompassHeading":"east"}}"#),
+        &["MAPCompassHeading"],
+        &|metadata| metadata.compass_angle == Some(4.0),
+    );
+    // Not JSON (a number out of range, cut short, text): everything from Exif, and it says so.
+    for broken in [
         format!(r#"{{{base},"MAPLatitude":1e999}}"#),
         format!(r"{{{base}"),
         String::from("{ not json at all"),
     ] {
-        let result = read_metadata(&tagged(&WriteTags {
-            description: Some(json.clone()),
-            ..located()
-        }));
+        let metadata = read(&WriteTags {
+            description: Some(broken.clone()),
+            ..exif.clone()
+        });
         assert!(
-            matches!(result, Err(IngestError::InvalidMetadata(_))),
-            "{json}: {result:?}"
+            exif_position(&metadata) && exif_time(&metadata),
+            "{metadata:?}"
         );
+        assert_eq!(metadata.ignored.len(), 1, "{metadata:?}");
+        assert!(metadata.ignored[0].contains("all of it"), "{metadata:?}");
     }
+    // Numbers as strings are numbers.
+    let metadata = read(&WriteTags {
+        description: Some(String::from(
+            r#"{"MAPLatitude":"-1.5","MAPLongitude":" 2.25","MAPAltitude":"37.000000","MAPCaptureTime":"2014_06_07_10_24_05_656","MAPOrientation":"3"}"#,
+        )),
+        ..exif.clone()
+    });
+    assert_eq!(
+        (
+            metadata.latitude,
+            metadata.longitude,
+            metadata.altitude,
+            metadata.orientation
+        ),
+        (-1.5, 2.25, Some(37.0), 3)
+    );
+    assert!(metadata.ignored.is_empty(), "{metadata:?}");
+}
+
+#[test]
+fn a_file_is_refused_only_when_no_source_gives_a_position_or_a_time() {
+    let refused = |json: &str, tags: WriteTags| {
+        read_metadata(&tagged(&WriteTags {
+            description: Some(String::from(json)),
+            ..tags
+        }))
+    };
+    assert_eq!(
+        refused(
+            r#"{"MAPLatitude":"north","MAPLongitude":2,"MAPCaptureTime":"2021_05_01_08_00_00_000"}"#,
+            WriteTags::default()
+        ),
+        Err(IngestError::NoGps)
+    );
+    assert_eq!(
+        refused(
+            r#"{"MAPLatitude":1,"MAPLongitude":2,"MAPCaptureTime":"soon"}"#,
+            WriteTags::default()
+        ),
+        Err(IngestError::NoCaptureTime)
+    );
 }
 
 #[test]

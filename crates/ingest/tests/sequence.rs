@@ -2,8 +2,8 @@
 
 #![allow(clippy::unwrap_used, clippy::panic, clippy::float_cmp)] // Helpers of tests fail loudly; values are exact.
 
-use streetlevel_ingest::Metadata;
 use streetlevel_ingest::sequence::{Cut, CutRules, DropReason, cut};
+use streetlevel_ingest::{Metadata, TimeSource};
 use streetlevel_model::{CameraType, Timestamp};
 
 /// One metre of latitude, in degrees (on the sphere the haversine distance uses).
@@ -17,6 +17,7 @@ fn image(seconds: f64, meters: f64, compass: Option<f64>) -> Metadata {
         altitude: None,
         compass_angle: compass,
         captured_at: Timestamp(1_600_000_000_000 + (seconds * 1000.0) as i64),
+        time_source: TimeSource::Gps,
         make: Some(String::from("GoPro")),
         model: Some(String::from("MAX")),
         camera_uuid: None,
@@ -25,6 +26,7 @@ fn image(seconds: f64, meters: f64, compass: Option<f64>) -> Metadata {
         height: 3000,
         is_pano: false,
         camera_type: CameraType::Perspective,
+        ignored: Vec::new(),
     }
 }
 

@@ -307,6 +307,21 @@ pub fn job_json(job: &Job) -> Value {
         .map(|(file, reason)| json!({"file": file, "reason": reason}))
         .collect();
     object.insert(String::from("refused"), Value::from(refused));
+    let time_sources: Map<String, Value> = job
+        .time_sources
+        .iter()
+        .map(|(source, count)| (source.clone(), Value::from(*count)))
+        .collect();
+    object.insert(
+        String::from("capture_time_sources"),
+        Value::Object(time_sources),
+    );
+    let warnings: Vec<Value> = job
+        .warnings
+        .iter()
+        .map(|(file, warning)| json!({"file": file, "warning": warning}))
+        .collect();
+    object.insert(String::from("warnings"), Value::from(warnings));
     if let Some(reason) = &job.reason {
         object.insert(String::from("reason"), Value::from(reason.clone()));
     }

@@ -6,7 +6,7 @@
 //! either way (which replicas share). A server on the same database shows the new images
 //! within a second or two (it follows the database's write log); nothing needs a restart.
 
-use std::io::Write as _;
+use std::io::Write;
 use std::path::PathBuf;
 use std::sync::{Mutex, RwLock};
 use std::time::{Duration, Instant};
@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use streetlevel_db::Location;
-use streetlevel_import::{ImportOptions, Outcome, Progress, import_paths};
+use streetlevel_import::{ImportOptions, Outcome, Progress, Report, import_paths};
 use streetlevel_ingest::sequence::CutRules;
 use streetlevel_model::OrganizationId;
 use streetlevel_store::Store;
@@ -138,25 +138,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         bar.finish();
     }
     let mut out = std::io::stdout().lock();
-    for file in &report.files {
-        match &file.outcome {
-            Outcome::Imported(_) => {}
-            Outcome::Duplicate(id) => {
-                writeln!(out, "skipped {}: imported before as image {id}", file.file)?;
-            }
-            Outcome::Refused(reason) => {
-                writeln!(out, "refused {}: {reason}", file.file)?;
-            }
-        }
-    }
-    writeln!(
-        out,
-        "imported {} images in {} sequences, skipped {} imported before, refused {}",
-        report.imported(),
-        report.sequences.len(),
-        report.duplicates(),
-        report.refused()
-    )?;
+    write_outcomes(&mut out, &report)?;
     // How long reading (metadata and hashes) and storing (thumbnails, originals, the
     // database) took: docs/PERFORMANCE.md quotes these.
     let total = started.elapsed();
@@ -179,5 +161,42 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         "no image could be imported from {} files",
         report.files.len()
     );
+    Ok(())
+}
+
+/// One line per file not imported and per warning, the summary, and where the capture times
+/// came from.
+fn write_outcomes(out: &mut impl Write, report: &Report) -> std::io::Result<()> {
+    for file in &report.files {
+        match &file.outcome {
+            Outcome::Imported(_) => {}
+            Outcome::Duplicate(id) => {
+                writeln!(out, "skipped {}: imported before as image {id}", file.file)?;
+            }
+            Outcome::Refused(reason) => {
+                writeln!(out, "refused {}: {reason}", file.file)?;
+            }
+        }
+    }
+    for (file, warning) in report.warnings() {
+        writeln!(out, "warning {file}: {warning}")?;
+    }
+    writeln!(
+        out,
+        "imported {} images in {} sequences, skipped {} imported before, refused {}",
+        report.imported(),
+        report.sequences.len(),
+        report.duplicates(),
+        report.refused()
+    )?;
+    let sources: Vec<String> = report
+        .time_sources()
+        .into_iter()
+        .filter(|(_, count)| *count > 0)
+        .map(|(source, count)| format!("{count} {}", source.as_str()))
+        .collect();
+    if !sources.is_empty() {
+        writeln!(out, "capture times from: {}", sources.join(", "))?;
+    }
     Ok(())
 }

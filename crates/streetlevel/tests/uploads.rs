@@ -10,6 +10,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use streetlevel_ingest::{WriteTags, write_metadata};
 use streetlevel_mvt::{TileId, Value as TileValue};
 use streetlevel_tests::{Response, Server, create_app, create_user};
 
@@ -676,6 +677,12 @@ fn a_zip_and_hostile_files_are_processed_without_harm() {
     assert_eq!(job["state"], "published", "{job}");
     assert_eq!(job["images"], 3, "{job}");
     assert_eq!(
+        job["capture_time_sources"],
+        json!({"description": 0, "gps": 0, "camera_with_offset": 3, "camera_as_utc": 0}),
+        "{job}"
+    );
+    assert_eq!(job["warnings"], json!([]), "{job}");
+    assert_eq!(
         images_in(&server, &uploader.token, "13.225,55.725,13.235,55.735").len(),
         3
     );
@@ -737,4 +744,119 @@ fn a_zip_and_hostile_files_are_processed_without_harm() {
     assert_eq!(job["state"], "failed", "{job}");
     assert!(job["reason"].as_str().unwrap().contains("zip"), "{job}");
     assert_eq!(get(&server, &uploader.token, "/me").status, 200);
+}
+
+/// Photos 10 s apart along a street whose descriptions give no time: the GPS time of an action
+/// camera whose clock shows local time (UTC+2), a camera clock without offset (the last
+/// resort), and the uploader's JSON with a time and an unreadable altitude.
+fn timed_photos() -> [(&'static str, Vec<u8>); 3] {
+    let retagged = |seed: u8, lat: f64, tags: WriteTags| {
+        let tags = WriteTags {
+            latitude: Some(lat),
+            longitude: Some(13.25),
+            ..tags
+        };
+        write_metadata(&photo(seed, Some((lat, 13.25)), 0), &tags).unwrap()
+    };
+    [
+        (
+            "mly_tools_gps.jpg",
+            retagged(
+                240,
+                55.7500,
+                WriteTags {
+                    gps_date_stamp: Some(String::from("2024:05:01")),
+                    gps_time_stamp: Some([10.0, 0.0, 0.0]),
+                    date_time_original: Some(String::from("2024:05:01 12:00:00")),
+                    subsec_time_original: Some(String::from("250")),
+                    ..WriteTags::default()
+                },
+            ),
+        ),
+        (
+            "mly_tools_clock.jpg",
+            retagged(
+                241,
+                55.7501,
+                WriteTags {
+                    date_time_original: Some(String::from("2024:05:01 10:00:10")),
+                    ..WriteTags::default()
+                },
+            ),
+        ),
+        (
+            "mly_tools_described.jpg",
+            retagged(
+                242,
+                55.7502,
+                WriteTags {
+                    description: Some(String::from(
+                        r#"{"MAPLatitude":"55.7502","MAPLongitude":"13.25","MAPCaptureTime":"2024_05_01_10_00_20_000","MAPAltitude":"high"}"#,
+                    )),
+                    ..WriteTags::default()
+                },
+            ),
+        ),
+    ]
+}
+
+#[test]
+fn an_upload_says_where_each_capture_time_came_from_and_what_was_ignored() {
+    let (_, server, upload_app, _) = uploading_world("time-sources");
+    let uploader = Uploader {
+        server: &server,
+        token: signed_in(&server, &upload_app),
+    };
+    let files = timed_photos();
+    let handles: Vec<String> = files
+        .iter()
+        .map(|(key, bytes)| uploader.upload(key, bytes))
+        .collect();
+    let manifest = json!({"image_handles": handles, "upload_type": "images", "version": "1"});
+    let manifest_handle = uploader.upload("uuid_times.json", manifest.to_string().as_bytes());
+    let finished = uploader.post_json(
+        "/finish_upload",
+        &json!({"file_handle": manifest_handle, "file_type": "mly_bundle_manifest"}),
+    );
+    let job = uploader.settled(finished.json()["cluster_id"].as_str().unwrap());
+    assert_eq!(job["state"], "published", "{job}");
+    assert_eq!(job["images"], 3, "{job}");
+    assert_eq!(
+        job["capture_time_sources"],
+        json!({"description": 1, "gps": 1, "camera_with_offset": 0, "camera_as_utc": 1}),
+        "{job}"
+    );
+    let warnings = job["warnings"].as_array().unwrap();
+    assert_eq!(warnings.len(), 2, "{job}");
+    assert_eq!(warnings[0]["file"], "mly_tools_clock.jpg", "{job}");
+    assert!(
+        warnings[0]["warning"]
+            .as_str()
+            .unwrap()
+            .contains("taken as UTC"),
+        "{job}"
+    );
+    assert_eq!(warnings[1]["file"], "mly_tools_described.jpg", "{job}");
+    assert!(
+        warnings[1]["warning"]
+            .as_str()
+            .unwrap()
+            .contains("MAPAltitude \"high\" is not a number"),
+        "{job}"
+    );
+    // The times as the API serves them: GPS (with the camera's agreeing sub-seconds), the
+    // clock as UTC, the JSON's.
+    let mut times: Vec<i64> = images_in(&server, &uploader.token, "13.24,55.74,13.26,55.76")
+        .iter()
+        .map(|image| image["captured_at"].as_i64().unwrap())
+        .collect();
+    times.sort_unstable();
+    assert_eq!(
+        times,
+        [
+            START_MILLIS + 250,
+            START_MILLIS + 10_000,
+            START_MILLIS + 20_000
+        ]
+    );
 }

@@ -268,6 +268,7 @@ fn uploads_section(jobs: &[Job]) -> Markup {
                         tr {
                             th { "Upload" } th { "Received" } th { "State" } th { "Files" }
                             th { "New images" } th { "Stored before" } th { "Refused" }
+                            th { "Warnings" }
                         }
                     }
                     tbody {
@@ -286,6 +287,12 @@ fn uploads_section(jobs: &[Job]) -> Markup {
                                     }
                                     @for (file, why) in &job.refused {
                                         br; (file) ": " (why)
+                                    }
+                                }
+                                td {
+                                    (job.warnings.len())
+                                    @for (file, warning) in &job.warnings {
+                                        br; (file) ": " (warning)
                                     }
                                 }
                             }
