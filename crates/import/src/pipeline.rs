@@ -670,6 +670,7 @@ mod tests {
             altitude: None,
             compass_angle,
             captured_at: streetlevel_model::Timestamp(0),
+            time_source: streetlevel_ingest::TimeSource::Gps,
             make: None,
             model: None,
             camera_uuid: None,
@@ -678,6 +679,7 @@ mod tests {
             height: 3,
             is_pano: false,
             camera_type: CameraType::Perspective,
+            ignored: Vec::new(),
         }
     }
 
