@@ -1,7 +1,10 @@
 //! The route table: from a path to the endpoint or page that answers it, for the API and the
 //! web pages alike, so that no name (`health`, `upload`, `login`, ...) can be taken twice: a
 //! second arm for a name is an unreachable pattern, which the build refuses. Every path is
-//! accepted with and without a trailing slash.
+//! accepted with and without a trailing slash, and empty segments count for nothing
+//! (`//<id>/detections` is `/<id>/detections`): clients that join a base URL ending in `/`
+//! with a path starting with one send them (the editor iD does). Signed media and the static
+//! assets are the exception: their paths are handed out by the server and taken literally.
 
 use http::Method;
 use streetlevel_web::Page;
@@ -81,9 +84,12 @@ impl Route {
         if trimmed.starts_with("/media/") {
             return Route::Media;
         }
-        let segments: Vec<&str> = trimmed.split('/').skip(1).collect();
+        let segments: Vec<&str> = trimmed
+            .split('/')
+            .filter(|segment| !segment.is_empty())
+            .collect();
         match segments.as_slice() {
-            [] | [""] => Route::Multiple,
+            [] => Route::Multiple,
             ["maps", "vtp", tileset, "2", z, x, y] => Route::Tile {
                 tileset: (*tileset).to_owned(),
                 z: (*z).to_owned(),
@@ -220,6 +226,39 @@ mod tests {
         assert_eq!(Route::of("/me/"), Route::Me);
         assert_eq!(Route::of("/finish_upload"), Route::FinishUpload);
         assert_eq!(Route::of("/media/thumb/1/256"), Route::Media);
+    }
+
+    #[test]
+    fn empty_segments_count_for_nothing_but_media_paths_are_literal() {
+        assert_eq!(Route::of("//123"), Route::Entity(String::from("123")));
+        assert_eq!(
+            Route::of("//123/detections"),
+            Route::DetectionsOf(String::from("123"))
+        );
+        assert_eq!(
+            Route::of("/123//detections//"),
+            Route::DetectionsOf(String::from("123"))
+        );
+        assert_eq!(Route::of("//images"), Route::SearchImages);
+        assert_eq!(Route::of("//"), Route::Multiple);
+        assert_eq!(
+            Route::of("//maps/vtp/mly1_public/2/14//1/2"),
+            Route::Tile {
+                tileset: String::from("mly1_public"),
+                z: String::from("14"),
+                x: String::from("1"),
+                y: String::from("2")
+            }
+        );
+        // Unknown once the empty segments are gone: still unknown.
+        assert_eq!(Route::of("//images/x"), Route::Other);
+        assert_eq!(Route::of("//123/nothing"), Route::Other);
+        assert_eq!(Route::of("//nothing"), Route::Other);
+        // A missing tile coordinate is not made up by skipping the empty segment.
+        assert_eq!(Route::of("/maps/vtp/mly1_public/2/14//2"), Route::Other);
+        // Signed media and assets: the paths the server hands out, and only those.
+        assert_eq!(Route::of("//media/thumb/1/256"), Route::Other);
+        assert_eq!(Route::of("//assets/x.js"), Route::Other);
     }
 
     #[test]

@@ -433,6 +433,72 @@ fn unknown_paths_and_methods_are_graph_errors() {
     assert_error(&response, METHOD_NOT_ALLOWED, "DELETE");
 }
 
+/// iD joins its API root, which ends in `/`, with `/<id>/detections`: empty segments must
+/// reach the same endpoint as the single-slash path, for GET and HEAD alike, while paths that
+/// are unknown once the empty segments are gone stay refused.
+#[test]
+fn empty_path_segments_resolve_as_the_single_slash_path() {
+    let world = world();
+    let scan = scan();
+    let image_id = scan.detections[0].image;
+    let feature_id = scan
+        .detections
+        .iter()
+        .find_map(|detection| detection.map_feature)
+        .expect("a detection of a map feature");
+    let auth = format!("OAuth {}", world.fixture.client_token);
+    let headers = [("Authorization", auth.as_str())];
+    for (single, doubled) in [
+        (
+            format!("/{image_id}?fields=id,geometry"),
+            format!("//{image_id}?fields=id,geometry"),
+        ),
+        (
+            format!("/{image_id}/detections?fields=id,image,geometry,value"),
+            format!("//{image_id}/detections?fields=id,image,geometry,value"),
+        ),
+        (
+            format!("/{feature_id}/detections?fields=id,value,image"),
+            format!("//{feature_id}/detections?fields=id,value,image"),
+        ),
+        (
+            format!("/{image_id}/detections/?fields=id"),
+            format!("//{image_id}//detections//?fields=id"),
+        ),
+        (
+            format!("/images?image_ids={image_id}&fields=id,sequence"),
+            format!("//images?image_ids={image_id}&fields=id,sequence"),
+        ),
+    ] {
+        let expected = get_json(&single);
+        assert!(
+            expected.get("id").is_some() || !expected["data"].as_array().unwrap().is_empty(),
+            "{single} answers something to compare: {expected}"
+        );
+        assert_eq!(get_json(&doubled), expected, "{doubled} against {single}");
+        let head = world.server.request("HEAD", &doubled, &headers, b"");
+        assert_eq!(head.status, 200, "HEAD {doubled}");
+        assert!(head.body.is_empty(), "HEAD {doubled} has no body");
+        assert_eq!(
+            head.header("content-type"),
+            get(&single).header("content-type"),
+            "HEAD {doubled}"
+        );
+    }
+    // Still refused: what is unknown without the empty segments, and signed media, whose
+    // paths the server hands out and takes literally.
+    for path in [
+        "//nothing/here".to_owned(),
+        format!("//{image_id}/nothing"),
+        "//images/extra".to_owned(),
+        "//media/thumb/1/256".to_owned(),
+    ] {
+        assert_error(&get(&path), UNKNOWN_PATH, "Unknown path");
+        let head = world.server.request("HEAD", &path, &headers, b"");
+        assert_eq!(head.status, 404, "HEAD {path}");
+    }
+}
+
 #[test]
 fn a_panicking_handler_is_a_500_error_body_and_the_server_lives_on() {
     // A server of its own whose standard error the test reads instead of passing it on: the
