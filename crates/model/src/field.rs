@@ -20,7 +20,7 @@
 //!   | image `organization` | `id` |
 //!   | image `detections` | `id`, `value`, `geometry` (the shape spec 2.1 gives) |
 //!   | detection `image` | `id`, `geometry` (the Python SDK reads it) |
-//!   | map feature `images` | `id` |
+//!   | map feature `images` | `id`, `geometry` (map editors pick the image nearest the feature) |
 //!
 //!   Naming both the object and some sub-fields selects the union of the two.
 //! - Any other name, or a sub-field of a field that is not an object, is a
@@ -63,10 +63,8 @@ enum Node {
     Media,
     /// Image `organization`: `{id}`.
     OrganizationRef,
-    /// Detection `image`: `{id, geometry}`.
+    /// Detection `image` and the items of map feature `images`: `{id, geometry}`.
     ImageRef,
-    /// Map feature `images` items: `{id, geometry}`, `{id}` when named alone.
-    ImageListItem,
 }
 
 /// One field of a node: its name, and the node it holds when it is an object.
@@ -111,7 +109,7 @@ const MAP_FEATURE_FIELDS: &[FieldSpec] = &[
     ("first_seen_at", None),
     ("geometry", None),
     ("id", None),
-    ("images", Some(Node::ImageListItem)),
+    ("images", Some(Node::ImageRef)),
     ("last_seen_at", None),
     ("object_type", None),
     ("object_value", None),
@@ -153,11 +151,7 @@ impl Node {
             Node::MapFeature => Some(EntityKind::MapFeature),
             Node::Detection => Some(EntityKind::Detection),
             Node::Organization => Some(EntityKind::Organization),
-            Node::Creator
-            | Node::Media
-            | Node::OrganizationRef
-            | Node::ImageRef
-            | Node::ImageListItem => None,
+            Node::Creator | Node::Media | Node::OrganizationRef | Node::ImageRef => None,
         }
     }
 
@@ -170,7 +164,7 @@ impl Node {
             Node::Creator => CREATOR_FIELDS,
             Node::Media => MEDIA_FIELDS,
             Node::OrganizationRef => ORGANIZATION_REF_FIELDS,
-            Node::ImageRef | Node::ImageListItem => IMAGE_REF_FIELDS,
+            Node::ImageRef => IMAGE_REF_FIELDS,
         }
     }
 
@@ -180,14 +174,12 @@ impl Node {
             Node::Creator => &["username"],
             Node::Media => &["url"],
             Node::Detection => &["value", "geometry"],
-            // The Python SDK reads `image.geometry` of every detection it asked `image` for
-            // (docs/API.md), so a detection's image carries its location by default.
+            // The Python SDK reads `image.geometry` of every detection it asked `image` for,
+            // and map editors pick the image nearest a map feature from
+            // `images.data[].geometry` (docs/API.md), as the original service answers: an
+            // image referred to carries its location by default.
             Node::ImageRef => &["geometry"],
-            Node::Image
-            | Node::MapFeature
-            | Node::Organization
-            | Node::OrganizationRef
-            | Node::ImageListItem => &[],
+            Node::Image | Node::MapFeature | Node::Organization | Node::OrganizationRef => &[],
         }
     }
 

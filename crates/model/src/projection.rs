@@ -359,8 +359,8 @@ impl Serialize for Field<'_> {
 
 /// The JSON object of a map feature (spec 2.2) with the selected fields.
 ///
-/// `images` is `{"data": [{"id": "…"}, ...]}`, the shape of a Graph edge; `images.geometry`
-/// adds each image's original geometry, looked up in `context`.
+/// `images` is `{"data": [{"id": "…", "geometry": {...}}, ...]}`, the shape of a Graph edge,
+/// each image with its original geometry, looked up in `context` (left out with `images.id`).
 pub fn project_map_feature(
     map_feature: &MapFeature,
     fields: &FieldSelection,

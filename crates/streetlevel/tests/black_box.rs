@@ -961,7 +961,29 @@ fn map_features_detections_and_organizations_by_id() {
             .ends_with("+0000")
     );
     assert!(["point", "traffic_sign"].contains(&feature["object_type"].as_str().unwrap()));
-    assert!(feature["images"]["data"][0]["id"].is_string());
+    // `images` named alone: each image with its ID and original location (map editors pick
+    // the image nearest the feature from it).
+    let images = feature["images"]["data"].as_array().unwrap();
+    assert!(!images.is_empty());
+    for item in images {
+        let id: u64 = item["id"].as_str().unwrap().parse().unwrap();
+        let image = world.store.image(ImageId(id)).expect("a stored image");
+        assert_eq!(item["geometry"]["type"], "Point", "{item}");
+        assert_eq!(
+            item["geometry"]["coordinates"],
+            serde_json::json!([image.geometry.lon, image.geometry.lat]),
+            "{item}"
+        );
+    }
+    let ids_only = get_json(&format!("/{feature_id}?fields=images.id"));
+    assert!(
+        ids_only["images"]["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|item| item.as_object().unwrap().keys().eq(["id"])),
+        "{ids_only}"
+    );
 
     let detection_id = all_ids(&world.store, EntityKind::Detection)[0];
     let detection = get_json(&format!(

@@ -594,17 +594,19 @@ fn each_map_feature_field_alone() {
         json!({"geometry": {"type": "Point", "coordinates": [13.4001, 52.5201]}}),
     );
     check(
-        "images",
+        "images.id",
         json!({"images": {"data": [{"id": "1000000000000001"}, {"id": "1000000000000009"}]}}),
     );
-    // Only the first image is known to the context.
-    check(
-        "images.geometry",
-        json!({"images": {"data": [
-            {"id": "1000000000000001", "geometry": {"type": "Point", "coordinates": [13.4, 52.52]}},
-            {"id": "1000000000000009"},
-        ]}}),
-    );
+    // Named alone, `images` brings each image's geometry, as the original service answers
+    // (map editors pick the image nearest the feature from it). Only the first image is
+    // known to the context.
+    let with_geometry = json!({"images": {"data": [
+        {"id": "1000000000000001", "geometry": {"type": "Point", "coordinates": [13.4, 52.52]}},
+        {"id": "1000000000000009"},
+    ]}});
+    check("images", with_geometry.clone());
+    check("images.geometry", with_geometry.clone());
+    check("images,images.id", with_geometry);
 }
 
 #[test]
