@@ -4,10 +4,10 @@
 // for the OAuth redirect, and Debian's chromium driven by playwright-core. Every wait is
 // bounded.
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, existsSync } from 'node:fs';
+import { mkdtempSync, rmSync, existsSync, readFileSync, statSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
-import { join, resolve, dirname } from 'node:path';
+import { join, resolve, dirname, extname, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
@@ -91,7 +91,8 @@ export async function startCallback() {
 }
 
 // Seed 3 with 120 images holds perspective sequences and a panorama sequence.
-export async function startService({ images = 120, seed = 3, callbackUrl }) {
+// `serveArgs` go to `streetlevel serve` (for example `['--compat', 'original']`).
+export async function startService({ images = 120, seed = 3, callbackUrl, serveArgs = [] }) {
   const bin = binary();
   const root = mkdtempSync(join(tmpdir(), 'streetlevel-browser-'));
   const data = join(root, 'data');
@@ -100,7 +101,7 @@ export async function startService({ images = 120, seed = 3, callbackUrl }) {
   const app = keyValues(
     run(bin, ['apps', 'create', '--data', data, '--name', 'Browser Test App', '--callback', callbackUrl, '--scopes', 'read']),
   );
-  const server = await serveData(data);
+  const server = await serveData(data, serveArgs);
   return {
     baseUrl: server.baseUrl,
     data,
@@ -172,4 +173,62 @@ export async function api(baseUrl, path, token) {
     body = text;
   }
   return { status: response.status, body };
+}
+
+const CONTENT_TYPES = {
+  '.html': 'text/html; charset=utf-8',
+  '.js': 'text/javascript; charset=utf-8',
+  '.mjs': 'text/javascript; charset=utf-8',
+  '.css': 'text/css; charset=utf-8',
+  '.json': 'application/json',
+  '.svg': 'image/svg+xml',
+  '.png': 'image/png',
+  '.gif': 'image/gif',
+  '.jpg': 'image/jpeg',
+  '.map': 'application/json',
+};
+
+// The content type of a file served by `serveFiles`, from its name.
+export function contentType(path) {
+  return CONTENT_TYPES[extname(path)] || 'application/octet-stream';
+}
+
+// A static file server on 127.0.0.1:0 for a folder (a web app's built files, such as iD's
+// `dist/`): GET and HEAD of the files under `root`, `index.html` for `/`, 404 for anything
+// else. `rewrite(path, bytes)` may replace a file's bytes as served (relative path in URL
+// form). Every path requested is recorded in `requests`.
+export async function serveFiles(root, { rewrite = (_path, bytes) => bytes } = {}) {
+  const base = resolve(root);
+  const requests = [];
+  const server = createServer((request, response) => {
+    const url = new URL(request.url, 'http://127.0.0.1');
+    let path = decodeURIComponent(url.pathname).replace(/^\/+/, '');
+    if (path === '' || path.endsWith('/')) path += 'index.html';
+    const file = resolve(base, path);
+    requests.push(url.pathname);
+    let bytes = null;
+    if ((file === base || file.startsWith(base + sep)) && (request.method === 'GET' || request.method === 'HEAD')) {
+      try {
+        if (statSync(file).isFile()) bytes = rewrite(path, readFileSync(file));
+      } catch {
+        bytes = null;
+      }
+    }
+    if (bytes === null) {
+      response.writeHead(404, { 'content-type': 'text/plain' });
+      response.end('not found');
+      return;
+    }
+    response.writeHead(200, { 'content-type': contentType(file), 'content-length': bytes.length, 'cache-control': 'no-store' });
+    response.end(request.method === 'HEAD' ? undefined : bytes);
+  });
+  await new Promise((resolveListen) => server.listen(0, '127.0.0.1', resolveListen));
+  return {
+    baseUrl: `http://127.0.0.1:${server.address().port}`,
+    requests,
+    close() {
+      server.closeAllConnections();
+      return new Promise((resolveClose) => server.close(resolveClose));
+    },
+  };
 }

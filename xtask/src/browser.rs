@@ -1,9 +1,11 @@
-//! The browser suite (`web/tests`), run by `cargo xtask test` after the client suites: the
-//! sign-in, authorization, dashboard and embed pages of the real binary in Debian's headless
+//! The browser suite (`web/tests/*.test.mjs`), run by `cargo xtask test` after the client
+//! suites: the sign-in, authorization, dashboard and embed pages of the real binary, and the
+//! OpenStreetMap editor iD with its Mapillary layers against it, in Debian's headless
 //! `chromium`, driven by `playwright-core` from npm (which never downloads a browser).
 //!
-//! `npm ci` installs `web/node_modules` when it is absent. Without node, npm or chromium the
-//! suite is skipped with a one-line hint, except under CI, where that is a failure.
+//! `npm ci` installs `web/node_modules` when a package `web/package.json` pins is absent or at
+//! another version. Without node, npm or chromium the suite is skipped with a one-line hint,
+//! except under CI, where that is a failure.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -75,17 +77,10 @@ pub(crate) fn run(root: &Path) -> Result<Outcome> {
     Ok(Outcome::Passed)
 }
 
-/// `web/node_modules` from the committed lock file, unless already there.
+/// `web/node_modules` from the committed lock file, unless every package `package.json`
+/// pins is installed at its version.
 pub(crate) fn ensure_node_modules(web: &Path) -> Result<()> {
-    let installed = ["mapillary-js", "maplibre-gl", "playwright-core"]
-        .iter()
-        .all(|package| {
-            web.join("node_modules")
-                .join(package)
-                .join("package.json")
-                .is_file()
-        });
-    if installed {
+    if pinned_packages_installed(web)? {
         return Ok(());
     }
     eprintln!("installing the embed viewer's npm packages into web/node_modules (npm ci)");
@@ -100,6 +95,29 @@ pub(crate) fn ensure_node_modules(web: &Path) -> Result<()> {
         bail!("npm ci exited with {status}");
     }
     Ok(())
+}
+
+/// Whether each dependency and dev-dependency of `web/package.json` is in `node_modules` at
+/// the exact version pinned there.
+fn pinned_packages_installed(web: &Path) -> Result<bool> {
+    let read = |path: &Path| -> Result<serde_json::Value> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("could not read {}", path.display()))?;
+        serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))
+    };
+    let manifest = read(&web.join("package.json"))?;
+    for section in ["dependencies", "devDependencies"] {
+        let Some(packages) = manifest[section].as_object() else {
+            continue;
+        };
+        for (name, version) in packages {
+            let installed = web.join("node_modules").join(name).join("package.json");
+            if !installed.is_file() || read(&installed)?["version"] != *version {
+                return Ok(false);
+            }
+        }
+    }
+    Ok(true)
 }
 
 fn chromium() -> PathBuf {
