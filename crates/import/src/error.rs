@@ -18,6 +18,24 @@ pub enum ImportError {
     /// The session was handed to a job: its bytes can no longer change.
     #[error("upload session {0:?} is finished and takes no more bytes")]
     SessionFinished(String),
+    /// Another request is writing to the session (or did until less than a lease ago).
+    #[error("upload session {0:?} is being written by another request: try again when it ends")]
+    SessionBusy(String),
+    /// A finish call names a session that holds no bytes.
+    #[error("upload session {0:?} holds no bytes: upload it before finishing")]
+    SessionIncomplete(String),
+    /// An upload exceeds one of the server's budgets (a zip's entries or inflated bytes).
+    #[error("upload over budget: {0}")]
+    OverBudget(String),
+    /// A job ran longer than the server's job time limit.
+    #[error("the job took longer than its time limit of {seconds} s")]
+    TimeLimit {
+        /// The limit in seconds.
+        seconds: u64,
+    },
+    /// The server stopped while the job ran; it is taken again after the restart.
+    #[error("the server is shutting down")]
+    Interrupted,
     /// A handle that no upload session of the caller has.
     #[error("unknown file handle {0:?}")]
     UnknownHandle(String),

@@ -8,6 +8,7 @@ use streetlevel_model::{OrganizationId, SequenceId};
 use streetlevel_store::Store;
 
 use crate::ImportError;
+use crate::budgets::{Budgeted, Interrupt};
 use crate::jobs::base62;
 use crate::pipeline::{Grouping, Owner, Progress, Report, Run, Sources, read_lock};
 
@@ -71,7 +72,12 @@ pub fn import_paths(
         progress,
         thumbnail_nanos: std::sync::atomic::AtomicU64::new(0),
     };
-    run.import(&Files(files), None)
+    let files = Files(files);
+    let sources = Budgeted {
+        inner: &files,
+        interrupt: &Interrupt::NEVER,
+    };
+    run.import(&sources, None)
 }
 
 /// Adds `path` (a file, or the JPEGs under a folder) to `files`.

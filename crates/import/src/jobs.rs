@@ -1,5 +1,6 @@
-//! The processing queue: a finish call becomes a job row; one worker takes jobs oldest first
-//! and imports their sessions through the pipeline.
+//! The processing queue: a finish call becomes a job row; one worker per process takes jobs
+//! oldest first and imports their sessions through the pipeline, each job within its time
+//! limit.
 //!
 //! Invariants: a job's images become visible in the same transaction that marks it
 //! published, so nothing half-processed is ever visible; a job interrupted by a crash is
@@ -8,13 +9,16 @@
 
 use std::io::Read as _;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Mutex, PoisonError, RwLock};
+use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 use streetlevel_db::{DbError, Row, params};
 use streetlevel_model::{ImageId, OrganizationId, SequenceId};
 use streetlevel_store::Store;
 
+use crate::budgets::{Budgeted, Interrupt, Interruption, ZipBudget, open_zip};
 use crate::pipeline::{
     FileOutcome, Grouping, Outcome, Owner, Progress, Run, Sources, read_lock, write_lock,
 };
@@ -27,6 +31,8 @@ const MAX_MANIFEST_BYTES: u64 = 16 << 20;
 const MAX_JOB_IMAGES: usize = 20_000;
 /// The largest JPEG taken out of a zip.
 const MAX_ZIP_ENTRY_BYTES: u64 = 256 << 20;
+/// How often the worker looks for abandoned sessions (more often when they age faster).
+const SWEEP_INTERVAL: Duration = Duration::from_secs(60);
 
 /// What a finish call hands over.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -144,8 +150,17 @@ impl Uploads {
     ) -> Result<u64, ImportError> {
         let file_type = FileType::parse(file_type)?;
         let key = self.key_of(user_id, handle)?;
+        // What is checked here must be what the job reads: the size is compared again in
+        // the transaction that hands the session over.
+        let checked_size = std::fs::metadata(self.session_path(user_id, &key))
+            .map_err(|_| ImportError::SessionIncomplete(key.clone()))?
+            .len();
         let sessions = match file_type {
-            FileType::Zip => vec![key.clone()],
+            FileType::Zip => {
+                // Refused now, with its reason, rather than failing later in the queue.
+                ZipEntries::open(&self.session_path(user_id, &key), self.zip_budget())?;
+                vec![key.clone()]
+            }
             FileType::Manifest => {
                 let manifest = self.read_manifest(user_id, &key)?;
                 manifest
@@ -173,10 +188,12 @@ impl Uploads {
                     ],
                 )?
                 .ok_or_else(|| DbError::Statement("INSERT … RETURNING gave no row".into()))?;
-            for key in sessions.iter().chain(std::iter::once(&key)) {
-                let size = std::fs::metadata(self.session_path(user_id, key))
-                    .ok()
-                    .map(|metadata| metadata.len() as i64);
+            for session in sessions.iter().chain(std::iter::once(&key)) {
+                let size = self.check_handed_over(connection, user_id, session, now)?;
+                if session == &key && size != Some(checked_size as i64) {
+                    return Err(ImportError::SessionBusy(key.clone()));
+                }
+                let key = session;
                 connection.execute(
                     "UPDATE import_sessions SET job = coalesce(job, ?3), size = coalesce(size, ?4)
                      WHERE user_id = ?1 AND key = ?2",
@@ -187,6 +204,41 @@ impl Uploads {
         })?;
         self.notify();
         Ok(job as u64)
+    }
+
+    /// Checks, in the transaction of a finish call, that `key` may be handed to a job: no
+    /// request is writing to it and it holds bytes (or a job processed it before); returns
+    /// the size of its file, if it has one.
+    fn check_handed_over(
+        &self,
+        connection: &mut dyn streetlevel_db::Conn,
+        user_id: u64,
+        key: &str,
+        now: i64,
+    ) -> Result<Option<i64>, ImportError> {
+        let row = connection.query_row(
+            "SELECT writer_until, size FROM import_sessions WHERE user_id = ?1 AND key = ?2",
+            params![user_id as i64, key],
+            |row| Ok::<_, DbError>((row.get::<Option<i64>>(0)?, row.get::<Option<i64>>(1)?)),
+        )?;
+        let Some((writer_until, processed_size)) = row else {
+            return Err(ImportError::SessionIncomplete(key.to_owned()));
+        };
+        if writer_until.is_some_and(|until| until > now) {
+            return Err(ImportError::SessionBusy(key.to_owned()));
+        }
+        match std::fs::metadata(self.session_path(user_id, key)) {
+            Ok(metadata) if metadata.len() > 0 => Ok(Some(metadata.len() as i64)),
+            Err(_) if processed_size.is_some() => Ok(None),
+            _ => Err(ImportError::SessionIncomplete(key.to_owned())),
+        }
+    }
+
+    fn zip_budget(&self) -> ZipBudget {
+        ZipBudget {
+            max_entries: self.limits.max_zip_entries,
+            max_inflated_bytes: self.limits.max_zip_inflated_bytes,
+        }
     }
 
     fn read_manifest(&self, user_id: u64, key: &str) -> Result<Manifest, ImportError> {
@@ -295,6 +347,18 @@ impl Uploads {
     /// job. A job found `processing` is taken only by the first call after [`Uploads::open`],
     /// as the job a crash of the previous run interrupted.
     pub fn process_next(&self, store: &RwLock<Store>) -> Result<Option<u64>, ImportError> {
+        self.process_next_until(store, None, &AtomicI64::new(0))
+    }
+
+    /// [`Uploads::process_next`], interrupted when `stop` is set (the job stays `processing`
+    /// and is taken again after the restart) or the job time limit passes (the job fails);
+    /// the job's ID goes to `current` while it runs.
+    fn process_next_until(
+        &self,
+        store: &RwLock<Store>,
+        stop: Option<&AtomicBool>,
+        current: &AtomicI64,
+    ) -> Result<Option<u64>, ImportError> {
         let pending = |row: &dyn Row| {
             let sessions: String = row.get(5)?;
             let file_type: String = row.get(4)?;
@@ -344,14 +408,33 @@ impl Uploads {
             return Ok(None);
         };
         let job = work.id;
+        current.store(job, Ordering::Relaxed);
         self.set_state(job, "processing", None)?;
         tracing::info!(job, file_type, "processing an upload");
+        let interrupt = Interrupt {
+            deadline: Some(Instant::now() + self.limits.job_time_limit),
+            stop,
+        };
         let result = match FileType::parse(&file_type) {
-            Ok(FileType::Manifest) => self.process_manifest(store, &work),
-            Ok(FileType::Zip) => self.process_zip(store, &work),
+            Ok(FileType::Manifest) => self.process_manifest(store, &work, &interrupt),
+            Ok(FileType::Zip) => self.process_zip(store, &work, &interrupt),
             Err(error) => Err(error),
         };
-        if let Err(error) = result {
+        // Whatever failed once the job was interrupted failed because of it.
+        let result = result.map_err(|error| match interrupt.why() {
+            Some(Interruption::TimeLimit) => ImportError::TimeLimit {
+                seconds: self.limits.job_time_limit.as_secs(),
+            },
+            Some(Interruption::Shutdown) => ImportError::Interrupted,
+            None => error,
+        });
+        current.store(0, Ordering::Relaxed);
+        if let Err(ImportError::Interrupted) = result {
+            tracing::info!(
+                job,
+                "an upload was interrupted by the shutdown: it resumes at the next start"
+            );
+        } else if let Err(error) = result {
             tracing::warn!(job, %error, "an upload failed");
             self.set_state(job, "failed", Some(&error.to_string()))?;
         }
@@ -360,22 +443,41 @@ impl Uploads {
 
     /// Processes jobs until `stop` is set: the one background worker of a server. Jobs run
     /// one at a time, oldest first; between them it waits for a finish call or a second.
-    pub fn run_worker(&self, store: &RwLock<Store>, stop: &std::sync::atomic::AtomicBool) {
-        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-            let processed =
-                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.process_next(store)));
+    /// It also removes abandoned sessions every minute (or every half of their maximum age).
+    /// Setting `stop` interrupts the job being processed at its next file.
+    pub fn run_worker(&self, store: &RwLock<Store>, stop: &AtomicBool) {
+        let current = AtomicI64::new(0);
+        let sweep_interval = SWEEP_INTERVAL
+            .min(self.limits.session_max_age / 2)
+            .max(Duration::from_millis(100));
+        let mut swept: Option<Instant> = None;
+        while !stop.load(Ordering::Relaxed) {
+            if swept.is_none_or(|at| at.elapsed() >= sweep_interval) {
+                match self.remove_abandoned() {
+                    Ok(0) => {}
+                    Ok(removed) => tracing::info!(removed, "abandoned upload sessions removed"),
+                    Err(error) => tracing::warn!(%error, "cannot remove abandoned upload sessions"),
+                }
+                swept = Some(Instant::now());
+            }
+            let processed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                self.process_next_until(store, Some(stop), &current)
+            }));
             match processed {
                 Ok(Ok(Some(_))) => {}
-                Ok(Ok(None)) => self.wait_for_work(std::time::Duration::from_secs(1)),
+                Ok(Ok(None)) => self.wait_for_work(sweep_interval.min(Duration::from_secs(1))),
                 Ok(Err(error)) => {
                     tracing::error!(%error, "the upload queue failed");
                     std::thread::sleep(std::time::Duration::from_secs(1));
                 }
                 Err(_) => {
                     // A bug must not stop the queue, nor make the job fail again after every
-                    // restart: the job being processed (only one is) is marked failed.
+                    // restart: the job this worker was processing is marked failed, and no
+                    // other (another replica's worker may be processing its own).
                     tracing::error!("processing an upload panicked");
-                    if let Err(error) = self.fail_processing("processing failed unexpectedly") {
+                    let job = current.swap(0, Ordering::Relaxed);
+                    if let Err(error) = self.fail_processing(job, "processing failed unexpectedly")
+                    {
                         tracing::error!(%error, "cannot mark the upload failed");
                     }
                 }
@@ -383,13 +485,13 @@ impl Uploads {
         }
     }
 
-    /// Marks the job that is being processed failed (there is one worker, so at most one).
-    fn fail_processing(&self, reason: &str) -> Result<(), ImportError> {
+    /// Marks `job` failed if it is still being processed.
+    fn fail_processing(&self, job: i64, reason: &str) -> Result<(), ImportError> {
         self.db().read(|connection| {
             connection.execute(
                 "UPDATE import_jobs SET state = 'failed', reason = ?1, updated_at = ?2
-                 WHERE state = 'processing'",
-                params![reason, now_millis()],
+                 WHERE id = ?3 AND state = 'processing'",
+                params![reason, now_millis(), job],
             )
         })?;
         Ok(())
@@ -430,6 +532,7 @@ impl Uploads {
         &self,
         store: &RwLock<Store>,
         work: &PendingJob,
+        interrupt: &Interrupt<'_>,
     ) -> Result<(), ImportError> {
         let mut present = Vec::new();
         let mut processed_before = Vec::new();
@@ -448,14 +551,21 @@ impl Uploads {
             keys: &present,
         };
         let earlier = self.images_of_sessions(work.user_id, &processed_before)?;
-        self.run(store, work, first_id, &sources, &present, &earlier)?;
+        self.run(
+            store, work, first_id, &sources, &present, &earlier, interrupt,
+        )?;
         for key in &present {
             let _ = std::fs::remove_file(self.session_path(work.user_id, key));
         }
-        Ok(())
+        self.release_sessions(work.user_id, &present)
     }
 
-    fn process_zip(&self, store: &RwLock<Store>, work: &PendingJob) -> Result<(), ImportError> {
+    fn process_zip(
+        &self,
+        store: &RwLock<Store>,
+        work: &PendingJob,
+        interrupt: &Interrupt<'_>,
+    ) -> Result<(), ImportError> {
         let Some(key) = work.sessions.first() else {
             return Err(ImportError::InvalidUpload(String::from("no archive")));
         };
@@ -465,15 +575,18 @@ impl Uploads {
                 "the archive was processed by an earlier job",
             )));
         }
-        let archive = ZipEntries::open(&path)?;
+        let archive = ZipEntries::open(&path, self.zip_budget())?;
         let first_id = self.job_ids(store, work, archive.names.len().max(1))?;
-        self.run(store, work, first_id, &archive, &[], &[])?;
+        self.run(store, work, first_id, &archive, &[], &[], interrupt)?;
         let _ = std::fs::remove_file(&path);
-        Ok(())
+        self.release_sessions(work.user_id, std::slice::from_ref(key))
     }
 
     /// Runs the pipeline and, in the transaction that publishes the images, marks the job
-    /// published with its counts and records which image each session became.
+    /// published with its counts and records which image each session became. Once the job
+    /// is interrupted no file is read, and that transaction refuses to commit, so an
+    /// interrupted job publishes nothing.
+    #[allow(clippy::too_many_arguments)]
     fn run(
         &self,
         store: &RwLock<Store>,
@@ -482,6 +595,7 @@ impl Uploads {
         sources: &dyn Sources,
         session_keys: &[String],
         earlier: &[(String, Option<ImageId>)],
+        interrupt: &Interrupt<'_>,
     ) -> Result<(), ImportError> {
         if let Some(organization) = work.owner.organization
             && read_lock(store).organization(organization).is_none()
@@ -502,9 +616,16 @@ impl Uploads {
             thumbnail_nanos: std::sync::atomic::AtomicU64::new(0),
         };
         let user_id = work.user_id as i64;
+        let sources = Budgeted {
+            inner: sources,
+            interrupt,
+        };
         run.import(
-            sources,
+            &sources,
             Some(Box::new(|transaction, outcome, files| {
+                if interrupt.why().is_some() {
+                    return Err(DbError::Statement(String::from("the job was interrupted")));
+                }
                 let pairs = outcome
                     .inserted
                     .iter()
@@ -659,9 +780,8 @@ struct ZipEntries {
 }
 
 impl ZipEntries {
-    fn open(path: &Path) -> Result<Self, ImportError> {
-        let archive = zip::ZipArchive::new(std::fs::File::open(path)?)
-            .map_err(|error| ImportError::InvalidUpload(format!("not a zip archive: {error}")))?;
+    fn open(path: &Path, budget: ZipBudget) -> Result<Self, ImportError> {
+        let archive = open_zip(path, budget)?;
         let mut names: Vec<(usize, String)> = (0..archive.len())
             .filter_map(|index| {
                 let name = archive.name_for_index(index)?;
@@ -701,14 +821,21 @@ impl Sources for ZipEntries {
         let mut entry = archive
             .by_index(self.names[index].0)
             .map_err(|error| format!("cannot read the archive entry: {error}"))?;
+        // The directory's sizes were checked against the budget: no entry inflates to more.
+        let declared = entry.size();
+        if declared > MAX_ZIP_ENTRY_BYTES {
+            return Err(format!("larger than {MAX_ZIP_ENTRY_BYTES} bytes"));
+        }
         let mut bytes = Vec::new();
         entry
             .by_ref()
-            .take(MAX_ZIP_ENTRY_BYTES + 1)
+            .take(declared + 1)
             .read_to_end(&mut bytes)
             .map_err(|error| format!("cannot read the archive entry: {error}"))?;
-        if bytes.len() as u64 > MAX_ZIP_ENTRY_BYTES {
-            return Err(format!("larger than {MAX_ZIP_ENTRY_BYTES} bytes"));
+        if bytes.len() as u64 > declared {
+            return Err(format!(
+                "it inflates to more than the {declared} bytes the archive declares"
+            ));
         }
         Ok(bytes)
     }

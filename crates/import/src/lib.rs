@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+mod budgets;
 mod error;
 mod files;
 mod jobs;
@@ -9,6 +10,7 @@ mod pipeline;
 mod sessions;
 mod tables;
 
+pub use budgets::{DEFAULT_DECODE_MEMORY_BYTES, set_decode_memory_limit};
 pub use error::ImportError;
 pub use files::{ImportOptions, import_paths};
 pub use jobs::{FileType, Job, JobState};

@@ -430,6 +430,8 @@ impl Run<'_> {
         if streetlevel_ingest::content_hash(&bytes) != read.content_hash {
             return Err(String::from("the file changed while it was imported"));
         }
+        // The process's decode memory is shared by every job and thread (budgets.rs).
+        let _decoding = crate::budgets::decode_permit(&bytes, read.metadata.orientation)?;
         let started = std::time::Instant::now();
         let thumbnails = streetlevel_ingest::thumbnails(&bytes, read.metadata.orientation)
             .map_err(|error| error.to_string());

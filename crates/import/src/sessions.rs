@@ -4,13 +4,16 @@
 //!
 //! Invariants: the stored offset is the size of the session's file, so whatever reached the
 //! disk survives a restart; a session handed to a job takes no more bytes; sessions are per
-//! user (the same photo gives the same key to everyone).
+//! user (the same photo gives the same key to everyone); one request at a time writes to a
+//! session (a lease in the database, so also across replicas), and every byte written was
+//! reserved first against the user's pending limit in a database write transaction, so no
+//! number of parallel requests, in any number of processes, exceeds it.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Condvar, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use streetlevel_db::{Database, DbError, Location, params};
 use streetlevel_store::Store;
@@ -21,13 +24,22 @@ use crate::tables;
 /// The folder of upload sessions in the data directory.
 pub const UPLOADS_DIR: &str = "uploads";
 
-/// Bounds on what one user may upload.
+/// Bounds on what one user, one upload and one job may cost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UploadLimits {
     /// The largest session (one image, a manifest, or a zip of a whole sequence).
     pub max_session_bytes: u64,
     /// The most bytes a user's sessions may hold while they wait to be processed.
     pub max_pending_bytes_per_user: u64,
+    /// The most entries a zip upload may list.
+    pub max_zip_entries: u64,
+    /// The most bytes the entries of a zip upload may inflate to, in all.
+    pub max_zip_inflated_bytes: u64,
+    /// How long one job may run before it fails, so that it cannot hold the queue.
+    pub job_time_limit: Duration,
+    /// How long a session no finish call took may go without new bytes before it is removed
+    /// (its bytes then no longer count against the user's limit).
+    pub session_max_age: Duration,
 }
 
 impl Default for UploadLimits {
@@ -35,9 +47,25 @@ impl Default for UploadLimits {
         UploadLimits {
             max_session_bytes: 4 << 30,
             max_pending_bytes_per_user: 16 << 30,
+            max_zip_entries: 20_000,
+            max_zip_inflated_bytes: 8 << 30,
+            job_time_limit: Duration::from_secs(1800),
+            session_max_age: Duration::from_secs(7 * 24 * 3600),
         }
     }
 }
+
+/// How long a writer's claim on a session lasts without being renewed: longer than the
+/// body's idle timeout, so a live request always renews it in time, and short enough that a
+/// crashed process's claim does not block the client for long.
+const WRITER_LEASE: Duration = Duration::from_secs(120);
+
+/// Renew the lease when this much of it has passed.
+const WRITER_RENEWAL: Duration = Duration::from_secs(30);
+
+/// Bytes reserved against the user's pending limit at a time, so that a request reserves in
+/// a few database writes rather than one per chunk.
+const RESERVATION_STEP: u64 = 8 << 20;
 
 /// Upload sessions and the job queue of one data directory.
 #[derive(Debug)]
@@ -51,36 +79,24 @@ pub struct Uploads {
     pub(crate) recovered: std::sync::atomic::AtomicBool,
 }
 
-/// Appends the bytes of one upload request to its session.
+/// Appends the bytes of one upload request to its session, which it holds alone (the
+/// session's writer lease in the database) until it is finished or dropped.
 #[derive(Debug)]
-pub struct Appender {
+pub struct Appender<'a> {
+    uploads: &'a Uploads,
+    user_id: u64,
+    key: String,
     file: Option<File>,
     handle: String,
+    /// This request's claim on the session.
+    writer: String,
+    /// The session's bytes when the request started.
+    stored: u64,
     written: u64,
-    /// How many more bytes this request may add, and which limit says so.
-    allowance: u64,
-    limit: Limit,
-}
-
-/// What stops an [`Appender`] from taking more bytes.
-#[derive(Debug, Clone)]
-enum Limit {
-    /// [`UploadLimits::max_session_bytes`].
-    Session(u64),
-    /// [`UploadLimits::max_pending_bytes_per_user`].
-    User(u64),
-    /// The session was handed to a job (its key).
-    Finished(String),
-}
-
-impl Limit {
-    fn error(&self) -> ImportError {
-        match self {
-            Limit::Session(limit) => ImportError::SessionTooLarge { limit: *limit },
-            Limit::User(limit) => ImportError::QuotaExceeded { limit: *limit },
-            Limit::Finished(key) => ImportError::SessionFinished(key.clone()),
-        }
-    }
+    /// `stored + written` may grow up to this without reserving more.
+    held: u64,
+    renewed: Instant,
+    released: bool,
 }
 
 impl Uploads {
@@ -146,68 +162,159 @@ impl Uploads {
     }
 
     /// Starts appending to a session at `offset`, which must be the bytes stored; creates the
-    /// session (and its handle) on first use.
-    pub fn append(&self, user_id: u64, key: &str, offset: u64) -> Result<Appender, ImportError> {
+    /// session (and its handle) on first use. The request holds the session alone until the
+    /// [`Appender`] is finished or dropped: another request gets
+    /// [`ImportError::SessionBusy`], in this process or any other sharing the database.
+    pub fn append(
+        &self,
+        user_id: u64,
+        key: &str,
+        offset: u64,
+    ) -> Result<Appender<'_>, ImportError> {
         check_key(key)?;
         let path = self.session_path(user_id, key);
-        let stored = self.stored(user_id, key)?;
-        if offset != stored {
+        let writer = new_handle();
+        let now = tables::now_millis();
+        // One write transaction: no other request, finish call or sweep of any process
+        // runs between the checks and the claim.
+        let (handle, finished, stored) = self.db.write(|connection| {
+            connection.execute(
+                "INSERT INTO import_sessions (user_id, key, handle, created_at, touched_at)
+                 VALUES (?1, ?2, ?3, ?4, ?4) ON CONFLICT DO NOTHING",
+                params![user_id as i64, key, &new_handle(), now],
+            )?;
+            let (handle, job, writer_until) = connection
+                .query_row(
+                    "SELECT handle, job, writer_until FROM import_sessions
+                     WHERE user_id = ?1 AND key = ?2",
+                    params![user_id as i64, key],
+                    |row| {
+                        Ok::<_, DbError>((
+                            row.get::<String>(0)?,
+                            row.get::<Option<i64>>(1)?,
+                            row.get::<Option<i64>>(2)?,
+                        ))
+                    },
+                )?
+                .ok_or_else(|| DbError::Statement("no session row".into()))?;
+            let stored = if path.exists() {
+                file_size(&path)?
+            } else {
+                connection
+                    .query_value::<Option<i64>>(
+                        "SELECT size FROM import_sessions WHERE user_id = ?1 AND key = ?2",
+                        params![user_id as i64, key],
+                    )?
+                    .flatten()
+                    .map_or(0, |size| size as u64)
+            };
+            if job.is_some() {
+                return Ok((handle, true, stored));
+            }
+            if writer_until.is_some_and(|until| until > now) {
+                return Err(ImportError::SessionBusy(key.to_owned()));
+            }
+            if offset != stored {
+                return Err(ImportError::OffsetMismatch {
+                    given: offset,
+                    stored,
+                });
+            }
+            connection.execute(
+                "UPDATE import_sessions SET writer = ?3, writer_until = ?4, held = ?5
+                 WHERE user_id = ?1 AND key = ?2",
+                params![
+                    user_id as i64,
+                    key,
+                    &writer,
+                    now + lease_millis(),
+                    stored as i64
+                ],
+            )?;
+            Ok((handle, false, stored))
+        })?;
+        if finished && offset != stored {
             return Err(ImportError::OffsetMismatch {
                 given: offset,
                 stored,
             });
         }
-        let (handle, job) = self.session_row(user_id, key)?;
-        if job.is_some() {
-            // Finished: the client may still ask for its handle with an empty body.
-            return Ok(Appender {
-                file: None,
-                handle,
-                written: 0,
-                allowance: 0,
-                limit: Limit::Finished(key.to_owned()),
-            });
-        }
-        let pending = directory_size(path.parent().unwrap_or(&path))?;
-        let by_session = self.limits.max_session_bytes.saturating_sub(stored);
-        let by_user = self
-            .limits
-            .max_pending_bytes_per_user
-            .saturating_sub(pending);
-        let (allowance, limit) = if by_session <= by_user {
-            (by_session, Limit::Session(self.limits.max_session_bytes))
-        } else {
-            (by_user, Limit::User(self.limits.max_pending_bytes_per_user))
-        };
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
-        let file = OpenOptions::new().create(true).append(true).open(&path)?;
-        Ok(Appender {
-            file: Some(file),
+        let mut appender = Appender {
+            uploads: self,
+            user_id,
+            key: key.to_owned(),
+            file: None,
             handle,
+            writer,
+            stored,
             written: 0,
-            allowance,
-            limit,
+            held: stored,
+            renewed: Instant::now(),
+            // A finished session is not claimed: there is nothing to release.
+            released: finished,
+        };
+        if !finished {
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent)?;
+            }
+            appender.file = Some(OpenOptions::new().create(true).append(true).open(&path)?);
+        }
+        Ok(appender)
+    }
+
+    /// Removes the sessions that no finish call took (or whose job ended) and that got no
+    /// bytes for [`UploadLimits::session_max_age`]: their files are deleted and their bytes
+    /// no longer count against their user's limit. Returns how many were removed.
+    pub fn remove_abandoned(&self) -> Result<usize, ImportError> {
+        let now = tables::now_millis();
+        let cutoff = now - i64::try_from(self.limits.session_max_age.as_millis()).unwrap_or(0);
+        self.db.write(|connection| {
+            let abandoned = connection.query_map(
+                "SELECT user_id, key, job FROM import_sessions
+                 WHERE coalesce(touched_at, created_at) < ?1
+                   AND (writer_until IS NULL OR writer_until < ?2)
+                   AND (job IS NULL OR (held > 0 AND job IN
+                        (SELECT id FROM import_jobs WHERE state IN ('published', 'failed'))))",
+                params![cutoff, now],
+                |row| {
+                    Ok::<_, DbError>((
+                        row.get::<i64>(0)?,
+                        row.get::<String>(1)?,
+                        row.get::<Option<i64>>(2)?,
+                    ))
+                },
+            )?;
+            for (user_id, key, job) in &abandoned {
+                match std::fs::remove_file(self.session_path(*user_id as u64, key)) {
+                    Ok(()) => {}
+                    Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(error) => return Err(error.into()),
+                }
+                let statement = if job.is_some() {
+                    "UPDATE import_sessions SET held = 0 WHERE user_id = ?1 AND key = ?2"
+                } else {
+                    "DELETE FROM import_sessions WHERE user_id = ?1 AND key = ?2"
+                };
+                connection.execute(statement, params![*user_id, key])?;
+            }
+            Ok::<_, ImportError>(abandoned.len())
         })
     }
 
-    /// The session's handle and the job that took it, creating the row if new.
-    fn session_row(&self, user_id: u64, key: &str) -> Result<(String, Option<i64>), ImportError> {
-        let handle = new_handle();
+    /// Marks the sessions' bytes deleted: they no longer count against the user's limit.
+    pub(crate) fn release_sessions(
+        &self,
+        user_id: u64,
+        keys: &[String],
+    ) -> Result<(), ImportError> {
         self.db.write(|connection| {
-            connection.execute(
-                "INSERT INTO import_sessions (user_id, key, handle, created_at)
-                 VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING",
-                params![user_id as i64, key, &handle, tables::now_millis()],
-            )?;
-            connection
-                .query_row(
-                    "SELECT handle, job FROM import_sessions WHERE user_id = ?1 AND key = ?2",
+            for key in keys {
+                connection.execute(
+                    "UPDATE import_sessions SET held = 0 WHERE user_id = ?1 AND key = ?2",
                     params![user_id as i64, key],
-                    |row| Ok::<_, DbError>((row.get(0)?, row.get(1)?)),
-                )?
-                .ok_or_else(|| ImportError::Database(DbError::Statement("no session row".into())))
+                )?;
+            }
+            Ok(())
         })
     }
 
@@ -241,33 +348,135 @@ impl Uploads {
     }
 }
 
-impl Appender {
-    /// Appends one piece of the request body.
+impl Appender<'_> {
+    /// Appends one piece of the request body, after reserving it against the session's and
+    /// the user's limits.
     pub fn write(&mut self, bytes: &[u8]) -> Result<(), ImportError> {
         if bytes.is_empty() {
             return Ok(());
         }
-        let total = self.written + bytes.len() as u64;
-        let Some(file) = self.file.as_mut().filter(|_| total <= self.allowance) else {
-            return Err(self.limit.error());
-        };
-        file.write_all(bytes)?;
-        self.written = total;
+        if self.file.is_none() {
+            return Err(ImportError::SessionFinished(self.key.clone()));
+        }
+        let total = self.stored + self.written + bytes.len() as u64;
+        if total > self.uploads.limits.max_session_bytes {
+            return Err(ImportError::SessionTooLarge {
+                limit: self.uploads.limits.max_session_bytes,
+            });
+        }
+        if total > self.held || self.renewed.elapsed() > WRITER_RENEWAL {
+            self.reserve(total)?;
+        }
+        if let Some(file) = self.file.as_mut() {
+            file.write_all(bytes)?;
+        }
+        self.written += bytes.len() as u64;
         Ok(())
     }
 
-    /// Makes the appended bytes durable and returns the session's handle.
-    pub fn finish(self) -> Result<String, ImportError> {
-        if let Some(file) = self.file {
+    /// Holds at least `needed` bytes for the session (a step more when it can) and renews
+    /// the lease, in one write transaction: the sum over the user's sessions is read and
+    /// raised with no other writer in between, in any process.
+    fn reserve(&mut self, needed: u64) -> Result<(), ImportError> {
+        let limits = self.uploads.limits;
+        let user_id = self.user_id as i64;
+        let now = tables::now_millis();
+        let wanted = if needed > self.held {
+            needed
+                .saturating_add(RESERVATION_STEP)
+                .min(limits.max_session_bytes)
+        } else {
+            self.held
+        };
+        let held = self.uploads.db.write(|connection| {
+            let others: i64 = connection
+                .query_value::<i64>(
+                    // sum() of BIGINT is NUMERIC on PostgreSQL.
+                    "SELECT CAST(coalesce(sum(held), 0) AS BIGINT) FROM import_sessions
+                     WHERE user_id = ?1 AND key <> ?2",
+                    params![user_id, &self.key],
+                )?
+                .unwrap_or(0);
+            let room = limits
+                .max_pending_bytes_per_user
+                .saturating_sub(u64::try_from(others).unwrap_or(0));
+            if needed > room {
+                return Err(ImportError::QuotaExceeded {
+                    limit: limits.max_pending_bytes_per_user,
+                });
+            }
+            let held = wanted.min(room);
+            let claimed = connection.execute(
+                "UPDATE import_sessions SET held = ?4, writer_until = ?5
+                 WHERE user_id = ?1 AND key = ?2 AND writer = ?3",
+                params![
+                    user_id,
+                    &self.key,
+                    &self.writer,
+                    held as i64,
+                    now + lease_millis()
+                ],
+            )?;
+            if claimed == 0 {
+                // The lease ran out and another request took the session.
+                return Err(ImportError::SessionBusy(self.key.clone()));
+            }
+            Ok(held)
+        })?;
+        self.held = held;
+        self.renewed = Instant::now();
+        Ok(())
+    }
+
+    /// Makes the appended bytes durable, gives the session up and returns its handle.
+    pub fn finish(mut self) -> Result<String, ImportError> {
+        if let Some(file) = self.file.take() {
             file.sync_data()?;
         }
-        Ok(self.handle)
+        self.release()?;
+        Ok(std::mem::take(&mut self.handle))
     }
 
     /// How many bytes this request appended.
     pub fn written(&self) -> u64 {
         self.written
     }
+
+    /// Ends the claim: the session holds its file's size, and another request may write.
+    fn release(&mut self) -> Result<(), ImportError> {
+        if std::mem::replace(&mut self.released, true) {
+            return Ok(());
+        }
+        let size = (self.stored + self.written) as i64;
+        self.uploads.db.write(|connection| {
+            connection.execute(
+                "UPDATE import_sessions SET held = ?4, writer = NULL, writer_until = NULL,
+                    touched_at = ?5
+                 WHERE user_id = ?1 AND key = ?2 AND writer = ?3",
+                params![
+                    self.user_id as i64,
+                    &self.key,
+                    &self.writer,
+                    size,
+                    tables::now_millis()
+                ],
+            )
+        })?;
+        Ok(())
+    }
+}
+
+impl Drop for Appender<'_> {
+    fn drop(&mut self) {
+        // A request that failed: what reached the disk stays, and so does its count.
+        if let Err(error) = self.release() {
+            tracing::warn!(%error, key = self.key, "cannot release an upload session");
+        }
+    }
+}
+
+fn lease_millis() -> i64 {
+    i64::try_from(WRITER_LEASE.as_millis()).unwrap_or(i64::MAX)
 }
 
 /// Session keys are file names: the uploader's are `mly_tools_<md5>.jpg` and `uuid_<hex>.json`.
@@ -290,19 +499,6 @@ fn file_size(path: &Path) -> Result<u64, ImportError> {
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(0),
         Err(error) => Err(error.into()),
     }
-}
-
-fn directory_size(directory: &Path) -> Result<u64, ImportError> {
-    let entries = match std::fs::read_dir(directory) {
-        Ok(entries) => entries,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(0),
-        Err(error) => return Err(error.into()),
-    };
-    let mut total = 0;
-    for entry in entries {
-        total += entry?.metadata()?.len();
-    }
-    Ok(total)
 }
 
 /// An opaque, unguessable handle (handles are also checked against the caller's sessions).

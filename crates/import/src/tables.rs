@@ -53,6 +53,16 @@ ALTER TABLE import_jobs ADD COLUMN time_sources TEXT NOT NULL DEFAULT '{}';
 -- JSON array of [file, warning] for new images (a time taken as UTC, ignored JSON members).
 ALTER TABLE import_jobs ADD COLUMN warnings TEXT NOT NULL DEFAULT '[]';
 ",
+    "
+-- The bytes counted against the user's pending limit for the session: its file's size, plus
+-- what a request writing to it reserved ahead; 0 once the file is deleted.
+ALTER TABLE import_sessions ADD COLUMN held INTEGER NOT NULL DEFAULT 0;
+-- The request writing to the session (any process's) and until when its lease runs.
+ALTER TABLE import_sessions ADD COLUMN writer TEXT;
+ALTER TABLE import_sessions ADD COLUMN writer_until INTEGER;
+-- When bytes last arrived: a session left alone long enough is removed.
+ALTER TABLE import_sessions ADD COLUMN touched_at INTEGER;
+",
 ];
 
 /// The same tables in PostgreSQL's types.
@@ -90,6 +100,12 @@ CREATE INDEX import_jobs_by_user ON import_jobs(user_id);
     "
 ALTER TABLE import_jobs ADD COLUMN time_sources TEXT NOT NULL DEFAULT '{}';
 ALTER TABLE import_jobs ADD COLUMN warnings TEXT NOT NULL DEFAULT '[]';
+",
+    "
+ALTER TABLE import_sessions ADD COLUMN held BIGINT NOT NULL DEFAULT 0,
+    ADD COLUMN writer TEXT,
+    ADD COLUMN writer_until BIGINT,
+    ADD COLUMN touched_at BIGINT;
 ",
 ];
 

@@ -173,6 +173,7 @@ fn limits_refuse_the_excess_and_keep_what_was_stored() {
         UploadLimits {
             max_session_bytes: 100,
             max_pending_bytes_per_user: 150,
+            ..UploadLimits::default()
         },
     )
     .unwrap();

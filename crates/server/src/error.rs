@@ -346,6 +346,10 @@ pub fn upload_status(error: &streetlevel_import::ImportError) -> (StatusCode, &'
     match error {
         E::OffsetMismatch { .. } => (StatusCode::PRECONDITION_FAILED, "OffsetInvalidError", true),
         E::SessionFinished(_) => (StatusCode::CONFLICT, "SessionFinishedError", false),
+        // The uploader retries a retriable 4xx after a back-off, by which time the other
+        // writer has usually ended.
+        E::SessionBusy(_) => (StatusCode::CONFLICT, "SessionBusyError", true),
+        E::OverBudget(_) => (StatusCode::PAYLOAD_TOO_LARGE, "UploadTooLargeError", false),
         E::SessionTooLarge { .. } | E::QuotaExceeded { .. } => {
             (StatusCode::PAYLOAD_TOO_LARGE, "UploadTooLargeError", false)
         }
@@ -358,6 +362,7 @@ pub fn upload_status(error: &streetlevel_import::ImportError) -> (StatusCode, &'
         | E::UnknownHandle(_)
         | E::UnsupportedFileType(_)
         | E::InvalidUpload(_)
+        | E::SessionIncomplete(_)
         | E::UnknownOrganization(_)
         | E::ReadPath { .. } => (StatusCode::BAD_REQUEST, "InvalidUploadError", false),
         _ if error.is_unavailable() => (
@@ -511,6 +516,24 @@ mod tests {
                 ImportError::UnknownHandle(String::from("h")),
                 400,
                 "InvalidUploadError",
+                false,
+            ),
+            (
+                ImportError::SessionBusy(String::from("k")),
+                409,
+                "SessionBusyError",
+                true,
+            ),
+            (
+                ImportError::SessionIncomplete(String::from("k")),
+                400,
+                "InvalidUploadError",
+                false,
+            ),
+            (
+                ImportError::OverBudget(String::from("too many entries")),
+                413,
+                "UploadTooLargeError",
                 false,
             ),
         ] {

@@ -291,6 +291,7 @@ async fn serve(args: Args, settings: Settings) -> anyhow::Result<()> {
         database_url,
         web: web_config,
         upload_limits,
+        decode_memory_bytes,
         auth: auth_config,
     } = settings::resolve(settings, args.debug_panic_route, media_key)?;
     let location = database_location(&data, database_url)?;
@@ -322,6 +323,7 @@ async fn serve(args: Args, settings: Settings) -> anyhow::Result<()> {
             .context("cannot open the auth tables")?,
     );
     let registry = Registry::open_location(&location).context("cannot open the web tables")?;
+    streetlevel_import::set_decode_memory_limit(decode_memory_bytes);
     let uploads = Arc::new(
         Uploads::open_location(&data, &location, upload_limits)
             .context("cannot open the upload tables")?,
@@ -414,14 +416,29 @@ impl Background {
         })
     }
 
-    /// Stops both; the worker first finishes the job it is on (each is one transaction).
+    /// Stops both. The worker's job is interrupted at its next file and stays `processing`,
+    /// so the next start takes it again (it publishes in one transaction: nothing is half
+    /// done); a step that does not end within [`SHUTDOWN_GRACE`] is not waited for.
     async fn stop(self) {
         self.follower.abort();
         self.stop.store(true, Ordering::Relaxed);
         let worker = self.worker;
-        let _ = tokio::task::spawn_blocking(move || worker.join()).await;
+        let joined = tokio::time::timeout(
+            SHUTDOWN_GRACE,
+            tokio::task::spawn_blocking(move || worker.join()),
+        )
+        .await;
+        if joined.is_err() {
+            tracing::warn!(
+                seconds = SHUTDOWN_GRACE.as_secs(),
+                "the upload worker did not stop within the grace period: its job resumes at the next start"
+            );
+        }
     }
 }
+
+/// How long a shutdown waits for the upload worker to leave its job.
+const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// How long the follower waits for a notification before it looks at the write log anyway
 /// (on `SQLite`, which cannot signal across processes, it always waits this long).

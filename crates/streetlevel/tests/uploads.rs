@@ -734,15 +734,19 @@ fn a_zip_and_hostile_files_are_processed_without_harm() {
             .as_str()
             .is_some_and(|reason| !reason.is_empty())
     }));
-    // A finished garbage archive fails with its reason.
+    // A garbage archive is refused at the finish call, with its reason.
     let handle = uploader.upload("mly_tools_junk.zip", b"PK\x03\x04 not really");
     let finished = uploader.post_json(
         "/finish_upload",
         &json!({"file_handle": handle, "file_type": "zip"}),
     );
-    let job = uploader.settled(finished.json()["cluster_id"].as_str().unwrap());
-    assert_eq!(job["state"], "failed", "{job}");
-    assert!(job["reason"].as_str().unwrap().contains("zip"), "{job}");
+    assert_eq!(finished.status, 400);
+    let body = finished.json();
+    assert_eq!(body["debug_info"]["type"], "InvalidUploadError");
+    assert!(
+        body["error"]["message"].as_str().unwrap().contains("zip"),
+        "{body}"
+    );
     assert_eq!(get(&server, &uploader.token, "/me").status, 200);
 }
 

@@ -145,6 +145,28 @@ pub struct Settings {
     /// Bytes one user may have uploaded and not yet processed. [default: 17179869184]
     #[arg(long, env = "STREETLEVEL_MAX_PENDING_UPLOAD_BYTES_PER_USER")]
     pub max_pending_upload_bytes_per_user: Option<u64>,
+    /// The most entries a zip upload may list; more is refused at the finish call.
+    /// [default: 20000]
+    #[arg(long, env = "STREETLEVEL_MAX_UPLOAD_ZIP_ENTRIES")]
+    pub max_upload_zip_entries: Option<u64>,
+    /// The most bytes the entries of a zip upload may inflate to, in all (as its central
+    /// directory declares them); more is refused at the finish call. [default: 8589934592]
+    #[arg(long, env = "STREETLEVEL_MAX_UPLOAD_ZIP_INFLATED_BYTES")]
+    pub max_upload_zip_inflated_bytes: Option<u64>,
+    /// How long one upload job may run before it fails with that reason and the queue moves
+    /// on, seconds. [default: 1800]
+    #[arg(long, env = "STREETLEVEL_UPLOAD_JOB_TIME_LIMIT_SECONDS")]
+    pub upload_job_time_limit_seconds: Option<u64>,
+    /// How long an upload session no finish call took (or whose job ended) is kept without
+    /// new bytes before its file is removed and its bytes released, seconds.
+    /// [default: 604800]
+    #[arg(long, env = "STREETLEVEL_UPLOAD_SESSION_MAX_AGE_SECONDS")]
+    pub upload_session_max_age_seconds: Option<u64>,
+    /// Memory the image decodes of the process may hold at once, bytes, whatever the number
+    /// of cores; a decode waits for room, and an image that alone needs more is refused.
+    /// [default: 1073741824]
+    #[arg(long, env = "STREETLEVEL_DECODE_MEMORY_BYTES")]
+    pub decode_memory_bytes: Option<u64>,
     /// How long a valid access token is remembered before it is read from the database
     /// again, seconds: how late a revocation by another process sharing the database takes
     /// effect (this server's own take effect at once); 0 reads every token. [default: 1]
@@ -230,6 +252,8 @@ pub struct Resolved {
     /// The web pages' settings, from the same URLs and short name as the server's.
     pub web: WebConfig,
     pub upload_limits: UploadLimits,
+    /// The image decodes' memory for the process.
+    pub decode_memory_bytes: u64,
     /// Token lifetimes and the token cache.
     pub auth: streetlevel_auth::Config,
 }
@@ -243,6 +267,14 @@ pub fn resolve(
 ) -> anyhow::Result<Resolved> {
     let limits = rate_limits(&settings);
     let upload_limits = upload_limits(&settings);
+    anyhow::ensure!(
+        settings.upload_job_time_limit_seconds != Some(0)
+            && settings.upload_session_max_age_seconds != Some(0),
+        "upload_job_time_limit_seconds and upload_session_max_age_seconds must be at least 1"
+    );
+    let decode_memory_bytes = settings
+        .decode_memory_bytes
+        .unwrap_or(streetlevel_import::DEFAULT_DECODE_MEMORY_BYTES);
     let auth = auth_config(&settings);
     let data = settings.data.context(
         "no data directory: pass --data DIR (or set STREETLEVEL_DATA, or `data` in the config file)",
@@ -337,6 +369,7 @@ pub fn resolve(
         database_url: settings.database_url,
         web,
         upload_limits,
+        decode_memory_bytes,
         auth,
     })
 }
@@ -394,6 +427,18 @@ fn upload_limits(settings: &Settings) -> UploadLimits {
         max_pending_bytes_per_user: settings
             .max_pending_upload_bytes_per_user
             .unwrap_or(upload_defaults.max_pending_bytes_per_user),
+        max_zip_entries: settings
+            .max_upload_zip_entries
+            .unwrap_or(upload_defaults.max_zip_entries),
+        max_zip_inflated_bytes: settings
+            .max_upload_zip_inflated_bytes
+            .unwrap_or(upload_defaults.max_zip_inflated_bytes),
+        job_time_limit: settings
+            .upload_job_time_limit_seconds
+            .map_or(upload_defaults.job_time_limit, Duration::from_secs),
+        session_max_age: settings
+            .upload_session_max_age_seconds
+            .map_or(upload_defaults.session_max_age, Duration::from_secs),
     }
 }
 

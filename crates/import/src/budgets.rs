@@ -1,0 +1,537 @@
+//! What one job, one file and one process may cost, checked before the work is done: a zip's
+//! entry count and inflated size (read from its central directory, overlapping and duplicate
+//! entries refused), an image's stored bytes (what follows the JPEG's end-of-image marker is
+//! dropped), the memory of the decodes running at once (one pool per process, whatever the
+//! number of cores), and a job's time.
+//!
+//! The pipeline sees these only through [`Budgeted`] (a [`Sources`] that trims and refuses)
+//! and [`decode_permit`], so its own steps stay as they are.
+
+use std::io::{Read, Seek, SeekFrom};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex, PoisonError};
+use std::time::Instant;
+
+use crate::ImportError;
+use crate::pipeline::Sources;
+
+/// The default of [`set_decode_memory_limit`]: enough for one decode of the largest image
+/// `ingest` accepts (a progressive JPEG of `MAX_PIXELS`, about 700 MB), so no valid file is
+/// refused for its size alone.
+pub const DEFAULT_DECODE_MEMORY_BYTES: u64 = 1 << 30;
+
+/// Stored bytes an image may have beyond what its pixels need: room for its metadata
+/// segments (Exif, XMP, ICC profiles).
+const METADATA_ALLOWANCE_BYTES: u64 = 4 << 20;
+
+/// Stored bytes per pixel an image may have: a JPEG of quality 100 without chroma subsampling
+/// takes about 2 to 3.
+const MAX_BYTES_PER_PIXEL: u64 = 4;
+
+/// The decodes of this process and the bytes they may hold at once.
+struct DecodePool {
+    limit: AtomicU64,
+    in_use: Mutex<u64>,
+    released: Condvar,
+}
+
+static DECODES: DecodePool = DecodePool {
+    limit: AtomicU64::new(DEFAULT_DECODE_MEMORY_BYTES),
+    in_use: Mutex::new(0),
+    released: Condvar::new(),
+};
+
+/// Sets how many bytes the image decodes of this process may hold at once (the server's
+/// `decode_memory_bytes`); a decode that would exceed it waits for others to end, and a file
+/// that alone needs more is refused.
+pub fn set_decode_memory_limit(bytes: u64) {
+    DECODES.limit.store(bytes, Ordering::Relaxed);
+    DECODES.released.notify_all();
+}
+
+/// A share of the process's decode memory, given back when dropped.
+#[derive(Debug)]
+pub(crate) struct DecodePermit {
+    bytes: u64,
+}
+
+impl Drop for DecodePermit {
+    fn drop(&mut self) {
+        let mut in_use = DECODES
+            .in_use
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        *in_use = in_use.saturating_sub(self.bytes);
+        DECODES.released.notify_all();
+    }
+}
+
+/// Waits until the decode of `jpeg` (for thumbnails, with Exif `orientation`) fits in the
+/// process's decode memory and takes its share; refuses a file that needs more than all of
+/// it, or whose layout cannot be read (the decoder would refuse it too).
+pub(crate) fn decode_permit(jpeg: &[u8], orientation: u8) -> Result<DecodePermit, String> {
+    let layout = JpegLayout::read(jpeg).ok_or("not a readable jpeg")?;
+    let bytes = layout.decode_bytes(orientation >= 5);
+    let limit = DECODES.limit.load(Ordering::Relaxed);
+    if bytes > limit {
+        return Err(format!(
+            "decoding it needs about {} MB, more than this server's decode memory of {} MB",
+            bytes >> 20,
+            limit >> 20
+        ));
+    }
+    let mut in_use = DECODES
+        .in_use
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    while *in_use + bytes > DECODES.limit.load(Ordering::Relaxed) {
+        in_use = DECODES
+            .released
+            .wait(in_use)
+            .unwrap_or_else(PoisonError::into_inner);
+    }
+    *in_use += bytes;
+    Ok(DecodePermit { bytes })
+}
+
+/// `jpeg` without what follows its end-of-image marker (padding, appended previews or
+/// videos), refused when even so it holds more bytes than its pixels need. A file whose
+/// end is not found (truncated, or not a JPEG) is returned as it is: reading it refuses it
+/// with the precise reason.
+pub(crate) fn trim_to_image(mut jpeg: Vec<u8>) -> Result<Vec<u8>, String> {
+    let Some(layout) = JpegLayout::read(&jpeg) else {
+        return Ok(jpeg);
+    };
+    if let Some(end) = layout.end {
+        jpeg.truncate(end);
+    }
+    let pixels = layout.width * layout.height;
+    let bound = METADATA_ALLOWANCE_BYTES + MAX_BYTES_PER_PIXEL * pixels;
+    if jpeg.len() as u64 > bound {
+        return Err(format!(
+            "{} bytes for {}x{} pixels: more than the {bound} bytes such an image needs",
+            jpeg.len(),
+            layout.width,
+            layout.height
+        ));
+    }
+    Ok(jpeg)
+}
+
+/// What a JPEG's markers say about its decoding, read without decoding.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct JpegLayout {
+    progressive: bool,
+    width: u64,
+    height: u64,
+    /// Each component's horizontal and vertical sampling factors.
+    sampling: Vec<(u64, u64)>,
+    /// Just past the end-of-image marker that ends the first image.
+    end: Option<usize>,
+}
+
+impl JpegLayout {
+    /// Walks the marker segments and the entropy-coded data between them up to the first
+    /// end-of-image marker; `None` without a frame header.
+    fn read(bytes: &[u8]) -> Option<JpegLayout> {
+        if !bytes.starts_with(&[0xFF, 0xD8]) {
+            return None;
+        }
+        let mut layout: Option<JpegLayout> = None;
+        let mut position = 2;
+        loop {
+            // Fill bytes may precede a marker.
+            while bytes.get(position) == Some(&0xFF) && bytes.get(position + 1) == Some(&0xFF) {
+                position += 1;
+            }
+            if bytes.get(position) != Some(&0xFF) {
+                return layout;
+            }
+            let Some(&marker) = bytes.get(position + 1) else {
+                return layout;
+            };
+            match marker {
+                0xD9 => {
+                    if let Some(layout) = &mut layout {
+                        layout.end = Some(position + 2);
+                    }
+                    return layout;
+                }
+                0x01 | 0xD0..=0xD7 => position += 2,
+                _ => {
+                    let length = usize::from(u16::from_be_bytes([
+                        *bytes.get(position + 2)?,
+                        *bytes.get(position + 3)?,
+                    ]));
+                    let contents = bytes.get(position + 4..position + 2 + length.max(2))?;
+                    if is_frame_header(marker) && layout.is_none() {
+                        layout = Some(frame(marker, contents)?);
+                    }
+                    position += 2 + length;
+                    if marker == 0xDA {
+                        position = end_of_entropy_data(bytes, position);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The bytes a thumbnail decode holds at its peak: a progressive JPEG's coefficients
+    /// (2 bytes a sample, all components at full size, whatever the scale), then the
+    /// components and the RGB images at the DCT scale `ingest` picks.
+    fn decode_bytes(&self, quarter_turn: bool) -> u64 {
+        let h_max = self.sampling.iter().map(|s| s.0).max().unwrap_or(1).max(1);
+        let v_max = self.sampling.iter().map(|s| s.1).max().unwrap_or(1).max(1);
+        let mcus_x = self.width.div_ceil(8 * h_max);
+        let mcus_y = self.height.div_ceil(8 * v_max);
+        let blocks: u64 = self
+            .sampling
+            .iter()
+            .map(|(h, v)| mcus_x * h * mcus_y * v)
+            .sum();
+        // `ingest::thumbnails` decodes at the smallest scale whose upright width reaches 2048.
+        let axis = if quarter_turn {
+            self.height
+        } else {
+            self.width
+        };
+        let wanted = axis.min(2048);
+        let divisor = [8, 4, 2, 1]
+            .into_iter()
+            .find(|divisor| axis.div_ceil(*divisor) >= wanted)
+            .unwrap_or(1);
+        let coefficients = if self.progressive { blocks * 128 } else { 0 };
+        let components = blocks * 64 / (divisor * divisor);
+        // The decoder's RGB output, its copy made upright and the resizer's two images, none
+        // larger than the decoded size.
+        let rgb = 4 * 3 * self.width.div_ceil(divisor) * self.height.div_ceil(divisor);
+        coefficients + components + rgb
+    }
+}
+
+/// SOF0–SOF15 without DHT (C4), JPG (C8) and DAC (CC).
+fn is_frame_header(marker: u8) -> bool {
+    matches!(marker, 0xC0..=0xCF) && !matches!(marker, 0xC4 | 0xC8 | 0xCC)
+}
+
+fn frame(marker: u8, contents: &[u8]) -> Option<JpegLayout> {
+    let [
+        _,
+        height_high,
+        height_low,
+        width_high,
+        width_low,
+        count,
+        ref rest @ ..,
+    ] = *contents
+    else {
+        return None;
+    };
+    let sampling = rest
+        .chunks_exact(3)
+        .take(usize::from(count))
+        .map(|component| {
+            (
+                u64::from(component[1] >> 4).max(1),
+                u64::from(component[1] & 0x0F).max(1),
+            )
+        })
+        .collect();
+    Some(JpegLayout {
+        // SOF2, SOF6, SOF10, SOF14.
+        progressive: matches!(marker, 0xC2 | 0xC6 | 0xCA | 0xCE),
+        width: u64::from(u16::from_be_bytes([width_high, width_low])),
+        height: u64::from(u16::from_be_bytes([height_high, height_low])),
+        sampling,
+        end: None,
+    })
+}
+
+/// The position of the first marker after entropy-coded data starting at `position`
+/// (`FF 00` is a stuffed byte and `FF D0`–`FF D7` restart markers belong to the data).
+fn end_of_entropy_data(bytes: &[u8], mut position: usize) -> usize {
+    while position + 1 < bytes.len() {
+        if bytes[position] == 0xFF && !matches!(bytes[position + 1], 0x00 | 0xD0..=0xD7 | 0xFF) {
+            return position;
+        }
+        position += 1;
+    }
+    bytes.len()
+}
+
+/// Why a job stops before its end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Interruption {
+    /// It ran longer than the job time limit.
+    TimeLimit,
+    /// The server is shutting down: the job is taken again after the restart.
+    Shutdown,
+}
+
+/// When a job must stop: its deadline and the server's stop flag.
+pub(crate) struct Interrupt<'a> {
+    pub(crate) deadline: Option<Instant>,
+    pub(crate) stop: Option<&'a AtomicBool>,
+}
+
+impl Interrupt<'_> {
+    /// Never interrupted (`streetlevel import`, whose user can press Ctrl-C).
+    pub(crate) const NEVER: Interrupt<'static> = Interrupt {
+        deadline: None,
+        stop: None,
+    };
+
+    pub(crate) fn why(&self) -> Option<Interruption> {
+        if self.stop.is_some_and(|stop| stop.load(Ordering::Relaxed)) {
+            Some(Interruption::Shutdown)
+        } else if self
+            .deadline
+            .is_some_and(|deadline| Instant::now() >= deadline)
+        {
+            Some(Interruption::TimeLimit)
+        } else {
+            None
+        }
+    }
+}
+
+/// The files of `inner`, each cut at its end-of-image marker and refused when larger than
+/// its pixels need; once the job is interrupted no file is read any more.
+pub(crate) struct Budgeted<'a> {
+    pub(crate) inner: &'a dyn Sources,
+    pub(crate) interrupt: &'a Interrupt<'a>,
+}
+
+impl Sources for Budgeted<'_> {
+    fn len(&self) -> usize {
+        self.inner.len()
+    }
+
+    fn name(&self, index: usize) -> String {
+        self.inner.name(index)
+    }
+
+    fn read(&self, index: usize) -> Result<Vec<u8>, String> {
+        if let Some(why) = self.interrupt.why() {
+            return Err(match why {
+                Interruption::TimeLimit => String::from("the job ran out of time"),
+                Interruption::Shutdown => String::from("the server is shutting down"),
+            });
+        }
+        trim_to_image(self.inner.read(index)?)
+    }
+}
+
+/// Limits on a zip archive, checked from its central directory before anything is inflated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ZipBudget {
+    pub(crate) max_entries: u64,
+    pub(crate) max_inflated_bytes: u64,
+}
+
+/// Opens the zip archive at `path` if its central directory keeps within `budget`: at most
+/// `max_entries` entries (counted from the end record, before the directory is parsed),
+/// their declared sizes summing to at most `max_inflated_bytes`, no two entries with one
+/// name, and no two entries whose bytes overlap (a zip bomb's way to inflate one stream many
+/// times). Each entry is later read only up to its declared size.
+pub(crate) fn open_zip(
+    path: &Path,
+    budget: ZipBudget,
+) -> Result<zip::ZipArchive<std::fs::File>, ImportError> {
+    let invalid = |reason: String| ImportError::InvalidUpload(reason);
+    let mut file = std::fs::File::open(path)
+        .map_err(|_| invalid(String::from("the archive's bytes are gone")))?;
+    let declared = declared_entries(&mut file)?.ok_or_else(|| {
+        invalid(String::from(
+            "not a zip archive: no end of central directory",
+        ))
+    })?;
+    if declared > budget.max_entries {
+        return Err(ImportError::OverBudget(format!(
+            "the archive has {declared} entries, more than the {} allowed",
+            budget.max_entries
+        )));
+    }
+    file.seek(SeekFrom::Start(0))?;
+    let mut archive = zip::ZipArchive::new(file)
+        .map_err(|error| invalid(format!("not a zip archive: {error}")))?;
+    if archive.len() as u64 != declared {
+        return Err(invalid(String::from(
+            "the archive lists one name for several entries",
+        )));
+    }
+    let mut inflated: u64 = 0;
+    let mut extents = Vec::with_capacity(archive.len());
+    for index in 0..archive.len() {
+        let entry = archive
+            .by_index_raw(index)
+            .map_err(|error| invalid(format!("unreadable archive entry: {error}")))?;
+        inflated = inflated.saturating_add(entry.size());
+        extents.push((
+            entry.header_start(),
+            entry.data_start().saturating_add(entry.compressed_size()),
+        ));
+    }
+    if inflated > budget.max_inflated_bytes {
+        return Err(ImportError::OverBudget(format!(
+            "the archive inflates to {inflated} bytes, more than the {} allowed",
+            budget.max_inflated_bytes
+        )));
+    }
+    extents.sort_unstable();
+    if extents.windows(2).any(|pair| pair[1].0 < pair[0].1) {
+        return Err(invalid(String::from(
+            "the archive has entries whose bytes overlap",
+        )));
+    }
+    Ok(archive)
+}
+
+/// The entry count of a zip's end of central directory record (the zip64 one when the
+/// classic record says so); `None` when there is none.
+fn declared_entries(file: &mut std::fs::File) -> Result<Option<u64>, ImportError> {
+    const END: &[u8] = b"PK\x05\x06";
+    const END_64: &[u8] = b"PK\x06\x06";
+    let length = file.seek(SeekFrom::End(0))?;
+    // The record is 22 bytes and a comment of at most 65,535; the zip64 locator precedes it.
+    let tail_length = length.min(22 + 65_535 + 20);
+    file.seek(SeekFrom::Start(length - tail_length))?;
+    let mut tail = Vec::new();
+    file.by_ref().take(tail_length).read_to_end(&mut tail)?;
+    let Some(at) = tail.windows(4).rposition(|window| window == END) else {
+        return Ok(None);
+    };
+    let Some(record) = tail.get(at..at + 22) else {
+        return Ok(None);
+    };
+    let classic = u16::from_le_bytes([record[10], record[11]]);
+    if classic != u16::MAX {
+        return Ok(Some(u64::from(classic)));
+    }
+    // A zip64 locator just before: the offset of the zip64 record, whose count is 8 bytes.
+    let Some(locator) = at
+        .checked_sub(20)
+        .and_then(|start| tail.get(start..start + 20))
+    else {
+        return Ok(Some(u64::from(classic)));
+    };
+    let mut offset = [0; 8];
+    offset.copy_from_slice(&locator[8..16]);
+    file.seek(SeekFrom::Start(u64::from_le_bytes(offset)))?;
+    let mut record_64 = [0; 40];
+    if file.read_exact(&mut record_64).is_err() || &record_64[..4] != END_64 {
+        return Ok(None);
+    }
+    let mut count = [0; 8];
+    count.copy_from_slice(&record_64[32..40]);
+    Ok(Some(u64::from_le_bytes(count)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn jpeg(width: u16, height: u16) -> Vec<u8> {
+        let mut jpeg = Vec::new();
+        jpeg_encoder::Encoder::new(&mut jpeg, 50)
+            .encode(
+                &vec![90; usize::from(width) * usize::from(height) * 3],
+                width,
+                height,
+                jpeg_encoder::ColorType::Rgb,
+            )
+            .unwrap();
+        jpeg
+    }
+
+    #[test]
+    fn the_end_of_image_is_found_and_what_follows_is_dropped() {
+        let image = jpeg(64, 48);
+        let layout = JpegLayout::read(&image).unwrap();
+        assert_eq!(layout.end, Some(image.len()));
+        assert_eq!((layout.width, layout.height), (64, 48));
+        let mut padded = image.clone();
+        padded.extend(std::iter::repeat_n(0, 10_000));
+        assert_eq!(trim_to_image(padded).unwrap(), image);
+        // Not a JPEG, or truncated: left for the reader to refuse with its reason.
+        assert_eq!(trim_to_image(b"text".to_vec()).unwrap(), b"text");
+        let truncated = image[..image.len() / 2].to_vec();
+        assert_eq!(trim_to_image(truncated.clone()).unwrap(), truncated);
+    }
+
+    #[test]
+    fn an_image_larger_than_its_pixels_need_is_refused() {
+        let mut image = jpeg(16, 16);
+        // Padding inside the image data, before the end marker, cannot be cut off.
+        let end = image.len() - 2;
+        image.splice(end..end, std::iter::repeat_n(0, 5 << 20));
+        let refused = trim_to_image(image).unwrap_err();
+        assert!(refused.contains("16x16"), "{refused}");
+    }
+
+    /// A progressive JPEG declaring 10000 x 10000 pixels in a few hundred bytes.
+    fn progressive_bomb() -> Vec<u8> {
+        let mut jpeg = Vec::new();
+        let mut encoder = jpeg_encoder::Encoder::new(&mut jpeg, 50);
+        encoder.set_progressive(true);
+        encoder
+            .encode(&[9; 16 * 16 * 3], 16, 16, jpeg_encoder::ColorType::Rgb)
+            .unwrap();
+        let sof = jpeg
+            .windows(2)
+            .position(|pair| pair == [0xFF, 0xC2])
+            .unwrap();
+        jpeg[sof + 5..sof + 9].copy_from_slice(&[0x27, 0x10, 0x27, 0x10]);
+        jpeg
+    }
+
+    /// The one test that changes the process's decode memory (tests run in parallel).
+    #[test]
+    fn decodes_wait_for_their_share_of_the_process_memory() {
+        let bomb = progressive_bomb();
+        let one = JpegLayout::read(&bomb).unwrap().decode_bytes(false);
+        // 4:2:0: 1.5 samples a pixel of 2-byte coefficients, 300 MB, and the planes.
+        assert!(one > 300_000_000, "{one}");
+        // Room for one such decode: a second waits until the first ends.
+        set_decode_memory_limit(one + one / 2);
+        let first = decode_permit(&bomb, 1).unwrap();
+        let (sender, receiver) = std::sync::mpsc::channel();
+        let waiting = {
+            let bomb = bomb.clone();
+            std::thread::spawn(move || {
+                let permit = decode_permit(&bomb, 1).unwrap();
+                sender.send(()).unwrap();
+                drop(permit);
+            })
+        };
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        assert!(receiver.try_recv().is_err(), "two decodes held at once");
+        drop(first);
+        receiver.recv().unwrap();
+        waiting.join().unwrap();
+        // A file that alone needs more than all of it is refused, not waited for.
+        set_decode_memory_limit(one - 1);
+        let refused = decode_permit(&bomb, 1).unwrap_err();
+        assert!(refused.contains("decode memory"), "{refused}");
+        set_decode_memory_limit(DEFAULT_DECODE_MEMORY_BYTES);
+    }
+
+    #[test]
+    fn progressive_decodes_are_counted_by_their_coefficients() {
+        let baseline = JpegLayout {
+            progressive: false,
+            width: 10_000,
+            height: 10_000,
+            sampling: vec![(1, 1); 3],
+            end: None,
+        };
+        let progressive = JpegLayout {
+            progressive: true,
+            ..baseline.clone()
+        };
+        // 3 components of 1250x1250 blocks at 128 bytes: 600 MB of coefficients.
+        assert!(progressive.decode_bytes(false) - baseline.decode_bytes(false) == 600_000_000);
+        assert!(baseline.decode_bytes(false) < 100_000_000);
+    }
+}
