@@ -323,7 +323,6 @@ async fn serve(args: Args, settings: Settings) -> anyhow::Result<()> {
             .context("cannot open the auth tables")?,
     );
     let registry = Registry::open_location(&location).context("cannot open the web tables")?;
-    streetlevel_import::set_decode_memory_limit(decode_memory_bytes);
     let uploads = Arc::new(
         Uploads::open_location(&data, &location, upload_limits)
             .context("cannot open the upload tables")?,
@@ -382,7 +381,7 @@ async fn serve(args: Args, settings: Settings) -> anyhow::Result<()> {
             sign_in.throttle.retain_recent();
         }
     });
-    let background = Background::start(uploads, store)?;
+    let background = Background::start(uploads, store, decode_memory_bytes)?;
     server.run(shutdown).await?;
     cleaner.abort();
     background.stop().await;
@@ -399,7 +398,13 @@ struct Background {
 }
 
 impl Background {
-    fn start(uploads: Arc<Uploads>, store: Arc<RwLock<Store>>) -> anyhow::Result<Self> {
+    /// Starts both; the image decodes of the process (the worker's) share `decode_memory`.
+    fn start(
+        uploads: Arc<Uploads>,
+        store: Arc<RwLock<Store>>,
+        decode_memory: u64,
+    ) -> anyhow::Result<Self> {
+        streetlevel_import::set_decode_memory_limit(decode_memory);
         let stop = Arc::new(AtomicBool::new(false));
         let worker = {
             let (store, stop) = (Arc::clone(&store), Arc::clone(&stop));

@@ -688,7 +688,7 @@ fn a_session_has_one_writer_at_a_time() {
     )
     .unwrap();
     assert!(
-        bodies.iter().any(|body| *body == stored),
+        bodies.contains(&stored),
         "{} bytes interleaved from several writers",
         stored.len()
     );

@@ -266,15 +266,7 @@ pub fn resolve(
     media_key: impl FnOnce(&Path, Option<&str>) -> anyhow::Result<Vec<u8>>,
 ) -> anyhow::Result<Resolved> {
     let limits = rate_limits(&settings);
-    let upload_limits = upload_limits(&settings);
-    anyhow::ensure!(
-        settings.upload_job_time_limit_seconds != Some(0)
-            && settings.upload_session_max_age_seconds != Some(0),
-        "upload_job_time_limit_seconds and upload_session_max_age_seconds must be at least 1"
-    );
-    let decode_memory_bytes = settings
-        .decode_memory_bytes
-        .unwrap_or(streetlevel_import::DEFAULT_DECODE_MEMORY_BYTES);
+    let (upload_limits, decode_memory_bytes) = upload_limits(&settings)?;
     let auth = auth_config(&settings);
     let data = settings.data.context(
         "no data directory: pass --data DIR (or set STREETLEVEL_DATA, or `data` in the config file)",
@@ -418,9 +410,15 @@ fn rate_limits(settings: &Settings) -> streetlevel_ratelimit::Config {
     }
 }
 
-fn upload_limits(settings: &Settings) -> UploadLimits {
+/// The upload limits and the decode memory.
+fn upload_limits(settings: &Settings) -> anyhow::Result<(UploadLimits, u64)> {
+    anyhow::ensure!(
+        settings.upload_job_time_limit_seconds != Some(0)
+            && settings.upload_session_max_age_seconds != Some(0),
+        "upload_job_time_limit_seconds and upload_session_max_age_seconds must be at least 1"
+    );
     let upload_defaults = UploadLimits::default();
-    UploadLimits {
+    let limits = UploadLimits {
         max_session_bytes: settings
             .max_upload_session_bytes
             .unwrap_or(upload_defaults.max_session_bytes),
@@ -439,7 +437,11 @@ fn upload_limits(settings: &Settings) -> UploadLimits {
         session_max_age: settings
             .upload_session_max_age_seconds
             .map_or(upload_defaults.session_max_age, Duration::from_secs),
-    }
+    };
+    let decode_memory_bytes = settings
+        .decode_memory_bytes
+        .unwrap_or(streetlevel_import::DEFAULT_DECODE_MEMORY_BYTES);
+    Ok((limits, decode_memory_bytes))
 }
 
 /// A public URL must be absolute `http` or `https` with a host: it is pasted in front of
