@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+mod erase;
 mod error;
 mod files;
 mod jobs;
@@ -9,6 +10,7 @@ mod pipeline;
 mod sessions;
 mod tables;
 
+pub use erase::{Erasure, UNBLURRED_DIR, erase_images, image_files, remove_image_files};
 pub use error::ImportError;
 pub use files::{ImportOptions, import_paths};
 pub use jobs::{FileType, Job, JobState};

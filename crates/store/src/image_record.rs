@@ -251,6 +251,12 @@ impl ImageRecord {
         self.flags & IS_PANO != 0
     }
 
+    /// Whether the slot is a tombstone (an erased image, or a hidden one restored into a new
+    /// slot).
+    pub(crate) fn is_removed(&self) -> bool {
+        self.flags & REMOVED != 0
+    }
+
     /// Whether the image is withdrawn from public view (its slot in no index or list).
     pub(crate) fn is_hidden(&self) -> bool {
         self.flags & HIDDEN != 0

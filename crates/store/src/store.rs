@@ -100,6 +100,13 @@ impl Store {
         data_dir.join(MEDIA_DIR)
     }
 
+    /// Where the store's database is, if it has one.
+    pub fn location(&self) -> Option<&Location> {
+        self.persistence
+            .database()
+            .map(|database| database.location())
+    }
+
     /// A counter that changes on every successful write (caches key on it).
     pub fn generation(&self) -> u64 {
         self.generation

@@ -12,6 +12,7 @@
 
 use std::collections::HashSet;
 
+use streetlevel_db::{Conn, DbError};
 use streetlevel_model::{CreatorId, Image, ImageId, MapFeatureId, SequenceId, Timestamp};
 
 use crate::image_record::ImageRecord;
@@ -84,6 +85,15 @@ impl Store {
         Some(self.image_at(slot))
     }
 
+    /// Whether an image the store holds, public or hidden, has this mesh or `SfM` cluster
+    /// (a scan: erasure asks once per erased image whether to delete the file).
+    pub fn media_in_use(&self, media: streetlevel_model::MediaId) -> bool {
+        self.records.images().iter().any(|record| {
+            !record.is_removed()
+                && (record.mesh_id() == Some(media) || record.sfm_cluster_id() == Some(media))
+        })
+    }
+
     /// The IDs of the hidden images of a sequence, ascending.
     pub fn hidden_images_of_sequence(&self, id: &SequenceId) -> Vec<ImageId> {
         let Some(sequence) = self.records.sequence_slot_of(id.as_str()) else {
@@ -142,10 +152,14 @@ impl Store {
     /// images are left out): their rows, detections, content hashes and links from map
     /// features, and sequences left without images, in one transaction that records `note`;
     /// then memory. Returns the erased images as they were, in the order asked.
+    ///
+    /// `also` runs inside the same transaction with the IDs erased, so that other crates'
+    /// rows about these images go with them (or the erasure fails whole).
     pub fn delete_images(
         &mut self,
         ids: &[ImageId],
         note: &TakedownNote<'_>,
+        also: impl FnOnce(&mut dyn Conn, &[ImageId]) -> Result<(), DbError>,
     ) -> Result<Vec<Image>, StoreError> {
         let images = self.held_images(ids);
         let erased: Vec<ImageId> = images.iter().map(|image| image.id).collect();
@@ -174,7 +188,9 @@ impl Store {
             images: erased.len(),
         };
         self.write(|connection| {
-            sql::erase_images(connection, &erased, &map_features, &emptied, &row)
+            sql::erase_images(connection, &erased, &map_features, &emptied, &row)?;
+            also(connection, &erased)?;
+            Ok(())
         })?;
         if let Some(greatest) = gone.iter().max() {
             self.persistence
@@ -217,6 +233,15 @@ impl Store {
             Some(database) => database.read(|connection| sql::takedowns(connection, limit)),
             None => Ok(Vec::new()),
         }
+    }
+
+    /// The newest `limit` entries of the takedown record in the database at `location`,
+    /// newest first, without loading the store (for operators' tools).
+    pub fn takedowns_at(
+        location: &streetlevel_db::Location,
+        limit: usize,
+    ) -> Result<Vec<TakedownRecord>, StoreError> {
+        sql::open(location)?.read(|connection| sql::takedowns(connection, limit))
     }
 
     fn set_visibility(

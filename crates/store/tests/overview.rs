@@ -200,7 +200,7 @@ fn take_down(store: &mut Store, images: &[Image], rng: &mut StdRng) -> Vec<Image
     }
     let erased_list: Vec<ImageId> = erased.iter().copied().collect();
     for chunk in erased_list.chunks(7) {
-        store.delete_images(chunk, &NOTE).unwrap();
+        store.delete_images(chunk, &NOTE, |_, _| Ok(())).unwrap();
     }
     for chunk in hidden.chunks(5) {
         store.hide_images(chunk, &NOTE).unwrap();

@@ -427,7 +427,7 @@ fn takedowns_persist_and_are_followed() {
         let sequence = data.images[0].sequence.clone();
         let of_sequence = first.sequence_image_ids(&sequence).unwrap();
         let erased = first
-            .delete_images(&of_sequence, &note(sequence.as_str()))
+            .delete_images(&of_sequence, &note(sequence.as_str()), |_, _| Ok(()))
             .unwrap();
         assert_eq!(erased.len(), of_sequence.len());
         // The greatest ID the allocator could hand out.
@@ -439,7 +439,9 @@ fn takedowns_persist_and_are_followed() {
             .max()
             .unwrap();
         let lone = [data.images[data.images.len() - 1].id, greatest];
-        first.delete_images(&lone, &note("lone")).unwrap();
+        first
+            .delete_images(&lone, &note("lone"), |_, _| Ok(()))
+            .unwrap();
         let hidden: Vec<ImageId> = data.images[10..40]
             .iter()
             .map(|image| image.id)

@@ -526,14 +526,19 @@ fn take_down(store: &mut Store, data: &Dataset, rng: &mut StdRng) -> Dataset {
     }
     let erased_list: Vec<ImageId> = erased.iter().copied().collect();
     for chunk in erased_list.chunks(5) {
-        let done = store.delete_images(chunk, &note).unwrap();
+        let done = store.delete_images(chunk, &note, |_, _| Ok(())).unwrap();
         assert_eq!(done.len(), chunk.len());
     }
     let hidden_list: Vec<ImageId> = hidden.iter().copied().collect();
     store.hide_images(&hidden_list, &note).unwrap();
     // Hiding again, erasing again: nothing more to do.
     assert!(store.hide_images(&hidden_list, &note).unwrap().is_empty());
-    assert!(store.delete_images(&erased_list, &note).unwrap().is_empty());
+    assert!(
+        store
+            .delete_images(&erased_list, &note, |_, _| Ok(()))
+            .unwrap()
+            .is_empty()
+    );
     let restored: Vec<ImageId> = hidden_list
         .iter()
         .copied()

@@ -345,7 +345,12 @@ async fn serve(args: Args, settings: Settings) -> anyhow::Result<()> {
     )
     .context("cannot start the web pages")?
     .with_uploads(Arc::clone(&uploads))
-    .with_sign_in_guard(Arc::clone(&sign_in));
+    .with_sign_in_guard(Arc::clone(&sign_in))
+    .with_takedowns(streetlevel_web::Takedowns {
+        store: Arc::clone(&store),
+        data_dir: Some(data.clone()),
+        administrators: config.administrators.clone(),
+    });
 
     let services = Services {
         store: Arc::clone(&store),
@@ -358,6 +363,7 @@ async fn serve(args: Args, settings: Settings) -> anyhow::Result<()> {
         web: Some(Arc::new(web)),
         uploads: Some(Arc::clone(&uploads)),
         sign_in: Arc::clone(&sign_in),
+        data_dir: Some(data.clone()),
     };
     if let Some(metrics_addr) = metrics_addr {
         start_metrics(
