@@ -105,7 +105,7 @@ impl App {
             .ok_or_else(|| Error::UnknownPath(String::from("uploads are not enabled")))?;
         let sequences = uploads
             .sequences_of_job(job_id)
-            .map_err(storage)?
+            .map_err(|error| storage(&error))?
             .ok_or_else(|| Error::UnknownId(raw.to_owned()))?;
         let target = {
             let store = self.read_store();
@@ -141,7 +141,7 @@ impl App {
         // The uploader owns the upload even when all of it is gone already.
         let owner = uploads
             .job(job_id)
-            .map_err(storage)?
+            .map_err(|error| storage(&error))?
             .and_then(|job| self.services.auth.username(job.user_id).ok().flatten());
         let mut target = target;
         target.owners.extend(owner);
@@ -216,7 +216,7 @@ impl App {
                     &ids,
                     &note,
                 )
-                .map_err(storage)?;
+                .map_err(|error| storage(&error))?;
                 erasure.images.iter().map(|image| image.id).collect()
             }
             Action::Hide | Action::Restore => {
@@ -265,8 +265,8 @@ impl App {
 
 /// The error for a failed database call of the import crate: the interface's 503 or 500, not
 /// the uploader's shape.
-fn storage(error: streetlevel_import::ImportError) -> Error {
-    Error::storage(error.is_unavailable(), &error)
+fn storage(error: &streetlevel_import::ImportError) -> Error {
+    Error::storage(error.is_unavailable(), error)
 }
 
 fn username_of(store: &Store, creator: streetlevel_model::CreatorId) -> Option<String> {

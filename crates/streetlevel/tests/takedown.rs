@@ -82,9 +82,9 @@ fn import(data: &Path, user: &str, numbers: std::ops::RangeInclusive<u32>) {
 
 /// An app's credentials, from `streetlevel apps create`.
 struct App {
-    client_id: String,
-    client_token: String,
-    client_secret: String,
+    id: String,
+    token: String,
+    secret: String,
 }
 
 fn create_app(data: &Path, scopes: &str) -> App {
@@ -112,26 +112,26 @@ fn create_app(data: &Path, scopes: &str) -> App {
             .to_owned()
     };
     App {
-        client_id: field("client_id"),
-        client_token: field("client_token"),
-        client_secret: field("client_secret"),
+        id: field("client_id"),
+        token: field("client_token"),
+        secret: field("client_secret"),
     }
 }
 
 /// A new user `username` approves `app`; their access token, exchanged at `server`.
 fn user_token(server: &Server, app: &App, username: &str) -> String {
-    let code = auth::approved_code(server.database(), &app.client_id, username);
+    let code = auth::approved_code(server.database(), &app.id, username);
     let body = json!({
         "grant_type": "authorization_code",
         "code": code,
-        "client_id": app.client_id.parse::<u64>().unwrap(),
+        "client_id": app.id.parse::<u64>().unwrap(),
     });
     let response = server.request(
         "POST",
         "/token",
         &[
             ("Content-Type", "application/json"),
-            ("Authorization", &format!("OAuth {}", app.client_secret)),
+            ("Authorization", &format!("OAuth {}", app.secret)),
         ],
         body.to_string().as_bytes(),
     );
@@ -189,7 +189,7 @@ fn setup(name: &str) -> Setup {
 
 impl Setup {
     fn token(&self) -> &str {
-        &self.read_write.client_token
+        &self.read_write.token
     }
 
     /// The images of `user`, with their sequences and locations.
