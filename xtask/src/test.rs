@@ -213,7 +213,7 @@ fn official_uploader(root: &Path) -> Result<Option<std::path::PathBuf>> {
 }
 
 /// The replica tests once more with the replicas on the PostgreSQL server at `url`
-/// (LISTEN/NOTIFY, migrate), and the black-box suite with every server it starts run as two
+/// (LISTEN/NOTIFY, migrate), and the black-box and takedown suites with every server they start run as two
 /// replicas on it behind the test balancer, sharing quotas through a Redis of their own (the
 /// test crate's `replicas` example). `STREETLEVEL_TEST_TOPOLOGY` changes only what
 /// `Server::start` starts; the replica tests start their replicas themselves.
@@ -221,7 +221,7 @@ fn replicas_on_postgres(root: &Path, url: &str) -> Result<()> {
     rerun_test_targets(
         root,
         "crates/streetlevel",
-        &["replicas", "black_box"],
+        &["replicas", "black_box", "takedown"],
         &[],
         &[
             ("STREETLEVEL_TEST_DATABASE_URL", url),

@@ -737,7 +737,7 @@ fn time_sources_of(text: &str) -> Vec<(String, u64)> {
 
 /// A sequence key (22 letters and digits, like the original service's) that depends only on
 /// the job and the sequence's position in it, so a retried job writes the same keys.
-fn derived_sequence_key(job: i64, index: usize) -> SequenceId {
+pub(crate) fn derived_sequence_key(job: i64, index: usize) -> SequenceId {
     let digest = Sha256::digest(format!("streetlevel upload {job} sequence {index}").as_bytes());
     SequenceId(base62(&digest, 22))
 }

@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 
 mod budgets;
+mod erase;
 mod error;
 mod files;
 mod jobs;
@@ -11,6 +12,7 @@ mod sessions;
 mod tables;
 
 pub use budgets::{DEFAULT_DECODE_MEMORY_BYTES, set_decode_memory_limit};
+pub use erase::{Erasure, UNBLURRED_DIR, erase_images, image_files, remove_image_files};
 pub use error::ImportError;
 pub use files::{ImportOptions, import_paths};
 pub use jobs::{FileType, Job, JobState};

@@ -25,6 +25,7 @@ use crate::media::{self, MediaLinks, MediaObject, MediaSource};
 use crate::query::Query;
 use crate::reply::{self, Reply};
 use crate::route::Route;
+use crate::takedown::Action;
 use crate::tilejson;
 use crate::tiles::{self, TileCache, Tileset};
 use crate::{Config, Error, PublicUrls};
@@ -38,6 +39,8 @@ pub struct Caller {
     pub user_id: Option<u64>,
     /// Whether the token is a user's with the `upload` scope.
     pub may_upload: bool,
+    /// Whether the token is a user's with the `write` scope (taking images down).
+    pub may_write: bool,
 }
 
 /// A successful sign-in of the official uploader.
@@ -93,6 +96,8 @@ pub struct Services {
     pub web: Option<Arc<Web>>,
     /// Upload sessions and the processing queue, if uploads are enabled.
     pub uploads: Option<Arc<streetlevel_import::Uploads>>,
+    /// The data directory whose files erasing an image removes (`None`: no files).
+    pub data_dir: Option<PathBuf>,
     /// Sign-in throttling and the password-hashing queue (shared with the web pages).
     pub sign_in: Arc<streetlevel_ratelimit::SignInGuard>,
 }
@@ -343,6 +348,12 @@ impl App {
                 .await
                 .map(Dispatched::Reply)
             }
+            Route::Entity(_) | Route::Other if parts.method == Method::DELETE => {
+                self.takedown_route(parts, route).await
+            }
+            Route::Visibility { .. } | Route::UploadImages(_) => {
+                self.takedown_route(parts, route).await
+            }
             Route::Login => self.web_page(Page::SignIn, parts, body).await,
             Route::Page(page) => self.web_page(page, parts, body).await,
             Route::DebugPanic if self.config.debug_panic_route => {
@@ -361,6 +372,35 @@ impl App {
             Route::Tile { .. } => self.tile(&route, parts).await,
             route => catch(|| self.handle(&route, parts, &query)).map(Dispatched::Reply),
         }
+    }
+
+    /// A takedown (erasing, hiding, restoring) the route names, off the async workers: it
+    /// writes the database and removes files.
+    async fn takedown_route(
+        self: &Arc<Self>,
+        parts: &Parts,
+        route: Route,
+    ) -> Result<Dispatched, Error> {
+        let app = Arc::clone(self);
+        let parts = parts.clone();
+        run_blocking(move || match route {
+            Route::Entity(raw) => app.takedown(&parts, &raw, Action::Delete),
+            Route::Visibility { target, hidden } => {
+                let action = if hidden {
+                    Action::Hide
+                } else {
+                    Action::Restore
+                };
+                app.takedown(&parts, &target, action)
+            }
+            Route::UploadImages(job) => app.takedown_upload(&parts, &job),
+            _ => match crate::route::deletion_target(parts.uri.path()) {
+                Some(raw) => app.takedown(&parts, raw, Action::Delete),
+                None => Err(Error::UnknownPath(parts.uri.path().to_owned())),
+            },
+        })
+        .await
+        .map(Dispatched::Reply)
     }
 
     /// A tile: hits answer here; rendering runs on blocking threads inside the cache.
@@ -382,6 +422,11 @@ impl App {
             HeaderName::from_static("x-app-usage"),
             app_usage_value(usage),
         );
+        if let Ok(keys) = HeaderValue::from_str(&crate::takedown::tile_surrogate_keys(tile_id)) {
+            reply
+                .headers
+                .insert(HeaderName::from_static("surrogate-key"), keys);
+        }
         Ok(Dispatched::Reply(reply))
     }
 
@@ -493,15 +538,44 @@ impl App {
         let object =
             MediaObject::from_path(path).ok_or_else(|| Error::UnknownPath(path.to_owned()))?;
         self.services.media_links.verify(path, query)?;
+        // A signed URL outlives what it names: an image erased or hidden since is unknown.
+        let image = object.image();
+        let public = || {
+            image.is_none_or(|image| {
+                self.services
+                    .store
+                    .read()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .image(image)
+                    .is_some()
+            })
+        };
+        if !public() {
+            return Err(Error::UnknownId(path.to_owned()));
+        }
         let bytes = media::load(
             self.services.media.as_ref(),
             &self.services.media_cache_dir,
             &object,
         )?
         .ok_or_else(|| Error::UnknownId(path.to_owned()))?;
+        if image.is_some() && !public() {
+            // Taken down while this request made its thumbnail: what it cached goes too.
+            if let Some(cached) = media::cached_path(&self.services.media_cache_dir, &object) {
+                let _ = std::fs::remove_file(cached);
+            }
+            return Err(Error::UnknownId(path.to_owned()));
+        }
         let mut reply = Reply::bytes(object.content_type(), Bytes::from(bytes));
         reply.compressible = false;
         reply.cache_control = Some(Cow::Borrowed("public, max-age=86400, immutable"));
+        if let Some(image) = image
+            && let Ok(key) = HeaderValue::from_str(&crate::takedown::image_surrogate_key(image))
+        {
+            reply
+                .headers
+                .insert(HeaderName::from_static("surrogate-key"), key);
+        }
         Ok(reply)
     }
 

@@ -15,6 +15,7 @@ impl Authenticator for AuthStore {
             app_id: principal.client_id.0,
             user_id: principal.user.map(|user| user.0),
             may_upload: principal.user.is_some() && principal.scopes.contains(Scope::Upload),
+            may_write: principal.user.is_some() && principal.scopes.contains(Scope::Write),
         })
     }
 

@@ -54,6 +54,8 @@ pub struct Config {
     /// Serve `GET /__panic`, which panics in its handler: lets black-box tests prove that a
     /// panic becomes a 500 error body and the process lives on. Off in production.
     pub debug_panic_route: bool,
+    /// The usernames of administrators: they may delete, hide and restore anyone's images.
+    pub administrators: Vec<String>,
 }
 
 impl Default for Config {
@@ -77,6 +79,7 @@ impl Default for Config {
             tile_cache_entries: 4096,
             tile_max_age_seconds: 3600,
             debug_panic_route: false,
+            administrators: Vec::new(),
         }
     }
 }

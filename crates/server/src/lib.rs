@@ -12,6 +12,7 @@ pub mod query;
 pub mod reply;
 mod route;
 mod server;
+mod takedown;
 pub mod tilejson;
 pub mod tiles;
 mod upload;

@@ -133,6 +133,14 @@ impl MediaObject {
         }
     }
 
+    /// The image this object shows, for thumbnails and pyramid tiles.
+    pub fn image(&self) -> Option<ImageId> {
+        match *self {
+            MediaObject::Thumb(image, _) | MediaObject::ImageTile { image, .. } => Some(image),
+            MediaObject::Mesh(_) | MediaObject::SfmCluster(_) => None,
+        }
+    }
+
     /// The response's content type.
     pub fn content_type(&self) -> &'static str {
         match self {
@@ -348,6 +356,21 @@ impl MediaSource for DirectoryMedia {
     }
 }
 
+/// Where [`load`] caches the bytes of `object` under `cache_dir`, if it does.
+pub fn cached_path(cache_dir: &Path, object: &MediaObject) -> Option<PathBuf> {
+    match *object {
+        MediaObject::Thumb(_, ThumbSize::Original)
+        | MediaObject::Mesh(_)
+        | MediaObject::SfmCluster(_) => None,
+        MediaObject::Thumb(image, size) => {
+            Some(cache_dir.join(format!("{image}_{}.jpg", size.as_str())))
+        }
+        MediaObject::ImageTile { image, z, x, y } => {
+            Some(cache_dir.join(format!("{image}_tile_{z}_{x}_{y}.jpg")))
+        }
+    }
+}
+
 /// Makes the bytes of `object`, resizing and caching thumbnails under `cache_dir`.
 /// `None` when the object does not exist.
 pub fn load(
@@ -360,7 +383,8 @@ pub fn load(
         MediaObject::SfmCluster(id) => source.sfm_cluster(id),
         MediaObject::Thumb(image, ThumbSize::Original) => source.original(image),
         MediaObject::Thumb(image, size) => {
-            let cached = cache_dir.join(format!("{image}_{}.jpg", size.as_str()));
+            let cached = cached_path(cache_dir, object)
+                .unwrap_or_else(|| cache_dir.join(format!("{image}_{}.jpg", size.as_str())));
             if let Ok(bytes) = std::fs::read(&cached) {
                 return Ok(Some(bytes));
             }
@@ -373,7 +397,8 @@ pub fn load(
             Ok(Some(bytes))
         }
         MediaObject::ImageTile { image, z, x, y } => {
-            let cached = cache_dir.join(format!("{image}_tile_{z}_{x}_{y}.jpg"));
+            let cached = cached_path(cache_dir, object)
+                .unwrap_or_else(|| cache_dir.join(format!("{image}_tile_{z}_{x}_{y}.jpg")));
             if let Ok(bytes) = std::fs::read(&cached) {
                 return Ok(Some(bytes));
             }

@@ -62,6 +62,16 @@ pub enum Route {
     Logging,
     /// `GET /uploads`: the status of the caller's uploads.
     Uploads,
+    /// `DELETE /uploads/<cluster id>`: erases what one upload published.
+    UploadImages(String),
+    /// `POST /<image id or sequence key>/hide` (`hidden`) or `/restore`: withdraws images
+    /// from public view or makes them public again.
+    Visibility {
+        /// The path segment naming the images.
+        target: String,
+        /// Hide (`true`) or restore.
+        hidden: bool,
+    },
     /// `GET /health`: the process answers (no token, no quota).
     Health,
     /// `GET /ready`: the data is loaded and the database writable (no token, no quota).
@@ -108,6 +118,7 @@ impl Route {
             ["finish_upload"] => Route::FinishUpload,
             ["logging"] => Route::Logging,
             ["uploads"] => Route::Uploads,
+            ["uploads", job] => Route::UploadImages((*job).to_owned()),
             ["logout"] => Route::Page(Page::SignOut),
             ["connect"] => Route::Page(Page::Connect),
             ["dashboard"] => Route::Page(Page::Dashboard),
@@ -127,6 +138,14 @@ impl Route {
             [id] if looks_like_id(id) => Route::Entity((*id).to_owned()),
             [id, "detections"] if looks_like_id(id) => Route::DetectionsOf((*id).to_owned()),
             [id, "tiles"] if looks_like_id(id) => Route::ImageTiles((*id).to_owned()),
+            [target, "hide"] => Route::Visibility {
+                target: (*target).to_owned(),
+                hidden: true,
+            },
+            [target, "restore"] => Route::Visibility {
+                target: (*target).to_owned(),
+                hidden: false,
+            },
             _ => Route::Other,
         }
     }
@@ -151,6 +170,7 @@ impl Route {
             | Route::FinishUpload
             | Route::Logging
             | Route::Uploads => "upload",
+            Route::UploadImages(_) | Route::Visibility { .. } => "takedown",
             Route::Health | Route::Ready => "probe",
             Route::Page(_) => "page",
             Route::DebugPanic | Route::Other => "other",
@@ -160,7 +180,13 @@ impl Route {
     /// The methods the route answers (besides `OPTIONS`).
     pub fn allows(&self, method: &Method) -> bool {
         match self {
-            Route::Token | Route::FinishUpload | Route::Logging => method == Method::POST,
+            Route::Token | Route::FinishUpload | Route::Logging | Route::Visibility { .. } => {
+                method == Method::POST
+            }
+            Route::UploadImages(_) => method == Method::DELETE,
+            Route::Entity(_) => {
+                method == Method::GET || method == Method::HEAD || method == Method::DELETE
+            }
             Route::Upload(_) => {
                 method == Method::GET || method == Method::HEAD || method == Method::POST
             }
@@ -174,7 +200,11 @@ impl Route {
     /// and `OPTIONS`, which every path answers.
     pub fn allow_header(&self) -> &'static str {
         match self {
-            Route::Token | Route::FinishUpload | Route::Logging => "POST, OPTIONS",
+            Route::Token | Route::FinishUpload | Route::Logging | Route::Visibility { .. } => {
+                "POST, OPTIONS"
+            }
+            Route::UploadImages(_) => "DELETE, OPTIONS",
+            Route::Entity(_) => "GET, HEAD, DELETE, OPTIONS",
             Route::Upload(_) => "GET, HEAD, POST, OPTIONS",
             Route::Login | Route::Page(_) | Route::Other => {
                 "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"
@@ -182,6 +212,13 @@ impl Route {
             _ => "GET, HEAD, OPTIONS",
         }
     }
+}
+
+/// The single path segment of a `DELETE` that no route names as an entity: a sequence key
+/// that does not start with a digit (`DELETE /<sequence key>`).
+pub fn deletion_target(path: &str) -> Option<&str> {
+    let segment = path.trim_end_matches('/').strip_prefix('/')?;
+    (!segment.is_empty() && !segment.contains('/')).then_some(segment)
 }
 
 /// Entity IDs are decimal; anything else with digits only up front is still routed as an ID
@@ -281,6 +318,21 @@ mod tests {
             ("/images", Route::SearchImages),
             ("/token", Route::Token),
             ("/1234", Route::Entity(String::from("1234"))),
+            (
+                "/1234/hide",
+                Route::Visibility {
+                    target: String::from("1234"),
+                    hidden: true,
+                },
+            ),
+            (
+                "/Ab12/restore",
+                Route::Visibility {
+                    target: String::from("Ab12"),
+                    hidden: false,
+                },
+            ),
+            ("/uploads/9", Route::UploadImages(String::from("9"))),
             ("/__panic", Route::DebugPanic),
         ] {
             assert_eq!(Route::of(path), route, "{path}");
@@ -306,6 +358,8 @@ mod tests {
             "/login",
             "/connect",
             "/1",
+            "/1/hide",
+            "/uploads/1",
             "/images",
             "/health",
             "/openapi.json",

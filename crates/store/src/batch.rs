@@ -147,7 +147,7 @@ impl Store {
                 reason: "its sequence is not in the batch",
             });
         }
-        Self::check_capacity(self.image_count() + batch.images.len(), "images")?;
+        Self::check_capacity(self.records.images().len() + batch.images.len(), "images")?;
         let mut outcome = BatchOutcome::default();
         let mut kept: Vec<&ImportedImage> = Vec::new();
         let mut kept_sequences: Vec<Sequence> = Vec::new();
@@ -196,7 +196,7 @@ impl Store {
         for sequence in &kept_sequences {
             self.records.push_sequence(sequence);
         }
-        let first_new = self.image_count();
+        let first_new = self.records.images().len();
         for imported in &kept {
             let image = &imported.image;
             self.records
@@ -219,7 +219,7 @@ impl Store {
             return Ok(0);
         };
         let after = self.persistence.followed_write();
-        let first_new = self.image_count();
+        let first_new = self.records.images().len();
         let (newest, added) = sql::follow(&database, self, after)?;
         self.persistence.followed_up_to(newest);
         if added > 0 {

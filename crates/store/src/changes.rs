@@ -4,6 +4,7 @@
 use std::collections::{HashSet, VecDeque};
 
 use crate::Store;
+use crate::image_record::ImageRecord;
 
 /// Which tile sets an area's change shows in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -140,6 +141,46 @@ impl Store {
                 )
             })
             .collect();
+        let generation = self.generation();
+        self.changes.record(generation, areas);
+    }
+
+    /// Records that the write which made the current generation took the images `removed`
+    /// (their records as they were) out of view: each sequence they left changed along its
+    /// whole length as it was, their own locations included.
+    pub(crate) fn record_removed_images(
+        &mut self,
+        removed: &[(u32, ImageRecord)],
+        touched: &[u32],
+    ) {
+        let images = self.records.images();
+        let mut areas: Vec<TouchedArea> = touched
+            .iter()
+            .filter_map(|&sequence| {
+                let members = &self.records.sequences().get(sequence as usize)?.members;
+                let left = removed
+                    .iter()
+                    .filter(|(_, record)| record.sequence == sequence)
+                    .flat_map(|(_, record)| [record.geometry, record.computed_geometry]);
+                TouchedArea::around(
+                    TouchedContent::Coverage,
+                    members
+                        .iter()
+                        .flat_map(|&index| {
+                            let record = &images[index as usize];
+                            [record.geometry, record.computed_geometry]
+                        })
+                        .chain(left),
+                )
+            })
+            .collect();
+        // A map feature's properties name its images.
+        areas.extend(removed.iter().filter_map(|(_, record)| {
+            TouchedArea::around(
+                TouchedContent::MapFeatures,
+                [record.geometry, record.computed_geometry],
+            )
+        }));
         let generation = self.generation();
         self.changes.record(generation, areas);
     }

@@ -19,6 +19,11 @@ const HAS_MERGE_CC: u8 = 2;
 const HAS_MESH: u8 = 4;
 const HAS_SFM_CLUSTER: u8 = 8;
 const HAS_EXIF_ORIENTATION: u8 = 16;
+/// Withdrawn from public view: the record stays (so the image can be restored) but no index,
+/// list or tile structure holds its slot.
+const HIDDEN: u8 = 32;
+/// Erased: the slot is a tombstone whose values were cleared; nothing refers to it.
+const REMOVED: u8 = 64;
 
 /// One image in 176 bytes. Optional floats are `NaN` when absent (a `Some(NaN)` reads back as
 /// `None`: NaN has no JSON form anyway). Make, model, camera parameters and camera type are
@@ -244,6 +249,65 @@ impl ImageRecord {
 
     pub(crate) fn is_pano(&self) -> bool {
         self.flags & IS_PANO != 0
+    }
+
+    /// Whether the slot is a tombstone (an erased image, or a hidden one restored into a new
+    /// slot).
+    pub(crate) fn is_removed(&self) -> bool {
+        self.flags & REMOVED != 0
+    }
+
+    /// Whether the image is withdrawn from public view (its slot in no index or list).
+    pub(crate) fn is_hidden(&self) -> bool {
+        self.flags & HIDDEN != 0
+    }
+
+    /// Whether the slot holds a public image: neither hidden nor removed. Only these slots
+    /// are in the indexes, lists and tile structures.
+    pub(crate) fn is_visible(&self) -> bool {
+        self.flags & (HIDDEN | REMOVED) == 0
+    }
+
+    /// Marks the image hidden (or visible again).
+    pub(crate) fn set_hidden(&mut self, hidden: bool) {
+        if hidden {
+            self.flags |= HIDDEN;
+        } else {
+            self.flags &= !HIDDEN;
+        }
+    }
+
+    /// Turns the slot into a tombstone: every value is cleared (nothing of the image stays in
+    /// memory but its former links, which keep the tables' shapes), and the flag set.
+    pub(crate) fn clear(&mut self) {
+        let links = RecordLinks {
+            sequence: self.sequence,
+            creator: self.creator,
+            organization: self.organization,
+            camera: self.camera,
+        };
+        let values = RecordValues {
+            id: 0,
+            captured_at: 0,
+            geometry: [0.0, 0.0],
+            computed_geometry: None,
+            altitude: None,
+            atomic_scale: None,
+            compass_angle: None,
+            computed_altitude: None,
+            computed_compass_angle: None,
+            quality_score: None,
+            computed_rotation: None,
+            merge_cc: None,
+            mesh: None,
+            sfm_cluster: None,
+            width: 0,
+            height: 0,
+            exif_orientation: None,
+            is_pano: false,
+        };
+        *self = ImageRecord::new(&values, &links);
+        self.flags = REMOVED;
     }
 
     /// The original location.

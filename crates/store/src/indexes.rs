@@ -1,8 +1,9 @@
 //! The indexes over the records: the ID order, the image and sequence R-trees, the S2 order
 //! and the map feature R-tree.
 //!
-//! Invariants kept here: each index covers exactly the records it was given (every image,
-//! every sequence with images, every map feature, each once); the ID order lists image slots
+//! Invariants kept here: each index covers exactly the records it was given (every visible
+//! image, every sequence with visible images, every map feature, each once; hidden and
+//! removed image slots are in none, see `image_record.rs`); the ID order lists image slots
 //! in ascending ID order and the S2 order by the leaf cell of the original location; an
 //! image's box in its tree contains both of its locations, a sequence's box every location
 //! of its members (both variants), and `sequence_entries[s]` is the entry of sequence `s`
@@ -346,7 +347,9 @@ impl Indexes {
     /// (loading, ascending inserts), else merged.
     fn extend_id_order(id_order: &mut Vec<u32>, images: &[ImageRecord], first_new: usize) {
         let by_id = |index: &u32| images[*index as usize].id;
-        let mut added: Vec<u32> = (first_new as u32..images.len() as u32).collect();
+        let mut added: Vec<u32> = (first_new as u32..images.len() as u32)
+            .filter(|&index| images[index as usize].is_visible())
+            .collect();
         if !added.is_sorted_by_key(by_id) {
             added.sort_unstable_by_key(by_id);
         }
@@ -371,6 +374,7 @@ impl Indexes {
         let entries = new
             .iter()
             .enumerate()
+            .filter(|(_, record)| record.is_visible())
             .map(|(offset, record)| ImageEntry::new(record, (first_new + offset) as u32));
         if new.len().saturating_mul(4) >= tree.size() {
             // Bulk loading everything beats inserting one by one for batches of this size.
@@ -391,6 +395,7 @@ impl Indexes {
     fn extend_s2_index(s2_images: &mut Vec<u32>, images: &[ImageRecord], first_new: usize) {
         let leaf = |index: u32| s2_leaf(images, index);
         let mut added: Vec<(u64, u32)> = (first_new as u32..images.len() as u32)
+            .filter(|&index| images[index as usize].is_visible())
             .map(|index| (leaf(index), index))
             .collect();
         added.sort_unstable();
@@ -404,6 +409,43 @@ impl Indexes {
         }
         merged.extend_from_slice(&s2_images[start..]);
         *s2_images = merged;
+    }
+
+    /// Takes the image `slots` out of every image index: `removed` holds their records as they
+    /// were before (the R-tree finds entries by box, and a removed record's values are
+    /// cleared). Then recomputes the boxes of the sequences `touched` (whose member lists no
+    /// longer hold the slots).
+    pub(crate) fn remove_images(
+        &mut self,
+        records: &Records,
+        removed: &[(u32, ImageRecord)],
+        touched: &[u32],
+    ) {
+        if removed.is_empty() {
+            return;
+        }
+        let gone: std::collections::HashSet<u32> = removed.iter().map(|&(slot, _)| slot).collect();
+        self.id_order.retain(|slot| !gone.contains(slot));
+        self.s2_images.retain(|slot| !gone.contains(slot));
+        if removed.len().saturating_mul(4) >= self.image_tree.size() {
+            let kept: Vec<ImageEntry> = self
+                .image_tree
+                .iter()
+                .filter(|entry| !gone.contains(&entry.index))
+                .copied()
+                .collect();
+            self.image_tree = RTree::bulk_load_with_params(kept);
+        } else {
+            for (slot, record) in removed {
+                self.image_tree.remove(&ImageEntry::new(record, *slot));
+            }
+        }
+        Self::update_sequences(
+            &mut self.sequence_entries,
+            &mut self.sequence_tree,
+            records,
+            touched,
+        );
     }
 
     /// Adds map features `first_new..` of `records` to their R-tree.

@@ -14,6 +14,7 @@ mod search;
 mod sequence_lines;
 mod sql;
 mod store;
+mod takedown;
 mod tiles;
 
 pub use batch::{BatchOutcome, ImportBatch, ImportedImage};
@@ -29,4 +30,5 @@ pub use s2::S2CellId;
 pub use sql::{SCHEMA_VERSION, WRITES_CHANNEL};
 pub use store::{DATABASE_FILE, MEDIA_DIR, Store};
 pub use streetlevel_db::{Location, Notifications};
+pub use takedown::{TakedownAction, TakedownNote, TakedownRecord};
 pub use tiles::{MAX_COVERAGE_ZOOM, TileImage, TileMapFeature, TileSequence};

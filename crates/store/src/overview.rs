@@ -14,12 +14,20 @@
 //!
 //! Zoom levels are computed each from the locations, not from the next finer one: rounding at
 //! zoom z is not a function of the rounded coordinates at z+1.
+//!
+//! Removing images (erasure, hiding) keeps the same answer: each (cell, class) key whose
+//! lowest ID was a removed image takes the lowest ID among the images still indexed whose
+//! location has that key, found through the image R-tree in the cell's box (widened by a unit,
+//! and to the poles and the antimeridian on the world's edges), or is dropped when none has.
 
 use std::cmp::Ordering;
 
-use streetlevel_mvt::{DEFAULT_EXTENT, ProjectionConfig, TileId, lon_lat_to_world};
+use streetlevel_mvt::{
+    DEFAULT_EXTENT, ProjectionConfig, TileId, lon_lat_to_world, world_to_lon_lat,
+};
 
 use crate::image_record::{GeometryVariant, ImageRecord};
+use crate::indexes::{Indexes, lower_f32, upper_f32};
 use crate::records::Records;
 use crate::sequence_lines::SequenceLines;
 
@@ -289,6 +297,20 @@ impl OverviewPyramid {
         }
     }
 
+    /// Takes the image slots `removed` (with their records as they were) out of the pyramid
+    /// and recomputes the lines of the sequences `touched`, once the records' lists and the
+    /// `indexes` no longer hold the slots.
+    pub(crate) fn remove(
+        &mut self,
+        records: &Records,
+        indexes: &Indexes,
+        removed: &[(u32, ImageRecord)],
+        touched: &[u32],
+    ) {
+        self.sequence_lines.update(records, touched);
+        self.pyramid.remove(records, indexes, removed);
+    }
+
     /// The overview of `tile` as `(id, index)` in ID order, or `None` when the pyramid cannot
     /// answer exactly (zoom above 5, another extent, a buffer that is not whole cells).
     pub(crate) fn tile(
@@ -348,6 +370,80 @@ impl Pyramid {
         self.exact &= exact;
     }
 
+    fn remove(&mut self, records: &Records, indexes: &Indexes, removed: &[(u32, ImageRecord)]) {
+        let variants = [GeometryVariant::Original, GeometryVariant::Computed];
+        // The keys whose lowest ID was a removed image, per level.
+        let mut orphaned: Vec<Vec<u32>> = vec![Vec::new(); self.levels.len()];
+        for (slot, record) in removed {
+            for (variant_index, variant) in variants.into_iter().enumerate() {
+                let [lon, lat] = variant.point(record);
+                let (world_x, world_y) = lon_lat_to_world(lon, lat);
+                for zoom in 0..PYRAMID_ZOOMS {
+                    let units = world_units(zoom);
+                    let (Some((column, column_class)), Some((row, row_class))) =
+                        (axis(world_x * units, units), axis(world_y * units, units))
+                    else {
+                        continue;
+                    };
+                    let key = pack(column, row, column_class, row_class);
+                    let level = zoom * 2 + variant_index;
+                    if let Ok(position) = self.levels[level].keys.binary_search(&key)
+                        && self.levels[level].images[position] == *slot
+                    {
+                        orphaned[level].push(key);
+                    }
+                }
+            }
+        }
+        let images = records.images();
+        for (level_index, mut keys) in orphaned.into_iter().enumerate() {
+            if keys.is_empty() {
+                continue;
+            }
+            keys.sort_unstable();
+            keys.dedup();
+            let zoom = level_index / 2;
+            let variant = variants[level_index % 2];
+            let units = world_units(zoom);
+            let level = &mut self.levels[level_index];
+            let mut dropped = std::collections::HashSet::new();
+            for key in keys {
+                let lowest = cell_candidates(indexes, key, units)
+                    .filter(|&index| {
+                        let [lon, lat] = variant.point(&images[index as usize]);
+                        let (world_x, world_y) = lon_lat_to_world(lon, lat);
+                        matches!(
+                            (axis(world_x * units, units), axis(world_y * units, units)),
+                            (Some((column, column_class)), Some((row, row_class)))
+                                if pack(column, row, column_class, row_class) == key
+                        )
+                    })
+                    .min_by_key(|&index| images[index as usize].id);
+                let Ok(position) = level.keys.binary_search(&key) else {
+                    continue;
+                };
+                match lowest {
+                    Some(index) => level.images[position] = index,
+                    None => {
+                        dropped.insert(position);
+                    }
+                }
+            }
+            if !dropped.is_empty() {
+                let (keys, images): (Vec<u32>, Vec<u32>) = level
+                    .keys
+                    .iter()
+                    .zip(&level.images)
+                    .enumerate()
+                    .filter(|(position, _)| !dropped.contains(position))
+                    .map(|(_, (&key, &index))| (key, index))
+                    .unzip();
+                level.keys = keys;
+                level.images = images;
+            }
+        }
+    }
+
     fn tile(
         &self,
         tile: TileId,
@@ -403,6 +499,33 @@ impl Pyramid {
         self.levels.iter().map(Level::bytes).sum::<usize>()
             + self.levels.capacity() * std::mem::size_of::<Level>()
     }
+}
+
+/// The indexed image slots whose box meets the global cell of `key` at a zoom of `units`
+/// global units across the world, widened by a unit (rounding moves a point by half of one)
+/// and, on the world's edges, to the poles and the antimeridian (locations beyond the
+/// projection's latitude limit are clamped onto its edge rows).
+fn cell_candidates(indexes: &Indexes, key: u32, units: f64) -> impl Iterator<Item = u32> + '_ {
+    let (column, row, _, _) = unpack(key);
+    let cell = CELL as f64;
+    let west = (column as f64 * cell - 1.0) / units;
+    let east = ((column + 1) as f64 * cell + 1.0) / units;
+    let north = (row as f64 * cell - 1.0) / units;
+    let south = ((row + 1) as f64 * cell + 1.0) / units;
+    let (min_lon, max_lat) = world_to_lon_lat(west.clamp(0.0, 1.0), north.clamp(0.0, 1.0));
+    let (max_lon, min_lat) = world_to_lon_lat(east.clamp(0.0, 1.0), south.clamp(0.0, 1.0));
+    let min_lon = if west <= 0.0 { -180.0 } else { min_lon };
+    let max_lon = if east >= 1.0 { 180.0 } else { max_lon };
+    let max_lat = if north <= 0.0 { 90.0 } else { max_lat };
+    let min_lat = if south >= 1.0 { -90.0 } else { min_lat };
+    let envelope = rstar::AABB::from_corners(
+        [lower_f32(min_lon), lower_f32(min_lat)],
+        [upper_f32(max_lon), upper_f32(max_lat)],
+    );
+    indexes
+        .images_meeting(&envelope)
+        .collect::<Vec<u32>>()
+        .into_iter()
 }
 
 #[cfg(test)]

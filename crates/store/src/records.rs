@@ -6,6 +6,11 @@
 //! - every key map (sequence keys, creator and organization IDs, usernames, map feature and
 //!   detection IDs) maps a key to the slot holding it, and an image record's links name
 //!   existing slots ([`NONE`] for no organization or camera value);
+//! - only visible slots (neither hidden nor removed, see `image_record.rs`) are in the
+//!   creators', organizations' and sequences' image lists; `hidden` maps the ID of every
+//!   hidden image to its slot, and a removed slot (a tombstone) is in no list and no map; the
+//!   detections of a hidden image are in no map or list but `hidden_detections`, and those of
+//!   an erased image in none;
 //! - after [`Records::sort_new_image_lists`], every creator's and organization's image list
 //!   is in ID order and every sequence's members in capture order (ties by ID); after
 //!   [`Records::sort_new_detection_lists`], the detection lists per image and per map feature
@@ -73,6 +78,11 @@ pub(crate) struct Records {
     detection_ids: BTreeMap<u64, u32>,
     detections_by_image: FastMap<u64, Slots>,
     detections_by_map_feature: FastMap<u64, Slots>,
+    /// The slots of hidden images, by ID.
+    hidden: FastMap<u64, u32>,
+    /// The detection slots of hidden images, by image ID: out of `detection_ids` and the
+    /// per-image and per-map-feature lists until their image is restored.
+    hidden_detections: FastMap<u64, Slots>,
 }
 
 /// The detection slots of one image or map feature. Most images have one detection (the
@@ -95,6 +105,17 @@ impl Slots {
         match self {
             Slots::One(slot) => std::slice::from_ref(slot),
             Slots::Many(slots) => slots,
+        }
+    }
+
+    /// Removes every slot in `gone`; `false` when none is left.
+    fn retain_not_in(&mut self, gone: &std::collections::HashSet<u32>) -> bool {
+        match self {
+            Slots::One(slot) => !gone.contains(slot),
+            Slots::Many(slots) => {
+                slots.retain(|slot| !gone.contains(slot));
+                !slots.is_empty()
+            }
         }
     }
 
@@ -185,6 +206,16 @@ impl Records {
     /// The ID of the organization in slot `index`, `None` for [`NONE`].
     pub(crate) fn organization_id_at(&self, index: u32) -> Option<OrganizationId> {
         (index != NONE).then(|| self.organizations[index as usize].id)
+    }
+
+    /// The slot of the hidden image with this ID.
+    pub(crate) fn hidden_slot(&self, id: u64) -> Option<u32> {
+        self.hidden.get(&id).copied()
+    }
+
+    /// The IDs of every hidden image, unordered.
+    pub(crate) fn hidden_ids(&self) -> impl Iterator<Item = u64> + '_ {
+        self.hidden.keys().copied()
     }
 
     /// The interned makes and models.
@@ -364,6 +395,13 @@ impl Records {
         self.organizations[index as usize].organization = Some(organization.clone());
     }
 
+    /// Forgets that the sequence with this key was inserted (erasure left it without images).
+    pub(crate) fn forget_sequence(&mut self, key: &str) {
+        if let Some(&index) = self.sequence_index.get(key) {
+            self.sequences[index as usize].explicit = None;
+        }
+    }
+
     pub(crate) fn push_sequence(&mut self, sequence: &Sequence) {
         let index = self.sequence_slot(sequence.id.as_str());
         self.sequences[index as usize].explicit = Some((sequence.creator, sequence.organization));
@@ -372,6 +410,17 @@ impl Records {
     /// Appends an image to the table and its lists; [`Records::sort_new_image_lists`] then
     /// sorts the lists.
     pub(crate) fn push_image(&mut self, values: &RecordValues, names: &RecordNames<'_>) {
+        self.push_image_hidden(values, names, false);
+    }
+
+    /// [`Records::push_image`], or with `hidden` the image of a hidden row: its slot joins no
+    /// list, only the map of hidden images.
+    pub(crate) fn push_image_hidden(
+        &mut self,
+        values: &RecordValues,
+        names: &RecordNames<'_>,
+        hidden: bool,
+    ) {
         let index = self.images.len() as u32;
         let creator = self.creator_slot(names.creator);
         let organization = names
@@ -392,12 +441,182 @@ impl Records {
             organization,
             camera: self.cameras.intern(camera),
         };
-        self.images.push(ImageRecord::new(values, &links));
-        self.creators[creator as usize].images.push(index);
-        if organization != NONE {
-            self.organizations[organization as usize].images.push(index);
+        let mut record = ImageRecord::new(values, &links);
+        if hidden {
+            record.set_hidden(true);
+            self.images.push(record);
+            self.hidden.insert(values.id, index);
+            return;
         }
-        self.sequences[sequence as usize].members.push(index);
+        self.images.push(record);
+        self.join_lists(index);
+    }
+
+    /// Adds the visible slot `index` to its creator's, organization's and sequence's lists.
+    fn join_lists(&mut self, index: u32) {
+        let record = self.images[index as usize];
+        self.creators[record.creator as usize].images.push(index);
+        if record.organization != NONE {
+            self.organizations[record.organization as usize]
+                .images
+                .push(index);
+        }
+        self.sequences[record.sequence as usize].members.push(index);
+    }
+
+    /// Takes the visible `slots` out of their creators', organizations' and sequences'
+    /// lists (which stay sorted) and returns the sequences they left, ascending.
+    fn leave_lists(&mut self, slots: &[u32]) -> Vec<u32> {
+        let gone: std::collections::HashSet<u32> = slots.iter().copied().collect();
+        let records: Vec<ImageRecord> = slots
+            .iter()
+            .map(|&slot| self.images[slot as usize])
+            .collect();
+        let mut creators: Vec<u32> = records.iter().map(|record| record.creator).collect();
+        let mut organizations: Vec<u32> = records
+            .iter()
+            .map(|record| record.organization)
+            .filter(|&organization| organization != NONE)
+            .collect();
+        let mut sequences: Vec<u32> = records.iter().map(|record| record.sequence).collect();
+        for list in [&mut creators, &mut organizations, &mut sequences] {
+            list.sort_unstable();
+            list.dedup();
+        }
+        for creator in creators {
+            self.creators[creator as usize]
+                .images
+                .retain(|slot| !gone.contains(slot));
+        }
+        for organization in organizations {
+            self.organizations[organization as usize]
+                .images
+                .retain(|slot| !gone.contains(slot));
+        }
+        for &sequence in &sequences {
+            self.sequences[sequence as usize]
+                .members
+                .retain(|slot| !gone.contains(slot));
+        }
+        sequences
+    }
+
+    /// Hides the visible `slots`: out of every list, into the map of hidden images. Returns
+    /// the sequences they left, ascending.
+    pub(crate) fn hide(&mut self, slots: &[u32]) -> Vec<u32> {
+        let sequences = self.leave_lists(slots);
+        for &slot in slots {
+            let record = &mut self.images[slot as usize];
+            record.set_hidden(true);
+            let id = record.id;
+            self.hidden.insert(id, slot);
+            self.hide_detections_of(id);
+        }
+        sequences
+    }
+
+    /// Moves the detections of image `id` out of view, into `hidden_detections`.
+    pub(crate) fn hide_detections_of(&mut self, id: u64) {
+        let Some(slots) = self.detections_by_image.remove(&id) else {
+            return;
+        };
+        let gone: std::collections::HashSet<u32> = slots.as_slice().iter().copied().collect();
+        self.drop_detection_links(&gone);
+        self.hidden_detections.insert(id, slots);
+    }
+
+    /// Takes the detection slots `gone` out of the ID map and the per-map-feature lists.
+    fn drop_detection_links(&mut self, gone: &std::collections::HashSet<u32>) {
+        for &slot in gone {
+            let detection = &self.detections[slot as usize];
+            self.detection_ids.remove(&detection.id.0);
+            if let Some(feature) = detection.map_feature
+                && let Some(list) = self.detections_by_map_feature.get_mut(&feature.0)
+                && !list.retain_not_in(gone)
+            {
+                self.detections_by_map_feature.remove(&feature.0);
+            }
+        }
+    }
+
+    /// Brings the detections of the restored image `id` back into view, lists sorted.
+    fn restore_detections_of(&mut self, id: u64) {
+        let Some(mut slots) = self.hidden_detections.remove(&id) else {
+            return;
+        };
+        let detections = &self.detections;
+        let by_id = |index: &u32| detections[*index as usize].id.0;
+        slots.sort_by_key(by_id);
+        for &slot in slots.as_slice() {
+            let detection = &detections[slot as usize];
+            self.detection_ids.insert(detection.id.0, slot);
+            if let Some(feature) = detection.map_feature {
+                push_slot(&mut self.detections_by_map_feature, feature.0, slot);
+                if let Some(list) = self.detections_by_map_feature.get_mut(&feature.0) {
+                    list.sort_by_key(by_id);
+                }
+            }
+        }
+        self.detections_by_image.insert(id, slots);
+    }
+
+    /// Makes the hidden image in `slot` visible again in a new slot at the end of the table
+    /// (slots never move, so the old one becomes a tombstone); the caller then sorts the new
+    /// slots' lists and indexes them, as for pushed images.
+    pub(crate) fn restore(&mut self, slot: u32) {
+        let mut record = self.images[slot as usize];
+        self.hidden.remove(&record.id);
+        self.restore_detections_of(record.id);
+        record.set_hidden(false);
+        let index = self.images.len() as u32;
+        self.images.push(record);
+        self.join_lists(index);
+        self.images[slot as usize].clear();
+    }
+
+    /// Erases the images in `slots` (visible or hidden): out of every list and map, their
+    /// slots tombstones. Returns the sequences that visible ones left, ascending.
+    pub(crate) fn erase(&mut self, slots: &[u32]) -> Vec<u32> {
+        let visible: Vec<u32> = slots
+            .iter()
+            .copied()
+            .filter(|&slot| self.images[slot as usize].is_visible())
+            .collect();
+        let sequences = self.leave_lists(&visible);
+        for &slot in slots {
+            let record = &mut self.images[slot as usize];
+            if record.is_hidden() {
+                self.hidden.remove(&record.id);
+            }
+            record.clear();
+        }
+        sequences
+    }
+
+    /// Drops the detections of the images `image_ids` from the ID map and the per-image and
+    /// per-map-feature lists (their slots stay, unreachable), and takes the images out of every
+    /// map feature's image list. Returns the map features whose list changed.
+    pub(crate) fn unlink_images(&mut self, image_ids: &std::collections::HashSet<u64>) -> Vec<u32> {
+        let mut gone = std::collections::HashSet::new();
+        for id in image_ids {
+            if let Some(slots) = self.detections_by_image.remove(id) {
+                gone.extend(slots.as_slice().iter().copied());
+            }
+            self.hidden_detections.remove(id);
+        }
+        self.drop_detection_links(&gone);
+        let mut changed = Vec::new();
+        for (slot, feature) in self.map_features.iter_mut().enumerate() {
+            if feature
+                .images
+                .iter()
+                .any(|image| image_ids.contains(&image.0))
+            {
+                feature.images.retain(|image| !image_ids.contains(&image.0));
+                changed.push(slot as u32);
+            }
+        }
+        changed
     }
 
     /// Appends the images of `other`, a load's second half read into records of its own on
@@ -461,11 +680,18 @@ impl Records {
             record.creator = creators[record.creator as usize];
             if record.organization != NONE {
                 record.organization = organizations[record.organization as usize];
+            }
+            record.camera = cameras[record.camera as usize];
+            if record.is_hidden() {
+                self.hidden.insert(record.id, index);
+                self.images.push(record);
+                continue;
+            }
+            if record.organization != NONE {
                 self.organizations[record.organization as usize]
                     .images
                     .push(index);
             }
-            record.camera = cameras[record.camera as usize];
             self.creators[record.creator as usize].images.push(index);
             self.sequences[record.sequence as usize].members.push(index);
             self.images.push(record);
@@ -551,8 +777,14 @@ impl Records {
     pub(crate) fn push_detections(&mut self, detections: Vec<Detection>) {
         let first = self.detections.len();
         self.detections_by_image.reserve(detections.len());
+        let hidden = &self.hidden;
         for (offset, detection) in detections.iter().enumerate() {
             let index = (first + offset) as u32;
+            if hidden.contains_key(&detection.image.0) {
+                // Out of view with its image (sorted when the image is restored).
+                push_slot(&mut self.hidden_detections, detection.image.0, index);
+                continue;
+            }
             push_slot(&mut self.detections_by_image, detection.image.0, index);
             if let Some(feature) = detection.map_feature {
                 push_slot(&mut self.detections_by_map_feature, feature.0, index);
@@ -563,6 +795,7 @@ impl Records {
             detections
                 .iter()
                 .enumerate()
+                .filter(|(_, detection)| !hidden.contains_key(&detection.image.0))
                 .map(|(offset, detection)| (detection.id.0, (first + offset) as u32)),
         );
         append(&mut self.detections, detections);

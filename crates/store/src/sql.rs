@@ -24,10 +24,11 @@ use streetlevel_model::{
 
 use crate::image_record::{NONE, RecordNames, RecordValues};
 use crate::records::Records;
+use crate::takedown::{TakedownAction, TakedownRecord};
 use crate::{Store, StoreError};
 
 /// The newest schema version this build writes.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// The channel every image write notifies in its transaction (PostgreSQL's `NOTIFY`), so
 /// that other processes following the database wake up (see [`Store::notifications`]).
@@ -116,6 +117,20 @@ CREATE TABLE store_writes (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     first_image INTEGER NOT NULL,
     last_image INTEGER NOT NULL
+);
+",
+    "
+-- Withdrawn from public view by its owner or an administrator (1), or public (0).
+ALTER TABLE store_images ADD COLUMN hidden INTEGER NOT NULL DEFAULT 0;
+-- Who took what down or restored it, and when: no content of the images, only the ID asked
+-- for (an image, a sequence or an upload) and how many images it covered.
+CREATE TABLE store_takedowns (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    at INTEGER NOT NULL,
+    actor TEXT NOT NULL,
+    action TEXT NOT NULL,
+    subject TEXT NOT NULL,
+    images INTEGER NOT NULL
 );
 ",
 ];
@@ -219,6 +234,17 @@ CREATE TABLE store_writes (
     seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     first_image BIGINT NOT NULL,
     last_image BIGINT NOT NULL
+);
+",
+    "
+ALTER TABLE store_images ADD COLUMN hidden INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE store_takedowns (
+    seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    at BIGINT NOT NULL,
+    actor TEXT NOT NULL,
+    action TEXT NOT NULL,
+    subject TEXT NOT NULL,
+    images BIGINT NOT NULL
 );
 ",
 ];
@@ -638,25 +664,183 @@ fn follow_in_transaction(
     let Some(&(newest, _, _)) = writes.last() else {
         return Ok((after, 0));
     };
-    let first_new = store.image_count();
+    let first_new = store.records.images().len();
     let mut added = std::collections::HashSet::new();
+    let mut changes = FollowedChanges::default();
     let sql = format!("{IMAGE_COLUMNS} WHERE id BETWEEN ?1 AND ?2");
     let mut parameters = Vec::new();
     for (_, first, last) in writes {
+        let mut in_database = std::collections::HashSet::new();
         each_row(connection, &sql, params![first, last], |row| {
             let id = from_sql_id(row.get(0)?);
+            let hidden = is_hidden_row(row)?;
+            in_database.insert(id);
+            if store.image(ImageId(id)).is_some() {
+                if hidden {
+                    changes.hidden.push(ImageId(id));
+                }
+                return Ok(());
+            }
+            if store.records.hidden_slot(id).is_some() {
+                if !hidden {
+                    changes.restored.push(ImageId(id));
+                }
+                return Ok(());
+            }
             if store.kind_of(EntityId(id)).is_some() || !added.insert(id) {
                 return Ok(());
             }
             let (values, names) = read_image_row(row, &mut parameters)?;
-            store.records.push_image(&values, &names);
+            store.records.push_image_hidden(&values, &names, hidden);
             Ok(())
         })?;
+        // Images this store holds in the range that the database no longer has were erased.
+        // The range is of stored (signed) IDs: from below zero to above it, it is two
+        // ranges of unsigned IDs.
+        let ranges = if first < 0 && last >= 0 {
+            vec![(0, from_sql_id(last)), (from_sql_id(first), u64::MAX)]
+        } else {
+            vec![(from_sql_id(first), from_sql_id(last))]
+        };
+        for (low, high) in ranges {
+            for id in store
+                .image_ids_between(low, high)
+                .into_iter()
+                .filter(|id| !in_database.contains(id))
+            {
+                changes.erased.push(ImageId(id));
+            }
+        }
     }
-    let new_images = store.image_count() - first_new;
+    let new_images = store.records.images().len() - first_new;
     follow_names(connection, store, first_new)?;
     store.index_new_images(first_new);
+    store.apply_followed(&changes);
     Ok((newest, new_images))
+}
+
+/// What following found other processes did to images this store holds.
+#[derive(Debug, Default)]
+pub(crate) struct FollowedChanges {
+    /// Visible here, hidden in the database.
+    pub(crate) hidden: Vec<ImageId>,
+    /// Hidden here, visible in the database.
+    pub(crate) restored: Vec<ImageId>,
+    /// Held here (visible or hidden), gone from the database.
+    pub(crate) erased: Vec<ImageId>,
+}
+
+/// Erases images with their detections, their hashes, their links from map features (each
+/// changed feature's new image list in `map_features`), the sequences `emptied` (left
+/// without images), logs the write and records the takedown. Raises the ID allocator's floor
+/// above the erased IDs, so that an ID is never handed out twice and cursors stay valid.
+pub(crate) fn erase_images(
+    connection: &mut dyn Conn,
+    ids: &[ImageId],
+    map_features: &[(MapFeatureId, Vec<ImageId>)],
+    emptied: &[SequenceId],
+    takedown: &TakedownRow<'_>,
+) -> Result<(), StoreError> {
+    for id in ids {
+        let id = to_sql_id(id.0);
+        connection.execute("DELETE FROM store_images WHERE id = ?1", params![id])?;
+        connection.execute("DELETE FROM store_detections WHERE image = ?1", params![id])?;
+        connection.execute(
+            "DELETE FROM store_image_hashes WHERE image = ?1",
+            params![id],
+        )?;
+    }
+    for (feature, images) in map_features {
+        connection.execute(
+            "UPDATE store_map_features SET images = ?2 WHERE id = ?1",
+            params![to_sql_id(feature.0), &ids_to_blob(images)],
+        )?;
+    }
+    for sequence in emptied {
+        connection.execute(
+            "DELETE FROM store_sequences WHERE id = ?1",
+            params![sequence.as_str()],
+        )?;
+    }
+    // IDs from `i64::MAX` on are never handed out: no floor to raise for them.
+    if let Some(next) = ids
+        .iter()
+        .map(|id| id.0.saturating_add(1))
+        .filter(|next| i64::try_from(*next).is_ok())
+        .max()
+    {
+        reserve_ids(connection, 0, next)?;
+    }
+    log_write(connection, ids.iter().copied())?;
+    insert_takedown(connection, takedown)
+}
+
+/// Sets the `hidden` flag of images, logs the write and records the takedown.
+pub(crate) fn set_hidden(
+    connection: &mut dyn Conn,
+    ids: &[ImageId],
+    hidden: bool,
+    takedown: &TakedownRow<'_>,
+) -> Result<(), StoreError> {
+    for id in ids {
+        connection.execute(
+            "UPDATE store_images SET hidden = ?2 WHERE id = ?1",
+            params![to_sql_id(id.0), i64::from(hidden)],
+        )?;
+    }
+    log_write(connection, ids.iter().copied())?;
+    insert_takedown(connection, takedown)
+}
+
+/// One row of `store_takedowns`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TakedownRow<'a> {
+    pub(crate) at: i64,
+    pub(crate) actor: &'a str,
+    pub(crate) action: &'a str,
+    pub(crate) subject: &'a str,
+    pub(crate) images: usize,
+}
+
+fn insert_takedown(connection: &mut dyn Conn, row: &TakedownRow<'_>) -> Result<(), StoreError> {
+    connection.execute(
+        "INSERT INTO store_takedowns (at, actor, action, subject, images)
+         VALUES (?1, ?2, ?3, ?4, ?5)",
+        params![
+            row.at,
+            row.actor,
+            row.action,
+            row.subject,
+            i64::try_from(row.images).unwrap_or(i64::MAX)
+        ],
+    )?;
+    Ok(())
+}
+
+/// The newest `limit` takedowns, newest first.
+pub(crate) fn takedowns(
+    connection: &mut dyn Conn,
+    limit: usize,
+) -> Result<Vec<TakedownRecord>, StoreError> {
+    connection.query_map(
+        "SELECT seq, at, actor, action, subject, images FROM store_takedowns
+         ORDER BY seq DESC LIMIT ?1",
+        params![i64::try_from(limit).unwrap_or(i64::MAX)],
+        |row| {
+            let action: String = row.get(3)?;
+            Ok::<_, StoreError>(TakedownRecord {
+                seq: row.get(0)?,
+                at: Timestamp(row.get(1)?),
+                actor: row.get(2)?,
+                action: TakedownAction::parse(&action).ok_or_else(|| StoreError::CorruptRow {
+                    table: "store_takedowns",
+                    reason: format!("action {action:?}"),
+                })?,
+                subject: row.get(4)?,
+                images: u64::try_from(row.get::<i64>(5)?).unwrap_or(0),
+            })
+        },
+    )
 }
 
 /// Reads the creators, organizations and sequences that images `first_new..` name and the
@@ -984,8 +1168,13 @@ fn has_at_least(connection: &mut dyn Conn, count: i64) -> Result<bool, StoreErro
 const IMAGE_COLUMNS: &str = "SELECT id, captured_at, lon, lat, computed_lon, computed_lat,
     altitude, atomic_scale, camera_parameters, camera_type, compass_angle, computed_altitude,
     computed_compass_angle, computed_rotation, creator, exif_orientation, height, width, is_pano,
-    make, model, merge_cc, mesh, sequence, sfm_cluster, quality_score, organization
+    make, model, merge_cc, mesh, sequence, sfm_cluster, quality_score, organization, hidden
     FROM store_images";
+
+/// Whether the row of [`IMAGE_COLUMNS`] is hidden.
+fn is_hidden_row(row: &dyn Row) -> Result<bool, StoreError> {
+    Ok(int(row, 27)? != 0)
+}
 
 /// A second read-only connection to the `SQLite` file at `path` in a read transaction on the
 /// same images as `connection`'s, and the first ID of the upper half it is to read (above the
@@ -1000,7 +1189,8 @@ const IMAGE_COLUMNS: &str = "SELECT id, captured_at, lon, lat, computed_lon, com
 /// fixed before this opens. The store only ever inserts into `store_images`, and every insert
 /// appends to `store_writes` in its transaction (which [`follow`] relies on too), so a later
 /// snapshot with the same newest write `newest_write` and the same greatest image ID holds
-/// exactly the same images; anything else means the halves could disagree. (Comparing the
+/// exactly the same images; anything else means the halves could disagree. (Erasing, hiding
+/// and restoring images append to `store_writes` too, so they change the newest write.) (Comparing the
 /// counts of images instead took two scans of the table, a tenth of loading's CPU time.)
 fn open_upper_half(
     connection: &mut dyn Conn,
@@ -1059,8 +1249,9 @@ fn load_images(
     let mut parameters = Vec::new();
     let Some((upper_connection, split)) = upper_half else {
         each_row(connection, IMAGE_COLUMNS, params![], |row| {
+            let hidden = is_hidden_row(row)?;
             let (values, names) = read_image_row(row, &mut parameters)?;
-            store.records.push_image(&values, &names);
+            store.records.push_image_hidden(&values, &names, hidden);
             Ok(())
         })?;
         store.records.shrink_pools();
@@ -1074,8 +1265,9 @@ fn load_images(
             &format!("{IMAGE_COLUMNS} WHERE id < ?1"),
             params![split],
             |row| {
+                let hidden = is_hidden_row(row)?;
                 let (values, names) = read_image_row(row, &mut parameters)?;
-                store.records.push_image(&values, &names);
+                store.records.push_image_hidden(&values, &names, hidden);
                 Ok(())
             },
         );
@@ -1106,8 +1298,9 @@ fn read_upper_half(connection: Connection, first: i64) -> Result<Records, StoreE
         &format!("{IMAGE_COLUMNS} WHERE id >= ?1"),
         params![first],
         |row| {
+            let hidden = is_hidden_row(row)?;
             let (values, names) = read_image_row(row, &mut parameters)?;
-            records.push_image(&values, &names);
+            records.push_image_hidden(&values, &names, hidden);
             Ok(())
         },
     )?;

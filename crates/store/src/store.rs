@@ -100,6 +100,13 @@ impl Store {
         data_dir.join(MEDIA_DIR)
     }
 
+    /// Where the store's database is, if it has one.
+    pub fn location(&self) -> Option<&Location> {
+        self.persistence
+            .database()
+            .map(|database| database.location())
+    }
+
     /// A counter that changes on every successful write (caches key on it).
     pub fn generation(&self) -> u64 {
         self.generation
@@ -121,9 +128,9 @@ impl Store {
         self.indexes.map_feature_extent()
     }
 
-    /// The number of images.
+    /// The number of public images (hidden ones are not counted).
     pub fn image_count(&self) -> usize {
-        self.records.images().len()
+        self.indexes.id_order().len()
     }
 
     /// The number of map features.
@@ -173,18 +180,17 @@ impl Store {
             .records
             .images()
             .iter()
-            .position(|record| record.mesh_id() == Some(mesh))?;
+            .position(|record| record.is_visible() && record.mesh_id() == Some(mesh))?;
         Some(self.image_at(index as u32))
     }
 
     /// One image of this `SfM` cluster (clusters are runs of one sequence, so the sequence's
     /// images give the rest). A scan, for the same reason as [`Store::image_with_mesh`].
     pub fn image_with_sfm_cluster(&self, cluster: MediaId) -> Option<Image> {
-        let index = self
-            .records
-            .images()
-            .iter()
-            .position(|record| record.sfm_cluster_id() == Some(cluster))?;
+        let index =
+            self.records.images().iter().position(|record| {
+                record.is_visible() && record.sfm_cluster_id() == Some(cluster)
+            })?;
         Some(self.image_at(index as u32))
     }
 
@@ -236,6 +242,12 @@ impl Store {
             .first()
             .map(|&index| self.records.image(index));
         let (creator, organization) = match (record.explicit, first) {
+            // A sequence whose images are all hidden is out of public view.
+            (Some(_), None)
+                if self.sequence_has_hidden(self.records.sequence_slot_of(id.as_str())?) =>
+            {
+                return None;
+            }
             (Some(explicit), _) => explicit,
             (None, Some(first)) => (
                 self.records.creator(first.creator).id,
@@ -256,6 +268,10 @@ impl Store {
         let record = self
             .records
             .sequence(self.records.sequence_slot_of(id.as_str())?);
+        if record.members.is_empty() {
+            // Known only from images all erased or hidden, or hidden whole: not public.
+            return self.sequence(id).map(|sequence| sequence.image_ids);
+        }
         Some(self.member_ids(record))
     }
 
@@ -401,9 +417,9 @@ impl Store {
         for image in images {
             self.check_new_image(image, &mut batch)?;
         }
-        Self::check_capacity(self.image_count() + images.len(), "images")?;
+        Self::check_capacity(self.records.images().len() + images.len(), "images")?;
         self.write(|connection| sql::insert_images(connection, images))?;
-        let first_new = self.image_count();
+        let first_new = self.records.images().len();
         self.records.reserve_images(images.len());
         for image in images {
             self.records
@@ -526,6 +542,12 @@ impl Store {
         if let Some(existing) = self.kind_of(EntityId(id)) {
             return Err(StoreError::DuplicateId { id, existing });
         }
+        if self.records.hidden_slot(id).is_some() {
+            return Err(StoreError::DuplicateId {
+                id,
+                existing: EntityKind::Image,
+            });
+        }
         if !batch.insert(id) {
             return Err(StoreError::DuplicateKey {
                 what: "id in one batch",
@@ -562,7 +584,7 @@ impl Store {
     /// Sorts the lists touched by images `first_new..` (pushed to the records) and adds those
     /// images to the indexes and the low-zoom tile structures.
     pub(crate) fn index_new_images(&mut self, first_new: usize) {
-        if self.image_count() == first_new {
+        if self.records.images().len() == first_new {
             return;
         }
         let touched = self.records.sort_new_image_lists(first_new);

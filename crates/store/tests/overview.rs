@@ -17,7 +17,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use streetlevel_model::{CreatorId, Image, ImageId, OrganizationId, Point, SequenceId, Timestamp};
 use streetlevel_mvt::{MAX_LATITUDE, ProjectionConfig, TileId, TileProjector, world_to_lon_lat};
-use streetlevel_store::{GeometryVariant, Store, TileImage};
+use streetlevel_store::{GeometryVariant, Store, TakedownNote, TileImage};
 
 /// Global units across the world at z5 and extent 4096.
 const UNITS_Z5: f64 = 4096.0 * 32.0;
@@ -178,6 +178,82 @@ proptest! {
     }
 }
 
+const NOTE: TakedownNote<'static> = TakedownNote {
+    actor: "test",
+    subject: "test",
+    at: Timestamp(0),
+};
+
+/// Erases about a third of `images` and hides about a third, restores some of the hidden
+/// ones, each step in a few calls, and returns the images still public.
+fn take_down(store: &mut Store, images: &[Image], rng: &mut StdRng) -> Vec<Image> {
+    let mut erased = HashSet::new();
+    let mut hidden = Vec::new();
+    for image in images {
+        match rng.random_range(0..3) {
+            0 => {
+                erased.insert(image.id);
+            }
+            1 => hidden.push(image.id),
+            _ => {}
+        }
+    }
+    let erased_list: Vec<ImageId> = erased.iter().copied().collect();
+    for chunk in erased_list.chunks(7) {
+        store.delete_images(chunk, &NOTE, |_, _| Ok(())).unwrap();
+    }
+    for chunk in hidden.chunks(5) {
+        store.hide_images(chunk, &NOTE).unwrap();
+    }
+    let restored: Vec<ImageId> = hidden
+        .iter()
+        .copied()
+        .filter(|_| rng.random_bool(0.3))
+        .collect();
+    store.restore_images(&restored, &NOTE).unwrap();
+    images
+        .iter()
+        .filter(|image| {
+            !erased.contains(&image.id)
+                && (!hidden.contains(&image.id) || restored.contains(&image.id))
+        })
+        .cloned()
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Erasing, hiding and restoring keep the pyramid's answer the scan's over the images
+    /// still public, also for cells whose lowest ID went.
+    #[test]
+    fn pyramid_answers_like_the_scan_after_takedowns(seed in any::<u64>(), count in 1usize..300, batches in 1usize..4) {
+        let images = dataset(seed, count);
+        let mut store = Store::in_memory();
+        for batch in images.chunks(count.div_ceil(batches)) {
+            store.insert_images(batch).unwrap();
+        }
+        let mut rng = StdRng::seed_from_u64(seed ^ 0xde1e);
+        let public = take_down(&mut store, &images, &mut rng);
+        prop_assert_eq!(store.image_count(), public.len());
+        for _ in 0..8 {
+            let tile = random_tile(&mut rng, &images);
+            let buffer = [0, 0, 64, 128, 1024, 100][rng.random_range(0..6)];
+            let config = ProjectionConfig { buffer, ..ProjectionConfig::default() };
+            let variant = if rng.random_bool(0.5) {
+                GeometryVariant::Computed
+            } else {
+                GeometryVariant::Original
+            };
+            let expected = brute_overview(&public, tile, config, variant);
+            let scanned = store.tile_overview_by_scan(tile, &config, variant).unwrap();
+            prop_assert_eq!(&scanned, &expected, "scan, tile {} buffer {}", tile, buffer);
+            let got = store.tile_overview(tile, &config, variant).unwrap();
+            prop_assert_eq!(&got, &expected, "pyramid, tile {} buffer {}", tile, buffer);
+        }
+    }
+}
+
 #[test]
 fn half_units_before_a_tile_edge_go_to_the_right_tile_and_cell() {
     // z5 global units: 4096 per tile. A point half a unit before the edge between tiles 16
@@ -310,6 +386,42 @@ proptest! {
             let expected = brute_sequences(&images, &projector, variant);
             let scanned = store.tile_sequences_by_scan(tile, &config, variant).unwrap();
             prop_assert_eq!(&scanned, &expected, "scan, tile {}", tile);
+            let got = store.tile_sequences(tile, &config, variant).unwrap();
+            prop_assert_eq!(&got, &expected, "precomputed, tile {}", tile);
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+
+    /// Sequences that lose images to erasure and hiding (and get some back) keep their
+    /// precomputed lines and boxes the scan's.
+    #[test]
+    fn precomputed_sequence_lines_answer_like_the_scan_after_takedowns(
+        seed in any::<u64>(),
+        count in 1usize..30,
+    ) {
+        let images = walks(seed, count);
+        let mut store = Store::in_memory();
+        store.insert_images(&images).unwrap();
+        let mut rng = StdRng::seed_from_u64(seed ^ 0x7a4e);
+        let public = take_down(&mut store, &images, &mut rng);
+        if public.is_empty() {
+            return Ok(());
+        }
+        for _ in 0..8 {
+            let z = rng.random_range(6..=13u8);
+            let anchor = &images[rng.random_range(0..images.len())];
+            let tile = TileId::containing(anchor.geometry.lon, anchor.geometry.lat, z).unwrap();
+            let config = ProjectionConfig::default();
+            let variant = if rng.random_bool(0.5) {
+                GeometryVariant::Computed
+            } else {
+                GeometryVariant::Original
+            };
+            let projector = TileProjector::new(tile, config).unwrap();
+            let expected = brute_sequences(&public, &projector, variant);
             let got = store.tile_sequences(tile, &config, variant).unwrap();
             prop_assert_eq!(&got, &expected, "precomputed, tile {}", tile);
         }

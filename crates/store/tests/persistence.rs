@@ -17,7 +17,7 @@ use streetlevel_model::{
 };
 use streetlevel_store::{
     BoundingBox, DetectionFilter, ImageFilter, ImportBatch, ImportedImage, MapFeatureFilter,
-    S2CellId, Store, StoreError,
+    S2CellId, Store, StoreError, TakedownAction, TakedownNote,
 };
 
 /// A fresh directory under the system temp dir, removed on drop.
@@ -384,6 +384,138 @@ fn a_second_store_follows_the_writes_of_the_first() {
             [Some(images[0].id), None]
         );
         assert_eq!(second.follow().unwrap(), 0);
+    }
+}
+
+/// Nothing of the images `ids` is left in the database: rows, detections, hashes.
+fn assert_erased_from(database: &Database, ids: &[ImageId]) {
+    for id in ids {
+        let id = id.0 as i64;
+        let count = |sql: &str| -> i64 {
+            database
+                .read(|connection| connection.query_value::<i64>(sql, params![id]))
+                .unwrap()
+                .unwrap()
+        };
+        assert_eq!(count("SELECT count(*) FROM store_images WHERE id = ?1"), 0);
+        assert_eq!(
+            count("SELECT count(*) FROM store_detections WHERE image = ?1"),
+            0
+        );
+        assert_eq!(
+            count("SELECT count(*) FROM store_image_hashes WHERE image = ?1"),
+            0
+        );
+    }
+}
+
+/// Erasing, hiding and restoring in one store: a reopened store and a second store that
+/// follows the first give the same answers, the rows and hashes of erased images are gone
+/// from the database, the takedowns are recorded, and erased IDs are never handed out again.
+#[test]
+fn takedowns_persist_and_are_followed() {
+    for place in Place::every("takedowns") {
+        let data = dataset(42, 200);
+        let mut first = place.open().unwrap();
+        insert_all(&mut first, &data);
+        let mut second = place.open().unwrap();
+        let note = |subject| TakedownNote {
+            actor: "user alice",
+            subject,
+            at: streetlevel_model::Timestamp(1_700_000_000_000),
+        };
+        let sequence = data.images[0].sequence.clone();
+        let of_sequence = first.sequence_image_ids(&sequence).unwrap();
+        let erased = first
+            .delete_images(&of_sequence, &note(sequence.as_str()), |_, _| Ok(()))
+            .unwrap();
+        assert_eq!(erased.len(), of_sequence.len());
+        // The greatest ID the allocator could hand out.
+        let greatest = data
+            .images
+            .iter()
+            .map(|image| image.id)
+            .filter(|id| id.0 < i64::MAX as u64)
+            .max()
+            .unwrap();
+        let lone = [data.images[data.images.len() - 1].id, greatest];
+        first
+            .delete_images(&lone, &note("lone"), |_, _| Ok(()))
+            .unwrap();
+        let hidden: Vec<ImageId> = data.images[10..40]
+            .iter()
+            .map(|image| image.id)
+            .filter(|id| first.image(*id).is_some())
+            .collect();
+        first.hide_images(&hidden, &note("hidden")).unwrap();
+        first
+            .restore_images(&hidden[..5], &note("restored"))
+            .unwrap();
+        assert!(first.sequence(&sequence).is_none());
+        for id in &hidden[5..] {
+            assert!(first.image(*id).is_none());
+            assert!(first.hidden_image(*id).is_some());
+        }
+
+        assert!(second.has_writes_to_follow().unwrap());
+        second.follow().unwrap();
+        let reopened = place.open().unwrap();
+        let expected = answers(&first);
+        for (name, got) in [
+            ("followed", answers(&second)),
+            ("reopened", answers(&reopened)),
+        ] {
+            let first_difference = got
+                .split("}, ")
+                .zip(expected.split("}, "))
+                .find(|(got, expected)| got != expected);
+            assert_eq!(first_difference, None, "{name}, {:?}", place.backend());
+            assert_eq!(got.len(), expected.len(), "{name}, {:?}", place.backend());
+        }
+        for store in [&second, &reopened] {
+            for id in &hidden[5..] {
+                assert!(store.image(*id).is_none());
+                assert_eq!(store.hidden_image(*id), first.hidden_image(*id));
+            }
+            for id in of_sequence.iter().chain(&lone) {
+                assert!(store.image(*id).is_none() && store.hidden_image(*id).is_none());
+                assert!(store.detections_of_image(*id).is_empty());
+            }
+            assert!(store.sequence(&sequence).is_none());
+        }
+        let database = place.database();
+        let erased_ids: Vec<ImageId> = of_sequence.iter().chain(&lone).copied().collect();
+        assert_erased_from(&database, &erased_ids);
+        let takedowns = reopened.takedowns(10).unwrap();
+        let actions: Vec<(TakedownAction, &str, u64)> = takedowns
+            .iter()
+            .map(|record| (record.action, record.subject.as_str(), record.images))
+            .collect();
+        assert_eq!(
+            actions,
+            [
+                (TakedownAction::Restored, "restored", 5),
+                (TakedownAction::Hidden, "hidden", hidden.len() as u64),
+                (TakedownAction::Deleted, "lone", 2),
+                (
+                    TakedownAction::Deleted,
+                    sequence.as_str(),
+                    of_sequence.len() as u64
+                ),
+            ]
+        );
+        assert!(takedowns.iter().all(|record| record.actor == "user alice"));
+        // The greatest ID the allocator could hand out was erased: its floor is above it.
+        let next: i64 = database
+            .read(|connection| {
+                connection.query_value::<i64>(
+                    "SELECT next FROM store_next_id WHERE singleton = 0",
+                    params![],
+                )
+            })
+            .unwrap()
+            .unwrap();
+        assert!(next as u64 > greatest.0);
     }
 }
 

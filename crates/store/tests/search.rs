@@ -500,6 +500,139 @@ proptest! {
     }
 }
 
+/// Erases about a quarter of the images and hides another quarter (restoring some) in
+/// `store`, holding `data`, and returns what the store should answer now: the public images,
+/// the detections of public images, the map features without the erased images, and the
+/// declared sequences that still have public images or never had any.
+fn take_down(store: &mut Store, data: &Dataset, rng: &mut StdRng) -> Dataset {
+    use streetlevel_store::TakedownNote;
+    let note = TakedownNote {
+        actor: "test",
+        subject: "test",
+        at: streetlevel_model::Timestamp(0),
+    };
+    let mut erased = HashSet::new();
+    let mut hidden = HashSet::new();
+    for image in &data.images {
+        match rng.random_range(0..4) {
+            0 => {
+                erased.insert(image.id);
+            }
+            1 => {
+                hidden.insert(image.id);
+            }
+            _ => {}
+        }
+    }
+    let erased_list: Vec<ImageId> = erased.iter().copied().collect();
+    for chunk in erased_list.chunks(5) {
+        let done = store.delete_images(chunk, &note, |_, _| Ok(())).unwrap();
+        assert_eq!(done.len(), chunk.len());
+    }
+    let hidden_list: Vec<ImageId> = hidden.iter().copied().collect();
+    store.hide_images(&hidden_list, &note).unwrap();
+    // Hiding again, erasing again: nothing more to do.
+    assert!(store.hide_images(&hidden_list, &note).unwrap().is_empty());
+    assert!(
+        store
+            .delete_images(&erased_list, &note, |_, _| Ok(()))
+            .unwrap()
+            .is_empty()
+    );
+    let restored: Vec<ImageId> = hidden_list
+        .iter()
+        .copied()
+        .filter(|_| rng.random_bool(0.3))
+        .collect();
+    store.restore_images(&restored, &note).unwrap();
+    for id in &restored {
+        hidden.remove(id);
+    }
+    let public: Vec<Image> = data
+        .images
+        .iter()
+        .filter(|image| !erased.contains(&image.id) && !hidden.contains(&image.id))
+        .cloned()
+        .collect();
+    for image in &data.images {
+        if hidden.contains(&image.id) {
+            assert_eq!(store.image(image.id), None);
+            assert_eq!(store.hidden_image(image.id).as_ref(), Some(image));
+        } else if erased.contains(&image.id) {
+            assert_eq!(store.image(image.id), None);
+            assert_eq!(store.hidden_image(image.id), None);
+        }
+    }
+    let sequences = data
+        .sequences
+        .iter()
+        .filter(|sequence| {
+            let had = data
+                .images
+                .iter()
+                .any(|image| image.sequence == sequence.id);
+            !had || public.iter().any(|image| image.sequence == sequence.id)
+        })
+        .cloned()
+        .collect();
+    Dataset {
+        creators: data.creators.clone(),
+        organizations: data.organizations.clone(),
+        sequences,
+        images: public,
+        map_features: data
+            .map_features
+            .iter()
+            .map(|feature| {
+                let mut feature = feature.clone();
+                feature.images.retain(|image| !erased.contains(image));
+                feature
+            })
+            .collect(),
+        detections: data
+            .detections
+            .iter()
+            .filter(|detection| {
+                !erased.contains(&detection.image) && !hidden.contains(&detection.image)
+            })
+            .cloned()
+            .collect(),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// After erasing, hiding and restoring, every lookup and search answers like a brute
+    /// force over what is still public, page by page.
+    #[test]
+    fn lookups_and_searches_match_brute_force_after_takedowns(seed in any::<u64>(), n in 0usize..120, limit in 1usize..30) {
+        let data = dataset(seed, n);
+        let mut store = Store::in_memory();
+        insert_all(&mut store, &data);
+        let mut rng = rng(seed ^ 0x7a4e);
+        let expected_data = take_down(&mut store, &data, &mut rng);
+        check_lookups(&store, &expected_data);
+        prop_assert_eq!(store.image_count(), expected_data.images.len());
+        for _ in 0..6 {
+            let filter = random_image_filter(&mut rng, &data);
+            let expected = brute_images(&expected_data, &filter);
+            let paged = collect_pages(limit, |after| store.search_images(&filter, limit, after), |image| image.id.0);
+            prop_assert_eq!(&paged, &expected, "{:?}", filter);
+            let filter = random_detection_filter(&mut rng, &data);
+            let expected = brute_detections(&expected_data, &filter);
+            let paged = collect_pages(limit, |after| store.search_detections(&filter, limit, after), |detection| detection.id.0);
+            let paged: Vec<Detection> = paged.into_iter().cloned().collect();
+            prop_assert_eq!(&paged, &expected, "{:?}", filter);
+            let filter = random_map_feature_filter(&mut rng, &data);
+            let expected = brute_map_features(&expected_data, &filter);
+            let paged = collect_pages(limit, |after| store.search_map_features(&filter, limit, after), |feature| feature.id.0);
+            let paged: Vec<MapFeature> = paged.into_iter().cloned().collect();
+            prop_assert_eq!(&paged, &expected, "{:?}", filter);
+        }
+    }
+}
+
 /// Every lookup of the store against the data it was given.
 pub fn check_lookups(store: &Store, data: &Dataset) {
     use streetlevel_model::{EntityId, EntityKind};

@@ -1,6 +1,6 @@
 //! The `streetlevel` command line: `serve`, `fixtures`, `import`, `backup`, `restore`,
 //! `migrate`, and
-//! the admin commands `apps` and `users`. Each subcommand lives in its own module of this binary.
+//! the admin commands `apps`, `users`, `images`, `sequences`, `uploads` and `takedowns`. Each subcommand lives in its own module of this binary.
 
 mod admin;
 mod backup;
@@ -9,6 +9,7 @@ mod fixtures;
 mod import;
 mod migrate;
 mod serve;
+mod takedown;
 
 use clap::{Parser, Subcommand};
 
@@ -40,6 +41,19 @@ enum Command {
     /// Manage user accounts.
     #[command(subcommand)]
     Users(admin::UsersCommand),
+    /// Delete, hide or restore images by ID (administrators).
+    #[command(subcommand)]
+    Images(takedown::Action),
+    /// Delete, hide or restore whole sequences by key (administrators).
+    #[command(subcommand)]
+    Sequences(takedown::Action),
+    /// Delete, hide or restore everything one upload published, by its ID (the
+    /// `cluster_id` of its finish call; administrators).
+    #[command(subcommand)]
+    Uploads(takedown::Action),
+    /// The record of deletions, hidings and restorations.
+    #[command(subcommand)]
+    Takedowns(takedown::TakedownsCommand),
 }
 
 /// Runs the command; an error is one line on standard error and exit status 1 (whatever
@@ -64,5 +78,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Migrate(args) => migrate::run(&args),
         Command::Apps(command) => admin::run_apps(command),
         Command::Users(command) => admin::run_users(command),
+        Command::Images(action) => takedown::run(takedown::Kind::Images, &action),
+        Command::Sequences(action) => takedown::run(takedown::Kind::Sequences, &action),
+        Command::Uploads(action) => takedown::run(takedown::Kind::Uploads, &action),
+        Command::Takedowns(command) => takedown::run_takedowns(command),
     }
 }

@@ -280,6 +280,27 @@ fn warn_if_empty(store: &Store, data: &Path) {
     }
 }
 
+/// The embed page's image look-ups, with thumbnails signed by `media_links`.
+fn embed_images(store: &Arc<RwLock<Store>>, media_links: &Arc<MediaLinks>) -> StoreImages {
+    let thumbnails = Arc::clone(media_links);
+    StoreImages::new(Arc::clone(store), move |id| {
+        Some(thumbnails.url(&MediaObject::Thumb(id, ThumbSize::W2048)))
+    })
+}
+
+/// What the dashboard needs to take images down: the store, the files and the administrators.
+fn takedowns(
+    store: &Arc<RwLock<Store>>,
+    data: &Path,
+    config: &streetlevel_server::Config,
+) -> streetlevel_web::Takedowns {
+    streetlevel_web::Takedowns {
+        store: Arc::clone(store),
+        data_dir: Some(data.to_path_buf()),
+        administrators: config.administrators.clone(),
+    }
+}
+
 async fn serve(args: Args, settings: Settings) -> anyhow::Result<()> {
     let Resolved {
         data,
@@ -333,10 +354,7 @@ async fn serve(args: Args, settings: Settings) -> anyhow::Result<()> {
         tracing::info!("fixture data set: missing media are rendered on request");
     }
 
-    let thumbnails = Arc::clone(&media_links);
-    let images = StoreImages::new(Arc::clone(&store), move |id| {
-        Some(thumbnails.url(&MediaObject::Thumb(id, ThumbSize::W2048)))
-    });
+    let images = embed_images(&store, &media_links);
     let web = Web::new(
         web_config,
         Arc::clone(&auth),
@@ -346,7 +364,8 @@ async fn serve(args: Args, settings: Settings) -> anyhow::Result<()> {
     )
     .context("cannot start the web pages")?
     .with_uploads(Arc::clone(&uploads))
-    .with_sign_in_guard(Arc::clone(&sign_in));
+    .with_sign_in_guard(Arc::clone(&sign_in))
+    .with_takedowns(takedowns(&store, &data, &config));
 
     let services = Services {
         store: Arc::clone(&store),
@@ -359,6 +378,7 @@ async fn serve(args: Args, settings: Settings) -> anyhow::Result<()> {
         web: Some(Arc::new(web)),
         uploads: Some(Arc::clone(&uploads)),
         sign_in: Arc::clone(&sign_in),
+        data_dir: Some(data.clone()),
     };
     if let Some(metrics_addr) = metrics_addr {
         start_metrics(

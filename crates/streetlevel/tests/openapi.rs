@@ -232,6 +232,8 @@ struct World {
 }
 
 const USERNAME: &str = "olga";
+/// The administrator of the server of [`World::start`].
+const ADMINISTRATOR: &str = "ada";
 const EMAIL: &str = "olga@example.com";
 const PASSWORD: &str = "correct horse battery";
 
@@ -241,7 +243,7 @@ impl World {
         let fixture = Fixture::generate(binary, "openapi", 40);
         let upload_app = create_app(binary, &fixture.dir, "read,upload");
         create_user(binary, &fixture.dir, USERNAME, EMAIL, PASSWORD);
-        let server = Server::start(binary, &fixture.dir, &[]);
+        let server = Server::start(binary, &fixture.dir, &["--administrators", ADMINISTRATOR]);
         let mut world = World {
             server,
             fixture,
@@ -358,14 +360,20 @@ fn every_described_operation_answers_as_described() {
     tiles_and_media(&mut world, &picks, pyramid_tile);
     token_exchange(&mut world, &picks);
     sign_in_and_me(&mut world);
-    upload_sessions(&mut world);
+    let cluster_id = upload_sessions(&mut world);
+    takedowns(&mut world, &picks, &cluster_id);
     let image_id = &picks.image_id;
 
     // A method no operation of the path has is a 405 naming the ones it has (RFC 9110).
     for (path, allow) in [
         ("/health", "GET, HEAD, OPTIONS"),
         ("/token", "POST, OPTIONS"),
-        (&format!("/{image_id}") as &str, "GET, HEAD, OPTIONS"),
+        (
+            &format!("/{image_id}") as &str,
+            "GET, HEAD, DELETE, OPTIONS",
+        ),
+        (&format!("/{image_id}/hide") as &str, "POST, OPTIONS"),
+        ("/uploads/1", "DELETE, OPTIONS"),
     ] {
         let response = world.server.request("TRACE", path, &[], b"");
         assert_eq!(response.status, 405, "TRACE {path}");
@@ -567,6 +575,14 @@ fn with_the_database_down_every_operation_that_needs_it_answers_503_as_described
     ];
     for (target, headers, body) in posts {
         answered_503("POST", target, &headers, body);
+    }
+    for (method, target) in [
+        ("DELETE", "/1"),
+        ("POST", "/1/hide"),
+        ("POST", "/1/restore"),
+        ("DELETE", "/uploads/1"),
+    ] {
+        answered_503(method, target, &with_unseen, b"");
     }
     // A token in the cache: the upload session's own use of the database answers, in the
     // uploader's shape.
@@ -944,7 +960,7 @@ fn sign_in_and_me(world: &mut World) {
 }
 
 /// Upload sessions, finishing them, the jobs, and the telemetry endpoint.
-fn upload_sessions(world: &mut World) {
+fn upload_sessions(world: &mut World) -> String {
     let user = world.user_token.clone();
     let app = world.upload_app.clone();
     assert_eq!(world.get_as(&user, "/upload/photo.jpg").json()["offset"], 0);
@@ -1009,6 +1025,7 @@ fn upload_sessions(world: &mut World) {
     );
     let jobs = world.get_as(&user, "/uploads").json();
     assert_eq!(jobs["data"].as_array().map(Vec::len), Some(1));
+    let cluster_id = jobs["data"][0]["id"].as_str().unwrap().to_owned();
     assert_eq!(world.get_as(&app, "/uploads").status, 403);
     assert_eq!(world.get_anonymous("/uploads").status, 401);
     assert_eq!(
@@ -1023,6 +1040,92 @@ fn upload_sessions(world: &mut World) {
         200
     );
     assert_eq!(world.call("POST", "/logging", &[], b"{}").status, 401);
+    cluster_id
+}
+
+/// Hiding, restoring and erasing an image, and erasing an upload, as the administrator; and
+/// their refusals.
+fn takedowns(world: &mut World, picks: &Picks, cluster_id: &str) {
+    let binary = Path::new(BINARY);
+    let created = streetlevel_tests::run(
+        binary,
+        &[
+            "apps",
+            "create",
+            "--data",
+            &world.fixture.dir.to_string_lossy(),
+            "--name",
+            "takedowns",
+            "--callback",
+            "http://127.0.0.1/callback",
+            "--scopes",
+            "read,write",
+        ],
+    );
+    let field = |name: &str| {
+        created
+            .lines()
+            .find_map(|line| line.strip_prefix(&format!("{name}: ")))
+            .unwrap()
+            .trim()
+            .to_owned()
+    };
+    let code = streetlevel_tests::auth::approved_code(
+        world.server.database(),
+        &field("client_id"),
+        ADMINISTRATOR,
+    );
+    let exchanged = world.call(
+        "POST",
+        "/token",
+        &[
+            (
+                "Authorization",
+                &format!("OAuth {}", field("client_secret")),
+            ),
+            ("Content-Type", "application/json"),
+        ],
+        json!({
+            "grant_type": "authorization_code",
+            "code": code,
+            "client_id": field("client_id").parse::<u64>().unwrap(),
+        })
+        .to_string()
+        .as_bytes(),
+    );
+    assert_eq!(exchanged.status, 200, "{exchanged:?}");
+    let administrator = format!(
+        "OAuth {}",
+        exchanged.json()["access_token"].as_str().unwrap()
+    );
+    let as_administrator = [("Authorization", administrator.as_str())];
+    let client = format!("OAuth {}", world.fixture.client_token);
+    let as_client = [("Authorization", client.as_str())];
+    let image = &picks.second_id;
+    let mut expect = |status: u16, method: &str, target: &str, headers: &[(&str, &str)]| {
+        let response = world.call(method, target, headers, b"");
+        assert_eq!(response.status, status, "{method} {target}: {response:?}");
+        response
+    };
+    for action in ["hide", "restore"] {
+        let target = format!("/{image}/{action}");
+        expect(403, "POST", &target, &as_client);
+        expect(401, "POST", &target, &[]);
+        let done = expect(200, "POST", &target, &as_administrator);
+        assert_eq!(done.json()["images"], 1);
+        expect(404, "POST", "/1/hide", &as_administrator);
+    }
+    let target = format!("/{image}");
+    expect(403, "DELETE", &target, &as_client);
+    expect(401, "DELETE", &target, &[]);
+    let done = expect(200, "DELETE", &target, &as_administrator);
+    assert_eq!(done.json()["images"], 1);
+    expect(404, "DELETE", &target, &as_administrator);
+    expect(404, "GET", &format!("/{image}?fields=id"), &as_client);
+    let upload = format!("/uploads/{cluster_id}");
+    expect(403, "DELETE", &upload, &as_client);
+    expect(404, "DELETE", "/uploads/999999", &as_administrator);
+    expect(200, "DELETE", &upload, &as_administrator);
 }
 
 /// A code from the web surface's OAuth flow, as a browser gets it: sign in with the form,

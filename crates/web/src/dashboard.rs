@@ -70,6 +70,16 @@ impl Web {
             Some(action @ ("rotate_secret" | "rotate_token")) => {
                 self.rotate(&session, &form, action)
             }
+            Some("takedown") => {
+                let (status, said) = self.takedown_action(&session, &form);
+                Ok((
+                    status,
+                    Outcome {
+                        alert: Some(said),
+                        ..Outcome::default()
+                    },
+                ))
+            }
             _ => Ok((
                 StatusCode::BAD_REQUEST,
                 Outcome {
@@ -242,6 +252,9 @@ impl Web {
             (create_form(&csrf, outcome))
             @if let Some(uploads) = uploads {
                 (uploads)
+            }
+            @if let Some(images) = self.images_section(session, &csrf) {
+                (images)
             }
         };
         let signed_in = SignedIn {

@@ -12,6 +12,7 @@ mod html;
 mod images;
 mod login;
 mod registry;
+mod takedown;
 mod web;
 
 pub use config::{RELEASE_ASSETS_DIR, WebConfig, default_assets_dir};
@@ -19,4 +20,5 @@ pub use embed::EmbedStyle;
 pub use error::WebError;
 pub use images::{EmbedImage, EmbedImages, StoreImages, ThumbUrl};
 pub use registry::Registry;
+pub use takedown::Takedowns;
 pub use web::{Page, Web};

@@ -52,6 +52,8 @@ pub struct Web {
     pub(crate) uploads: Option<Arc<Uploads>>,
     /// Sign-in throttling and the password-hashing queue.
     pub(crate) sign_in: Arc<SignInGuard>,
+    /// Deleting, hiding and restoring images from the dashboard, when enabled.
+    pub(crate) takedowns: Option<Arc<crate::Takedowns>>,
 }
 
 impl std::fmt::Debug for Web {
@@ -98,6 +100,7 @@ impl Web {
             embed,
             uploads: None,
             sign_in,
+            takedowns: None,
         })
     }
 

@@ -1435,3 +1435,149 @@ fn a_hostile_value_cannot_leave_the_embed_pages_script_json() {
         format!("https://maps.example/style.json?{HOSTILE}")
     );
 }
+
+// Taking images down from the dashboard.
+
+/// A harness whose dashboard takes down images of an in-memory store: alice owns a sequence
+/// of two images, carol is an administrator.
+fn takedown_harness() -> (
+    Harness,
+    Arc<std::sync::RwLock<streetlevel_store::Store>>,
+    Vec<ImageId>,
+) {
+    use streetlevel_model::{Creator, CreatorId, Image, Point, SequenceId};
+    let mut store = streetlevel_store::Store::in_memory();
+    store
+        .insert_creators(&[Creator {
+            id: CreatorId(7),
+            username: String::from("alice"),
+        }])
+        .unwrap();
+    let image = |id: u64| Image {
+        id: ImageId(id),
+        altitude: None,
+        atomic_scale: None,
+        camera_parameters: None,
+        camera_type: None,
+        captured_at: Timestamp(1_700_000_000_000 + id as i64),
+        compass_angle: None,
+        computed_altitude: None,
+        computed_compass_angle: None,
+        computed_geometry: None,
+        computed_rotation: None,
+        creator: CreatorId(7),
+        exif_orientation: None,
+        geometry: Point::new(13.19, 55.70 + id as f64 * 1e-5),
+        height: 768,
+        width: 1024,
+        is_pano: false,
+        make: None,
+        model: None,
+        merge_cc: None,
+        mesh: None,
+        sequence: SequenceId::from("seq<script>"),
+        sfm_cluster: None,
+        quality_score: None,
+        organization: None,
+    };
+    let ids = vec![ImageId(101), ImageId(102)];
+    store.insert_images(&[image(101), image(102)]).unwrap();
+    let store = Arc::new(std::sync::RwLock::new(store));
+    let mut h = harness();
+    h.auth.create_user("carol", PASSWORD).unwrap();
+    h.web = h.web.with_takedowns(streetlevel_web::Takedowns {
+        store: Arc::clone(&store),
+        data_dir: None,
+        administrators: vec![String::from("carol")],
+    });
+    (h, store, ids)
+}
+
+fn take_down(h: &Harness, jar: &Jar, action: &str, target: &str) -> Response<Bytes> {
+    let csrf = dashboard_csrf(h, jar);
+    post(
+        &h.web,
+        "/dashboard",
+        jar,
+        &[
+            ("csrf", &csrf),
+            ("action", "takedown"),
+            ("takedown", action),
+            ("target", target),
+        ],
+    )
+}
+
+#[test]
+fn owners_hide_restore_and_delete_their_images_from_the_dashboard() {
+    let (h, store, ids) = takedown_harness();
+    let alice = sign_in(&h.web, "alice");
+    let page = body(&get(&h.web, "/dashboard", &alice));
+    assert!(page.contains("Your images"), "{page}");
+    // The key is escaped where it lands.
+    assert!(
+        page.contains("seq&lt;script&gt;") && !page.contains("seq<script>"),
+        "{page}"
+    );
+    let public = |id: ImageId| store.read().unwrap().image(id).is_some();
+
+    // Without the form's CSRF token nothing happens.
+    let forged = post(
+        &h.web,
+        "/dashboard",
+        &alice,
+        &[
+            ("action", "takedown"),
+            ("takedown", "delete"),
+            ("target", "101"),
+        ],
+    );
+    assert_eq!(forged.status(), StatusCode::FORBIDDEN);
+    assert!(public(ids[0]));
+
+    let hidden = take_down(&h, &alice, "hide", "seq<script>");
+    assert_eq!(hidden.status(), StatusCode::OK, "{}", body(&hidden));
+    assert!(body(&hidden).contains("Hid 2 images"), "{}", body(&hidden));
+    assert!(!public(ids[0]) && !public(ids[1]));
+
+    // Someone else cannot tell the hidden images from none, and cannot touch public ones.
+    let bob = sign_in(&h.web, "bob");
+    let refused = take_down(&h, &bob, "restore", "101");
+    assert_eq!(
+        refused.status(),
+        StatusCode::NOT_FOUND,
+        "{}",
+        body(&refused)
+    );
+    assert!(!public(ids[0]));
+
+    let restored = take_down(&h, &alice, "restore", "101");
+    assert_eq!(restored.status(), StatusCode::OK, "{}", body(&restored));
+    assert!(public(ids[0]) && !public(ids[1]));
+    let refused = take_down(&h, &bob, "delete", "101");
+    assert_eq!(
+        refused.status(),
+        StatusCode::FORBIDDEN,
+        "{}",
+        body(&refused)
+    );
+    assert!(public(ids[0]));
+
+    // An administrator may delete anyone's; the hidden one goes with its sequence.
+    let carol = sign_in(&h.web, "carol");
+    let deleted = take_down(&h, &carol, "delete", "seq<script>");
+    assert_eq!(deleted.status(), StatusCode::OK, "{}", body(&deleted));
+    assert!(
+        body(&deleted).contains("Deleted 2 images"),
+        "{}",
+        body(&deleted)
+    );
+    let store = store.read().unwrap();
+    for id in &ids {
+        assert!(store.image(*id).is_none() && store.hidden_image(*id).is_none());
+    }
+    drop(store);
+    let missing = take_down(&h, &alice, "delete", "<b>101</b>");
+    assert_eq!(missing.status(), StatusCode::NOT_FOUND);
+    assert!(!body(&missing).contains("<b>101"));
+}

@@ -172,6 +172,10 @@ pub struct Settings {
     /// effect (this server's own take effect at once); 0 reads every token. [default: 1]
     #[arg(long, env = "STREETLEVEL_TOKEN_CACHE_SECONDS")]
     pub token_cache_seconds: Option<u64>,
+    /// Usernames of administrators, comma-separated: with a `write` token they may delete,
+    /// hide and restore anyone's images. [default: none]
+    #[arg(long, env = "STREETLEVEL_ADMINISTRATORS", value_delimiter = ',')]
+    pub administrators: Option<Vec<String>>,
 }
 
 /// `--compat`: the settings a family of clients needs.
@@ -256,6 +260,16 @@ pub struct Resolved {
     pub decode_memory_bytes: u64,
     /// Token lifetimes and the token cache.
     pub auth: streetlevel_auth::Config,
+}
+
+/// The administrators' usernames as given, blanks left out.
+fn administrators(names: Option<Vec<String>>) -> Vec<String> {
+    names
+        .unwrap_or_default()
+        .into_iter()
+        .map(|name| name.trim().to_owned())
+        .filter(|name| !name.is_empty())
+        .collect()
 }
 
 /// Applies the defaults. The public URL sets every surface whose own URL is not given.
@@ -343,6 +357,7 @@ pub fn resolve(
             .tile_max_age_seconds
             .unwrap_or(defaults.tile_max_age_seconds),
         debug_panic_route,
+        administrators: administrators(settings.administrators),
     };
     let limits = streetlevel_ratelimit::Config {
         trace_member: config.trace_member(),

@@ -1,0 +1,229 @@
+//! `streetlevel images|sequences|uploads delete|hide|restore` and `streetlevel takedowns
+//! list`: taking imagery down as an administrator, on a data directory's `SQLite` file or with
+//! `--database-url` on PostgreSQL, also while servers run on it (they follow the database's
+//! write log within a second and answer the images as unknown from then on).
+//!
+//! Each command loads the store (as `serve` does), so it takes as long as a server's start.
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::sync::RwLock;
+
+use anyhow::Context;
+use streetlevel_db::Location;
+use streetlevel_model::{ImageId, SequenceId, SystemClock};
+use streetlevel_store::{Store, TakedownNote};
+
+/// Where the data lives: the data directory (its `media/` holds the files) and the database.
+#[derive(clap::Args, Debug)]
+pub struct DataArgs {
+    /// The data directory: its `SQLite` file, unless `--database-url` names PostgreSQL, and
+    /// its media files.
+    #[arg(long)]
+    data: PathBuf,
+    /// The PostgreSQL database (with PostGIS) the servers use, as `serve --database-url`
+    /// takes it. May hold a password: prefer the environment.
+    #[arg(
+        long,
+        visible_alias = "database",
+        env = "STREETLEVEL_DATABASE_URL",
+        hide_env_values = true
+    )]
+    database_url: Option<String>,
+}
+
+/// What to do to the images named.
+#[derive(clap::Subcommand, Debug)]
+pub enum Action {
+    /// Erase: rows, detections, map feature links, original, thumbnails and every cached
+    /// file. Recorded (who, what, when) without the content.
+    Delete(Targets),
+    /// Withdraw from public view without erasing: unknown to everyone but the owner and
+    /// administrators until restored.
+    Hide(Targets),
+    /// Make hidden images public again.
+    Restore(Targets),
+}
+
+/// The images an action applies to.
+#[derive(clap::Args, Debug)]
+pub struct Targets {
+    #[command(flatten)]
+    data: DataArgs,
+    /// The IDs (images, upload jobs) or keys (sequences).
+    #[arg(required = true)]
+    ids: Vec<String>,
+}
+
+/// `streetlevel takedowns` subcommands.
+#[derive(clap::Subcommand, Debug)]
+pub enum TakedownsCommand {
+    /// List the newest takedowns: number, time (UTC), action, images, who, what.
+    List {
+        #[command(flatten)]
+        data: DataArgs,
+        /// How many to list.
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+    },
+}
+
+/// What the IDs of a command name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Image IDs.
+    Images,
+    /// Sequence keys.
+    Sequences,
+    /// Upload job IDs (`cluster_id`).
+    Uploads,
+}
+
+fn location(data: &DataArgs) -> anyhow::Result<Location> {
+    crate::serve::database_location(&data.data, data.database_url.clone())
+}
+
+fn open_store(data: &DataArgs) -> anyhow::Result<Store> {
+    let location = location(data)?;
+    anyhow::ensure!(
+        data.data.is_dir(),
+        "the data directory {} does not exist",
+        data.data.display()
+    );
+    match &location {
+        Location::Sqlite(_) => Store::open(&data.data)
+            .with_context(|| format!("cannot open the data directory {}", data.data.display())),
+        Location::Postgres(url) => Store::open_location(&location)
+            .with_context(|| format!("cannot open the database {}", streetlevel_db::redact(url))),
+    }
+}
+
+/// Runs `streetlevel images|sequences|uploads <action>`.
+pub fn run(kind: Kind, action: &Action) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    let (targets, verb) = match action {
+        Action::Delete(targets) => (targets, "deleted"),
+        Action::Hide(targets) => (targets, "hidden"),
+        Action::Restore(targets) => (targets, "restored"),
+    };
+    let store = RwLock::new(open_store(&targets.data)?);
+    let mut total = 0;
+    let mut unknown = Vec::new();
+    for raw in &targets.ids {
+        let (subject, ids) = {
+            let store = store
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let Some(found) = images_named(&store, &targets.data, kind, raw)? else {
+                unknown.push(raw.clone());
+                continue;
+            };
+            found
+        };
+        let note = TakedownNote {
+            actor: "command line",
+            subject: &subject,
+            at: streetlevel_model::Clock::now(&SystemClock),
+        };
+        let count = match action {
+            Action::Delete(_) => {
+                let erasure = streetlevel_import::erase_images(
+                    &store,
+                    Some(&targets.data.data),
+                    &ids,
+                    &note,
+                )?;
+                for (file, error) in &erasure.failures {
+                    eprintln!("warning: cannot remove {}: {error}", file.display());
+                }
+                erasure.images.len()
+            }
+            Action::Hide(_) => store
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .hide_images(&ids, &note)?
+                .len(),
+            Action::Restore(_) => store
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .restore_images(&ids, &note)?
+                .len(),
+        };
+        total += count;
+        writeln!(out, "{subject}: {count} images {verb}")?;
+    }
+    anyhow::ensure!(
+        unknown.is_empty(),
+        "{total} images {verb}; unknown: {}",
+        unknown.join(", ")
+    );
+    Ok(())
+}
+
+/// The record's name for `raw` and the images it names (public and hidden), `None` when
+/// it names nothing.
+fn images_named(
+    store: &Store,
+    data: &DataArgs,
+    kind: Kind,
+    raw: &str,
+) -> anyhow::Result<Option<(String, Vec<ImageId>)>> {
+    let of_sequence = |key: &SequenceId| -> Vec<ImageId> {
+        let mut ids = store.sequence_image_ids(key).unwrap_or_default();
+        ids.extend(store.hidden_images_of_sequence(key));
+        ids
+    };
+    Ok(match kind {
+        Kind::Images => {
+            let Ok(id) = raw.parse::<u64>() else {
+                return Ok(None);
+            };
+            let id = ImageId(id);
+            (store.image(id).is_some() || store.hidden_image(id).is_some())
+                .then(|| (format!("image {id}"), vec![id]))
+        }
+        Kind::Sequences => {
+            let ids = of_sequence(&SequenceId::from(raw));
+            (!ids.is_empty()).then(|| (format!("sequence {raw}"), ids))
+        }
+        Kind::Uploads => {
+            let Ok(job) = raw.parse::<u64>() else {
+                return Ok(None);
+            };
+            let uploads = streetlevel_import::Uploads::open_location(
+                &data.data,
+                &location(data)?,
+                streetlevel_import::UploadLimits::default(),
+            )
+            .context("cannot open the upload tables")?;
+            uploads.sequences_of_job(job)?.map(|sequences| {
+                let ids = sequences.iter().flat_map(of_sequence).collect();
+                (format!("upload {job}"), ids)
+            })
+        }
+    })
+}
+
+/// Runs `streetlevel takedowns list`.
+pub fn run_takedowns(command: TakedownsCommand) -> anyhow::Result<()> {
+    let TakedownsCommand::List { data, limit } = command;
+    anyhow::ensure!(
+        data.data.is_dir(),
+        "the data directory {} does not exist",
+        data.data.display()
+    );
+    let mut out = std::io::stdout().lock();
+    for record in Store::takedowns_at(&location(&data)?, limit)? {
+        writeln!(
+            out,
+            "{}\t{}\t{}\t{}\t{}\t{}",
+            record.seq,
+            record.at.to_iso8601(),
+            record.action.as_str(),
+            record.images,
+            record.actor,
+            record.subject
+        )?;
+    }
+    Ok(())
+}
