@@ -217,8 +217,10 @@ impl Route {
 /// The single path segment of a `DELETE` that no route names as an entity: a sequence key
 /// that does not start with a digit (`DELETE /<sequence key>`).
 pub fn deletion_target(path: &str) -> Option<&str> {
-    let segment = path.trim_end_matches('/').strip_prefix('/')?;
-    (!segment.is_empty() && !segment.contains('/')).then_some(segment)
+    // Empty segments count for nothing here too.
+    let mut segments = path.split('/').filter(|segment| !segment.is_empty());
+    let segment = segments.next()?;
+    segments.next().is_none().then_some(segment)
 }
 
 /// Entity IDs are decimal; anything else with digits only up front is still routed as an ID
@@ -296,6 +298,14 @@ mod tests {
         // Signed media and assets: the paths the server hands out, and only those.
         assert_eq!(Route::of("//media/thumb/1/256"), Route::Other);
         assert_eq!(Route::of("//assets/x.js"), Route::Other);
+    }
+
+    #[test]
+    fn a_delete_names_one_segment() {
+        assert_eq!(deletion_target("/AbC12"), Some("AbC12"));
+        assert_eq!(deletion_target("//AbC12/"), Some("AbC12"));
+        assert_eq!(deletion_target("/a/b"), None);
+        assert_eq!(deletion_target("/"), None);
     }
 
     #[test]
