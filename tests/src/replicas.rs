@@ -99,10 +99,11 @@ fn replica_setup(backend: &Backend, shared: &Path, replica_dir: &Path) -> Vec<(S
 }
 
 /// Links every entry of `shared` that `keep` accepts into `dir`. The directories and the
-/// media key a server would create on its first start are created in `shared` first, so that
-/// the replicas share them instead of each making its own.
+/// media key a server would create on its first start (and `unblurred/`, which the blurring or
+/// a test creates later) are created in `shared` first, so that the replicas share them instead
+/// of each making its own: an erasure on one replica must find every file.
 fn link_entries(shared: &Path, dir: &Path, keep: impl Fn(&str) -> bool) {
-    for name in ["media", "uploads"] {
+    for name in ["media", "uploads", "unblurred"] {
         std::fs::create_dir_all(shared.join(name)).expect("create a shared directory");
     }
     let key = shared.join("media.key");
