@@ -30,6 +30,37 @@ pub struct Fixture {
     pub client_secret: String,
 }
 
+/// The one switch that turns blurring off for what this crate starts (servers, imports,
+/// admin commands), set before the caller's environment and flags, which win over it: the
+/// synthetic fixtures have no faces, and the tests of blurring turn it on with `--blur true`
+/// and the models of [`test_models_dir`].
+pub const BLUR_OFF: (&str, &str) = ("STREETLEVEL_BLUR", "false");
+
+/// The folder with ONNX Runtime and the default face model: `STREETLEVEL_TEST_MODELS`
+/// (which `cargo xtask test` sets), else where `cargo xtask models` installs them. Under CI a
+/// missing folder fails the test that asks; elsewhere it is `None`, and the test says it
+/// skipped.
+pub fn test_models_dir() -> Option<PathBuf> {
+    let dir = std::env::var_os("STREETLEVEL_TEST_MODELS").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/streetlevel-models"),
+        PathBuf::from,
+    );
+    if dir.join("libonnxruntime.so.1.32.0").is_file() && dir.join("centerface.onnx").is_file() {
+        return Some(dir);
+    }
+    let in_ci = std::env::var_os("CI").is_some_and(|value| !value.is_empty() && value != "false");
+    assert!(
+        !in_ci,
+        "the blur models are not in {}: `cargo xtask test` installs them",
+        dir.display()
+    );
+    eprintln!(
+        "skipped: the blur models are not in {} (run `cargo xtask models`)",
+        dir.display()
+    );
+    None
+}
+
 /// Runs `binary args...` and returns its standard output; panics with its error output when it
 /// fails (test support: a failure here is a failed test).
 pub fn run(binary: &Path, args: &[&str]) -> String {
@@ -41,6 +72,7 @@ pub fn run(binary: &Path, args: &[&str]) -> String {
 pub fn run_with_env(binary: &Path, args: &[&str], env: &[(&str, &str)]) -> String {
     let output = Command::new(binary)
         .args(args)
+        .env(BLUR_OFF.0, BLUR_OFF.1)
         .envs(env.iter().copied())
         .stdin(Stdio::null())
         .output()
@@ -408,6 +440,7 @@ impl Server {
             .args(["--addr", addr, "--exit-on-stdin-eof"])
             .args(extra)
             .env("RUST_LOG", "warn")
+            .env(BLUR_OFF.0, BLUR_OFF.1)
             .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -741,6 +774,7 @@ pub fn serve_at_expecting_failure(binary: &Path, dir: &Path, addr: &str, extra: 
         .args(["--addr", addr, "--exit-on-stdin-eof"])
         .args(extra)
         .env("RUST_LOG", "warn")
+        .env(BLUR_OFF.0, BLUR_OFF.1)
         .stdin(Stdio::null())
         .output()
         .expect("the streetlevel binary runs");

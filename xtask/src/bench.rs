@@ -1,8 +1,10 @@
 //! `cargo xtask bench [FILTER]`: runs the divan benchmarks of every crate (optimised build);
 //! `cargo xtask bench http` runs the HTTP load benchmark instead (the real binary with a 1M
 //! fixture set under `wrk`, against a hyper hello world in the same run; see
-//! `crates/streetlevel/benches/http_load.rs`). Figures go to `docs/PERFORMANCE.md` by hand,
-//! with the command that produced them.
+//! `crates/streetlevel/benches/http_load.rs`); `cargo xtask bench blur` prints the face
+//! models' recall on the production-blur pairs and their time per picture
+//! (`crates/blur/examples/blur_recall.rs`). Figures go to `docs/PERFORMANCE.md` and
+//! `docs/PRIVACY.md` by hand, with the command that produced them.
 
 use std::path::Path;
 use std::process::Command;
@@ -21,6 +23,21 @@ pub(crate) fn run(root: &Path, package: Option<&str>, filter: Option<&str>) -> R
             root,
             &cargo,
             &["bench", "--package", "streetlevel", "--bench", "http_load"],
+        );
+    }
+    if package.is_none() && filter == Some("blur") {
+        crate::models::ensure(root)?;
+        return run_command(
+            root,
+            &cargo,
+            &[
+                "run",
+                "--release",
+                "--package",
+                "streetlevel-blur",
+                "--example",
+                "blur_recall",
+            ],
         );
     }
     let mut args = vec!["bench"];

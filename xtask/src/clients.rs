@@ -57,13 +57,22 @@ pub(crate) fn python_sdk(root: &Path, topology: Topology, env: &[(&str, &str)]) 
     // The dev-profile binary the cargo tests built (a no-op build after them).
     let built = build_test_binaries(root)?;
     let binary = built.join("streetlevel");
+    // The uploader's pictures are published as a real server publishes them: blurred, with
+    // the models the project's setup installs.
+    let models = crate::models::ensure(root)?;
     let mut command = Command::new(&python);
     command
         .args(["-m", "pytest", PYTHON_SDK_SUITE])
         .current_dir(root)
         .env("STREETLEVEL_BIN", &binary)
+        .env("STREETLEVEL_BLUR", "true")
+        .env("STREETLEVEL_BLUR_MODELS_DIR", &models)
         .envs(env.iter().copied());
-    let mut shown = format!("STREETLEVEL_BIN={}", binary.display());
+    let mut shown = format!(
+        "STREETLEVEL_BLUR=true STREETLEVEL_BLUR_MODELS_DIR={} STREETLEVEL_BIN={}",
+        models.display(),
+        binary.display()
+    );
     for (name, value) in env {
         shown = format!("{name}={value} {shown}");
     }

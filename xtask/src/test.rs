@@ -156,12 +156,16 @@ fn cargo_suite(root: &Path) -> Result<Outcome> {
     const WHAT: &str = "the PostgreSQL tests";
     let cargo = cargo();
     let uploader = official_uploader(root)?;
-    let uploader_env: Vec<(&str, &str)> = uploader
+    // The blur tests (recall, imports with blurring on) run the real models.
+    let models = crate::models::ensure(root)?;
+    let models = models.to_string_lossy();
+    let mut uploader_env: Vec<(&str, &str)> = uploader
         .as_deref()
         .and_then(Path::to_str)
         .map(|path| ("STREETLEVEL_TEST_MAPILLARY_TOOLS", path))
         .into_iter()
         .collect();
+    uploader_env.push(("STREETLEVEL_TEST_MODELS", models.as_ref()));
     let built = build_test_binaries(root)?;
     let server = match TestPostgres::start(&built) {
         Ok(server) => server,

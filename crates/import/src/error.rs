@@ -80,6 +80,9 @@ pub enum ImportError {
     /// The upload tables' schema could not be brought up to date.
     #[error(transparent)]
     Migration(#[from] streetlevel_db::MigrationError),
+    /// Blurring is on and cannot run: nothing was published.
+    #[error("nothing was published: {0}")]
+    Blurring(String),
     /// The store refused a write.
     #[error(transparent)]
     Store(#[from] streetlevel_store::StoreError),

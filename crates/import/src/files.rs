@@ -3,14 +3,15 @@
 use std::path::{Path, PathBuf};
 use std::sync::RwLock;
 
+use streetlevel_db::Location;
 use streetlevel_ingest::sequence::CutRules;
 use streetlevel_model::{OrganizationId, SequenceId};
 use streetlevel_store::Store;
 
-use crate::ImportError;
 use crate::budgets::{Budgeted, Interrupt};
 use crate::jobs::base62;
 use crate::pipeline::{Grouping, Owner, Progress, Report, Run, Sources, read_lock};
+use crate::{Blurring, ImportError};
 
 /// How `import_paths` imports.
 #[derive(Debug, Clone)]
@@ -21,6 +22,12 @@ pub struct ImportOptions {
     pub organization: Option<OrganizationId>,
     /// How files are cut into sequences.
     pub rules: CutRules,
+    /// Whether pictures are blurred before they are published; the default publishes nothing
+    /// until a blurrer (or [`Blurring::Off`]) is given.
+    pub blurring: Blurring,
+    /// The database the store's tables are in, where the blur regions go too (default: the
+    /// data directory's `SQLite` file).
+    pub database: Option<Location>,
 }
 
 impl Default for ImportOptions {
@@ -29,6 +36,8 @@ impl Default for ImportOptions {
             username: String::from("import"),
             organization: None,
             rules: CutRules::default(),
+            blurring: Blurring::default(),
+            database: None,
         }
     }
 }
@@ -36,7 +45,8 @@ impl Default for ImportOptions {
 /// Imports every file named and every `.jpg`/`.jpeg` file under the folders named
 /// (recursively, in name order) into the data directory whose store is `store`. Files
 /// imported before (the same bytes) are reported as duplicates and change nothing; each
-/// sequence is written in one transaction.
+/// sequence is written in one transaction. With blurring on, every picture is blurred
+/// before anything of it is written; with blurring unusable, nothing is imported.
 pub fn import_paths(
     store: &RwLock<Store>,
     data_dir: &Path,
@@ -44,10 +54,19 @@ pub fn import_paths(
     options: &ImportOptions,
     progress: &(dyn Fn(Progress) + Sync),
 ) -> Result<Report, ImportError> {
+    if let Blurring::Unusable(reason) = &options.blurring {
+        return Err(ImportError::Blurring(reason.clone()));
+    }
     let mut files = Vec::new();
     for path in paths {
         collect(path, true, &mut files)?;
     }
+    // The blur regions' tables, in the store's database.
+    let location = options
+        .database
+        .clone()
+        .unwrap_or_else(|| Location::Sqlite(Store::database_path(data_dir)));
+    crate::tables::open(&location)?;
     if let Some(organization) = options.organization
         && read_lock(store).organization(organization).is_none()
     {
@@ -63,7 +82,9 @@ pub fn import_paths(
     };
     let run = Run {
         store,
+        data_dir,
         media_dir: &Store::media_dir(data_dir),
+        blurring: &options.blurring,
         owner: &owner,
         grouping: Grouping::Cut(options.rules.clone()),
         first_id: None,
@@ -71,6 +92,7 @@ pub fn import_paths(
         one_batch: false,
         progress,
         thumbnail_nanos: std::sync::atomic::AtomicU64::new(0),
+        blur_nanos: std::sync::atomic::AtomicU64::new(0),
     };
     let files = Files(files);
     let sources = Budgeted {

@@ -606,7 +606,9 @@ impl Uploads {
         let sequence_key = move |index: usize| derived_sequence_key(job, index);
         let run = Run {
             store,
+            data_dir: &self.data_dir,
             media_dir: &Store::media_dir(&self.data_dir),
+            blurring: &self.blurring,
             owner: &work.owner,
             grouping: Grouping::OneSequence,
             first_id: Some(first_id),
@@ -614,6 +616,7 @@ impl Uploads {
             one_batch: true,
             progress: &|_: Progress| {},
             thumbnail_nanos: std::sync::atomic::AtomicU64::new(0),
+            blur_nanos: std::sync::atomic::AtomicU64::new(0),
         };
         let user_id = work.user_id as i64;
         let sources = Budgeted {

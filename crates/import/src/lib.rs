@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+mod blurring;
 mod budgets;
 mod erase;
 mod error;
@@ -11,6 +12,7 @@ mod pipeline;
 mod sessions;
 mod tables;
 
+pub use blurring::{Blurring, SOURCE_DETECTOR, unblurred_path};
 pub use budgets::{DEFAULT_DECODE_MEMORY_BYTES, set_decode_memory_limit};
 pub use erase::{Erasure, UNBLURRED_DIR, erase_images, image_files, remove_image_files};
 pub use error::ImportError;
@@ -22,3 +24,5 @@ pub use media::{
 pub use notes::ReadNotes;
 pub use pipeline::{FileOutcome, Outcome, Owner, Progress, Report};
 pub use sessions::{Appender, UPLOADS_DIR, UploadLimits, Uploads};
+/// The blurrer seam and the local blurrer, for callers that configure [`Blurring`].
+pub use streetlevel_blur;

@@ -2,6 +2,9 @@
 //! and hash, leave out what is stored already, group into sequences, then per batch make the
 //! thumbnails, write the media and insert the images in one store transaction.
 //!
+//! With blurring on, each picture is blurred before its thumbnails are made and its original
+//! written (`blurring.rs`), and its regions are written in its batch's transaction.
+//!
 //! Memory stays bounded by the largest batch's metadata and one file per worker thread: the
 //! bytes are read twice (metadata, then media) rather than held. The store's write lock is
 //! taken only for the ID reservation and each batch's insert, never while files are read or
@@ -20,6 +23,7 @@ use streetlevel_model::{
 use streetlevel_store::{BatchOutcome, ImportBatch, ImportedImage, Store};
 
 use crate::ImportError;
+use crate::blurring::{BlurRecord, Blurring, unblurred_path, write_record};
 use crate::media::{original_path, thumbnail_path, write_atomically};
 use crate::notes::ReadNotes;
 
@@ -63,6 +67,9 @@ pub struct Report {
     pub sequences: Vec<SequenceId>,
     /// Time spent making thumbnails, summed over the worker threads.
     pub thumbnail_time: std::time::Duration,
+    /// Time spent blurring (decoding, detecting, blurring, encoding), summed over the worker
+    /// threads.
+    pub blur_time: std::time::Duration,
 }
 
 impl Report {
@@ -138,7 +145,10 @@ pub(crate) enum Grouping {
 /// The fixed inputs of one run of the pipeline.
 pub(crate) struct Run<'a> {
     pub(crate) store: &'a RwLock<Store>,
+    /// The data directory: `media/` and `unblurred/` are in it.
+    pub(crate) data_dir: &'a Path,
     pub(crate) media_dir: &'a Path,
+    pub(crate) blurring: &'a Blurring,
     pub(crate) owner: &'a Owner,
     pub(crate) grouping: Grouping,
     /// The first of `sources.len()` reserved IDs (file `i` becomes image `first_id + i`);
@@ -152,6 +162,8 @@ pub(crate) struct Run<'a> {
     pub(crate) progress: &'a (dyn Fn(Progress) + Sync),
     /// Nanoseconds spent in `thumbnails`, for the report.
     pub(crate) thumbnail_nanos: std::sync::atomic::AtomicU64,
+    /// Nanoseconds spent blurring, for the report.
+    pub(crate) blur_nanos: std::sync::atomic::AtomicU64,
 }
 
 struct Read {
@@ -173,6 +185,7 @@ impl Run<'_> {
         sources: &dyn Sources,
         also: Option<Also<'_>>,
     ) -> Result<Report, ImportError> {
+        self.blurring.check()?;
         let total = sources.len();
         let mut outcomes: Vec<Option<Outcome>> = vec![None; total];
         let (kept, mut reads) = self.read_new(sources, &mut outcomes)?;
@@ -195,6 +208,7 @@ impl Run<'_> {
         });
         let mut sequences = Vec::new();
         let mut batch = ImportBatch::default();
+        let mut blur_records: Vec<(ImageId, BlurRecord)> = Vec::new();
         let mut also = also;
         let n_groups = groups.len();
         for (group_index, group) in groups.into_iter().enumerate() {
@@ -217,7 +231,12 @@ impl Run<'_> {
             let mut members = Vec::new();
             for (&index, written) in group.iter().zip(media) {
                 match written {
-                    Ok(()) => members.push(index),
+                    Ok(record) => {
+                        members.push(index);
+                        if let Some(record) = record {
+                            blur_records.push((ImageId(first_id + index as u64), record));
+                        }
+                    }
                     Err(reason) => outcomes[index] = Some(Outcome::Refused(reason)),
                 }
             }
@@ -227,7 +246,10 @@ impl Run<'_> {
             let last = group_index + 1 == n_groups;
             if !self.one_batch || last {
                 let outcome = self.insert(
-                    &std::mem::take(&mut batch),
+                    (
+                        &std::mem::take(&mut batch),
+                        &std::mem::take(&mut blur_records),
+                    ),
                     if last { also.take() } else { None },
                     sources,
                     &outcomes,
@@ -243,7 +265,7 @@ impl Run<'_> {
         if let Some(also) = also.take() {
             // Nothing to insert: the caller's bookkeeping still runs in a transaction.
             self.insert(
-                &ImportBatch::default(),
+                (&ImportBatch::default(), &[]),
                 Some(also),
                 sources,
                 &outcomes,
@@ -263,6 +285,7 @@ impl Run<'_> {
             thumbnail_time: std::time::Duration::from_nanos(
                 self.thumbnail_nanos.load(Ordering::Relaxed),
             ),
+            blur_time: std::time::Duration::from_nanos(self.blur_nanos.load(Ordering::Relaxed)),
         })
     }
 
@@ -414,15 +437,16 @@ impl Run<'_> {
         }
     }
 
-    /// Reads the file again, checks it is the one whose metadata was read, and writes its
-    /// thumbnails and original.
+    /// Reads the file again, checks it is the one whose metadata was read, blurs it (with
+    /// blurring on), and writes its thumbnails and original: the blurred picture, while the
+    /// unblurred one is kept outside `media/` only if so configured.
     fn write_media(
         &self,
         sources: &dyn Sources,
         index: usize,
         image: ImageId,
         read: Option<&Read>,
-    ) -> Result<(), String> {
+    ) -> Result<Option<BlurRecord>, String> {
         let Some(read) = read else {
             return Err(String::from("not read"));
         };
@@ -430,27 +454,47 @@ impl Run<'_> {
         if streetlevel_ingest::content_hash(&bytes) != read.content_hash {
             return Err(String::from("the file changed while it was imported"));
         }
-        // The process's decode memory is shared by every job and thread (budgets.rs).
+        // The process's decode memory is shared by every job and thread (budgets.rs); the
+        // permit is held while the picture is blurred and its thumbnails are made.
         let _decoding = crate::budgets::decode_permit(&bytes, read.metadata.orientation)?;
-        let started = std::time::Instant::now();
-        let thumbnails = streetlevel_ingest::thumbnails(&bytes, read.metadata.orientation)
-            .map_err(|error| error.to_string());
-        let elapsed = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        self.thumbnail_nanos.fetch_add(elapsed, Ordering::Relaxed);
-        let thumbnails = thumbnails?;
-        for (width, thumbnail) in [
-            (256, &thumbnails.px256),
-            (1024, &thumbnails.px1024),
-            (2048, &thumbnails.px2048),
-        ] {
-            write_atomically(
-                &thumbnail_path(self.media_dir, image, width),
-                &thumbnail.jpeg,
-            )
-            .map_err(|error| format!("cannot write a thumbnail: {error}"))?;
-        }
-        write_atomically(&original_path(self.media_dir, image), &bytes)
-            .map_err(|error| format!("cannot write the original: {error}"))
+        let (published, record) = match self.blurring {
+            Blurring::Off => (bytes, None),
+            Blurring::Unusable(reason) => return Err(format!("not blurred: {reason}")),
+            Blurring::On {
+                blurrer,
+                keep_unblurred,
+            } => {
+                let hints = streetlevel_blur::Hints {
+                    orientation: read.metadata.orientation,
+                    panorama: read.metadata.is_pano,
+                };
+                let started = std::time::Instant::now();
+                let blurred = blurrer.blur(&bytes, hints);
+                let elapsed = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+                self.blur_nanos.fetch_add(elapsed, Ordering::Relaxed);
+                let blurred = blurred.map_err(|error| {
+                    format!("cannot be blurred, so it is not published: {error}")
+                })?;
+                if *keep_unblurred {
+                    write_atomically(&unblurred_path(self.data_dir, image), &bytes)
+                        .map_err(|error| format!("cannot keep the unblurred original: {error}"))?;
+                }
+                let record = BlurRecord {
+                    regions: blurred.regions,
+                    blurred_by: blurrer.fingerprint(),
+                    unblurred_kept: *keep_unblurred,
+                };
+                (blurred.jpeg, Some(record))
+            }
+        };
+        write_picture(
+            self.media_dir,
+            image,
+            &published,
+            read.metadata.orientation,
+            &self.thumbnail_nanos,
+        )?;
+        Ok(record)
     }
 
     /// Stores `batch`; `also` runs in its transaction with every file's outcome once the
@@ -458,7 +502,7 @@ impl Run<'_> {
     /// the files' notes.
     fn insert(
         &self,
-        batch: &ImportBatch,
+        (batch, blur_records): (&ImportBatch, &[(ImageId, BlurRecord)]),
         also: Option<Also<'_>>,
         sources: &dyn Sources,
         outcomes: &[Option<Outcome>],
@@ -466,20 +510,54 @@ impl Run<'_> {
         first_id: u64,
     ) -> Result<BatchOutcome, ImportError> {
         let mut store = write_lock(self.store);
-        let outcome = store.insert_batch(batch, |transaction, outcome| match also {
-            Some(also) => {
-                let mut files = outcomes.to_vec();
-                record(&mut files, outcome, first_id);
-                also(
-                    transaction,
-                    outcome,
-                    &file_outcomes(sources, files, notes.to_vec()),
-                )
+        let outcome = store.insert_batch(batch, |transaction, outcome| {
+            // What blurring found becomes visible with the images it belongs to.
+            for (image, record) in blur_records {
+                if outcome.inserted.contains(image) {
+                    write_record(transaction, *image, record)?;
+                }
             }
-            None => Ok(()),
+            match also {
+                Some(also) => {
+                    let mut files = outcomes.to_vec();
+                    record(&mut files, outcome, first_id);
+                    also(
+                        transaction,
+                        outcome,
+                        &file_outcomes(sources, files, notes.to_vec()),
+                    )
+                }
+                None => Ok(()),
+            }
         })?;
         Ok(outcome)
     }
+}
+
+/// Makes the thumbnails of `jpeg` and writes them and `jpeg` as the image's original.
+pub(crate) fn write_picture(
+    media_dir: &Path,
+    image: ImageId,
+    jpeg: &[u8],
+    orientation: u8,
+    thumbnail_nanos: &std::sync::atomic::AtomicU64,
+) -> Result<(), String> {
+    let started = std::time::Instant::now();
+    let thumbnails =
+        streetlevel_ingest::thumbnails(jpeg, orientation).map_err(|error| error.to_string());
+    let elapsed = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    thumbnail_nanos.fetch_add(elapsed, Ordering::Relaxed);
+    let thumbnails = thumbnails?;
+    for (width, thumbnail) in [
+        (256, &thumbnails.px256),
+        (1024, &thumbnails.px1024),
+        (2048, &thumbnails.px2048),
+    ] {
+        write_atomically(&thumbnail_path(media_dir, image, width), &thumbnail.jpeg)
+            .map_err(|error| format!("cannot write a thumbnail: {error}"))?;
+    }
+    write_atomically(&original_path(media_dir, image), jpeg)
+        .map_err(|error| format!("cannot write the original: {error}"))
 }
 
 /// Each file's outcome by name, with its notes; a file that has no outcome was never

@@ -77,6 +77,9 @@ pub struct Uploads {
     work: (Mutex<bool>, Condvar),
     /// Whether the job a crash left `processing` was looked for (see `process_next`).
     pub(crate) recovered: std::sync::atomic::AtomicBool,
+    /// How jobs blur what they publish (by default nothing is published: see
+    /// [`Uploads::with_blurring`]).
+    pub(crate) blurring: crate::Blurring,
 }
 
 /// Appends the bytes of one upload request to its session, which it holds alone (the
@@ -123,7 +126,16 @@ impl Uploads {
             limits,
             work: (Mutex::new(true), Condvar::new()),
             recovered: std::sync::atomic::AtomicBool::new(false),
+            blurring: crate::Blurring::default(),
         })
+    }
+
+    /// The same uploads with jobs blurring as `blurring` says. Without it a job fails,
+    /// publishing nothing, with the reason that no blurrer was configured.
+    #[must_use]
+    pub fn with_blurring(mut self, blurring: crate::Blurring) -> Self {
+        self.blurring = blurring;
+        self
     }
 
     pub(crate) fn db(&self) -> &Database {

@@ -1,4 +1,4 @@
-//! The `import_` tables (upload sessions and jobs), in the database the store's tables are in
+//! The `import_` tables (upload sessions and jobs, blur regions), in the database the store's tables are in
 //! (the data directory's `SQLite` file or PostgreSQL), so that a job is marked published in
 //! the transaction that publishes its images.
 
@@ -63,6 +63,33 @@ ALTER TABLE import_sessions ADD COLUMN writer_until INTEGER;
 -- When bytes last arrived: a session left alone long enough is removed.
 ALTER TABLE import_sessions ADD COLUMN touched_at INTEGER;
 ",
+    "
+-- What blurring found in each image, in the original's stored pixels: 'detector' rows from
+-- the blurrer (replaced when an image is blurred again), 'edit' rows drawn by hand.
+CREATE TABLE import_blur_regions (
+    image_id INTEGER NOT NULL,
+    source TEXT NOT NULL,
+    class TEXT NOT NULL,
+    score REAL,
+    x INTEGER NOT NULL,
+    y INTEGER NOT NULL,
+    width INTEGER NOT NULL,
+    height INTEGER NOT NULL,
+    -- The model's file name (or the service's) and its SHA-256.
+    model TEXT NOT NULL,
+    model_sha256 TEXT NOT NULL,
+    created_at INTEGER NOT NULL
+);
+CREATE INDEX import_blur_regions_by_image ON import_blur_regions(image_id);
+-- Which blurrer (models and sums) last blurred each image, and whether its unblurred
+-- original is kept: `streetlevel reblur` redoes the images blurred by anything else.
+CREATE TABLE import_blurred_images (
+    image_id INTEGER PRIMARY KEY,
+    blurred_by TEXT NOT NULL,
+    unblurred_kept INTEGER NOT NULL,
+    blurred_at INTEGER NOT NULL
+);
+",
 ];
 
 /// The same tables in PostgreSQL's types.
@@ -107,6 +134,28 @@ ALTER TABLE import_sessions ADD COLUMN held BIGINT NOT NULL DEFAULT 0,
     ADD COLUMN writer_until BIGINT,
     ADD COLUMN touched_at BIGINT;
 ",
+    "
+CREATE TABLE import_blur_regions (
+    image_id BIGINT NOT NULL,
+    source TEXT NOT NULL,
+    class TEXT NOT NULL,
+    score DOUBLE PRECISION,
+    x BIGINT NOT NULL,
+    y BIGINT NOT NULL,
+    width BIGINT NOT NULL,
+    height BIGINT NOT NULL,
+    model TEXT NOT NULL,
+    model_sha256 TEXT NOT NULL,
+    created_at BIGINT NOT NULL
+);
+CREATE INDEX import_blur_regions_by_image ON import_blur_regions(image_id);
+CREATE TABLE import_blurred_images (
+    image_id BIGINT PRIMARY KEY,
+    blurred_by TEXT NOT NULL,
+    unblurred_kept BIGINT NOT NULL,
+    blurred_at BIGINT NOT NULL
+);
+",
 ];
 
 const MIGRATIONS: Migrations<'static> = Migrations {
@@ -115,7 +164,7 @@ const MIGRATIONS: Migrations<'static> = Migrations {
 };
 
 /// Opens the database and brings the `import_` tables up to date.
-pub(crate) fn open(location: &Location) -> Result<Database, ImportError> {
+pub fn open(location: &Location) -> Result<Database, ImportError> {
     let database = Database::open(location)?;
     database.migrate("import", &MIGRATIONS)?;
     Ok(database)

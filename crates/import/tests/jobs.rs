@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::sync::RwLock;
 
-use streetlevel_import::{JobState, UploadLimits, Uploads};
+use streetlevel_import::{Blurring, JobState, UploadLimits, Uploads};
 use streetlevel_ingest::{WriteTags, write_metadata};
 use streetlevel_model::Timestamp;
 use streetlevel_store::{BoundingBox, ImageFilter, Store};
@@ -63,7 +63,9 @@ fn a_job_interrupted_by_a_crash_is_redone_with_the_ids_it_reserved() {
     let first_id;
     let job;
     {
-        let uploads = Uploads::open(&data, UploadLimits::default()).unwrap();
+        let uploads = Uploads::open(&data, UploadLimits::default())
+            .unwrap()
+            .with_blurring(Blurring::Off);
         let handles: Vec<String> = (0..3)
             .map(|index| upload(&uploads, &format!("mly_tools_{index}.jpg"), &photo(index)))
             .collect();
@@ -88,7 +90,9 @@ fn a_job_interrupted_by_a_crash_is_redone_with_the_ids_it_reserved() {
         assert!(images_near(&store).is_empty());
     }
     // The restart.
-    let uploads = Uploads::open(&data, UploadLimits::default()).unwrap();
+    let uploads = Uploads::open(&data, UploadLimits::default())
+        .unwrap()
+        .with_blurring(Blurring::Off);
     let store = RwLock::new(Store::open(&data).unwrap());
     assert_eq!(uploads.process_next(&store).unwrap(), Some(job));
     assert_eq!(uploads.process_next(&store).unwrap(), None);
@@ -117,8 +121,12 @@ fn a_job_interrupted_by_a_crash_is_redone_with_the_ids_it_reserved() {
 #[test]
 fn a_job_another_worker_is_processing_is_not_taken_again() {
     let data = scratch("two-workers");
-    let first = Uploads::open(&data, UploadLimits::default()).unwrap();
-    let second = Uploads::open(&data, UploadLimits::default()).unwrap();
+    let first = Uploads::open(&data, UploadLimits::default())
+        .unwrap()
+        .with_blurring(Blurring::Off);
+    let second = Uploads::open(&data, UploadLimits::default())
+        .unwrap()
+        .with_blurring(Blurring::Off);
     let store = RwLock::new(Store::open(&data).unwrap());
     // The second worker has looked for interrupted jobs: there were none.
     assert_eq!(second.process_next(&store).unwrap(), None);
@@ -146,7 +154,9 @@ fn a_job_another_worker_is_processing_is_not_taken_again() {
 #[test]
 fn a_session_handed_to_a_job_takes_no_more_bytes() {
     let data = scratch("finished");
-    let uploads = Uploads::open(&data, UploadLimits::default()).unwrap();
+    let uploads = Uploads::open(&data, UploadLimits::default())
+        .unwrap()
+        .with_blurring(Blurring::Off);
     let bytes = photo(5);
     let handle = upload(&uploads, "mly_tools_5.jpg", &bytes);
     let manifest = serde_json::json!({"image_handles": [handle]}).to_string();
@@ -204,7 +214,9 @@ fn limits_refuse_the_excess_and_keep_what_was_stored() {
 #[test]
 fn a_job_is_published_with_its_final_counts() {
     let data = scratch("published-counts");
-    let uploads = Uploads::open(&data, UploadLimits::default()).unwrap();
+    let uploads = Uploads::open(&data, UploadLimits::default())
+        .unwrap()
+        .with_blurring(Blurring::Off);
     let store = RwLock::new(Store::open(&data).unwrap());
     let handles: Vec<String> = (0..2)
         .map(|index| upload(&uploads, &format!("mly_tools_{index}.jpg"), &photo(index)))

@@ -56,6 +56,8 @@ pub struct Args {
     /// Refuse images that imply a faster speed than this from the previous one.
     #[arg(long, default_value_t = CutRules::default().max_speed_kmh)]
     max_speed_kmh: f64,
+    #[command(flatten)]
+    blur: crate::blur::BlurArgs,
     /// JPEG files, or folders searched recursively for `.jpg` and `.jpeg` files.
     #[arg(required = true)]
     paths: Vec<PathBuf>,
@@ -84,8 +86,17 @@ fn open_store(args: &Args) -> anyhow::Result<Store> {
 pub fn run(args: &Args) -> anyhow::Result<()> {
     std::fs::create_dir_all(&args.data)
         .with_context(|| format!("cannot create the data directory {}", args.data.display()))?;
+    let location = crate::serve::database_location(&args.data, args.database_url.clone())?;
+    // Before the store loads: with blurring on and no usable model, nothing is imported.
+    let blurring = args.blur.blurring();
+    if let streetlevel_import::Blurring::Unusable(reason) = &blurring {
+        anyhow::bail!("nothing was imported: {reason}");
+    }
+    eprintln!("{}", crate::blur::describe(&blurring, &args.data));
     let store = RwLock::new(open_store(args)?);
     let options = ImportOptions {
+        blurring,
+        database: Some(location),
         username: args.user.clone(),
         organization: args.organization.map(OrganizationId),
         rules: CutRules {
@@ -149,11 +160,12 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     writeln!(
         out,
         "took {:.2} s: reading {:.2} s, thumbnails and storing {:.2} s ({:.1} images/s; \
-         thumbnails {:.2} s of CPU)",
+         blurring {:.2} s and thumbnails {:.2} s of CPU)",
         total.as_secs_f64(),
         total.saturating_sub(storing).as_secs_f64(),
         storing.as_secs_f64(),
         report.imported() as f64 / total.as_secs_f64().max(1e-9),
+        report.blur_time.as_secs_f64(),
         report.thumbnail_time.as_secs_f64(),
     )?;
     anyhow::ensure!(

@@ -4,6 +4,7 @@
 
 mod admin;
 mod backup;
+mod blur;
 mod data_lock;
 mod fixtures;
 mod import;

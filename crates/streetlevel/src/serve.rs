@@ -314,6 +314,7 @@ async fn serve(args: Args, settings: Settings) -> anyhow::Result<()> {
         upload_limits,
         decode_memory_bytes,
         auth: auth_config,
+        blur,
     } = settings::resolve(settings, args.debug_panic_route, media_key)?;
     let location = database_location(&data, database_url)?;
     check_database_file(&data)?;
@@ -344,10 +345,9 @@ async fn serve(args: Args, settings: Settings) -> anyhow::Result<()> {
             .context("cannot open the auth tables")?,
     );
     let registry = Registry::open_location(&location).context("cannot open the web tables")?;
-    let uploads = Arc::new(
-        Uploads::open_location(&data, &location, upload_limits)
-            .context("cannot open the upload tables")?,
-    );
+    let uploads = Uploads::open_location(&data, &location, upload_limits)
+        .context("cannot open the upload tables")?;
+    let uploads = Arc::new(crate::blur::for_server(uploads, &blur, &data));
     let media_dir = Store::media_dir(&data);
     let media = DataDirMedia::new(&media_dir, Arc::clone(&store));
     if media.renders_on_request() {

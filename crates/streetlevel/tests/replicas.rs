@@ -815,6 +815,7 @@ fn streetlevel_import_on_postgresql_is_served_by_running_replicas() {
         .arg(&fixture.dir)
         .arg(&photos)
         .env("STREETLEVEL_DATABASE_URL", postgres.url())
+        .env(streetlevel_tests::BLUR_OFF.0, streetlevel_tests::BLUR_OFF.1)
         .output()
         .unwrap();
     assert!(

@@ -53,6 +53,7 @@ fn import(data: &Path, user: &str, paths: &[&Path]) -> (bool, String) {
         .arg(data)
         .args(["--user", user])
         .args(paths)
+        .env(streetlevel_tests::BLUR_OFF.0, streetlevel_tests::BLUR_OFF.1)
         .stdin(Stdio::null())
         .output()
         .unwrap();

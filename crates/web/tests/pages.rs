@@ -1079,7 +1079,8 @@ fn a_broken_archive_is_refused_at_finish_and_the_dashboard_lists_nothing() {
     let data = unique_dir("uploads");
     let uploads = Arc::new(
         streetlevel_import::Uploads::open(&data, streetlevel_import::UploadLimits::default())
-            .unwrap(),
+            .unwrap()
+            .with_blurring(streetlevel_import::Blurring::Off),
     );
     let h = harness();
     let Harness { web, auth, clock } = h;

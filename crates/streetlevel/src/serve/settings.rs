@@ -176,6 +176,28 @@ pub struct Settings {
     /// hide and restore anyone's images. [default: none]
     #[arg(long, env = "STREETLEVEL_ADMINISTRATORS", value_delimiter = ',')]
     pub administrators: Option<Vec<String>>,
+    /// Blur faces (and plates, with a plate model) of uploads before anything of them is
+    /// published; with blurring on and no usable model, jobs fail and publish nothing.
+    /// [default: true]
+    #[arg(long, env = "STREETLEVEL_BLUR")]
+    pub blur: Option<bool>,
+    /// The folder holding `libonnxruntime.so.1.32.0` and `centerface.onnx` (default: `models/`
+    /// next to the executable, else the source tree's `target/streetlevel-models`, which
+    /// `cargo xtask models` fills).
+    #[arg(long, env = "STREETLEVEL_BLUR_MODELS_DIR")]
+    pub blur_models_dir: Option<PathBuf>,
+    /// A face model (CenterFace or YuNet ONNX) instead of the pinned CenterFace; its SHA-256
+    /// is recorded with every region it finds.
+    #[arg(long, env = "STREETLEVEL_BLUR_FACE_MODEL")]
+    pub blur_face_model: Option<PathBuf>,
+    /// A single-class licence plate detector (YOLO-style ONNX); without one, plates are not
+    /// blurred.
+    #[arg(long, env = "STREETLEVEL_BLUR_PLATE_MODEL")]
+    pub blur_plate_model: Option<PathBuf>,
+    /// Keep each unblurred original at `DATA/unblurred/<image id>.jpg` (never served), for
+    /// blur edits and `streetlevel reblur`. [default: false]
+    #[arg(long, env = "STREETLEVEL_KEEP_UNBLURRED")]
+    pub keep_unblurred: Option<bool>,
 }
 
 /// `--compat`: the settings a family of clients needs.
@@ -260,6 +282,8 @@ pub struct Resolved {
     pub decode_memory_bytes: u64,
     /// Token lifetimes and the token cache.
     pub auth: streetlevel_auth::Config,
+    /// How uploads are blurred.
+    pub blur: crate::blur::BlurArgs,
 }
 
 /// The administrators' usernames as given, blanks left out.
@@ -281,7 +305,7 @@ pub fn resolve(
 ) -> anyhow::Result<Resolved> {
     let limits = rate_limits(&settings);
     let (upload_limits, decode_memory_bytes) = upload_limits(&settings)?;
-    let auth = auth_config(&settings);
+    let (auth, blur) = (auth_config(&settings), blur_args(&settings));
     let data = settings.data.context(
         "no data directory: pass --data DIR (or set STREETLEVEL_DATA, or `data` in the config file)",
     )?;
@@ -378,6 +402,7 @@ pub fn resolve(
         upload_limits,
         decode_memory_bytes,
         auth,
+        blur,
     })
 }
 
@@ -396,6 +421,16 @@ fn web_config(
         // source tree's `web/node_modules`.
         assets_dir: assets_dir.unwrap_or_else(streetlevel_web::default_assets_dir),
         base_map_style_url,
+    }
+}
+
+fn blur_args(settings: &Settings) -> crate::blur::BlurArgs {
+    crate::blur::BlurArgs {
+        blur: settings.blur,
+        blur_models_dir: settings.blur_models_dir.clone(),
+        blur_face_model: settings.blur_face_model.clone(),
+        blur_plate_model: settings.blur_plate_model.clone(),
+        keep_unblurred: settings.keep_unblurred,
     }
 }
 

@@ -1,0 +1,354 @@
+//! The blurrer: what the import pipeline calls with each picture's bytes, and the one that
+//! runs local models.
+
+use crate::detector::Detector;
+use crate::jpeg::encode_with_metadata;
+use crate::pixels::{
+    crop, decode, make_upright, pixelate_and_blur, resize, to_stored, upright_size,
+};
+use crate::region::{Candidate, Region, suppress};
+use crate::{BlurError, Bounds};
+
+/// What a blurrer is told about a picture besides its bytes (read from its metadata).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hints {
+    /// Exif orientation, 1 to 8: detectors see the picture upright.
+    pub orientation: u8,
+    /// An equirectangular 360° panorama, searched in tiles at full resolution.
+    pub panorama: bool,
+}
+
+impl Default for Hints {
+    fn default() -> Self {
+        Hints {
+            orientation: 1,
+            panorama: false,
+        }
+    }
+}
+
+/// A blurred picture.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Blurred {
+    /// The JPEG to publish: the original's bytes untouched when nothing was found, else the
+    /// picture encoded anew with its Exif and XMP.
+    pub jpeg: Vec<u8>,
+    /// What was blurred, in the original's stored pixels.
+    pub regions: Vec<Region>,
+}
+
+/// Bytes in, blurred JPEG bytes and regions out: the one seam between the import pipeline
+/// and whatever blurs. [`LocalBlurrer`] runs ONNX models in this process; a client of an
+/// external blur service implements the same trait.
+pub trait Blurrer: Send + Sync {
+    /// Blurs one picture. An error means nothing may be published from it.
+    fn blur(&self, jpeg: &[u8], hints: Hints) -> Result<Blurred, BlurError>;
+
+    /// What blurs, as recorded with every image it blurred (the models' names and sums, or
+    /// the service): `streetlevel reblur` redoes images blurred by anything else.
+    fn fingerprint(&self) -> String;
+}
+
+/// The longest side the main pass sees: the size of the largest thumbnail.
+pub const MAIN_PASS_SIDE: u32 = 2048;
+/// The longest side of the close-up pass: a face filling much of the frame is larger than
+/// the detectors' receptive field at [`MAIN_PASS_SIDE`].
+pub const CLOSE_UP_PASS_SIDE: u32 = 640;
+/// Panoramas are searched at this width at most (a 5760-wide frame at full resolution).
+pub const PANORAMA_WIDTH: u32 = 5760;
+/// The largest tile a model with a dynamic input sees at once.
+const TILE_SIDE: u32 = 2048;
+/// How much neighbouring tiles overlap: a face on a tile edge is whole in one of them.
+const TILE_OVERLAP: u32 = 192;
+/// The rows of a panorama where people at a distance are, as shares of its height: its
+/// horizon is the middle, and a camera at head or car height sees faces just below it.
+const PANORAMA_BAND: (f32, f32) = (0.3, 0.8);
+
+/// One detection pass: the upright picture scaled by `scale`, then the part `crop` (in the
+/// scaled pixels; `None` for all of it), cut in tiles.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Pass {
+    /// Scale of the upright picture.
+    pub scale: f32,
+    /// Left, top, width, height in scaled pixels, or the whole.
+    pub crop: Option<(u32, u32, u32, u32)>,
+}
+
+/// The passes over an upright `width` x `height` picture: the main one at
+/// [`MAIN_PASS_SIDE`], a close-up one at [`CLOSE_UP_PASS_SIDE`] when that is much smaller,
+/// and for a panorama the band around its horizon at up to [`PANORAMA_WIDTH`].
+pub fn passes(width: u32, height: u32, panorama: bool) -> Vec<Pass> {
+    passes_with(width, height, panorama, MAIN_PASS_SIDE)
+}
+
+fn passes_with(width: u32, height: u32, panorama: bool, main_side: u32) -> Vec<Pass> {
+    let longest = width.max(height).max(1) as f32;
+    let main = (main_side as f32 / longest).min(1.0);
+    let mut passes = vec![Pass {
+        scale: main,
+        crop: None,
+    }];
+    let close_up = (CLOSE_UP_PASS_SIDE as f32 / longest).min(1.0);
+    if close_up < main * 0.6 {
+        passes.push(Pass {
+            scale: close_up,
+            crop: None,
+        });
+    }
+    let full = (PANORAMA_WIDTH as f32 / width.max(1) as f32).min(1.0);
+    if panorama && full > main * 1.25 {
+        let scaled_height = (height as f32 * full).round();
+        let top = (scaled_height * PANORAMA_BAND.0) as u32;
+        let bottom = (scaled_height * PANORAMA_BAND.1) as u32;
+        passes.push(Pass {
+            scale: full,
+            crop: Some((0, top, (width as f32 * full).round() as u32, bottom - top)),
+        });
+    }
+    passes
+}
+
+/// Tiles of at most `tile` x `tile` covering `width` x `height`, overlapping by
+/// [`TILE_OVERLAP`]: left, top, width, height.
+pub(crate) fn tiles(width: u32, height: u32, tile: (u32, u32)) -> Vec<(u32, u32, u32, u32)> {
+    let starts = |length: u32, side: u32| -> Vec<u32> {
+        if length <= side {
+            return vec![0];
+        }
+        let step = side.saturating_sub(TILE_OVERLAP).max(1);
+        let mut starts: Vec<u32> = (0..length - side).step_by(step as usize).collect();
+        starts.push(length - side);
+        starts
+    };
+    let mut tiles = Vec::new();
+    for &top in &starts(height, tile.1) {
+        for &left in &starts(width, tile.0) {
+            tiles.push((left, top, tile.0.min(width), tile.1.min(height)));
+        }
+    }
+    tiles
+}
+
+/// Blurs with ONNX models run in this process: one face detector, and optionally a plate
+/// detector.
+#[derive(Debug)]
+pub struct LocalBlurrer {
+    detectors: Vec<Detector>,
+    main_pass_side: u32,
+}
+
+impl LocalBlurrer {
+    /// A blurrer running `detectors` (a face detector, and a plate detector if there is one).
+    pub fn new(detectors: Vec<Detector>) -> Self {
+        LocalBlurrer {
+            detectors,
+            main_pass_side: MAIN_PASS_SIDE,
+        }
+    }
+
+    /// The same blurrer with its main pass at `side` pixels on the longest side rather than
+    /// [`MAIN_PASS_SIDE`] (for measurements).
+    #[must_use]
+    pub fn with_main_pass_side(mut self, side: u32) -> Self {
+        self.main_pass_side = side.max(32);
+        self
+    }
+
+    /// The detectors.
+    pub fn detectors(&self) -> &[Detector] {
+        &self.detectors
+    }
+
+    /// Finds the regions to blur in `jpeg` without blurring: boxes grown and clamped, in the
+    /// stored pixels. `Ok` also returns the decoded picture, which [`Blurrer::blur`] blurs.
+    fn find(
+        &self,
+        jpeg: &[u8],
+        hints: Hints,
+    ) -> Result<(crate::pixels::Rgb, Vec<Region>), BlurError> {
+        let stored = decode(jpeg)?;
+        let (width, height) = upright_size(stored.width, stored.height, hints.orientation);
+        let mut found: Vec<(usize, Candidate)> = Vec::new();
+        for pass in passes_with(width, height, hints.panorama, self.main_pass_side) {
+            let scaled_width = ((width as f32 * pass.scale).round() as u32).max(1);
+            let scaled_height = ((height as f32 * pass.scale).round() as u32).max(1);
+            // Scaled while stored (fewer pixels to turn), then upright.
+            let (stored_width, stored_height) =
+                upright_size(scaled_width, scaled_height, hints.orientation);
+            let scaled = make_upright(
+                resize(&stored, stored_width, stored_height)?,
+                hints.orientation,
+            );
+            let (left, top, part_width, part_height) =
+                pass.crop.unwrap_or((0, 0, scaled.width, scaled.height));
+            let part = if pass.crop.is_some() {
+                crop(&scaled, left, top, part_width, part_height)
+            } else {
+                scaled
+            };
+            for (index, detector) in self.detectors.iter().enumerate() {
+                let tile_size = detector.fixed_input().unwrap_or((TILE_SIDE, TILE_SIDE));
+                for (tile_left, tile_top, tile_width, tile_height) in
+                    tiles(part.width, part.height, tile_size)
+                {
+                    let tile = if (tile_width, tile_height) == (part.width, part.height) {
+                        None
+                    } else {
+                        Some(crop(&part, tile_left, tile_top, tile_width, tile_height))
+                    };
+                    let candidates = detector.detect(tile.as_ref().unwrap_or(&part))?;
+                    let (offset_x, offset_y) = ((left + tile_left) as f32, (top + tile_top) as f32);
+                    found.extend(candidates.into_iter().map(|candidate| {
+                        let bounds = candidate.bounds;
+                        (
+                            index,
+                            Candidate {
+                                bounds: Bounds {
+                                    x0: (bounds.x0 + offset_x) / pass.scale,
+                                    y0: (bounds.y0 + offset_y) / pass.scale,
+                                    x1: (bounds.x1 + offset_x) / pass.scale,
+                                    y1: (bounds.y1 + offset_y) / pass.scale,
+                                },
+                                score: candidate.score,
+                            },
+                        )
+                    }));
+                }
+            }
+        }
+        let mut regions = Vec::new();
+        for (index, detector) in self.detectors.iter().enumerate() {
+            let candidates = found
+                .iter()
+                .filter(|(which, _)| *which == index)
+                .map(|(_, candidate)| *candidate)
+                .collect();
+            for candidate in suppress(candidates, 0.3) {
+                let grown = candidate.bounds.grown(detector.class().growth());
+                let upright = Bounds {
+                    x0: grown.x0.clamp(0.0, width as f32),
+                    y0: grown.y0.clamp(0.0, height as f32),
+                    x1: grown.x1.clamp(0.0, width as f32),
+                    y1: grown.y1.clamp(0.0, height as f32),
+                };
+                let bounds = to_stored(upright, stored.width, stored.height, hints.orientation);
+                let (x, y) = (bounds.x0.floor() as u32, bounds.y0.floor() as u32);
+                let (right, bottom) = (
+                    (bounds.x1.ceil() as u32).min(stored.width),
+                    (bounds.y1.ceil() as u32).min(stored.height),
+                );
+                if right <= x || bottom <= y {
+                    continue;
+                }
+                regions.push(Region {
+                    class: detector.class(),
+                    score: candidate.score,
+                    x,
+                    y,
+                    width: right - x,
+                    height: bottom - y,
+                    model: detector.model().name.clone(),
+                    model_sha256: detector.model().sha256.clone(),
+                });
+            }
+        }
+        Ok((stored, regions))
+    }
+}
+
+impl Blurrer for LocalBlurrer {
+    fn blur(&self, jpeg: &[u8], hints: Hints) -> Result<Blurred, BlurError> {
+        let (mut stored, regions) = self.find(jpeg, hints)?;
+        if regions.is_empty() {
+            return Ok(Blurred {
+                jpeg: jpeg.to_vec(),
+                regions,
+            });
+        }
+        for region in &regions {
+            pixelate_and_blur(&mut stored, region.x, region.y, region.width, region.height);
+        }
+        Ok(Blurred {
+            jpeg: encode_with_metadata(&stored, jpeg)?,
+            regions,
+        })
+    }
+
+    fn fingerprint(&self) -> String {
+        self.detectors
+            .iter()
+            .map(|detector| {
+                format!(
+                    "{} {} sha256:{}",
+                    detector.class().as_str(),
+                    detector.model().name,
+                    detector.model().sha256
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+}
+
+/// Blurs `regions` (in stored pixels) of `jpeg` and encodes it with its metadata: for
+/// regions drawn by hand, or found by a service that gave boxes without pixels.
+pub fn blur_regions(jpeg: &[u8], regions: &[Region]) -> Result<Vec<u8>, BlurError> {
+    let mut stored = decode(jpeg)?;
+    for region in regions {
+        pixelate_and_blur(&mut stored, region.x, region.y, region.width, region.height);
+    }
+    encode_with_metadata(&stored, jpeg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_photo_gets_a_main_and_a_close_up_pass_and_a_panorama_its_horizon_in_tiles() {
+        let photo = passes(4032, 3024, false);
+        assert_eq!(photo.len(), 2);
+        assert!((photo[0].scale * 4032.0 - 2048.0).abs() < 1.0);
+        assert!((photo[1].scale * 4032.0 - 640.0).abs() < 1.0);
+        // A small picture is seen at its own size, with no second pass.
+        assert_eq!(
+            passes(1024, 768, false),
+            [Pass {
+                scale: 1.0,
+                crop: None
+            }]
+        );
+        let panorama = passes(5760, 2880, true);
+        assert_eq!(panorama.len(), 3);
+        assert!((panorama[2].scale - 1.0).abs() < f32::EPSILON);
+        assert_eq!(panorama[2].crop, Some((0, 864, 5760, 1440)));
+        // The band is cut into overlapping tiles that cover it.
+        let band = tiles(5760, 1440, (TILE_SIDE, TILE_SIDE));
+        assert_eq!(band.len(), 3);
+        assert_eq!(band[0], (0, 0, 2048, 1440));
+        assert_eq!(band[2], (5760 - 2048, 0, 2048, 1440));
+        assert!(band[1].0 < 2048 - TILE_OVERLAP / 2);
+    }
+
+    #[test]
+    fn tiles_cover_every_pixel() {
+        for (width, height, tile) in [
+            (1000, 700, (640, 640)),
+            (640, 640, (640, 640)),
+            (300, 2000, (256, 512)),
+        ] {
+            let tiles = tiles(width, height, tile);
+            for y in (0..height).step_by(7) {
+                for x in (0..width).step_by(7) {
+                    assert!(
+                        tiles.iter().any(|&(left, top, tile_width, tile_height)| {
+                            (left..left + tile_width).contains(&x)
+                                && (top..top + tile_height).contains(&y)
+                        }),
+                        "({x}, {y}) of {width}x{height}"
+                    );
+                }
+            }
+        }
+    }
+}

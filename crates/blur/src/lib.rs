@@ -1,0 +1,25 @@
+#![doc = include_str!("../README.md")]
+
+mod blurrer;
+mod detector;
+mod error;
+mod jpeg;
+mod model;
+mod onnx_shape;
+mod pixels;
+mod region;
+mod runtime;
+
+pub use blurrer::{
+    Blurred, Blurrer, CLOSE_UP_PASS_SIDE, Hints, LocalBlurrer, MAIN_PASS_SIDE, PANORAMA_WIDTH,
+    Pass, blur_regions, passes,
+};
+pub use detector::{Detector, Family};
+pub use error::BlurError;
+pub use jpeg::BLURRED_QUALITY;
+pub use model::{CENTERFACE_FILE, CENTERFACE_SHA256, ModelFile};
+pub use pixels::MAX_PIXELS;
+pub use region::{Region, RegionClass};
+pub use runtime::{ONNXRUNTIME_LIBRARY, load_runtime};
+
+pub(crate) use region::Bounds;

@@ -1,0 +1,33 @@
+//! The default model against the original service's production blur
+//! (`../shared/data/opensfm-blur-pairs/`; `support/recall.rs` says how regions are found and
+//! counted). `cargo xtask bench blur` prints the same figures in full.
+
+#[path = "support/recall.rs"]
+mod recall;
+
+use recall::Kind;
+
+#[test]
+fn the_default_model_blurs_at_least_95_percent_of_the_faces_and_little_else() {
+    let Some(blurrer) = recall::default_blurrer() else {
+        return;
+    };
+    let figures = recall::measure(&blurrer);
+    let (found, total) = figures.recall(Kind::Face);
+    assert!(total >= 20, "only {total} face regions in the ground truth");
+    assert!(
+        found * 100 >= total * 95,
+        "{found} of {total} faces blurred: below 95 %"
+    );
+    // False positives: a small share of each picture, and most pictures untouched or nearly.
+    let shares: Vec<f64> = figures.shares.iter().map(|(_, share)| *share).collect();
+    let mean = shares.iter().sum::<f64>() / shares.len() as f64;
+    assert!(
+        mean < 0.01,
+        "on average {:.2} % of a picture is blurred",
+        mean * 100.0
+    );
+    for (name, share) in &figures.shares {
+        assert!(*share < 0.05, "{name}: {:.2} % blurred", share * 100.0);
+    }
+}

@@ -1,0 +1,131 @@
+//! The blur settings that `serve`, `import` and `reblur` share, and the blurrer they make:
+//! ONNX Runtime and the models from the models folder that the project's setup fills
+//! (`cargo xtask models`), or from the paths given.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use streetlevel_import::streetlevel_blur::{
+    self, BlurError, CENTERFACE_FILE, CENTERFACE_SHA256, Detector, LocalBlurrer, ModelFile,
+    ONNXRUNTIME_LIBRARY, RegionClass,
+};
+use streetlevel_import::{Blurring, Uploads};
+
+/// The blur flags of `import` and `reblur` (`serve` has the same ones among its settings).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct BlurArgs {
+    /// Blur faces (and plates, with a plate model) before anything is published. [default:
+    /// true]
+    #[arg(long, env = "STREETLEVEL_BLUR")]
+    pub blur: Option<bool>,
+    /// The folder holding `libonnxruntime.so.1.32.0` and `centerface.onnx` (default: `models/`
+    /// next to the executable, else the source tree's `target/streetlevel-models`, which
+    /// `cargo xtask models` fills).
+    #[arg(long, env = "STREETLEVEL_BLUR_MODELS_DIR")]
+    pub blur_models_dir: Option<PathBuf>,
+    /// A face model (CenterFace or YuNet ONNX) instead of the pinned CenterFace; its SHA-256
+    /// is recorded with every region it finds.
+    #[arg(long, env = "STREETLEVEL_BLUR_FACE_MODEL")]
+    pub blur_face_model: Option<PathBuf>,
+    /// A single-class licence plate detector (YOLO-style ONNX); without one, plates are not
+    /// blurred.
+    #[arg(long, env = "STREETLEVEL_BLUR_PLATE_MODEL")]
+    pub blur_plate_model: Option<PathBuf>,
+    /// Keep each unblurred original at `DATA/unblurred/<image id>.jpg` (never served), for
+    /// blur edits and `reblur`. [default: false]
+    #[arg(long, env = "STREETLEVEL_KEEP_UNBLURRED")]
+    pub keep_unblurred: Option<bool>,
+}
+
+/// The default models folder: `models/` next to the executable when it holds the runtime,
+/// else the source tree's `target/streetlevel-models`.
+pub fn default_models_dir() -> PathBuf {
+    std::env::current_exe()
+        .ok()
+        .and_then(|executable| Some(executable.parent()?.join("models")))
+        .filter(|dir| dir.join(ONNXRUNTIME_LIBRARY).is_file())
+        .unwrap_or_else(|| {
+            PathBuf::from(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../../target/streetlevel-models"
+            ))
+        })
+}
+
+impl BlurArgs {
+    /// What imports do: [`Blurring::Off`] when turned off, a blurrer when one can be made,
+    /// and [`Blurring::Unusable`] with the reason otherwise (nothing is published then).
+    pub fn blurring(&self) -> Blurring {
+        if self.blur == Some(false) {
+            return Blurring::Off;
+        }
+        match self.blurrer() {
+            Ok(blurrer) => Blurring::On {
+                blurrer: Arc::new(blurrer),
+                keep_unblurred: self.keep_unblurred.unwrap_or(false),
+            },
+            Err(error) => Blurring::Unusable(format!(
+                "blurring is on and cannot run ({error}); install the models with `cargo xtask \
+                 models`, point --blur-models-dir at them, or turn blurring off with --blur false"
+            )),
+        }
+    }
+
+    fn blurrer(&self) -> Result<LocalBlurrer, BlurError> {
+        let models = self
+            .blur_models_dir
+            .clone()
+            .unwrap_or_else(default_models_dir);
+        streetlevel_blur::load_runtime(&models.join(ONNXRUNTIME_LIBRARY))?;
+        let face = match &self.blur_face_model {
+            Some(path) => ModelFile::read(path, None)?,
+            None => ModelFile::read(&models.join(CENTERFACE_FILE), Some(CENTERFACE_SHA256))?,
+        };
+        let mut detectors = vec![Detector::load(face, RegionClass::Face)?];
+        if let Some(path) = &self.blur_plate_model {
+            detectors.push(Detector::load(
+                ModelFile::read(path, None)?,
+                RegionClass::Plate,
+            )?);
+        }
+        Ok(LocalBlurrer::new(detectors))
+    }
+}
+
+/// The server's uploads with its blurring, made once and logged: a blurrer that cannot be
+/// made does not stop the server, but every upload job then fails with the reason and
+/// publishes nothing.
+pub fn for_server(uploads: Uploads, args: &BlurArgs, data: &Path) -> Uploads {
+    let blurring = args.blurring();
+    if matches!(blurring, Blurring::Unusable(_)) {
+        tracing::error!("{}", describe(&blurring, data));
+    } else {
+        tracing::info!("{}", describe(&blurring, data));
+    }
+    uploads.with_blurring(blurring)
+}
+
+/// One line for the log about what blurring will do.
+pub fn describe(blurring: &Blurring, data: &Path) -> String {
+    match blurring {
+        Blurring::Off => {
+            String::from("blurring is off: imported pictures are published as received")
+        }
+        Blurring::On {
+            blurrer,
+            keep_unblurred,
+        } => format!(
+            "blurring with {}{}",
+            blurrer.fingerprint(),
+            if *keep_unblurred {
+                format!(
+                    "; unblurred originals kept in {}",
+                    data.join(streetlevel_import::UNBLURRED_DIR).display()
+                )
+            } else {
+                String::new()
+            }
+        ),
+        Blurring::Unusable(reason) => format!("nothing will be published: {reason}"),
+    }
+}

@@ -1,0 +1,218 @@
+//! Blurring through the real binary: `streetlevel import` of a real street photo with the
+//! defaults publishes it blurred (original and thumbnails) with its regions recorded, and
+//! with blurring on but no usable model publishes nothing and says why.
+
+#![allow(clippy::unwrap_used, clippy::panic, clippy::too_many_lines)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use streetlevel_ingest::{WriteTags, write_metadata};
+use streetlevel_model::Timestamp;
+
+const BINARY: &str = env!("CARGO_BIN_EXE_streetlevel");
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("streetlevel-blur-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A Berlin street photo with pedestrians (`../shared/data/opensfm-blur-pairs`), with its
+/// capture time written as Exif (the file has it only in the old app's description JSON).
+fn street_photo(dir: &Path) -> (PathBuf, Vec<u8>) {
+    let source = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/data/opensfm-blur-pairs/before_berlin_images_01.jpg");
+    let bytes = std::fs::read(&source).unwrap_or_else(|error| {
+        panic!("{}: {error} (the shared data is missing)", source.display())
+    });
+    let mut tags = WriteTags {
+        latitude: Some(52.519),
+        longitude: Some(13.401),
+        direction: Some(54.7),
+        make: Some(String::from("Apple")),
+        model: Some(String::from("iPhone 4S")),
+        ..WriteTags::default()
+    };
+    tags.set_capture_time_utc(Timestamp(1_404_000_000_000));
+    let photo = write_metadata(&bytes, &tags).unwrap();
+    std::fs::create_dir_all(dir).unwrap();
+    let path = dir.join("berlin.jpg");
+    std::fs::write(&path, &photo).unwrap();
+    (path, photo)
+}
+
+fn import(data: &Path, photos: &Path, extra: &[&str]) -> std::process::Output {
+    Command::new(BINARY)
+        .arg("import")
+        .arg("--data")
+        .arg(data)
+        .args(extra)
+        .arg(photos)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn an_import_with_the_defaults_publishes_the_photo_blurred_and_records_what_was_found() {
+    let Some(models) = streetlevel_tests::test_models_dir() else {
+        return;
+    };
+    let dir = temp_dir("import");
+    let (photos, photo) = street_photo(&dir.join("photos"));
+    let data = dir.join("data");
+    // No --blur flag: blurring is on by default.
+    let output = import(
+        &data,
+        &photos,
+        &[
+            "--blur-models-dir",
+            &models.to_string_lossy(),
+            "--keep-unblurred",
+            "true",
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout.contains("imported 1 images"), "{stdout}");
+
+    let database = rusqlite::Connection::open(data.join("streetlevel.sqlite")).unwrap();
+    let image: i64 = database
+        .query_row("SELECT image_id FROM import_blurred_images", [], |row| {
+            row.get(0)
+        })
+        .unwrap();
+    let regions: Vec<(String, i64, i64, i64, i64, String, String)> = database
+        .prepare(
+            "SELECT class, x, y, width, height, model, model_sha256 FROM import_blur_regions
+             WHERE image_id = ?1 AND source = 'detector'",
+        )
+        .unwrap()
+        .query_map([image], |row| {
+            Ok((
+                row.get(0)?,
+                row.get(1)?,
+                row.get(2)?,
+                row.get(3)?,
+                row.get(4)?,
+                row.get(5)?,
+                row.get(6)?,
+            ))
+        })
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert!(regions.len() >= 5, "{regions:?}");
+    assert!(regions.iter().all(|region| region.0 == "face"
+        && region.5 == "centerface.onnx"
+        && region.6 == "09189deaaf8646c5c51a68447e3c744ea1e211798155d4728c20507b9f5aefbc"));
+
+    // The published original is not the uploaded file: inside every region the pixels
+    // changed, and the unblurred original is kept outside media/.
+    let media = data.join("media");
+    let published = std::fs::read(media.join("images").join(format!("{image}.jpg"))).unwrap();
+    assert_ne!(published, photo);
+    // (The stored original is the file up to its end-of-image marker.)
+    let kept = std::fs::read(data.join("unblurred").join(format!("{image}.jpg"))).unwrap();
+    assert!(kept.len() * 2 > photo.len() && photo.starts_with(&kept));
+    let before = image::load_from_memory(&photo).unwrap().to_luma8();
+    let after = image::load_from_memory(&published).unwrap().to_luma8();
+    // Inside the regions the detail (differences between neighbouring pixels) is mostly gone.
+    let detail = |picture: &image::GrayImage| {
+        let mut total = 0u64;
+        for (_, x, y, width, height, _, _) in &regions {
+            for row in *y..y + height {
+                for column in x + 1..x + width {
+                    let (column, row) = (column as u32, row as u32);
+                    total += u64::from(
+                        picture.get_pixel(column, row)[0]
+                            .abs_diff(picture.get_pixel(column - 1, row)[0]),
+                    );
+                }
+            }
+        }
+        total
+    };
+    let (was, is) = (detail(&before), detail(&after));
+    assert!(is * 2 < was, "detail inside the regions {was} became {is}");
+    // Every thumbnail is made from the blurred picture: the largest one, scaled back,
+    // matches the published original inside the first region better than the uploaded one.
+    let thumbnail = image::load_from_memory(
+        &std::fs::read(media.join("cache").join(format!("{image}_2048.jpg"))).unwrap(),
+    )
+    .unwrap()
+    .to_luma8();
+    let scale = f64::from(thumbnail.width()) / f64::from(before.width());
+    let (mut to_published, mut to_uploaded) = (0u64, 0u64);
+    for (_, x, y, width, height, _, _) in &regions {
+        for row in (*y..y + height).step_by(2) {
+            for column in (*x..x + width).step_by(2) {
+                let small = thumbnail.get_pixel(
+                    ((column as f64 * scale) as u32).min(thumbnail.width() - 1),
+                    ((row as f64 * scale) as u32).min(thumbnail.height() - 1),
+                )[0];
+                to_published +=
+                    u64::from(small.abs_diff(after.get_pixel(column as u32, row as u32)[0]));
+                to_uploaded +=
+                    u64::from(small.abs_diff(before.get_pixel(column as u32, row as u32)[0]));
+            }
+        }
+    }
+    assert!(
+        to_published < to_uploaded,
+        "{to_published} vs {to_uploaded}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn blurring_on_without_a_usable_model_imports_nothing_and_says_why() {
+    let dir = temp_dir("no-model");
+    let (photos, _) = street_photo(&dir.join("photos"));
+    let data = dir.join("data");
+    let missing = dir.join("no-models-here");
+    let output = import(
+        &data,
+        &photos,
+        &["--blur-models-dir", &missing.to_string_lossy()],
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(stderr.contains("nothing was imported"), "{stderr}");
+    assert!(stderr.contains("libonnxruntime.so.1.32.0"), "{stderr}");
+    assert!(!data.join("media").join("images").exists());
+    // A wrong file where the pinned model should be is refused too.
+    if let Some(models) = streetlevel_tests::test_models_dir() {
+        let fake = dir.join("fake-models");
+        std::fs::create_dir_all(&fake).unwrap();
+        std::fs::copy(
+            models.join("libonnxruntime.so.1.32.0"),
+            fake.join("libonnxruntime.so.1.32.0"),
+        )
+        .unwrap();
+        std::fs::write(fake.join("centerface.onnx"), b"not the pinned model").unwrap();
+        let output = import(
+            &data,
+            &photos,
+            &["--blur-models-dir", &fake.to_string_lossy()],
+        );
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success());
+        assert!(stderr.contains("not the pinned"), "{stderr}");
+        assert!(!data.join("media").join("images").exists());
+    }
+    // Turned off, the same photo is published as received.
+    let output = import(&data, &photos, &["--blur", "false"]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
