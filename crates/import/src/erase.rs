@@ -214,20 +214,28 @@ impl crate::Uploads {
 }
 
 /// This crate's rows about the images `erased`: the upload sessions that became them (their
-/// keys are the uploader's file names, which it derives from the content).
-// The blurring work adds its per-image rows (`import_blur_regions`) here.
+/// keys are the uploader's file names, which it derives from the content), what blurring found
+/// in them (boxes drawn on the person's picture are personal data too) and which blurrer
+/// blurred them.
 fn delete_own_rows(connection: &mut dyn Conn, erased: &[ImageId]) -> Result<(), DbError> {
+    const BY_IMAGE: [(&str, &str); 3] = [
+        ("import_sessions", "image"),
+        ("import_blur_regions", "image_id"),
+        ("import_blurred_images", "image_id"),
+    ];
     for chunk in erased.chunks(IDS_PER_STATEMENT) {
         let placeholders: Vec<String> = (1..=chunk.len()).map(|n| format!("?{n}")).collect();
         let values: Vec<i64> = chunk.iter().map(|id| id.0 as i64).collect();
         let parameters: Vec<Param<'_>> = values.iter().map(|&value| Param::Int(value)).collect();
-        connection.execute(
-            &format!(
-                "DELETE FROM import_sessions WHERE image IN ({})",
-                placeholders.join(", ")
-            ),
-            &parameters,
-        )?;
+        for (table, column) in BY_IMAGE {
+            connection.execute(
+                &format!(
+                    "DELETE FROM {table} WHERE {column} IN ({})",
+                    placeholders.join(", ")
+                ),
+                &parameters,
+            )?;
+        }
     }
     Ok(())
 }

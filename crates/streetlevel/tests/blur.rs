@@ -168,6 +168,34 @@ fn an_import_with_the_defaults_publishes_the_photo_blurred_and_records_what_was_
         to_published < to_uploaded,
         "{to_published} vs {to_uploaded}"
     );
+
+    // Erasure takes what blurring kept too: the regions, the record and the unblurred original.
+    drop(database);
+    let erased = Command::new(BINARY)
+        .args(["images", "delete", "--data"])
+        .arg(&data)
+        .arg(image.to_string())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        erased.status.success(),
+        "{}",
+        String::from_utf8_lossy(&erased.stderr)
+    );
+    let database = rusqlite::Connection::open(data.join("streetlevel.sqlite")).unwrap();
+    for table in ["import_blur_regions", "import_blurred_images"] {
+        let left: i64 = database
+            .query_row(
+                &format!("SELECT count(*) FROM {table} WHERE image_id = ?1"),
+                [image],
+                |row| row.get(0),
+            )
+            .unwrap();
+        assert_eq!(left, 0, "{table}");
+    }
+    assert!(!data.join("unblurred").join(format!("{image}.jpg")).exists());
+    assert!(!media.join("images").join(format!("{image}.jpg")).exists());
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
