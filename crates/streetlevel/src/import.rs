@@ -160,7 +160,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     writeln!(
         out,
         "took {:.2} s: reading {:.2} s, thumbnails and storing {:.2} s ({:.1} images/s; \
-         blurring {:.2} s and thumbnails {:.2} s of CPU)",
+         blurring {:.2} s and thumbnails {:.2} s summed over the threads)",
         total.as_secs_f64(),
         total.saturating_sub(storing).as_secs_f64(),
         storing.as_secs_f64(),
