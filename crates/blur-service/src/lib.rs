@@ -1,0 +1,7 @@
+#![doc = include_str!("../README.md")]
+
+pub mod client;
+pub mod protocol;
+
+pub use client::{Answer, ServiceClient, ServiceConfig, ServiceError, jpeg_size};
+pub use protocol::{Annotation, Found, Metadata, Semantic};
