@@ -13,11 +13,14 @@ pub enum Scope {
     Write,
     /// Upload images.
     Upload,
+    /// Have pictures blurred by `POST /blur/` (Panoramax's blur API): for a client token of
+    /// an app that is a blur client, such as a Panoramax instance. Not in [`Scopes::ALL`].
+    Blur,
 }
 
 impl Scope {
     /// Every scope, in canonical order.
-    pub const ALL: [Scope; 3] = [Scope::Read, Scope::Write, Scope::Upload];
+    pub const ALL: [Scope; 4] = [Scope::Read, Scope::Write, Scope::Upload, Scope::Blur];
 
     /// The scope's wire name.
     pub fn as_str(self) -> &'static str {
@@ -25,6 +28,7 @@ impl Scope {
             Self::Read => "read",
             Self::Write => "write",
             Self::Upload => "upload",
+            Self::Blur => "blur",
         }
     }
 
@@ -33,6 +37,7 @@ impl Scope {
             Self::Read => 1,
             Self::Write => 2,
             Self::Upload => 4,
+            Self::Blur => 8,
         }
     }
 }
@@ -46,7 +51,7 @@ impl Scopes {
     pub const NONE: Scopes = Scopes(0);
     /// Only `read`.
     pub const READ: Scopes = Scopes(1);
-    /// `read`, `write` and `upload`.
+    /// `read`, `write` and `upload` (not `blur`, which an operator grants on its own).
     pub const ALL: Scopes = Scopes(7);
 
     /// The set holding exactly `scopes`.

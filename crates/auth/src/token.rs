@@ -169,7 +169,9 @@ pub(crate) fn revoke_grant(
 }
 
 /// The access token a request carries, from `?access_token=` and `Authorization` (`OAuth` or
-/// `Bearer`): both may be given if they agree.
+/// `Bearer`, or `Basic` with the token as the user name and an empty password, which is what
+/// Python's `requests` sends for a URL `http://<token>@host/`, as Panoramax's blur client is
+/// configured): both may be given if they agree.
 pub fn request_token(parts: &http::request::Parts) -> Result<String, AuthError> {
     let mut from_query: Option<String> = None;
     for value in crate::form::values_of(parts.uri.query().unwrap_or(""), "access_token") {
@@ -195,8 +197,20 @@ pub fn request_token(parts: &http::request::Parts) -> Result<String, AuthError> 
                 .map_err(|_| AuthError::MalformedAuthorization("not visible ascii".to_owned()))?;
             let (scheme, token) = value.trim().split_once(' ').unwrap_or((value.trim(), ""));
             let token = token.trim();
-            let scheme_ok =
-                scheme.eq_ignore_ascii_case("oauth") || scheme.eq_ignore_ascii_case("bearer");
+            let token = if scheme.eq_ignore_ascii_case("basic") {
+                basic_user(token).ok_or_else(|| {
+                    AuthError::MalformedAuthorization(
+                        "expected 'Basic' with the token as the user name and no password"
+                            .to_owned(),
+                    )
+                })?
+            } else {
+                token.to_owned()
+            };
+            let token = token.as_str();
+            let scheme_ok = scheme.eq_ignore_ascii_case("oauth")
+                || scheme.eq_ignore_ascii_case("bearer")
+                || scheme.eq_ignore_ascii_case("basic");
             if !scheme_ok || token.is_empty() {
                 return Err(AuthError::MalformedAuthorization(
                     "expected 'OAuth <token>' or 'Bearer <token>'".to_owned(),
@@ -216,6 +230,14 @@ pub fn request_token(parts: &http::request::Parts) -> Result<String, AuthError> 
             }
         }
     }
+}
+
+/// The user name of HTTP Basic credentials (RFC 7617) whose password is empty: the token.
+fn basic_user(credentials: &str) -> Option<String> {
+    let decoded = STANDARD.decode(credentials.trim()).ok()?;
+    let decoded = String::from_utf8(decoded).ok()?;
+    let (user, password) = decoded.split_once(':')?;
+    (!user.is_empty() && password.is_empty()).then(|| user.to_owned())
 }
 
 /// How the client authenticated at the token endpoint.

@@ -15,6 +15,11 @@ fn parts(uri: &str, authorization: Option<&str>) -> http::request::Parts {
     builder.body(()).expect("request").into_parts().0
 }
 
+fn basic(credentials: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(credentials)
+}
+
 #[test]
 fn tokens_come_from_the_query_the_header_or_both_when_equal() {
     let f = fixture();
@@ -25,6 +30,11 @@ fn tokens_come_from_the_query_the_header_or_both_when_equal() {
         ("/images".to_owned(), Some(format!("OAuth {token}"))),
         ("/images".to_owned(), Some(format!("Bearer {token}"))),
         ("/images".to_owned(), Some(format!("bearer   {token}"))),
+        // Python's `requests` with `http://<token>@host/`: Panoramax's blur client.
+        (
+            "/blur/".to_owned(),
+            Some(format!("Basic {}", basic(&format!("{token}:")))),
+        ),
         (
             format!("/x/?fields=id&access_token={token}"),
             Some(format!("OAuth {token}")),
@@ -63,6 +73,21 @@ fn missing_invalid_and_conflicting_tokens_are_told_apart() {
     assert!(matches!(
         check("/images", Some("Basic abc")),
         AuthError::MalformedAuthorization(_)
+    ));
+    // A Basic password is never taken for a token, nor an empty user name.
+    for credentials in [
+        format!("{token}:secret"),
+        format!(":{token}"),
+        token.clone(),
+    ] {
+        assert!(matches!(
+            check("/images", Some(&format!("Basic {}", basic(&credentials)))),
+            AuthError::MalformedAuthorization(_)
+        ));
+    }
+    assert!(matches!(
+        check("/images", Some(&format!("Basic {}", basic("slc_nope:")))),
+        AuthError::InvalidToken
     ));
     assert!(matches!(
         check("/images", Some("OAuth")),

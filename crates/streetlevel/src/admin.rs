@@ -26,7 +26,7 @@ pub enum AppsCommand {
         /// The callback URL the authorization flow redirects to.
         #[arg(long)]
         callback: String,
-        /// Comma-separated scopes among read, write, upload.
+        /// Comma-separated scopes among read, write, upload, blur.
         #[arg(long, default_value = "read")]
         scopes: String,
         /// The username of the user who owns the app (it is then on their dashboard).

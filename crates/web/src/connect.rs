@@ -25,6 +25,7 @@ fn scope_description(scope: Scope) -> &'static str {
         Scope::Read => "read street-level images and map data on your behalf",
         Scope::Write => "change data on your behalf",
         Scope::Upload => "upload images on your behalf",
+        Scope::Blur => "have pictures blurred by this server",
     }
 }
 
