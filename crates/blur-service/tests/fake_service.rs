@@ -408,3 +408,52 @@ fn tiny_jpeg(out: &mut Vec<u8>) {
         .expect("encode");
     out.extend_from_slice(&encoded);
 }
+
+#[test]
+fn as_a_blurrer_it_gives_the_services_picture_and_regions_or_an_error() {
+    use streetlevel_blur::{Blurrer, Hints, RegionClass};
+    let (before, after) = pair();
+    let answer = after.clone();
+    let fake = start(Arc::new(move |_, _: &Received| {
+        Some(multipart_answer(&answer))
+    }));
+    let client = ServiceClient::new(quick(&fake.url)).expect("client");
+    let blurred = Blurrer::blur(&client, &before, Hints::default()).expect("blurred");
+    assert_eq!(blurred.jpeg, after);
+    let regions: Vec<_> = blurred
+        .regions
+        .iter()
+        .map(|region| {
+            (
+                region.class,
+                region.x,
+                region.y,
+                region.width,
+                region.height,
+            )
+        })
+        .collect();
+    assert_eq!(
+        regions,
+        [
+            (RegionClass::Face, 100, 200, 40, 50),
+            (RegionClass::Plate, 300, 400, 80, 20)
+        ]
+    );
+    assert!(
+        blurred.regions[0]
+            .model
+            .starts_with("fake at http://127.0.0.1:")
+    );
+    assert_eq!(client.fingerprint(), format!("service {}", fake.url));
+
+    let refusing = start(Arc::new(|_, _: &Received| {
+        Some(http("500 Internal Server Error", &[], b"oops"))
+    }));
+    let client = ServiceClient::new(quick(&refusing.url)).expect("client");
+    let error = Blurrer::blur(&client, &before, Hints::default()).expect_err("no picture");
+    assert!(
+        error.to_string().contains("waits for a later try"),
+        "{error}"
+    );
+}

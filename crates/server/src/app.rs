@@ -41,6 +41,8 @@ pub struct Caller {
     pub may_upload: bool,
     /// Whether the token is a user's with the `write` scope (taking images down).
     pub may_write: bool,
+    /// Whether the token has the `blur` scope (`POST /blur/`).
+    pub may_blur: bool,
 }
 
 /// A successful sign-in of the official uploader.
@@ -100,6 +102,8 @@ pub struct Services {
     pub data_dir: Option<PathBuf>,
     /// Sign-in throttling and the password-hashing queue (shared with the web pages).
     pub sign_in: Arc<streetlevel_ratelimit::SignInGuard>,
+    /// What `POST /blur/` blurs with, if blurring is on and its model usable.
+    pub blurrer: Option<Arc<dyn streetlevel_blur::Blurrer>>,
 }
 
 /// The request-answering core, shared by all connections.
@@ -317,6 +321,14 @@ impl App {
                 })
                 .await
                 .map(Dispatched::Reply)
+            }
+            Route::Blur => {
+                // Decoding, detecting and encoding a photo takes a core for a second or more.
+                let app = Arc::clone(self);
+                let parts = parts.clone();
+                run_blocking(move || app.blur(&parts, body))
+                    .await
+                    .map(Dispatched::Reply)
             }
             Route::Login if parts.method == Method::POST && is_json(parts) => {
                 // The uploader's sign-in hashes a password (argon2): off the async workers.

@@ -16,6 +16,7 @@ impl Authenticator for AuthStore {
             user_id: principal.user.map(|user| user.0),
             may_upload: principal.user.is_some() && principal.scopes.contains(Scope::Upload),
             may_write: principal.user.is_some() && principal.scopes.contains(Scope::Write),
+            may_blur: principal.scopes.contains(Scope::Blur),
         })
     }
 

@@ -2,6 +2,7 @@
 
 mod app;
 mod auth;
+pub mod blur;
 mod config;
 mod endpoints;
 mod error;

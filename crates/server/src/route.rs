@@ -83,6 +83,8 @@ pub enum Route {
     DebugPanic,
     /// `GET /openapi.json`: the description of the API (no token, no quota).
     OpenApi,
+    /// `POST /blur/`: Panoramax's blur API (a token with the `blur` scope).
+    Blur,
     /// No endpoint and no page.
     Other,
 }
@@ -131,6 +133,7 @@ impl Route {
             ["health"] => Route::Health,
             ["ready"] => Route::Ready,
             ["openapi.json"] => Route::OpenApi,
+            ["blur"] => Route::Blur,
             ["images"] => Route::SearchImages,
             ["map_features"] => Route::SearchMapFeatures,
             ["detections"] => Route::SearchDetections,
@@ -173,6 +176,7 @@ impl Route {
             Route::UploadImages(_) | Route::Visibility { .. } => "takedown",
             Route::Health | Route::Ready => "probe",
             Route::Page(_) => "page",
+            Route::Blur => "blur",
             Route::DebugPanic | Route::Other => "other",
         }
     }
@@ -180,9 +184,11 @@ impl Route {
     /// The methods the route answers (besides `OPTIONS`).
     pub fn allows(&self, method: &Method) -> bool {
         match self {
-            Route::Token | Route::FinishUpload | Route::Logging | Route::Visibility { .. } => {
-                method == Method::POST
-            }
+            Route::Token
+            | Route::FinishUpload
+            | Route::Logging
+            | Route::Visibility { .. }
+            | Route::Blur => method == Method::POST,
             Route::UploadImages(_) => method == Method::DELETE,
             Route::Entity(_) => {
                 method == Method::GET || method == Method::HEAD || method == Method::DELETE
@@ -200,9 +206,11 @@ impl Route {
     /// and `OPTIONS`, which every path answers.
     pub fn allow_header(&self) -> &'static str {
         match self {
-            Route::Token | Route::FinishUpload | Route::Logging | Route::Visibility { .. } => {
-                "POST, OPTIONS"
-            }
+            Route::Token
+            | Route::FinishUpload
+            | Route::Logging
+            | Route::Visibility { .. }
+            | Route::Blur => "POST, OPTIONS",
             Route::UploadImages(_) => "DELETE, OPTIONS",
             Route::Entity(_) => "GET, HEAD, DELETE, OPTIONS",
             Route::Upload(_) => "GET, HEAD, POST, OPTIONS",
@@ -235,6 +243,16 @@ fn looks_like_id(segment: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_blur_api_is_a_post_with_or_without_its_slash() {
+        assert_eq!(Route::of("/blur/"), Route::Blur);
+        assert_eq!(Route::of("/blur"), Route::Blur);
+        assert!(Route::Blur.allows(&Method::POST));
+        assert!(!Route::Blur.allows(&Method::GET));
+        assert_eq!(Route::Blur.allow_header(), "POST, OPTIONS");
+        assert_eq!(Route::Blur.class(), "blur");
+    }
 
     #[test]
     fn trailing_slashes_are_accepted() {

@@ -448,7 +448,11 @@ async fn serve_one(app: Arc<App>, request: Request<Incoming>) -> Response<Full<B
             .await
             .map(Full::new);
     }
-    let limit = app.config().max_body_bytes;
+    let limit = if Route::of(parts.uri.path()) == Route::Blur {
+        crate::blur::MAX_BODY_BYTES
+    } else {
+        app.config().max_body_bytes
+    };
     let timeout = app.config().body_read_timeout;
     let collected = tokio::time::timeout(timeout, Limited::new(body, limit).collect()).await;
     let body = match collected {

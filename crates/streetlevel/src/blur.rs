@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use streetlevel_import::streetlevel_blur::{
-    self, BlurError, CENTERFACE_FILE, CENTERFACE_SHA256, Detector, LocalBlurrer, ModelFile,
-    ONNXRUNTIME_LIBRARY, RegionClass,
+    self, BlurError, Blurrer, CENTERFACE_FILE, CENTERFACE_SHA256, Detector, LocalBlurrer,
+    ModelFile, ONNXRUNTIME_LIBRARY, RegionClass,
 };
 use streetlevel_import::{Blurring, Uploads};
 
@@ -94,15 +94,23 @@ impl BlurArgs {
 
 /// The server's uploads with its blurring, made once and logged: a blurrer that cannot be
 /// made does not stop the server, but every upload job then fails with the reason and
-/// publishes nothing.
-pub fn for_server(uploads: Uploads, args: &BlurArgs, data: &Path) -> Uploads {
+/// publishes nothing. Also the blurrer that `POST /blur/` uses (`None`: it answers 503).
+pub fn for_server(
+    uploads: Uploads,
+    args: &BlurArgs,
+    data: &Path,
+) -> (Uploads, Option<Arc<dyn Blurrer>>) {
     let blurring = args.blurring();
+    let blur_api = match &blurring {
+        Blurring::On { blurrer, .. } => Some(Arc::clone(blurrer)),
+        _ => None,
+    };
     if matches!(blurring, Blurring::Unusable(_)) {
         tracing::error!("{}", describe(&blurring, data));
     } else {
         tracing::info!("{}", describe(&blurring, data));
     }
-    uploads.with_blurring(blurring)
+    (uploads.with_blurring(blurring), blur_api)
 }
 
 /// One line for the log about what blurring will do.

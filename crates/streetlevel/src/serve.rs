@@ -347,7 +347,9 @@ async fn serve(args: Args, settings: Settings) -> anyhow::Result<()> {
     let registry = Registry::open_location(&location).context("cannot open the web tables")?;
     let uploads = Uploads::open_location(&data, &location, upload_limits)
         .context("cannot open the upload tables")?;
-    let uploads = Arc::new(crate::blur::for_server(uploads, &blur, &data));
+    // `POST /blur/` blurs with the same blurrer as uploads, or answers 503 without one.
+    let (uploads, blur_api) = crate::blur::for_server(uploads, &blur, &data);
+    let uploads = Arc::new(uploads);
     let media_dir = Store::media_dir(&data);
     let media = DataDirMedia::new(&media_dir, Arc::clone(&store));
     if media.renders_on_request() {
@@ -379,6 +381,7 @@ async fn serve(args: Args, settings: Settings) -> anyhow::Result<()> {
         uploads: Some(Arc::clone(&uploads)),
         sign_in: Arc::clone(&sign_in),
         data_dir: Some(data.clone()),
+        blurrer: blur_api,
     };
     if let Some(metrics_addr) = metrics_addr {
         start_metrics(

@@ -1,0 +1,72 @@
+//! The external service as a [`Blurrer`]: what the import pipeline calls when `blur_url` is set.
+
+use streetlevel_blur::{BlurError, Blurred, Blurrer, Hints, Region, RegionClass};
+
+use crate::client::{ServiceClient, jpeg_size};
+use crate::protocol::{Found, Metadata};
+
+impl Blurrer for ServiceClient {
+    /// The service's blurred picture, and as regions the annotations it sent that name a face
+    /// or a plate and have a box (clamped to the picture). Any failure is a
+    /// [`BlurError::Service`] saying whether it is worth trying again.
+    fn blur(&self, jpeg: &[u8], _hints: Hints) -> Result<Blurred, BlurError> {
+        let answer = ServiceClient::blur(self, jpeg).map_err(|error| {
+            let when = if error.is_transient() {
+                "the picture waits for a later try"
+            } else {
+                "the picture is refused"
+            };
+            BlurError::Service(format!("{} ({}): {when}", error, self.url()))
+        })?;
+        let (width, height) = jpeg_size(&answer.jpeg).map_err(BlurError::Service)?;
+        let regions = answer
+            .metadata
+            .as_ref()
+            .map(|metadata| regions(metadata, self.url(), u32::from(width), u32::from(height)))
+            .unwrap_or_default();
+        Ok(Blurred {
+            jpeg: answer.jpeg,
+            regions,
+        })
+    }
+
+    fn fingerprint(&self) -> String {
+        format!("service {}", self.url())
+    }
+}
+
+/// The regions of the service's annotations, in a `width` x `height` picture.
+pub fn regions(metadata: &Metadata, url: &str, width: u32, height: u32) -> Vec<Region> {
+    let model = match &metadata.service_name {
+        Some(name) => format!("{name} at {url}"),
+        None => url.to_owned(),
+    };
+    metadata
+        .annotations
+        .iter()
+        .filter_map(|annotation| {
+            let class = match annotation.found()? {
+                Found::Face => RegionClass::Face,
+                Found::Plate => RegionClass::Plate,
+            };
+            let (x0, y0, x1, y1) = annotation.bounds()?;
+            let clamp = |value: f64, limit: u32| value.round().clamp(0.0, f64::from(limit)) as u32;
+            let (x0, y0, x1, y1) = (
+                clamp(x0, width),
+                clamp(y0, height),
+                clamp(x1, width),
+                clamp(y1, height),
+            );
+            (x1 > x0 && y1 > y0).then(|| Region {
+                class,
+                score: annotation.score().unwrap_or(1.0).clamp(0.0, 1.0),
+                x: x0,
+                y: y0,
+                width: x1 - x0,
+                height: y1 - y0,
+                model: model.clone(),
+                model_sha256: String::new(),
+            })
+        })
+        .collect()
+}
