@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use streetlevel_blur_service::{ServiceClient, ServiceConfig};
 use streetlevel_import::streetlevel_blur::{
     self, BlurError, Blurrer, CENTERFACE_FILE, CENTERFACE_SHA256, Detector, LocalBlurrer,
     ModelFile, ONNXRUNTIME_LIBRARY, RegionClass,
@@ -35,6 +36,11 @@ pub struct BlurArgs {
     /// blur edits and `reblur`. [default: false]
     #[arg(long, env = "STREETLEVEL_KEEP_UNBLURRED")]
     pub keep_unblurred: Option<bool>,
+    /// An external blur service speaking Panoramax's blur API (`http://host:port`, optionally
+    /// `http://<token>@host:port`): pictures are sent to `POST {url}/blur/` instead of the
+    /// local models (docs/PRIVACY.md).
+    #[arg(long, env = "STREETLEVEL_BLUR_URL")]
+    pub blur_url: Option<String>,
 }
 
 /// The default models folder: `models/` next to the executable when it holds the runtime,
@@ -58,6 +64,17 @@ impl BlurArgs {
     pub fn blurring(&self) -> Blurring {
         if self.blur == Some(false) {
             return Blurring::Off;
+        }
+        if let Some(url) = &self.blur_url {
+            return match ServiceClient::new(ServiceConfig::new(url)) {
+                Ok(client) => Blurring::On {
+                    blurrer: Arc::new(client),
+                    keep_unblurred: self.keep_unblurred.unwrap_or(false),
+                },
+                Err(error) => {
+                    Blurring::Unusable(format!("blurring is on and cannot run ({error})"))
+                }
+            };
         }
         match self.blurrer() {
             Ok(blurrer) => Blurring::On {

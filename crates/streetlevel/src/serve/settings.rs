@@ -198,6 +198,11 @@ pub struct Settings {
     /// blur edits and `streetlevel reblur`. [default: false]
     #[arg(long, env = "STREETLEVEL_KEEP_UNBLURRED")]
     pub keep_unblurred: Option<bool>,
+    /// An external blur service speaking Panoramax's blur API (`http://host:port`, optionally
+    /// `http://<token>@host:port`): pictures are sent to `POST {url}/blur/` instead of the
+    /// local models (docs/PRIVACY.md).
+    #[arg(long, env = "STREETLEVEL_BLUR_URL")]
+    pub blur_url: Option<String>,
 }
 
 /// `--compat`: the settings a family of clients needs.
@@ -431,6 +436,7 @@ fn blur_args(settings: &Settings) -> crate::blur::BlurArgs {
         blur_face_model: settings.blur_face_model.clone(),
         blur_plate_model: settings.blur_plate_model.clone(),
         keep_unblurred: settings.keep_unblurred,
+        blur_url: settings.blur_url.clone(),
     }
 }
 
