@@ -6,7 +6,7 @@ use streetlevel_model::Timestamp;
 use crate::ids::{from_sql, to_sql};
 use crate::secret::{SecretKind, digest, generate};
 use crate::token::{NewToken, TokenKind};
-use crate::{AuthError, AuthStore, ClientId, Scopes, UserId};
+use crate::{AuthError, AuthStore, ClientId, Scope, Scopes, UserId};
 
 /// A registered app, without its secrets.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -264,7 +264,21 @@ impl AuthStore {
                  WHERE client_id = ?1 AND kind = 'client' AND revoked_at IS NULL",
                 params![to_sql(client_id.0), now.0],
             )?;
-            insert_app_token(connection, &client_token, TokenKind::Client, client_id, now)
+            let app_scopes: String = connection
+                .query_value(
+                    "SELECT scopes FROM auth_apps WHERE client_id = ?1",
+                    params![to_sql(client_id.0)],
+                )?
+                .unwrap_or_default();
+            let app_scopes = Scopes::parse(&app_scopes)?;
+            insert_app_token(
+                connection,
+                &client_token,
+                TokenKind::Client,
+                client_id,
+                app_scopes,
+                now,
+            )
         })?;
         Ok(client_token)
     }
@@ -278,7 +292,14 @@ impl AuthStore {
             if !app_exists(connection, client_id)? {
                 return Err(AuthError::UnknownApp(client_id));
             }
-            insert_app_token(connection, &embed_token, TokenKind::Embed, client_id, now)
+            insert_app_token(
+                connection,
+                &embed_token,
+                TokenKind::Embed,
+                client_id,
+                Scopes::READ,
+                now,
+            )
         })?;
         Ok(embed_token)
     }
@@ -337,6 +358,7 @@ impl NewApp<'_> {
             &credentials.client_token,
             TokenKind::Client,
             credentials.client_id,
+            self.scopes,
             now,
         )
     }
@@ -380,21 +402,28 @@ fn row_exists(connection: &mut dyn Conn, query: &str, id: u64) -> Result<bool, A
     Ok(found.is_some())
 }
 
-/// Stores a token an app holds on its own behalf (client or embed token): read-only, no
-/// user, never expiring.
+/// Stores a token an app holds on its own behalf (client or embed token): no user, never
+/// expiring, read-only but for a client token of an app with the `blur` scope, which also
+/// carries `blur` (`POST /blur/` is called with a client token).
 fn insert_app_token(
     connection: &mut dyn Conn,
     token: &str,
     kind: TokenKind,
     client_id: ClientId,
+    app_scopes: Scopes,
     now: Timestamp,
 ) -> Result<(), AuthError> {
+    let scopes = if kind == TokenKind::Client && app_scopes.contains(Scope::Blur) {
+        Scopes::from_scopes(&[Scope::Read, Scope::Blur])
+    } else {
+        Scopes::READ
+    };
     NewToken {
         token,
         kind,
         client_id,
         user_id: None,
-        scopes: Scopes::READ,
+        scopes,
         grant_id: None,
         issued_at: now,
         expires_at: None,

@@ -197,3 +197,39 @@ fn imported_apps_keep_the_credentials_they_were_given() {
             .is_err()
     );
 }
+
+#[test]
+fn a_client_token_carries_blur_only_for_an_app_with_the_blur_scope() {
+    use streetlevel_auth::Scope;
+    let f = fixture();
+    let blur_app = f
+        .store
+        .create_app(
+            "Panoramax",
+            "https://p.example/cb",
+            Scopes::from_scopes(&[Scope::Blur]),
+        )
+        .unwrap();
+    let header = format!("OAuth {}", blur_app.client_token);
+    let principal = f
+        .store
+        .authenticate(&parts("/blur/", Some(&header)))
+        .unwrap();
+    assert!(principal.scopes.contains(Scope::Blur));
+    assert!(principal.scopes.contains(Scope::Read));
+    assert!(!principal.scopes.contains(Scope::Write));
+    let rotated = f.store.rotate_client_token(blur_app.client_id).unwrap();
+    let header = format!("OAuth {rotated}");
+    let principal = f
+        .store
+        .authenticate(&parts("/blur/", Some(&header)))
+        .unwrap();
+    assert!(principal.scopes.contains(Scope::Blur));
+    // The fixture's app has every other scope, not blur: its client token only reads.
+    let header = format!("OAuth {}", f.app.client_token);
+    let principal = f
+        .store
+        .authenticate(&parts("/blur/", Some(&header)))
+        .unwrap();
+    assert_eq!(principal.scopes, Scopes::READ);
+}
