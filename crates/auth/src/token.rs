@@ -170,7 +170,7 @@ pub(crate) fn revoke_grant(
 
 /// The access token a request carries, from `?access_token=` and `Authorization` (`OAuth` or
 /// `Bearer`, or `Basic` with the token as the user name and an empty password, which is what
-/// Python's `requests` sends for a URL `http://<token>@host/`, as Panoramax's blur client is
+/// Python's `requests` sends for a URL `http://<token>:@host/`, as Panoramax's blur client is
 /// configured): both may be given if they agree.
 pub fn request_token(parts: &http::request::Parts) -> Result<String, AuthError> {
     let mut from_query: Option<String> = None;
