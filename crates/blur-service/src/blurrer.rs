@@ -11,12 +11,14 @@ impl Blurrer for ServiceClient {
     /// [`BlurError::Service`] saying whether it is worth trying again.
     fn blur(&self, jpeg: &[u8], _hints: Hints) -> Result<Blurred, BlurError> {
         let answer = ServiceClient::blur(self, jpeg).map_err(|error| {
-            let when = if error.is_transient() {
-                "the picture waits for a later try"
+            if error.is_transient() {
+                BlurError::Unavailable(format!(
+                    "{error} ({}): the picture waits for a later try",
+                    self.url()
+                ))
             } else {
-                "the picture is refused"
-            };
-            BlurError::Service(format!("{} ({}): {when}", error, self.url()))
+                BlurError::Service(format!("{error} ({}): the picture is refused", self.url()))
+            }
         })?;
         let (width, height) = jpeg_size(&answer.jpeg).map_err(BlurError::Service)?;
         let regions = answer

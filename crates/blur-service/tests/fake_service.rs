@@ -453,7 +453,18 @@ fn as_a_blurrer_it_gives_the_services_picture_and_regions_or_an_error() {
     let client = ServiceClient::new(quick(&refusing.url)).expect("client");
     let error = Blurrer::blur(&client, &before, Hints::default()).expect_err("no picture");
     assert!(
-        error.to_string().contains("waits for a later try"),
+        error.is_transient() && error.to_string().contains("waits for a later try"),
+        "{error}"
+    );
+
+    // A refusal is not worth a retry: the picture is refused for good.
+    let refusing = start(Arc::new(|_, _: &Received| {
+        Some(http("400 Bad Request", &[], b"not a picture"))
+    }));
+    let client = ServiceClient::new(quick(&refusing.url)).expect("client");
+    let error = Blurrer::blur(&client, &before, Hints::default()).expect_err("no picture");
+    assert!(
+        !error.is_transient() && error.to_string().contains("is refused"),
         "{error}"
     );
 }

@@ -65,7 +65,19 @@ pub enum BlurError {
     /// The blurred picture cannot be encoded.
     #[error("cannot encode the blurred picture: {0}")]
     Encode(String),
-    /// A blurrer that is not a local model (an external service) failed; its own words.
+    /// A blurrer that is not a local model (an external service) refused the picture; its
+    /// own words. Trying the same picture again gives the same answer.
     #[error("{0}")]
     Service(String),
+    /// An external blur service cannot be reached, timed out or is overloaded: the picture
+    /// must wait (nothing of it published) and be tried again later.
+    #[error("{0}")]
+    Unavailable(String),
+}
+
+impl BlurError {
+    /// Whether a later try of the same picture may succeed: the picture is held, not refused.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, BlurError::Unavailable(_))
+    }
 }

@@ -35,8 +35,8 @@ impl App {
             )));
         }
         let Some(blurrer) = self.services.blurrer.clone() else {
-            return Err(Error::Unavailable(String::from(
-                "this server has no blurrer: blurring is off or its model is unusable",
+            return Err(Error::NoBlurrer(String::from(
+                "blurring is off or its model is unusable on this server",
             )));
         };
         let content_type = header(parts, CONTENT_TYPE);
@@ -58,6 +58,8 @@ impl App {
                     BlurError::Decode(_) | BlurError::TooManyPixels { .. } => {
                         Error::BadBody(format!("the picture cannot be blurred: {error}"))
                     }
+                    // This server's own blurrer is a service that is away: the caller retries.
+                    BlurError::Unavailable(reason) => Error::Unavailable(reason),
                     other => Error::Internal(format!("blurring failed: {other}")),
                 })?;
         answer(parts, blurred)

@@ -91,6 +91,10 @@ pub enum Error {
     /// [`UNAVAILABLE_RETRY_AFTER_SECS`].
     #[error("database unavailable: {0}")]
     Unavailable(String),
+    /// `POST /blur/` on a server that has no blurrer (blurring off, or its model unusable):
+    /// the reason is sent, since it is the operator's configuration, not a passing outage.
+    #[error("no blurrer: {0}")]
+    NoBlurrer(String),
     /// A bug or an unexpected failure; the details are logged, not sent.
     #[error("internal error: {0}")]
     Internal(String),
@@ -134,7 +138,9 @@ impl Error {
             Error::Upload(error) => upload_status(error).0,
             Error::SignInThrottled(_) => StatusCode::TOO_MANY_REQUESTS,
             Error::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
-            Error::Busy | Error::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Error::Busy | Error::Unavailable(_) | Error::NoBlurrer(_) => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             Error::Io(_) | Error::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -199,6 +205,16 @@ impl Error {
         error.insert(trace_member.to_owned(), Value::from(trace_id));
         json!({ "error": Value::Object(error) })
     }
+}
+
+/// The body of [`Error::NoBlurrer`]: code 2, as the other 503s, with the reason.
+fn no_blurrer(reason: &str) -> Map<String, Value> {
+    graph_error(
+        &format!("This server cannot blur: {reason}"),
+        "OAuthException",
+        2,
+        None,
+    )
 }
 
 impl Error {
@@ -295,6 +311,7 @@ impl Error {
                 None,
             ),
             Error::Unavailable(_) => graph_error(UNAVAILABLE_MESSAGE, "OAuthException", 2, None),
+            Error::NoBlurrer(reason) => no_blurrer(reason),
             // Internal errors say nothing; the other three have bodies of their own.
             Error::Io(_)
             | Error::Internal(_)

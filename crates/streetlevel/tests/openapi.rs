@@ -228,6 +228,8 @@ struct World {
     upload_app: String,
     /// The user's token with `read` and `upload` (from `POST /login`).
     user_token: String,
+    /// A client token of an app with only the `blur` scope.
+    blur_app: String,
     description: Description,
 }
 
@@ -242,12 +244,14 @@ impl World {
         let binary = Path::new(BINARY);
         let fixture = Fixture::generate(binary, "openapi", 40);
         let upload_app = create_app(binary, &fixture.dir, "read,upload");
+        let blur_app = create_app(binary, &fixture.dir, "blur");
         create_user(binary, &fixture.dir, USERNAME, EMAIL, PASSWORD);
         let server = Server::start(binary, &fixture.dir, &["--administrators", ADMINISTRATOR]);
         let mut world = World {
             server,
             fixture,
             upload_app,
+            blur_app,
             user_token: String::new(),
             description: Description::new(),
         };
@@ -362,6 +366,7 @@ fn every_described_operation_answers_as_described() {
     sign_in_and_me(&mut world);
     let cluster_id = upload_sessions(&mut world);
     takedowns(&mut world, &picks, &cluster_id);
+    let blurred = blur_service(&mut world);
     let image_id = &picks.image_id;
 
     // A method no operation of the path has is a 405 naming the ones it has (RFC 9110).
@@ -374,6 +379,7 @@ fn every_described_operation_answers_as_described() {
         ),
         (&format!("/{image_id}/hide") as &str, "POST, OPTIONS"),
         ("/uploads/1", "DELETE, OPTIONS"),
+        ("/blur/", "POST, OPTIONS"),
     ] {
         let response = world.server.request("TRACE", path, &[], b"");
         assert_eq!(response.status, 405, "TRACE {path}");
@@ -383,6 +389,10 @@ fn every_described_operation_answers_as_described() {
     // Every operation was exercised, with a success and, where any is described, a 4xx.
     let description = &world.description;
     for operation in description.operations() {
+        if operation == "POST /blur/" && !blurred {
+            // Without the models (outside CI only) no server here can blur.
+            continue;
+        }
         let statuses = description
             .seen
             .get(&operation)
@@ -555,7 +565,8 @@ fn with_the_database_down_every_operation_that_needs_it_answers_503_as_described
     );
     let sign_in = json!({"email": EMAIL, "password": PASSWORD}).to_string();
     let finish = json!({"file_handle": "outage", "file_type": "mly_bundle_manifest"}).to_string();
-    let posts: [Post; 5] = [
+    let form = ("Content-Type", "multipart/form-data; boundary=b");
+    let posts: [Post; 6] = [
         (
             "/token",
             [
@@ -572,6 +583,7 @@ fn with_the_database_down_every_operation_that_needs_it_answers_503_as_described
         ),
         ("/finish_upload", [with_unseen[0], json], finish.as_bytes()),
         ("/logging", [with_unseen[0], json], b"{}"),
+        ("/blur/", [with_unseen[0], form], b"--b--\r\n"),
     ];
     for (target, headers, body) in posts {
         answered_503("POST", target, &headers, body);
@@ -621,6 +633,117 @@ fn assert_503_exactly_where_described(description: &Description) {
             "{operation} never answered 503 with the database down: {statuses:?}"
         );
     }
+}
+
+/// `body` as the only part of a `multipart/form-data` body, named `name`: the content type
+/// and the body.
+fn form_data(name: &str, body: &[u8]) -> (String, Vec<u8>) {
+    let boundary = "streetlevel-openapi-test-boundary";
+    let mut form = format!(
+        "--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"; filename=\"picture.jpg\"\r\nContent-Type: image/jpeg\r\n\r\n"
+    )
+    .into_bytes();
+    form.extend_from_slice(body);
+    form.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+    (format!("multipart/form-data; boundary={boundary}"), form)
+}
+
+/// `POST /blur/`: on the world's server, whose blurring is off, a 503 that says so and a 403
+/// for a token without the `blur` scope; on a server of its own with the blur models, a real
+/// street photo blurred (multipart and plain answers) and a body that is not multipart
+/// refused. `false` when the models are missing (outside CI), so that nothing could blur.
+fn blur_service(world: &mut World) -> bool {
+    let photo = std::fs::read(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../../shared/data/opensfm-blur-pairs/before_berlin_images_01.jpg"),
+    )
+    .expect("the shared data set ../shared/data/opensfm-blur-pairs");
+    let (form_type, form) = form_data("picture", &photo);
+    let blur_auth = format!("OAuth {}", world.blur_app);
+    let off = world.call(
+        "POST",
+        "/blur/",
+        &[("Authorization", &blur_auth), ("Content-Type", &form_type)],
+        &form,
+    );
+    assert_eq!(off.status, 503, "{off:?}");
+    assert!(
+        off.json()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("cannot blur"),
+        "{off:?}"
+    );
+    assert_eq!(off.header("retry-after"), None, "it lasts: no Retry-After");
+    let read_only = format!("OAuth {}", world.fixture.client_token);
+    let refused = world.call(
+        "POST",
+        "/blur/",
+        &[("Authorization", &read_only), ("Content-Type", &form_type)],
+        &form,
+    );
+    assert_eq!(refused.status, 403, "{refused:?}");
+
+    let Some(models) = streetlevel_tests::test_models_dir() else {
+        return false;
+    };
+    let binary = Path::new(BINARY);
+    let data =
+        std::env::temp_dir().join(format!("streetlevel-openapi-blur-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&data);
+    std::fs::create_dir_all(&data).unwrap();
+    let blur_app = create_app(binary, &data, "blur");
+    let models = models.to_string_lossy();
+    let blurring = Server::start(
+        binary,
+        &data,
+        &["--blur", "true", "--blur-models-dir", &models],
+    );
+    let auth = format!("OAuth {blur_app}");
+    let mut call = |headers: &[(&str, &str)], body: &[u8]| {
+        let response = blurring.request("POST", "/blur/", headers, body);
+        world.description.check("POST", "/blur/", &response);
+        response
+    };
+    let multipart = call(
+        &[
+            ("Authorization", &auth),
+            ("Content-Type", &form_type),
+            ("Accept", "multipart/form-data"),
+        ],
+        &form,
+    );
+    assert_eq!(multipart.status, 200, "{multipart:?}");
+    assert!(
+        multipart
+            .header("content-type")
+            .unwrap()
+            .starts_with("multipart/form-data; boundary=")
+    );
+    let plain = call(
+        &[("Authorization", &auth), ("Content-Type", &form_type)],
+        &form,
+    );
+    assert_eq!(plain.status, 200, "{plain:?}");
+    assert_eq!(plain.header("content-type"), Some("image/jpeg"));
+    assert!(plain.body.starts_with(&[0xFF, 0xD8]) && plain.body != photo);
+    let metadata: Value = serde_json::from_str(plain.header("x-sgblur").unwrap()).unwrap();
+    let not_multipart = call(
+        &[("Authorization", &auth), ("Content-Type", "image/jpeg")],
+        &photo,
+    );
+    assert_eq!(not_multipart.status, 400, "{not_multipart:?}");
+    let errors = world
+        .description
+        .validate("/components/schemas/BlurMetadata", &metadata);
+    assert!(errors.is_empty(), "{errors:?}");
+    assert!(
+        !metadata["annotations"].as_array().unwrap().is_empty(),
+        "the street's faces are found: {metadata}"
+    );
+    drop(blurring);
+    let _ = std::fs::remove_dir_all(&data);
+    true
 }
 
 /// What the searches found, for the calls that follow.
