@@ -83,6 +83,10 @@ pub enum ImportError {
     /// Blurring is on and cannot run: nothing was published.
     #[error("nothing was published: {0}")]
     Blurring(String),
+    /// The external blur service is away (down, timing out, overloaded): what it did not
+    /// blur was not published, and the same import succeeds once it answers again.
+    #[error("held until the blur service answers, nothing unblurred was published: {0}")]
+    BlurUnavailable(String),
     /// The store refused a write.
     #[error(transparent)]
     Store(#[from] streetlevel_store::StoreError),

@@ -93,6 +93,7 @@ pub fn import_paths(
         progress,
         thumbnail_nanos: std::sync::atomic::AtomicU64::new(0),
         blur_nanos: std::sync::atomic::AtomicU64::new(0),
+        held: std::sync::Mutex::new(None),
     };
     let files = Files(files);
     let sources = Budgeted {

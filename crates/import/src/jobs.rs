@@ -397,6 +397,7 @@ impl Uploads {
                 connection.query_row(
                     "UPDATE import_jobs SET state = 'processing', updated_at = ?1
                      WHERE id = (SELECT id FROM import_jobs WHERE state = 'received'
+                                 AND (not_before IS NULL OR not_before <= ?1)
                                  ORDER BY id LIMIT 1)
                      RETURNING id, user_id, username, organization, file_type, sessions, first_id",
                     params![now_millis()],
@@ -434,6 +435,8 @@ impl Uploads {
                 job,
                 "an upload was interrupted by the shutdown: it resumes at the next start"
             );
+        } else if let Err(ImportError::BlurUnavailable(reason)) = result {
+            self.hold(job, &reason)?;
         } else if let Err(error) = result {
             tracing::warn!(job, %error, "an upload failed");
             self.set_state(job, "failed", Some(&error.to_string()))?;
@@ -483,6 +486,30 @@ impl Uploads {
                 }
             }
         }
+    }
+
+    /// Puts `job` back in the queue, not to be taken before `blur_retry_after` has passed,
+    /// with the reason the status shows: the blur service was away, so nothing of it was
+    /// published, and a later try may succeed.
+    fn hold(&self, job: i64, reason: &str) -> Result<(), ImportError> {
+        let retry_after = self.limits.blur_retry_after;
+        let now = now_millis();
+        let not_before =
+            now.saturating_add(i64::try_from(retry_after.as_millis()).unwrap_or(i64::MAX));
+        let reason = format!(
+            "waiting for the blur service, nothing is published until it answers; tried again \
+             in {} s: {reason}",
+            retry_after.as_secs()
+        );
+        tracing::warn!(job, %reason, "an upload is held");
+        self.db().read(|connection| {
+            connection.execute(
+                "UPDATE import_jobs SET state = 'received', reason = ?2, not_before = ?3,
+                    updated_at = ?4 WHERE id = ?1",
+                params![job, reason.as_str(), not_before, now],
+            )
+        })?;
+        Ok(())
     }
 
     /// Marks `job` failed if it is still being processed.
@@ -617,6 +644,7 @@ impl Uploads {
             progress: &|_: Progress| {},
             thumbnail_nanos: std::sync::atomic::AtomicU64::new(0),
             blur_nanos: std::sync::atomic::AtomicU64::new(0),
+            held: std::sync::Mutex::new(None),
         };
         let user_id = work.user_id as i64;
         let sources = Budgeted {

@@ -164,6 +164,9 @@ pub(crate) struct Run<'a> {
     pub(crate) thumbnail_nanos: std::sync::atomic::AtomicU64,
     /// Nanoseconds spent blurring, for the report.
     pub(crate) blur_nanos: std::sync::atomic::AtomicU64,
+    /// Why the run is held: the external blur service was away for a picture, so nothing
+    /// more is blurred or published, and the run ends with [`ImportError::BlurUnavailable`].
+    pub(crate) held: std::sync::Mutex<Option<String>>,
 }
 
 struct Read {
@@ -228,6 +231,9 @@ impl Run<'_> {
                 });
                 result
             });
+            // A picture the blur service could not take holds the whole run: this group is
+            // not inserted (its media files, all blurred, are written again by the retry).
+            self.check_held()?;
             let mut members = Vec::new();
             for (&index, written) in group.iter().zip(media) {
                 match written {
@@ -287,6 +293,19 @@ impl Run<'_> {
             ),
             blur_time: std::time::Duration::from_nanos(self.blur_nanos.load(Ordering::Relaxed)),
         })
+    }
+
+    /// [`ImportError::BlurUnavailable`] once the run is held.
+    fn check_held(&self) -> Result<(), ImportError> {
+        self.held_reason()
+            .map_or(Ok(()), |reason| Err(ImportError::BlurUnavailable(reason)))
+    }
+
+    fn held_reason(&self) -> Option<String> {
+        self.held
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     /// Adds the images of one sequence (`members`, in capture order) and the sequence to
@@ -450,6 +469,9 @@ impl Run<'_> {
         let Some(read) = read else {
             return Err(String::from("not read"));
         };
+        if let Some(reason) = self.held_reason() {
+            return Err(reason);
+        }
         let bytes = sources.read(index)?;
         if streetlevel_ingest::content_hash(&bytes) != read.content_hash {
             return Err(String::from("the file changed while it was imported"));
@@ -473,6 +495,13 @@ impl Run<'_> {
                 let elapsed = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
                 self.blur_nanos.fetch_add(elapsed, Ordering::Relaxed);
                 let blurred = blurred.map_err(|error| {
+                    if error.is_transient() {
+                        let mut held = self
+                            .held
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner);
+                        held.get_or_insert_with(|| error.to_string());
+                    }
                     format!("cannot be blurred, so it is not published: {error}")
                 })?;
                 if *keep_unblurred {

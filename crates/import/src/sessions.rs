@@ -40,6 +40,9 @@ pub struct UploadLimits {
     /// How long a session no finish call took may go without new bytes before it is removed
     /// (its bytes then no longer count against the user's limit).
     pub session_max_age: Duration,
+    /// How long a job waits before it is tried again when the external blur service was
+    /// away: it stays `received`, with the reason, and publishes nothing until then.
+    pub blur_retry_after: Duration,
 }
 
 impl Default for UploadLimits {
@@ -51,6 +54,7 @@ impl Default for UploadLimits {
             max_zip_inflated_bytes: 8 << 30,
             job_time_limit: Duration::from_secs(1800),
             session_max_age: Duration::from_secs(7 * 24 * 3600),
+            blur_retry_after: Duration::from_secs(60),
         }
     }
 }

@@ -90,6 +90,18 @@ CREATE TABLE import_blurred_images (
     blurred_at INTEGER NOT NULL
 );
 ",
+    "
+-- A job held because the external blur service was away is not taken again before this
+-- time (milliseconds since the epoch).
+ALTER TABLE import_jobs ADD COLUMN not_before INTEGER;
+-- `streetlevel reblur --all`: the run under way, so that a rerun after an interruption
+-- goes on with the images blurred before it started.
+CREATE TABLE import_reblur_runs (
+    id INTEGER PRIMARY KEY,
+    started_at INTEGER NOT NULL,
+    finished_at INTEGER
+);
+",
 ];
 
 /// The same tables in PostgreSQL's types.
@@ -154,6 +166,14 @@ CREATE TABLE import_blurred_images (
     blurred_by TEXT NOT NULL,
     unblurred_kept BIGINT NOT NULL,
     blurred_at BIGINT NOT NULL
+);
+",
+    "
+ALTER TABLE import_jobs ADD COLUMN not_before BIGINT;
+CREATE TABLE import_reblur_runs (
+    id BIGINT PRIMARY KEY,
+    started_at BIGINT NOT NULL,
+    finished_at BIGINT
 );
 ",
 ];

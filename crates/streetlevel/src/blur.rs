@@ -109,14 +109,20 @@ impl BlurArgs {
     }
 }
 
-/// The server's uploads with its blurring, made once and logged: a blurrer that cannot be
+/// What `POST /blur/` blurs with (`None`: it answers 503).
+pub type BlurApi = Option<Arc<dyn Blurrer>>;
+
+/// The server's uploads (their tables opened) with its blurring, made once and logged: a blurrer that cannot be
 /// made does not stop the server, but every upload job then fails with the reason and
 /// publishes nothing. Also the blurrer that `POST /blur/` uses (`None`: it answers 503).
 pub fn for_server(
-    uploads: Uploads,
-    args: &BlurArgs,
     data: &Path,
-) -> (Uploads, Option<Arc<dyn Blurrer>>) {
+    location: &streetlevel_db::Location,
+    limits: streetlevel_import::UploadLimits,
+    args: &BlurArgs,
+) -> anyhow::Result<(Arc<Uploads>, BlurApi)> {
+    let uploads = Uploads::open_location(data, location, limits)
+        .map_err(|error| anyhow::anyhow!("cannot open the upload tables: {error}"))?;
     let blurring = args.blurring();
     let blur_api = match &blurring {
         Blurring::On { blurrer, .. } => Some(Arc::clone(blurrer)),
@@ -127,7 +133,7 @@ pub fn for_server(
     } else {
         tracing::info!("{}", describe(&blurring, data));
     }
-    (uploads.with_blurring(blurring), blur_api)
+    Ok((Arc::new(uploads.with_blurring(blurring)), blur_api))
 }
 
 /// One line for the log about what blurring will do.

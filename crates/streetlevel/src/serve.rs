@@ -345,11 +345,8 @@ async fn serve(args: Args, settings: Settings) -> anyhow::Result<()> {
             .context("cannot open the auth tables")?,
     );
     let registry = Registry::open_location(&location).context("cannot open the web tables")?;
-    let uploads = Uploads::open_location(&data, &location, upload_limits)
-        .context("cannot open the upload tables")?;
     // `POST /blur/` blurs with the same blurrer as uploads, or answers 503 without one.
-    let (uploads, blur_api) = crate::blur::for_server(uploads, &blur, &data);
-    let uploads = Arc::new(uploads);
+    let (uploads, blur_api) = crate::blur::for_server(&data, &location, upload_limits, &blur)?;
     let media_dir = Store::media_dir(&data);
     let media = DataDirMedia::new(&media_dir, Arc::clone(&store));
     if media.renders_on_request() {

@@ -203,6 +203,11 @@ pub struct Settings {
     /// local models (docs/PRIVACY.md).
     #[arg(long, env = "STREETLEVEL_BLUR_URL")]
     pub blur_url: Option<String>,
+    /// How long an upload job waits before it is tried again when the blur service was
+    /// away (it stays `received` with the reason and publishes nothing meanwhile), seconds.
+    /// [default: 60]
+    #[arg(long, env = "STREETLEVEL_BLUR_RETRY_SECONDS")]
+    pub blur_retry_seconds: Option<u64>,
 }
 
 /// `--compat`: the settings a family of clients needs.
@@ -493,6 +498,9 @@ fn upload_limits(settings: &Settings) -> anyhow::Result<(UploadLimits, u64)> {
         session_max_age: settings
             .upload_session_max_age_seconds
             .map_or(upload_defaults.session_max_age, Duration::from_secs),
+        blur_retry_after: settings
+            .blur_retry_seconds
+            .map_or(upload_defaults.blur_retry_after, Duration::from_secs),
     };
     let decode_memory_bytes = settings
         .decode_memory_bytes
