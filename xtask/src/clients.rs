@@ -1,8 +1,10 @@
 //! The real-client compatibility suites, run by `cargo xtask test` after the cargo tests.
 //!
 //! The Python one (`tests/clients/python/sdk`) runs the official SDK, `mapillary` 1.0.16,
-//! unmodified against the real `streetlevel` binary. Where Python cannot be had the suite is
-//! skipped with a one-line hint, except under CI, where a suite that cannot run fails.
+//! unmodified against the real `streetlevel` binary; the blur service one (`tests/blur`) runs
+//! Panoramax's own blur client (`geovisio` 2.15.1) against `POST /blur/`. Where Python cannot
+//! be had a suite is skipped with a one-line hint, except under CI, where a suite that cannot
+//! run fails.
 
 use std::path::Path;
 use std::process::Command;
@@ -19,6 +21,14 @@ const PYTHON_SDK_SUITE: &str = "tests/clients/python/sdk";
 /// timeout and every HTTP request one of 30 s (see the suite's `harness.py`).
 const PYTHON_SDK_DEADLINE: Duration = Duration::from_secs(20 * 60);
 
+/// The pytest suite of Panoramax's blur client, its pinned packages and its venv (geovisio
+/// pins `requests` and Pillow apart from the SDK suite's).
+const BLUR_SUITE: &str = "tests/blur";
+const BLUR_REQUIREMENTS: &str = "tests/blur/requirements.txt";
+const BLUR_VENV: &str = "target/venv-blur";
+/// Two blur calls on a real photo and the server's start: well under a minute on two cores.
+const BLUR_DEADLINE: Duration = Duration::from_secs(6 * 60);
+
 /// What the SDK suite runs against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Topology {
@@ -32,6 +42,48 @@ pub(crate) enum Topology {
 /// Runs every client suite against one server.
 pub(crate) fn run(root: &Path) -> Result<Outcome> {
     python_sdk(root, Topology::Single, &[])
+}
+
+/// Panoramax's blur client (`geovisio.utils.pictures.createBlurredHDPicture`) against the
+/// real server's `POST /blur/`, blurring with the models the project's setup installs.
+pub(crate) fn blur_service(root: &Path) -> Result<Outcome> {
+    const WHAT: &str = "the blur service suite";
+    if !python::available() {
+        return skip_or_fail(
+            WHAT,
+            "python3 with the venv module is missing (Debian: `apt-get install python3 python3-venv`)",
+        );
+    }
+    let python = match python::ensure_venv_with(root, BLUR_VENV, BLUR_REQUIREMENTS) {
+        Ok(python) => python,
+        Err(error) => {
+            return skip_or_fail(
+                WHAT,
+                &format!(
+                    "cannot install {BLUR_REQUIREMENTS} into {BLUR_VENV} ({error:#}); it needs PyPI"
+                ),
+            );
+        }
+    };
+    let binary = build_test_binaries(root)?.join("streetlevel");
+    let models = crate::models::ensure(root)?;
+    let mut command = Command::new(&python);
+    command
+        .args(["-m", "pytest", BLUR_SUITE])
+        .current_dir(root)
+        .env("STREETLEVEL_BIN", &binary)
+        .env("STREETLEVEL_BLUR_MODELS_DIR", &models);
+    eprintln!(
+        "$ STREETLEVEL_BIN={} STREETLEVEL_BLUR_MODELS_DIR={} {} -m pytest {BLUR_SUITE}",
+        binary.display(),
+        models.display(),
+        python.display()
+    );
+    let status = run_with_deadline(WHAT, &mut command, BLUR_DEADLINE)?;
+    if !status.success() {
+        bail!("{WHAT} failed ({status}): see the pytest summary above");
+    }
+    Ok(Outcome::Passed)
 }
 
 /// The Python SDK suite in `topology`, with `env` set for it (and the servers it starts).

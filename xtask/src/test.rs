@@ -22,6 +22,8 @@ pub(crate) enum Suite {
     MvtPython,
     /// The official Python SDK and uploader against the real server.
     Sdk,
+    /// Panoramax's own blur client (`geovisio`) against the real server's `POST /blur/`.
+    BlurService,
     /// The replica tests, the black-box suite and the Python SDK suite against two replicas
     /// behind a balancer.
     Replicas,
@@ -35,13 +37,14 @@ pub(crate) enum Suite {
 
 impl Suite {
     /// Every suite, in the order that fails fastest.
-    const ALL: [Suite; 9] = [
+    const ALL: [Suite; 10] = [
         Suite::Fmt,
         Suite::Clippy,
         Suite::Cargo,
         Suite::MvtPython,
         Suite::Openapi,
         Suite::Sdk,
+        Suite::BlurService,
         Suite::Replicas,
         Suite::Release,
         Suite::Browser,
@@ -55,6 +58,7 @@ impl Suite {
             Suite::Cargo => "cargo",
             Suite::MvtPython => "mvt-python",
             Suite::Sdk => "sdk",
+            Suite::BlurService => "blur-service",
             Suite::Replicas => "replicas",
             Suite::Openapi => "openapi",
             Suite::Release => "release",
@@ -126,6 +130,7 @@ fn run_suite(root: &Path, suite: Suite, alone: bool) -> Result<Outcome> {
         Suite::Cargo => return cargo_suite(root),
         Suite::MvtPython => return mvt_python_cross_check(root),
         Suite::Sdk => return clients::run(root),
+        Suite::BlurService => return clients::blur_service(root),
         Suite::Replicas => return replicas(root, alone),
         Suite::Openapi => return openapi::run(root),
         Suite::Release => return release::test(root),
