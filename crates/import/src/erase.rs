@@ -99,7 +99,7 @@ fn shared_media_files(data_dir: &Path, image: &Image) -> Vec<PathBuf> {
 /// of 1024 pixels of the image scaled by `2^(z - max)`), every one the image can have: the
 /// server cuts the stored JPEG, whose sides may be the entity's swapped (EXIF orientation),
 /// so both axes take the longer side.
-fn pyramid_tiles(media: &Path, image: &Image) -> Vec<PathBuf> {
+pub(crate) fn pyramid_tiles(media: &Path, image: &Image) -> Vec<PathBuf> {
     let side = image.width.max(image.height).max(1);
     let max_level = u32::BITS - (side - 1).leading_zeros();
     let mut tiles = Vec::new();

@@ -9,6 +9,7 @@ mod jobs;
 mod media;
 mod notes;
 mod pipeline;
+mod reblur;
 mod sessions;
 mod tables;
 
@@ -23,6 +24,7 @@ pub use media::{
 };
 pub use notes::ReadNotes;
 pub use pipeline::{FileOutcome, Outcome, Owner, Progress, Report};
+pub use reblur::{ReblurProgress, ReblurReport, Selection, Source, reblur};
 pub use sessions::{Appender, UPLOADS_DIR, UploadLimits, Uploads};
 /// The blurrer seam and the local blurrer, for callers that configure [`Blurring`].
 pub use streetlevel_blur;

@@ -131,6 +131,14 @@ impl Store {
             .any(|slot| self.records.image(slot).sequence == sequence)
     }
 
+    /// Every image the store holds, public or hidden, by ID ascending (`streetlevel reblur`
+    /// goes through them all).
+    pub fn all_image_ids(&self) -> Vec<ImageId> {
+        let mut ids = self.image_ids_between(0, u64::MAX);
+        ids.sort_unstable();
+        ids.into_iter().map(ImageId).collect()
+    }
+
     /// The IDs of the images held (visible or hidden) between `low` and `high` inclusive.
     pub(crate) fn image_ids_between(&self, low: u64, high: u64) -> Vec<u64> {
         let id_order = self.indexes.id_order();

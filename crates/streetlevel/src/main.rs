@@ -9,6 +9,7 @@ mod data_lock;
 mod fixtures;
 mod import;
 mod migrate;
+mod reblur;
 mod serve;
 mod takedown;
 
@@ -55,6 +56,9 @@ enum Command {
     /// The record of deletions, hidings and restorations.
     #[command(subcommand)]
     Takedowns(takedown::TakedownsCommand),
+    /// Blur again the images another blurrer (an older model, another service) blurred, or
+    /// all with --all: from the kept unblurred original when there is one.
+    Reblur(reblur::Args),
 }
 
 /// Runs the command; an error is one line on standard error and exit status 1 (whatever
@@ -83,5 +87,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Sequences(action) => takedown::run(takedown::Kind::Sequences, &action),
         Command::Uploads(action) => takedown::run(takedown::Kind::Uploads, &action),
         Command::Takedowns(command) => takedown::run_takedowns(command),
+        Command::Reblur(args) => reblur::run(&args),
     }
 }

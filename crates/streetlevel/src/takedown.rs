@@ -83,7 +83,15 @@ fn location(data: &DataArgs) -> anyhow::Result<Location> {
     crate::serve::database_location(&data.data, data.database_url.clone())
 }
 
-fn open_store(data: &DataArgs) -> anyhow::Result<Store> {
+impl DataArgs {
+    /// The data directory.
+    pub fn data_dir(&self) -> &std::path::Path {
+        &self.data
+    }
+}
+
+/// The store of `data`, loaded as `serve` loads it.
+pub(crate) fn open_store(data: &DataArgs) -> anyhow::Result<Store> {
     let location = location(data)?;
     anyhow::ensure!(
         data.data.is_dir(),

@@ -1,0 +1,300 @@
+//! `streetlevel reblur` through the real binary, on real street photos
+//! (`../shared/data/opensfm-blur-pairs`): nothing to do while the blurrer is the one that
+//! blurred; `--all` interrupted (killed after its first image) and run again takes up where it
+//! stopped and redoes original, thumbnails, cached tiles and the recorded regions; an image
+//! without a kept unblurred original gets blur added to its published picture, and says so;
+//! on PostgreSQL as on `SQLite`.
+
+#![allow(clippy::unwrap_used, clippy::panic, clippy::too_many_lines)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use streetlevel_ingest::{WriteTags, write_metadata};
+use streetlevel_model::Timestamp;
+
+const BINARY: &str = env!("CARGO_BIN_EXE_streetlevel");
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir =
+        std::env::temp_dir().join(format!("streetlevel-reblur-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// `count` street photos with pedestrians, geotagged 30 m and 10 s apart along one street.
+fn street_photos(dir: &Path, count: usize) {
+    std::fs::create_dir_all(dir).unwrap();
+    let shared =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/opensfm-blur-pairs");
+    let names = [
+        "before_berlin_images_01.jpg",
+        "before_berlin_images_02.jpg",
+        "before_berlin_images_03.jpg",
+        "before_lund_images_01.jpg",
+    ];
+    for (index, name) in names.iter().take(count).enumerate() {
+        let bytes = std::fs::read(shared.join(name))
+            .unwrap_or_else(|error| panic!("{name}: {error} (the shared data is missing)"));
+        let mut tags = WriteTags {
+            latitude: Some(52.519 + index as f64 * 30.0 / 111_320.0),
+            longitude: Some(13.401),
+            direction: Some(0.0),
+            ..WriteTags::default()
+        };
+        tags.set_capture_time_utc(Timestamp(1_404_000_000_000 + index as i64 * 10_000));
+        std::fs::write(
+            dir.join(format!("{index}.jpg")),
+            write_metadata(&bytes, &tags).unwrap(),
+        )
+        .unwrap();
+    }
+}
+
+fn streetlevel(args: &[&str], env: &[(&str, &str)]) -> Output {
+    Command::new(BINARY)
+        .args(args)
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+fn succeeded(output: &Output) -> String {
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+}
+
+/// `(image, blurred_by, blurred_at, unblurred_kept)` of every blurred image.
+fn blur_states(data: &Path) -> Vec<(i64, String, i64, i64)> {
+    let database = rusqlite::Connection::open(data.join("streetlevel.sqlite")).unwrap();
+    database
+        .prepare(
+            "SELECT image_id, blurred_by, blurred_at, unblurred_kept FROM import_blurred_images
+             ORDER BY image_id",
+        )
+        .unwrap()
+        .query_map([], |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
+        })
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
+#[test]
+fn reblur_all_interrupted_and_run_again_redoes_every_image_once() {
+    let Some(models) = streetlevel_tests::test_models_dir() else {
+        return;
+    };
+    let models = models.to_string_lossy().into_owned();
+    let dir = temp_dir("all");
+    let photos = dir.join("photos");
+    street_photos(&photos, 4);
+    let data = dir.join("data");
+    let data_arg = data.to_string_lossy().into_owned();
+    let blur = ["--blur", "true", "--blur-models-dir", models.as_str()];
+    let imported = succeeded(&streetlevel(
+        &[
+            &["import", "--data", &data_arg][..],
+            &blur,
+            &["--keep-unblurred", "true", &photos.to_string_lossy()],
+        ]
+        .concat(),
+        &[],
+    ));
+    assert!(imported.contains("imported 4 images"), "{imported}");
+    let before = blur_states(&data);
+    assert_eq!(before.len(), 4, "{before:?}");
+    let ids: Vec<i64> = before.iter().map(|state| state.0).collect();
+    let media = data.join("media");
+
+    // The blurrer that blurred them is the one configured: nothing to do.
+    let reblur = [&["reblur", "--data", &data_arg][..], &blur].concat();
+    let nothing = succeeded(&streetlevel(&reblur, &[]));
+    assert!(nothing.contains("0 images to blur again"), "{nothing}");
+    assert_eq!(blur_states(&data), before);
+
+    // A cached tile of the viewer's pyramid, and a thumbnail made from the old picture.
+    let tile = media
+        .join("cache")
+        .join(format!("{}_tile_0_0_0.jpg", ids[0]));
+    std::fs::write(&tile, b"a tile cut from the old picture").unwrap();
+    let thumbnail = media.join("cache").join(format!("{}_256.jpg", ids[0]));
+    std::fs::write(&thumbnail, b"an old thumbnail").unwrap();
+
+    // `--all`, killed once it has blurred its first image.
+    let all = [&reblur[..], &["--all"]].concat();
+    let mut child = Command::new(BINARY)
+        .args(&all)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines
+        .by_ref()
+        .map(Result::unwrap)
+        .find(|line| line.starts_with("1/4 image"))
+        .expect("a line for the first image");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(first.contains("from its unblurred original"), "{first}");
+    let runs = |data: &Path| -> Vec<(i64, Option<i64>)> {
+        let database = rusqlite::Connection::open(data.join("streetlevel.sqlite")).unwrap();
+        database
+            .prepare("SELECT started_at, finished_at FROM import_reblur_runs")
+            .unwrap()
+            .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    };
+    let interrupted = runs(&data);
+    assert_eq!(interrupted.len(), 1);
+    assert_eq!(interrupted[0].1, None, "the run did not finish");
+    let started = interrupted[0].0;
+    let done_before: usize = blur_states(&data)
+        .iter()
+        .filter(|state| state.2 >= started)
+        .count();
+    assert!((1..4).contains(&done_before), "{done_before}");
+
+    // Run again: the rest, and only the rest.
+    let again = succeeded(&streetlevel(&all, &[]));
+    assert!(
+        again.contains(&format!(
+            "{} images to blur again (taking up the interrupted --all run)",
+            4 - done_before
+        )),
+        "{again}"
+    );
+    assert!(
+        again.contains(&format!(
+            "blurred again {} images: {} from their unblurred original",
+            4 - done_before,
+            4 - done_before
+        )),
+        "{again}"
+    );
+    let finished = runs(&data);
+    assert_eq!(finished.len(), 1);
+    assert!(finished[0].1.is_some(), "the run finished: {finished:?}");
+    let after = blur_states(&data);
+    assert_eq!(after.len(), 4);
+    for ((id, by, at, kept), old) in after.iter().zip(&before) {
+        assert!(*at >= started, "image {id} blurred again");
+        assert_eq!((by, kept), (&old.1, &1), "image {id}");
+        // The published picture is blurred from the kept original, which is untouched.
+        let published = std::fs::read(media.join("images").join(format!("{id}.jpg"))).unwrap();
+        let unblurred = std::fs::read(data.join("unblurred").join(format!("{id}.jpg"))).unwrap();
+        assert_ne!(published, unblurred, "image {id}");
+        assert!(published.starts_with(&[0xFF, 0xD8]));
+    }
+    // The old thumbnail was made again from the new picture, the cached tile removed.
+    assert!(!tile.exists());
+    let remade = std::fs::read(&thumbnail).unwrap();
+    assert!(remade.starts_with(&[0xFF, 0xD8]), "a JPEG thumbnail again");
+    // Each image's regions are there once (replaced, not added).
+    let database = rusqlite::Connection::open(data.join("streetlevel.sqlite")).unwrap();
+    let regions = |database: &rusqlite::Connection, id: i64| -> i64 {
+        database
+            .query_row(
+                "SELECT count(*) FROM import_blur_regions WHERE image_id = ?1",
+                [id],
+                |row| row.get(0),
+            )
+            .unwrap()
+    };
+    let berlin_faces = regions(&database, ids[0]);
+    assert!(berlin_faces >= 5, "{berlin_faces}");
+
+    // An image whose unblurred original is gone and that an older model blurred: its blur
+    // is added to its published picture, and the command says it can do no more.
+    std::fs::remove_file(data.join("unblurred").join(format!("{}.jpg", ids[1]))).unwrap();
+    database
+        .execute(
+            "UPDATE import_blurred_images SET blurred_by = 'an older model' WHERE image_id = ?1",
+            [ids[1]],
+        )
+        .unwrap();
+    let published_before =
+        std::fs::read(media.join("images").join(format!("{}.jpg", ids[1]))).unwrap();
+    let added = succeeded(&streetlevel(&reblur, &[]));
+    assert!(added.contains("1 images to blur again"), "{added}");
+    assert!(
+        added.contains("can only be added to the already blurred picture")
+            && added.contains(&format!(
+                "1/1 image {}: blur added to the already blurred picture",
+                ids[1]
+            )),
+        "{added}"
+    );
+    let state = blur_states(&data)
+        .into_iter()
+        .find(|state| state.0 == ids[1])
+        .unwrap();
+    assert_eq!((state.1.as_str(), state.3), (before[1].1.as_str(), 0));
+    let published_after =
+        std::fs::read(media.join("images").join(format!("{}.jpg", ids[1]))).unwrap();
+    assert!(published_after.starts_with(&[0xFF, 0xD8]));
+    assert!(regions(&database, ids[1]) > 0);
+    assert_ne!(published_after, published_before, "blurred once more");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn reblur_works_on_postgresql_as_the_other_admin_commands() {
+    let Some(models) = streetlevel_tests::test_models_dir() else {
+        return;
+    };
+    let models = models.to_string_lossy().into_owned();
+    let postgres = streetlevel_tests::postgres::Postgres::start("reblur");
+    let url = postgres.url();
+    let env = [("STREETLEVEL_DATABASE_URL", url.as_str())];
+    let dir = temp_dir("postgres");
+    let photos = dir.join("photos");
+    street_photos(&photos, 1);
+    let data = dir.join("data");
+    let data_arg = data.to_string_lossy().into_owned();
+    // Imported with blurring off: never blurred.
+    let imported = succeeded(&streetlevel(
+        &[
+            "import",
+            "--data",
+            &data_arg,
+            "--blur",
+            "false",
+            &photos.to_string_lossy(),
+        ],
+        &env,
+    ));
+    assert!(imported.contains("imported 1 images"), "{imported}");
+    let reblur = [
+        "reblur",
+        "--data",
+        &data_arg,
+        "--blur",
+        "true",
+        "--blur-models-dir",
+        &models,
+    ];
+    let first = succeeded(&streetlevel(&reblur, &env));
+    assert!(
+        first.contains("1 images to blur again")
+            && first.contains("never blurred before: from its published picture"),
+        "{first}"
+    );
+    // Recorded in PostgreSQL: a second run has nothing to do.
+    let second = succeeded(&streetlevel(&reblur, &env));
+    assert!(second.contains("0 images to blur again"), "{second}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
