@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use streetlevel_db::Location;
-use streetlevel_import::{ImportOptions, Outcome, Progress, Report, import_paths};
+use streetlevel_import::{ImportError, ImportOptions, Outcome, Progress, Report, import_paths};
 use streetlevel_ingest::sequence::CutRules;
 use streetlevel_model::OrganizationId;
 use streetlevel_store::Store;
@@ -141,7 +141,15 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             bar.set_position(done as u64);
         }
     };
-    let report = import_paths(&store, &args.data, &args.paths, &options, &show)?;
+    let report = import_paths(&store, &args.data, &args.paths, &options, &show).map_err(
+        |error| match error {
+            ImportError::BlurUnavailable(_) => anyhow::anyhow!(
+                "{error}. The sequences finished before are published, blurred: run the same \
+                 import again once the blur service answers, it skips them"
+            ),
+            other => other.into(),
+        },
+    )?;
     if let Some((_, bar)) = bar
         .into_inner()
         .unwrap_or_else(std::sync::PoisonError::into_inner)

@@ -244,3 +244,36 @@ fn blurring_on_without_a_usable_model_imports_nothing_and_says_why() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn an_import_through_a_blur_service_that_is_down_publishes_nothing_and_says_to_run_it_again() {
+    let dir = temp_dir("service-down");
+    let (photos, _) = street_photo(&dir.join("photos"));
+    let data = dir.join("data");
+    // A port on which nothing listens.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let output = import(
+        &data,
+        &photos,
+        &["--blur-url", &format!("http://127.0.0.1:{port}")],
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("held until the blur service answers")
+            && stderr.contains("unavailable")
+            && stderr.contains("run the same import again"),
+        "{stderr}"
+    );
+    let database = rusqlite::Connection::open(data.join("streetlevel.sqlite")).unwrap();
+    let images: i64 = database
+        .query_row("SELECT count(*) FROM store_images", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(images, 0, "nothing published");
+    assert!(!data.join("media").join("images").exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
