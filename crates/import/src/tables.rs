@@ -90,6 +90,13 @@ CREATE TABLE import_blurred_images (
     blurred_at INTEGER NOT NULL
 );
 ",
+    "
+-- The worker (any process's) that claimed a job and until when its lease runs: renewed while
+-- it works, so only a job whose lease ran out (its worker died) is taken over by another.
+-- NULL: given back by a stopping server (or never leased), to be taken at once.
+ALTER TABLE import_jobs ADD COLUMN worker TEXT;
+ALTER TABLE import_jobs ADD COLUMN lease_until INTEGER;
+",
 ];
 
 /// The same tables in PostgreSQL's types.
@@ -155,6 +162,9 @@ CREATE TABLE import_blurred_images (
     unblurred_kept BIGINT NOT NULL,
     blurred_at BIGINT NOT NULL
 );
+",
+    "
+ALTER TABLE import_jobs ADD COLUMN worker TEXT, ADD COLUMN lease_until BIGINT;
 ",
 ];
 
