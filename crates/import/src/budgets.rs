@@ -95,6 +95,12 @@ pub(crate) fn decode_permit(jpeg: &[u8], orientation: u8) -> Result<DecodePermit
     Ok(DecodePermit { bytes })
 }
 
+/// The decode memory the markers of `jpeg` call for (upright, as most are), or `None` when
+/// they cannot be read; what [`decode_permit`] charges.
+pub(crate) fn decode_estimate(jpeg: &[u8]) -> Option<u64> {
+    JpegLayout::read(jpeg).map(|layout| layout.decode_bytes(false))
+}
+
 /// `jpeg` without what follows its end-of-image marker (padding, appended previews or
 /// videos), refused when even so it holds more bytes than its pixels need. A file whose
 /// end is not found (truncated, or not a JPEG) is returned as it is: reading it refuses it
@@ -267,12 +273,15 @@ pub(crate) enum Interruption {
     TimeLimit,
     /// The server is shutting down: the job is taken again after the restart.
     Shutdown,
+    /// The worker's lease on the job ran out unrenewed: another worker may have taken it.
+    LeaseLost,
 }
 
-/// When a job must stop: its deadline and the server's stop flag.
+/// When a job must stop: its deadline, the server's stop flag and the loss of its lease.
 pub(crate) struct Interrupt<'a> {
     pub(crate) deadline: Option<Instant>,
     pub(crate) stop: Option<&'a AtomicBool>,
+    pub(crate) lost: Option<&'a AtomicBool>,
 }
 
 impl Interrupt<'_> {
@@ -280,10 +289,13 @@ impl Interrupt<'_> {
     pub(crate) const NEVER: Interrupt<'static> = Interrupt {
         deadline: None,
         stop: None,
+        lost: None,
     };
 
     pub(crate) fn why(&self) -> Option<Interruption> {
-        if self.stop.is_some_and(|stop| stop.load(Ordering::Relaxed)) {
+        if self.lost.is_some_and(|lost| lost.load(Ordering::Relaxed)) {
+            Some(Interruption::LeaseLost)
+        } else if self.stop.is_some_and(|stop| stop.load(Ordering::Relaxed)) {
             Some(Interruption::Shutdown)
         } else if self
             .deadline
@@ -317,6 +329,7 @@ impl Sources for Budgeted<'_> {
             return Err(match why {
                 Interruption::TimeLimit => String::from("the job ran out of time"),
                 Interruption::Shutdown => String::from("the server is shutting down"),
+                Interruption::LeaseLost => String::from("another worker took the job over"),
             });
         }
         trim_to_image(self.inner.read(index)?)
@@ -339,9 +352,17 @@ pub(crate) fn open_zip(
     path: &Path,
     budget: ZipBudget,
 ) -> Result<zip::ZipArchive<std::fs::File>, ImportError> {
+    let file = std::fs::File::open(path)
+        .map_err(|_| ImportError::InvalidUpload(String::from("the archive's bytes are gone")))?;
+    open_zip_reader(file, budget)
+}
+
+/// [`open_zip`] on any seekable bytes (the fuzz targets give it memory).
+pub(crate) fn open_zip_reader<R: Read + Seek>(
+    mut file: R,
+    budget: ZipBudget,
+) -> Result<zip::ZipArchive<R>, ImportError> {
     let invalid = |reason: String| ImportError::InvalidUpload(reason);
-    let mut file = std::fs::File::open(path)
-        .map_err(|_| invalid(String::from("the archive's bytes are gone")))?;
     let declared = declared_entries(&mut file)?.ok_or_else(|| {
         invalid(String::from(
             "not a zip archive: no end of central directory",
@@ -390,7 +411,7 @@ pub(crate) fn open_zip(
 
 /// The entry count of a zip's end of central directory record (the zip64 one when the
 /// classic record says so); `None` when there is none.
-fn declared_entries(file: &mut std::fs::File) -> Result<Option<u64>, ImportError> {
+fn declared_entries<R: Read + Seek>(file: &mut R) -> Result<Option<u64>, ImportError> {
     const END: &[u8] = b"PK\x05\x06";
     const END_64: &[u8] = b"PK\x06\x06";
     let length = file.seek(SeekFrom::End(0))?;

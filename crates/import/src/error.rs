@@ -36,6 +36,10 @@ pub enum ImportError {
     /// The server stopped while the job ran; it is taken again after the restart.
     #[error("the server is shutting down")]
     Interrupted,
+    /// The worker's lease on the job ran out before it was renewed, so another worker may
+    /// have taken the job over: this one leaves it to that one.
+    #[error("another worker took the job over")]
+    LeaseLost,
     /// A handle that no upload session of the caller has.
     #[error("unknown file handle {0:?}")]
     UnknownHandle(String),

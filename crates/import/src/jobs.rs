@@ -1,11 +1,13 @@
-//! The processing queue: a finish call becomes a job row; one worker per process takes jobs
-//! oldest first and imports their sessions through the pipeline, each job within its time
-//! limit.
+//! The processing queue: a finish call becomes a job row; workers (any number per process,
+//! in any number of processes sharing the database) claim jobs oldest first with a lease and
+//! import their sessions through the pipeline, each job within its time limit.
 //!
 //! Invariants: a job's images become visible in the same transaction that marks it
-//! published, so nothing half-processed is ever visible; a job interrupted by a crash is
-//! taken again on the next start with the IDs it reserved before, so it neither loses nor
-//! duplicates images; a session's bytes are deleted only after that transaction.
+//! published, and only while the publishing worker still holds the job's lease, so nothing
+//! half-processed is ever visible and no job is published twice; a job is taken from another
+//! worker only once that worker's lease ran out unrenewed, and is then redone with the IDs it
+//! reserved before, so it neither loses nor duplicates images; a session's bytes are deleted
+//! only after that transaction.
 
 use std::io::Read as _;
 use std::path::Path;
@@ -134,8 +136,8 @@ pub struct Job {
 }
 
 #[derive(serde::Deserialize)]
-struct Manifest {
-    image_handles: Vec<String>,
+pub(crate) struct Manifest {
+    pub(crate) image_handles: Vec<String>,
 }
 
 impl Uploads {
@@ -253,15 +255,7 @@ impl Uploads {
                 "the manifest is too large",
             )));
         }
-        let manifest: Manifest = serde_json::from_slice(&text).map_err(|error| {
-            ImportError::InvalidUpload(format!("the manifest is not valid JSON: {error}"))
-        })?;
-        if manifest.image_handles.is_empty() || manifest.image_handles.len() > MAX_JOB_IMAGES {
-            return Err(ImportError::InvalidUpload(format!(
-                "a manifest lists 1 to {MAX_JOB_IMAGES} image handles"
-            )));
-        }
-        Ok(manifest)
+        parse_manifest(&text)
     }
 
     /// The jobs of a user, newest first.
@@ -339,116 +333,186 @@ impl Uploads {
         })
     }
 
-    /// Processes the oldest waiting job (or the one a crash interrupted); `None` when there
-    /// is none. A job that cannot be processed is marked failed with the reason.
+    /// Processes the oldest job that waits or whose worker's lease ran out (a worker that
+    /// crashed, in this process or another); `None` when there is none. A job that cannot be
+    /// processed is marked failed with the reason.
     ///
-    /// Several processes may share the queue (replicas on one database), so a waiting job is
-    /// claimed in one statement that moves it to `processing`: no two workers take the same
-    /// job. A job found `processing` is taken only by the first call after [`Uploads::open`],
-    /// as the job a crash of the previous run interrupted.
+    /// Several workers may share the queue (more than one per process, and replicas on one
+    /// database): a job is claimed with a lease (the worker's name and an expiry) in a write
+    /// transaction, which excludes every other writer of the database, and the lease is
+    /// renewed while the job runs. A job whose lease holds is never taken by another worker;
+    /// only the lease holder may publish or fail it.
     pub fn process_next(&self, store: &RwLock<Store>) -> Result<Option<u64>, ImportError> {
-        self.process_next_until(store, None, &AtomicI64::new(0))
+        self.process_next_until(store, None, &AtomicI64::new(0), &self.worker)
     }
 
-    /// [`Uploads::process_next`], interrupted when `stop` is set (the job stays `processing`
-    /// and is taken again after the restart) or the job time limit passes (the job fails);
-    /// the job's ID goes to `current` while it runs.
+    /// Claims the next job for `worker`: the oldest `received` one, or the oldest
+    /// `processing` one whose lease ran out (a lease without expiry is one a stopping server
+    /// gave back, or one an older version left). Returns the job and whether it was taken over.
+    fn claim(&self, worker: &str) -> Result<Option<(PendingJob, String, bool)>, ImportError> {
+        let now = now_millis();
+        let lease_until = now.saturating_add(millis(self.limits.job_lease));
+        self.db().write(|connection| {
+            let next = connection.query_row(
+                "SELECT id, state, worker FROM import_jobs
+                 WHERE (state = 'received' AND coalesce(not_before, 0) <= ?1)
+                    OR (state = 'processing' AND coalesce(lease_until, 0) < ?1)
+                 ORDER BY id LIMIT 1",
+                params![now],
+                |row| {
+                    Ok::<_, DbError>((
+                        row.get::<i64>(0)?,
+                        row.get::<String>(1)?,
+                        row.get::<Option<String>>(2)?,
+                    ))
+                },
+            )?;
+            let Some((id, state, previous)) = next else {
+                return Ok(None);
+            };
+            let claimed = connection.query_row(
+                "UPDATE import_jobs SET state = 'processing', worker = ?2, lease_until = ?3,
+                    updated_at = ?4
+                 WHERE id = ?1
+                 RETURNING id, user_id, username, organization, file_type, sessions, first_id",
+                params![id, worker, lease_until, now],
+                pending_job,
+            )?;
+            Ok(claimed.map(|(work, file_type)| {
+                let taken_over = state == "processing" && previous.is_some();
+                (work, file_type, taken_over)
+            }))
+        })
+    }
+
+    /// [`Uploads::process_next`] as `worker`, interrupted when `stop` is set (the job's
+    /// lease is given back and the job taken again at once by the next worker) or the job
+    /// time limit passes (the job fails); the job's ID goes to `current` while it runs.
     fn process_next_until(
         &self,
         store: &RwLock<Store>,
         stop: Option<&AtomicBool>,
         current: &AtomicI64,
+        worker: &str,
     ) -> Result<Option<u64>, ImportError> {
-        let pending = |row: &dyn Row| {
-            let sessions: String = row.get(5)?;
-            let file_type: String = row.get(4)?;
-            let work = PendingJob {
-                id: row.get(0)?,
-                user_id: row.get::<i64>(1)? as u64,
-                owner: Owner {
-                    username: row.get(2)?,
-                    organization: row
-                        .get::<Option<i64>>(3)?
-                        .map(|id| OrganizationId(id as u64)),
-                },
-                sessions: serde_json::from_str(&sessions).unwrap_or_default(),
-                first_id: row.get::<Option<i64>>(6)?.map(|id| id as u64),
-            };
-            Ok::<_, DbError>((work, file_type))
-        };
-        let interrupted = if self
-            .recovered
-            .swap(true, std::sync::atomic::Ordering::Relaxed)
-        {
-            None
-        } else {
-            self.db().read(|connection| {
-                connection.query_row(
-                    "SELECT id, user_id, username, organization, file_type, sessions, first_id
-                     FROM import_jobs WHERE state = 'processing' ORDER BY id LIMIT 1",
-                    params![],
-                    pending,
-                )
-            })?
-        };
-        let next = match interrupted {
-            Some(job) => Some(job),
-            None => self.db().write(|connection| {
-                connection.query_row(
-                    "UPDATE import_jobs SET state = 'processing', updated_at = ?1
-                     WHERE id = (SELECT id FROM import_jobs WHERE state = 'received'
-                                 AND (not_before IS NULL OR not_before <= ?1)
-                                 ORDER BY id LIMIT 1)
-                     RETURNING id, user_id, username, organization, file_type, sessions, first_id",
-                    params![now_millis()],
-                    pending,
-                )
-            })?,
-        };
-        let Some((work, file_type)) = next else {
+        let Some((work, file_type, taken_over)) = self.claim(worker)? else {
             return Ok(None);
         };
         let job = work.id;
         current.store(job, Ordering::Relaxed);
-        self.set_state(job, "processing", None)?;
-        tracing::info!(job, file_type, "processing an upload");
+        if taken_over {
+            tracing::warn!(
+                job,
+                file_type,
+                worker,
+                "taking over an upload whose worker's lease ran out"
+            );
+        } else {
+            tracing::info!(job, file_type, worker, "processing an upload");
+        }
+        let lost = AtomicBool::new(false);
         let interrupt = Interrupt {
             deadline: Some(Instant::now() + self.limits.job_time_limit),
             stop,
+            lost: Some(&lost),
         };
-        let result = match FileType::parse(&file_type) {
-            Ok(FileType::Manifest) => self.process_manifest(store, &work, &interrupt),
-            Ok(FileType::Zip) => self.process_zip(store, &work, &interrupt),
-            Err(error) => Err(error),
-        };
+        let result = std::thread::scope(|scope| {
+            // Dropped when the job ends, or unwinds: the renewal stops then.
+            let (working, renewal) = std::sync::mpsc::channel::<()>();
+            let lost = &lost;
+            scope.spawn(move || self.renew_lease(job, worker, &renewal, lost));
+            let result = match FileType::parse(&file_type) {
+                Ok(FileType::Manifest) => self.process_manifest(store, &work, worker, &interrupt),
+                Ok(FileType::Zip) => self.process_zip(store, &work, worker, &interrupt),
+                Err(error) => Err(error),
+            };
+            drop(working);
+            result
+        });
         // Whatever failed once the job was interrupted failed because of it.
         let result = result.map_err(|error| match interrupt.why() {
             Some(Interruption::TimeLimit) => ImportError::TimeLimit {
                 seconds: self.limits.job_time_limit.as_secs(),
             },
             Some(Interruption::Shutdown) => ImportError::Interrupted,
+            Some(Interruption::LeaseLost) => ImportError::LeaseLost,
             None => error,
         });
         current.store(0, Ordering::Relaxed);
-        if let Err(ImportError::Interrupted) = result {
-            tracing::info!(
-                job,
-                "an upload was interrupted by the shutdown: it resumes at the next start"
-            );
-        } else if let Err(ImportError::BlurUnavailable(reason)) = result {
-            self.hold(job, &reason)?;
-        } else if let Err(error) = result {
-            tracing::warn!(job, %error, "an upload failed");
-            self.set_state(job, "failed", Some(&error.to_string()))?;
+        match result {
+            Ok(()) => {}
+            Err(ImportError::Interrupted) => {
+                self.give_back(job, worker)?;
+                tracing::info!(
+                    job,
+                    "an upload was interrupted by the shutdown: the next worker to look resumes it"
+                );
+            }
+            Err(ImportError::LeaseLost) => {
+                tracing::warn!(
+                    job,
+                    worker,
+                    "an upload's lease ran out before it was renewed: left to the worker that took it over"
+                );
+            }
+            Err(ImportError::BlurUnavailable(reason)) => self.hold(job, worker, &reason)?,
+            Err(error) => {
+                tracing::warn!(job, %error, "an upload failed");
+                self.fail_processing(job, worker, &error.to_string())?;
+            }
         }
         Ok(Some(job as u64))
     }
 
-    /// Processes jobs until `stop` is set: the one background worker of a server. Jobs run
-    /// one at a time, oldest first; between them it waits for a finish call or a second.
-    /// It also removes abandoned sessions every minute (or every half of their maximum age).
+    /// Renews `worker`'s lease on `job` every quarter of the lease until `working` is
+    /// dropped; sets `lost` once the lease is another worker's or ran out unrenewed (the
+    /// database could not be reached in time), so the job publishes nothing.
+    fn renew_lease(
+        &self,
+        job: i64,
+        worker: &str,
+        working: &std::sync::mpsc::Receiver<()>,
+        lost: &AtomicBool,
+    ) {
+        let lease = self.limits.job_lease;
+        let mut held_until = Instant::now() + lease;
+        loop {
+            match working.recv_timeout(lease / 4) {
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                Ok(()) | Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return,
+            }
+            let asked = Instant::now();
+            let renewed = self.db().write(|connection| {
+                connection.execute(
+                    "UPDATE import_jobs SET lease_until = ?3
+                     WHERE id = ?1 AND worker = ?2 AND state = 'processing'",
+                    params![job, worker, now_millis().saturating_add(millis(lease))],
+                )
+            });
+            match renewed {
+                Ok(1) => held_until = asked + lease,
+                Ok(_) => {
+                    lost.store(true, Ordering::Relaxed);
+                    return;
+                }
+                Err(error) => {
+                    tracing::warn!(job, %error, "cannot renew an upload's lease");
+                    if Instant::now() >= held_until {
+                        lost.store(true, Ordering::Relaxed);
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Processes jobs until `stop` is set, as one worker with a name of its own: a server
+    /// runs as many of these as its `upload_workers` setting says, each on a thread. Jobs run
+    /// oldest first; between them a worker waits for a finish call or a second. Each also
+    /// removes abandoned sessions every minute (or every half of their maximum age).
     /// Setting `stop` interrupts the job being processed at its next file.
     pub fn run_worker(&self, store: &RwLock<Store>, stop: &AtomicBool) {
+        let worker = worker_name();
         let current = AtomicI64::new(0);
         let sweep_interval = SWEEP_INTERVAL
             .min(self.limits.session_max_age / 2)
@@ -464,7 +528,7 @@ impl Uploads {
                 swept = Some(Instant::now());
             }
             let processed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                self.process_next_until(store, Some(stop), &current)
+                self.process_next_until(store, Some(stop), &current, &worker)
             }));
             match processed {
                 Ok(Ok(Some(_))) => {}
@@ -476,10 +540,11 @@ impl Uploads {
                 Err(_) => {
                     // A bug must not stop the queue, nor make the job fail again after every
                     // restart: the job this worker was processing is marked failed, and no
-                    // other (another replica's worker may be processing its own).
+                    // other (other workers hold theirs under their own leases).
                     tracing::error!("processing an upload panicked");
                     let job = current.swap(0, Ordering::Relaxed);
-                    if let Err(error) = self.fail_processing(job, "processing failed unexpectedly")
+                    if let Err(error) =
+                        self.fail_processing(job, &worker, "processing failed unexpectedly")
                     {
                         tracing::error!(%error, "cannot mark the upload failed");
                     }
@@ -488,10 +553,10 @@ impl Uploads {
         }
     }
 
-    /// Puts `job` back in the queue, not to be taken before `blur_retry_after` has passed,
-    /// with the reason the status shows: the blur service was away, so nothing of it was
-    /// published, and a later try may succeed.
-    fn hold(&self, job: i64, reason: &str) -> Result<(), ImportError> {
+    /// Puts `job` back in the queue if `worker` still holds it, not to be taken before
+    /// `blur_retry_after` has passed, with the reason the status shows: the blur service was
+    /// away, so nothing of it was published, and a later try may succeed.
+    fn hold(&self, job: i64, worker: &str, reason: &str) -> Result<(), ImportError> {
         let retry_after = self.limits.blur_retry_after;
         let now = now_millis();
         let not_before =
@@ -502,33 +567,38 @@ impl Uploads {
             retry_after.as_secs()
         );
         tracing::warn!(job, %reason, "an upload is held");
-        self.db().read(|connection| {
+        self.db().write(|connection| {
             connection.execute(
                 "UPDATE import_jobs SET state = 'received', reason = ?2, not_before = ?3,
-                    updated_at = ?4 WHERE id = ?1",
-                params![job, reason.as_str(), not_before, now],
+                    updated_at = ?4, worker = NULL, lease_until = NULL
+                 WHERE id = ?1 AND state = 'processing' AND worker = ?5",
+                params![job, reason.as_str(), not_before, now, worker],
             )
         })?;
         Ok(())
     }
 
-    /// Marks `job` failed if it is still being processed.
-    fn fail_processing(&self, job: i64, reason: &str) -> Result<(), ImportError> {
-        self.db().read(|connection| {
+    /// Marks `job` failed if `worker` still holds it.
+    fn fail_processing(&self, job: i64, worker: &str, reason: &str) -> Result<(), ImportError> {
+        self.db().write(|connection| {
             connection.execute(
-                "UPDATE import_jobs SET state = 'failed', reason = ?1, updated_at = ?2
-                 WHERE id = ?3 AND state = 'processing'",
-                params![reason, now_millis(), job],
+                "UPDATE import_jobs SET state = 'failed', reason = ?1, updated_at = ?2,
+                    lease_until = NULL
+                 WHERE id = ?3 AND state = 'processing' AND worker = ?4",
+                params![reason, now_millis(), job, worker],
             )
         })?;
         Ok(())
     }
 
-    fn set_state(&self, job: i64, state: &str, reason: Option<&str>) -> Result<(), ImportError> {
-        self.db().read(|connection| {
+    /// Gives `worker`'s lease on `job` back (a stopping server): the job stays `processing`
+    /// and the next worker to look, here or in another process, resumes it at once.
+    fn give_back(&self, job: i64, worker: &str) -> Result<(), ImportError> {
+        self.db().write(|connection| {
             connection.execute(
-                "UPDATE import_jobs SET state = ?2, reason = ?3, updated_at = ?4 WHERE id = ?1",
-                params![job, state, reason, now_millis()],
+                "UPDATE import_jobs SET lease_until = NULL, updated_at = ?3
+                 WHERE id = ?1 AND state = 'processing' AND worker = ?2",
+                params![job, worker, now_millis()],
             )
         })?;
         Ok(())
@@ -536,29 +606,36 @@ impl Uploads {
 
     /// The first of `count` IDs for the job: reserved once and kept, so a retry after a
     /// crash writes the same images.
+    /// Only the lease holder records them, and a worker that lost its lease to another takes
+    /// the IDs that one recorded.
     fn job_ids(
         &self,
         store: &RwLock<Store>,
         work: &PendingJob,
+        worker: &str,
         count: usize,
     ) -> Result<u64, ImportError> {
         if let Some(first_id) = work.first_id {
             return Ok(first_id);
         }
-        let first_id = write_lock(store).reserve_ids(count as u64)?;
-        self.db().read(|connection| {
-            connection.execute(
-                "UPDATE import_jobs SET first_id = ?2 WHERE id = ?1",
-                params![work.id, first_id as i64],
+        let reserved = write_lock(store).reserve_ids(count as u64)?;
+        let recorded = self.db().write(|connection| {
+            connection.query_value::<i64>(
+                "UPDATE import_jobs SET first_id = coalesce(first_id, ?2)
+                 WHERE id = ?1 AND worker = ?3 RETURNING first_id",
+                params![work.id, reserved as i64, worker],
             )
         })?;
-        Ok(first_id)
+        recorded
+            .map(|first_id| first_id as u64)
+            .ok_or(ImportError::LeaseLost)
     }
 
     fn process_manifest(
         &self,
         store: &RwLock<Store>,
         work: &PendingJob,
+        worker: &str,
         interrupt: &Interrupt<'_>,
     ) -> Result<(), ImportError> {
         let mut present = Vec::new();
@@ -571,16 +648,21 @@ impl Uploads {
                 processed_before.push(key.clone());
             }
         }
-        let first_id = self.job_ids(store, work, present.len().max(1))?;
+        let first_id = self.job_ids(store, work, worker, present.len().max(1))?;
         let sources = SessionFiles {
             uploads: self,
             user_id: work.user_id,
             keys: &present,
         };
         let earlier = self.images_of_sessions(work.user_id, &processed_before)?;
-        self.run(
-            store, work, first_id, &sources, &present, &earlier, interrupt,
-        )?;
+        let published = Publish {
+            work,
+            worker,
+            first_id,
+            session_keys: &present,
+            earlier: &earlier,
+        };
+        self.run(store, &published, &sources, interrupt)?;
         for key in &present {
             let _ = std::fs::remove_file(self.session_path(work.user_id, key));
         }
@@ -591,6 +673,7 @@ impl Uploads {
         &self,
         store: &RwLock<Store>,
         work: &PendingJob,
+        worker: &str,
         interrupt: &Interrupt<'_>,
     ) -> Result<(), ImportError> {
         let Some(key) = work.sessions.first() else {
@@ -603,8 +686,15 @@ impl Uploads {
             )));
         }
         let archive = ZipEntries::open(&path, self.zip_budget())?;
-        let first_id = self.job_ids(store, work, archive.names.len().max(1))?;
-        self.run(store, work, first_id, &archive, &[], &[], interrupt)?;
+        let first_id = self.job_ids(store, work, worker, archive.names.len().max(1))?;
+        let published = Publish {
+            work,
+            worker,
+            first_id,
+            session_keys: &[],
+            earlier: &[],
+        };
+        self.run(store, &published, &archive, interrupt)?;
         let _ = std::fs::remove_file(&path);
         self.release_sessions(work.user_id, std::slice::from_ref(key))
     }
@@ -612,18 +702,22 @@ impl Uploads {
     /// Runs the pipeline and, in the transaction that publishes the images, marks the job
     /// published with its counts and records which image each session became. Once the job
     /// is interrupted no file is read, and that transaction refuses to commit, so an
-    /// interrupted job publishes nothing.
-    #[allow(clippy::too_many_arguments)]
+    /// interrupted job publishes nothing; it also refuses when the job's lease is no longer
+    /// the worker's, so a job is published once, by its lease holder.
     fn run(
         &self,
         store: &RwLock<Store>,
-        work: &PendingJob,
-        first_id: u64,
+        published: &Publish<'_>,
         sources: &dyn Sources,
-        session_keys: &[String],
-        earlier: &[(String, Option<ImageId>)],
         interrupt: &Interrupt<'_>,
     ) -> Result<(), ImportError> {
+        let Publish {
+            work,
+            worker,
+            first_id,
+            session_keys,
+            earlier,
+        } = *published;
         if let Some(organization) = work.owner.organization
             && read_lock(store).organization(organization).is_none()
         {
@@ -678,10 +772,11 @@ impl Uploads {
                         .into_iter()
                         .map(|(source, count)| (source.as_str().to_owned(), count.into()))
                         .collect();
-                transaction.execute(
+                let marked = transaction.execute(
                     "UPDATE import_jobs SET state = 'published', reason = NULL, images = ?2,
                         duplicates = ?3, refused = ?4, updated_at = ?5, time_sources = ?6,
-                        warnings = ?7 WHERE id = ?1",
+                        warnings = ?7, lease_until = NULL
+                     WHERE id = ?1 AND state = 'processing' AND worker = ?8",
                     streetlevel_db::params![
                         job,
                         outcome.inserted.len() as i64,
@@ -689,9 +784,15 @@ impl Uploads {
                         &serde_json::to_string(&refused).unwrap_or_default(),
                         now_millis(),
                         &serde_json::Value::Object(time_sources).to_string(),
-                        &serde_json::to_string(&crate::notes::warnings(files)).unwrap_or_default()
+                        &serde_json::to_string(&crate::notes::warnings(files)).unwrap_or_default(),
+                        worker
                     ],
                 )?;
+                if marked != 1 {
+                    return Err(DbError::Statement(String::from(
+                        "the job's lease is another worker's",
+                    )));
+                }
                 Ok(())
             })),
         )?;
@@ -726,6 +827,63 @@ struct PendingJob {
     owner: Owner,
     sessions: Vec<String>,
     first_id: Option<u64>,
+}
+
+/// A job, as [`Uploads::run`] publishes it.
+#[derive(Clone, Copy)]
+struct Publish<'a> {
+    work: &'a PendingJob,
+    /// The worker that must still hold the job's lease when it is published.
+    worker: &'a str,
+    first_id: u64,
+    /// The sessions the files are, in order (a manifest's; none for a zip).
+    session_keys: &'a [String],
+    /// What an earlier job made of the manifest's other sessions.
+    earlier: &'a [(String, Option<ImageId>)],
+}
+
+/// A claimed job and its file type, from `RETURNING id, user_id, username, organization,
+/// file_type, sessions, first_id`.
+fn pending_job(row: &dyn Row) -> Result<(PendingJob, String), DbError> {
+    let sessions: String = row.get(5)?;
+    let file_type: String = row.get(4)?;
+    let work = PendingJob {
+        id: row.get(0)?,
+        user_id: row.get::<i64>(1)? as u64,
+        owner: Owner {
+            username: row.get(2)?,
+            organization: row
+                .get::<Option<i64>>(3)?
+                .map(|id| OrganizationId(id as u64)),
+        },
+        sessions: serde_json::from_str(&sessions).unwrap_or_default(),
+        first_id: row.get::<Option<i64>>(6)?.map(|id| id as u64),
+    };
+    Ok((work, file_type))
+}
+
+/// A name for a worker, unique among every process sharing the database: the process ID for
+/// the logs, and random bytes.
+pub(crate) fn worker_name() -> String {
+    let bytes: [u8; 8] = rand::random();
+    format!("{}-{}", std::process::id(), hex::encode(bytes))
+}
+
+fn millis(duration: Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// The handles a manifest lists: JSON with 1 to [`MAX_JOB_IMAGES`] of them.
+pub(crate) fn parse_manifest(text: &[u8]) -> Result<Manifest, ImportError> {
+    let manifest: Manifest = serde_json::from_slice(text).map_err(|error| {
+        ImportError::InvalidUpload(format!("the manifest is not valid JSON: {error}"))
+    })?;
+    if manifest.image_handles.is_empty() || manifest.image_handles.len() > MAX_JOB_IMAGES {
+        return Err(ImportError::InvalidUpload(format!(
+            "a manifest lists 1 to {MAX_JOB_IMAGES} image handles"
+        )));
+    }
+    Ok(manifest)
 }
 
 /// A job's duplicates and refused files: the sessions an earlier job processed (duplicates if
@@ -813,18 +971,7 @@ struct ZipEntries {
 impl ZipEntries {
     fn open(path: &Path, budget: ZipBudget) -> Result<Self, ImportError> {
         let archive = open_zip(path, budget)?;
-        let mut names: Vec<(usize, String)> = (0..archive.len())
-            .filter_map(|index| {
-                let name = archive.name_for_index(index)?;
-                crate::files::is_jpeg_name(Path::new(name)).then(|| (index, name.to_owned()))
-            })
-            .collect();
-        if names.is_empty() || names.len() > MAX_JOB_IMAGES {
-            return Err(ImportError::InvalidUpload(format!(
-                "an archive holds 1 to {MAX_JOB_IMAGES} JPEG files"
-            )));
-        }
-        names.sort_by_key(|(_, name)| natural_key(name));
+        let names = jpeg_entries(&archive)?;
         Ok(ZipEntries {
             archive: Mutex::new(archive),
             names,
@@ -849,25 +996,54 @@ impl Sources for ZipEntries {
 
     fn read(&self, index: usize) -> Result<Vec<u8>, String> {
         let mut archive = self.archive.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut entry = archive
-            .by_index(self.names[index].0)
-            .map_err(|error| format!("cannot read the archive entry: {error}"))?;
-        // The directory's sizes were checked against the budget: no entry inflates to more.
-        let declared = entry.size();
-        if declared > MAX_ZIP_ENTRY_BYTES {
-            return Err(format!("larger than {MAX_ZIP_ENTRY_BYTES} bytes"));
-        }
-        let mut bytes = Vec::new();
-        entry
-            .by_ref()
-            .take(declared + 1)
-            .read_to_end(&mut bytes)
-            .map_err(|error| format!("cannot read the archive entry: {error}"))?;
-        if bytes.len() as u64 > declared {
-            return Err(format!(
-                "it inflates to more than the {declared} bytes the archive declares"
-            ));
-        }
-        Ok(bytes)
+        read_zip_entry(&mut archive, self.names[index].0)
     }
+}
+
+/// The JPEG entries of an archive [`open_zip`] accepted, as a job takes them: their indexes
+/// and names, in capture order (1 to [`MAX_JOB_IMAGES`]).
+pub(crate) fn jpeg_entries<R: std::io::Read + std::io::Seek>(
+    archive: &zip::ZipArchive<R>,
+) -> Result<Vec<(usize, String)>, ImportError> {
+    let mut names: Vec<(usize, String)> = (0..archive.len())
+        .filter_map(|index| {
+            let name = archive.name_for_index(index)?;
+            crate::files::is_jpeg_name(Path::new(name)).then(|| (index, name.to_owned()))
+        })
+        .collect();
+    if names.is_empty() || names.len() > MAX_JOB_IMAGES {
+        return Err(ImportError::InvalidUpload(format!(
+            "an archive holds 1 to {MAX_JOB_IMAGES} JPEG files"
+        )));
+    }
+    names.sort_by_key(|(_, name)| natural_key(name));
+    Ok(names)
+}
+
+/// The bytes of entry `index`, inflated no further than the size the directory declares (and
+/// the budget checked) nor [`MAX_ZIP_ENTRY_BYTES`].
+pub(crate) fn read_zip_entry<R: std::io::Read + std::io::Seek>(
+    archive: &mut zip::ZipArchive<R>,
+    index: usize,
+) -> Result<Vec<u8>, String> {
+    let mut entry = archive
+        .by_index(index)
+        .map_err(|error| format!("cannot read the archive entry: {error}"))?;
+    // The directory's sizes were checked against the budget: no entry inflates to more.
+    let declared = entry.size();
+    if declared > MAX_ZIP_ENTRY_BYTES {
+        return Err(format!("larger than {MAX_ZIP_ENTRY_BYTES} bytes"));
+    }
+    let mut bytes = Vec::new();
+    entry
+        .by_ref()
+        .take(declared + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|error| format!("cannot read the archive entry: {error}"))?;
+    if bytes.len() as u64 > declared {
+        return Err(format!(
+            "it inflates to more than the {declared} bytes the archive declares"
+        ));
+    }
+    Ok(bytes)
 }

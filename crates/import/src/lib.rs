@@ -5,6 +5,7 @@ mod budgets;
 mod erase;
 mod error;
 mod files;
+pub mod fuzzing;
 mod jobs;
 mod media;
 mod notes;

@@ -43,6 +43,10 @@ pub struct UploadLimits {
     /// How long a job waits before it is tried again when the external blur service was
     /// away: it stays `received`, with the reason, and publishes nothing until then.
     pub blur_retry_after: Duration,
+    /// How long a worker's claim on a job lasts without being renewed (it is renewed every
+    /// quarter of it while the worker works): how soon another worker, in this process or
+    /// another sharing the database, takes over the job of a worker that died.
+    pub job_lease: Duration,
 }
 
 impl Default for UploadLimits {
@@ -55,6 +59,7 @@ impl Default for UploadLimits {
             job_time_limit: Duration::from_secs(1800),
             session_max_age: Duration::from_secs(7 * 24 * 3600),
             blur_retry_after: Duration::from_secs(60),
+            job_lease: Duration::from_secs(60),
         }
     }
 }
@@ -79,8 +84,9 @@ pub struct Uploads {
     pub(crate) limits: UploadLimits,
     /// Set when a job is submitted; the worker waits on it.
     work: (Mutex<bool>, Condvar),
-    /// Whether the job a crash left `processing` was looked for (see `process_next`).
-    pub(crate) recovered: std::sync::atomic::AtomicBool,
+    /// The worker name [`Uploads::process_next`] claims jobs as (each `run_worker` call
+    /// makes its own).
+    pub(crate) worker: String,
     /// How jobs blur what they publish (by default nothing is published: see
     /// [`Uploads::with_blurring`]).
     pub(crate) blurring: crate::Blurring,
@@ -129,7 +135,7 @@ impl Uploads {
             db,
             limits,
             work: (Mutex::new(true), Condvar::new()),
-            recovered: std::sync::atomic::AtomicBool::new(false),
+            worker: crate::jobs::worker_name(),
             blurring: crate::Blurring::default(),
         })
     }

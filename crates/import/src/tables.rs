@@ -102,6 +102,13 @@ CREATE TABLE import_reblur_runs (
     finished_at INTEGER
 );
 ",
+    "
+-- The worker (any process's) that claimed a job and until when its lease runs: renewed while
+-- it works, so only a job whose lease ran out (its worker died) is taken over by another.
+-- NULL: given back by a stopping server (or never leased), to be taken at once.
+ALTER TABLE import_jobs ADD COLUMN worker TEXT;
+ALTER TABLE import_jobs ADD COLUMN lease_until INTEGER;
+",
 ];
 
 /// The same tables in PostgreSQL's types.
@@ -175,6 +182,9 @@ CREATE TABLE import_reblur_runs (
     started_at BIGINT NOT NULL,
     finished_at BIGINT
 );
+",
+    "
+ALTER TABLE import_jobs ADD COLUMN worker TEXT, ADD COLUMN lease_until BIGINT;
 ",
 ];
 

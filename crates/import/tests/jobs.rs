@@ -116,10 +116,11 @@ fn a_job_interrupted_by_a_crash_is_redone_with_the_ids_it_reserved() {
     assert_eq!(images_near(&reopened).len(), 3);
 }
 
-/// Two servers on one database (replicas) each run a worker: a job one of them is processing
-/// is not taken by the other, which only redoes what a crash left before it opened the queue.
+/// Two servers on one database (replicas) each run a worker: a job another worker holds under
+/// a lease that has not run out is not taken, however often this one looks; once the lease
+/// has run out unrenewed (its worker died), it is taken over and published once.
 #[test]
-fn a_job_another_worker_is_processing_is_not_taken_again() {
+fn a_job_another_worker_holds_is_taken_over_only_when_its_lease_runs_out() {
     let data = scratch("two-workers");
     let first = Uploads::open(&data, UploadLimits::default())
         .unwrap()
@@ -128,7 +129,6 @@ fn a_job_another_worker_is_processing_is_not_taken_again() {
         .unwrap()
         .with_blurring(Blurring::Off);
     let store = RwLock::new(Store::open(&data).unwrap());
-    // The second worker has looked for interrupted jobs: there were none.
     assert_eq!(second.process_next(&store).unwrap(), None);
     let handle = upload(&first, "mly_tools_4.jpg", &photo(4));
     let manifest = serde_json::json!({"image_handles": [handle]}).to_string();
@@ -136,19 +136,50 @@ fn a_job_another_worker_is_processing_is_not_taken_again() {
     let job = first
         .finish(1, "dana", &manifest, "mly_bundle_manifest", None)
         .unwrap();
-    // The first worker claims it (what its `process_next` does before processing).
+    // Another worker claimed it a moment ago, with a minute's lease.
     let connection = rusqlite::Connection::open(Store::database_path(&data)).unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
     connection
         .execute(
-            "UPDATE import_jobs SET state = 'processing' WHERE id = ?1",
-            rusqlite::params![job as i64],
+            "UPDATE import_jobs SET state = 'processing', worker = 'elsewhere', lease_until = ?2
+             WHERE id = ?1",
+            rusqlite::params![job as i64, now + 60_000],
         )
         .unwrap();
-    assert_eq!(second.process_next(&store).unwrap(), None);
+    for _ in 0..3 {
+        assert_eq!(second.process_next(&store).unwrap(), None);
+    }
     assert_eq!(
         second.job(job).unwrap().unwrap().state,
         JobState::Processing
     );
+    assert!(images_near(&store.read().unwrap()).is_empty());
+
+    // Its worker died: the lease ran out a moment ago, unrenewed.
+    connection
+        .execute(
+            "UPDATE import_jobs SET lease_until = ?2 WHERE id = ?1",
+            rusqlite::params![job as i64, now - 1],
+        )
+        .unwrap();
+    assert_eq!(second.process_next(&store).unwrap(), Some(job));
+    let done = second.job(job).unwrap().unwrap();
+    assert_eq!(done.state, JobState::Published, "{done:?}");
+    assert_eq!(done.images, 1);
+    assert_eq!(images_near(&store.read().unwrap()).len(), 1);
+    // The dead worker's name no longer holds it; nothing is left to take.
+    let holder: Option<String> = connection
+        .query_row(
+            "SELECT worker FROM import_jobs WHERE id = ?1",
+            rusqlite::params![job as i64],
+            |row| row.get(0),
+        )
+        .unwrap();
+    assert_ne!(holder.as_deref(), Some("elsewhere"));
+    assert_eq!(first.process_next(&store).unwrap(), None);
 }
 
 #[test]

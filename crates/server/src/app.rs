@@ -162,6 +162,28 @@ impl App {
         request_id(self.request_seed, count)
     }
 
+    /// The whole HTTP/1.1 answer to a connection refused because the server is out of
+    /// connection slots or descriptors: 503 with `Retry-After` and the error body every other
+    /// refusal has ([`Error::Busy`]), closing the connection.
+    pub(crate) fn overloaded_response(&self) -> Bytes {
+        let request_id = self.next_request_id();
+        let error = Error::Busy;
+        let body = error.to_body(&self.trace_member, &request_id).to_string();
+        let status = error.status();
+        tracing::debug!(
+            request_id,
+            "a connection refused: the server is at capacity"
+        );
+        Bytes::from(format!(
+            "HTTP/1.1 {status}\r\ncontent-type: application/json\r\n\
+             retry-after: {}\r\ncache-control: no-store\r\n\
+             access-control-allow-origin: *\r\ncontent-length: {}\r\n\
+             connection: close\r\n\r\n{body}",
+            error.retry_after().unwrap_or(1),
+            body.len()
+        ))
+    }
+
     /// Answers one request whose body has been read (or failed to be).
     pub async fn respond_async(
         self: &Arc<Self>,

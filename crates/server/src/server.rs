@@ -2,6 +2,12 @@
 //! (h2c, prior knowledge: a client or proxy that starts with the HTTP/2 preface gets HTTP/2),
 //! bounds how many are served at once, closes idle ones, reads bodies with a size limit and a
 //! deadline, turns panics into 500s and shuts down gracefully.
+//!
+//! When every connection slot is taken, or the process runs out of file descriptors, the
+//! connections that have not completed a request yet (idle, or trickling their first request)
+//! are shed, so that clients whose requests complete keep being served; a connection that
+//! cannot be accepted for want of descriptors is answered 503 with `Retry-After` (the error
+//! body of every other refusal) through a descriptor kept in reserve, rather than reset.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -19,7 +25,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use std::pin::Pin;
 use std::task::{Context, Poll};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _, ReadBuf};
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 
@@ -31,6 +37,16 @@ use crate::{Config, Error, PublicUrls, Route, Services};
 /// bound by this number, which is kept small (a browser loading a map asks for a few dozen
 /// tiles at once; HTTP/1.1 browsers use six connections).
 const HTTP2_MAX_CONCURRENT_STREAMS: u32 = 32;
+
+/// Connections being refused at once (each holds a descriptor for at most
+/// [`REFUSAL_TIME`]); more are closed without an answer.
+const MAX_REFUSALS: usize = 64;
+
+/// How long a refused connection is given to take its 503.
+const REFUSAL_TIME: Duration = Duration::from_secs(1);
+
+/// `EMFILE` and `ENFILE` on Linux: the process's or the system's descriptors ran out.
+const DESCRIPTORS_EXHAUSTED: [i32; 2] = [24, 23];
 
 /// A bound, not yet running server.
 pub struct Server {
@@ -93,35 +109,38 @@ impl Server {
         let connections = Arc::new(Semaphore::new(max_connections));
         let per_address = Arc::new(PerAddress::default());
         let max_per_address = app.config().max_connections_per_address.max(1);
-        let mut accept_errors = AcceptErrors::default();
         let (stop_connections, stopping) = watch::channel(false);
+        let mut overload = Overload::new();
         tokio::pin!(shutdown);
         loop {
-            let permit = tokio::select! {
-                () = &mut shutdown => break,
-                permit = Arc::clone(&connections).acquire_owned() => match permit {
-                    Ok(permit) => permit,
-                    Err(_) => break,
-                },
-            };
+            overload.keep_a_reserve();
             let (stream, peer) = tokio::select! {
                 () = &mut shutdown => break,
                 accepted = listener.accept() => match accepted {
                     Ok(accepted) => {
-                        accept_errors.succeeded();
+                        overload.accept_errors.succeeded();
                         accepted
                     }
                     Err(error) => {
-                        // Running out of file descriptors must not end the server, nor make
-                        // it spin: back off, and log once per interval with a count.
-                        let (pause, report) = accept_errors.failed(std::time::Instant::now());
-                        if let Some(count) = report {
-                            tracing::warn!(%error, failures = count, "accept failed");
-                        }
-                        tokio::time::sleep(pause).await;
+                        overload.accept_failed(&error, &listener, &app).await;
                         continue;
                     }
                 },
+            };
+            let permit = if let Ok(permit) = Arc::clone(&connections).try_acquire_owned() {
+                permit
+            } else {
+                // Every slot is taken: room is made by shedding the connections that have
+                // completed no request, and this one waits for a slot (those behind it wait
+                // in the listen queue), as it did before it was accepted.
+                overload.slots_taken(max_connections);
+                tokio::select! {
+                    () = &mut shutdown => break,
+                    permit = Arc::clone(&connections).acquire_owned() => match permit {
+                        Ok(permit) => permit,
+                        Err(_) => break,
+                    },
+                }
             };
             let Some(address_slot) = PerAddress::enter(&per_address, peer.ip(), max_per_address)
             else {
@@ -156,7 +175,7 @@ impl Server {
                 service,
                 activity,
                 limits,
-                stopping.clone(),
+                (stopping.clone(), overload.shed.subscribe()),
                 (permit, address_slot),
             ));
         }
@@ -183,7 +202,7 @@ async fn serve_connection<S>(
     service: S,
     activity: Arc<Activity>,
     limits: ConnectionLimits,
-    mut stopping: watch::Receiver<bool>,
+    (mut stopping, mut shedding): (watch::Receiver<bool>, watch::Receiver<u64>),
     held: (tokio::sync::OwnedSemaphorePermit, AddressSlot),
 ) where
     S: hyper::service::Service<Request<Incoming>, Response = Response<Tracked>, Error = Infallible>
@@ -230,6 +249,16 @@ async fn serve_connection<S>(
             _ = stopping.wait_for(|stop| *stop), if !closing => {
                 closing = true;
                 connection.as_mut().graceful_shutdown();
+            }
+            Ok(()) = shedding.changed(), if !activity.completed.load(Ordering::SeqCst) => {
+                // Out of slots or descriptors: a connection that has completed no request
+                // (idle since it opened, or trickling its first request) goes first. The
+                // condition above was read when this wait began: read it again.
+                if activity.completed.load(Ordering::SeqCst) {
+                    continue;
+                }
+                tracing::debug!(%peer, "shed a connection that completed no request");
+                break Ok(());
             }
         }
     };
@@ -344,6 +373,8 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for SendTimeout<T> {
 #[derive(Debug)]
 struct Activity {
     in_flight: AtomicUsize,
+    /// Whether a response was sent on the connection: such a connection is not shed.
+    completed: std::sync::atomic::AtomicBool,
     /// When the last request ended, in nanoseconds after `epoch`.
     last_end: AtomicU64,
     epoch: Instant,
@@ -353,6 +384,7 @@ impl Default for Activity {
     fn default() -> Self {
         Activity {
             in_flight: AtomicUsize::new(0),
+            completed: std::sync::atomic::AtomicBool::new(false),
             last_end: AtomicU64::new(0),
             epoch: Instant::now(),
         }
@@ -395,6 +427,109 @@ impl Activity {
     }
 }
 
+/// How the accept loop makes room when connection slots or descriptors run out.
+struct Overload {
+    /// Bumped to shed the connections that have completed no request; each connection
+    /// subscribes when it starts, so only sheds after that reach it.
+    shed: watch::Sender<u64>,
+    /// Given up when descriptors run out, so that one connection can still be accepted and
+    /// told to come back.
+    reserve: Option<std::fs::File>,
+    /// The connections being answered 503.
+    refusals: Arc<Semaphore>,
+    accept_errors: AcceptErrors,
+    /// When the last "every slot is taken" line was logged, and how many since.
+    slot_reports: AcceptErrors,
+}
+
+impl Overload {
+    fn new() -> Self {
+        Overload {
+            shed: watch::channel(0_u64).0,
+            reserve: None,
+            refusals: Arc::new(Semaphore::new(MAX_REFUSALS)),
+            accept_errors: AcceptErrors::default(),
+            slot_reports: AcceptErrors::default(),
+        }
+    }
+
+    /// Opens the reserve descriptor again if it was given up (and descriptors are free).
+    fn keep_a_reserve(&mut self) {
+        if self.reserve.is_none() {
+            self.reserve = std::fs::File::open("/dev/null").ok();
+        }
+    }
+
+    fn shed(&self) {
+        self.shed.send_modify(|generation| *generation += 1);
+    }
+
+    /// After a failed accept: running out of file descriptors must not end the server, nor
+    /// make it spin. The connections that completed no request are shed, and the reserve
+    /// descriptor is given up to take one connection and answer it 503; then the loop backs
+    /// off, and logs once per interval with a count.
+    async fn accept_failed(
+        &mut self,
+        error: &std::io::Error,
+        listener: &TcpListener,
+        app: &Arc<App>,
+    ) {
+        let exhausted = error
+            .raw_os_error()
+            .is_some_and(|code| DESCRIPTORS_EXHAUSTED.contains(&code));
+        if exhausted {
+            self.shed();
+            if self.reserve.take().is_some()
+                && let Ok(Ok((stream, _))) =
+                    tokio::time::timeout(Duration::from_millis(10), listener.accept()).await
+            {
+                refuse(app, stream, &self.refusals);
+            }
+        }
+        let (pause, report) = self.accept_errors.failed(std::time::Instant::now());
+        if let Some(count) = report {
+            tracing::warn!(%error, failures = count, "accept failed");
+        }
+        tokio::time::sleep(pause).await;
+    }
+
+    /// A connection was accepted with every slot taken: shed, and log once per interval.
+    fn slots_taken(&mut self, max_connections: usize) {
+        self.shed();
+        if let (_, Some(count)) = self.slot_reports.failed(std::time::Instant::now()) {
+            tracing::warn!(
+                waited = count,
+                max_connections,
+                "every connection slot is taken: connections without a completed request \
+                 are shed"
+            );
+        }
+    }
+}
+
+/// Answers `stream` 503 with `Retry-After` and closes it, taking no more than
+/// [`REFUSAL_TIME`]; when [`MAX_REFUSALS`] are under way already, closes it at once.
+fn refuse(app: &Arc<App>, stream: tokio::net::TcpStream, refusals: &Arc<Semaphore>) {
+    let Ok(permit) = Arc::clone(refusals).try_acquire_owned() else {
+        return;
+    };
+    let response = app.overloaded_response();
+    tokio::spawn(async move {
+        let mut stream = stream;
+        let _ = tokio::time::timeout(REFUSAL_TIME, async {
+            stream.write_all(&response).await?;
+            stream.shutdown().await?;
+            // Read what the client sent until it closes, so that closing does not reset the
+            // connection before the client has read the answer.
+            let mut sink = [0_u8; 1024];
+            while stream.read(&mut sink).await? > 0 {}
+            Ok::<_, std::io::Error>(())
+        })
+        .await;
+        drop(permit);
+    });
+}
+
 /// A response body that keeps its request counted as in progress until it is dropped.
 struct Tracked {
     body: Full<Bytes>,
@@ -429,6 +564,7 @@ impl Drop for Busy {
         // Before the count goes down, so a watcher that sees no request in flight sees
         // this end.
         activity.last_end.fetch_max(since_epoch, Ordering::SeqCst);
+        activity.completed.store(true, Ordering::SeqCst);
         activity.in_flight.fetch_sub(1, Ordering::SeqCst);
     }
 }

@@ -312,10 +312,11 @@ async fn serve(args: Args, settings: Settings) -> anyhow::Result<()> {
         database_url,
         web: web_config,
         upload_limits,
-        decode_memory_bytes,
+        background,
         auth: auth_config,
         blur,
     } = settings::resolve(settings, args.debug_panic_route, media_key)?;
+    let config = fit_connections_to_descriptors(config);
     let location = database_location(&data, database_url)?;
     check_database_file(&data)?;
     // A second server on the same directory would run its own upload worker and caches
@@ -401,7 +402,7 @@ async fn serve(args: Args, settings: Settings) -> anyhow::Result<()> {
             sign_in.throttle.retain_recent();
         }
     });
-    let background = Background::start(uploads, store, decode_memory_bytes)?;
+    let background = Background::start(&uploads, store, background)?;
     server.run(shutdown).await?;
     cleaner.abort();
     background.stop().await;
@@ -409,60 +410,115 @@ async fn serve(args: Args, settings: Settings) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The work a server does besides answering requests: the upload worker (a thread, since
+/// Descriptors kept for what is not a client connection: the database connections, the
+/// log, data files and media being read, and the connections being refused 503.
+const RESERVED_DESCRIPTORS: u64 = 128;
+
+/// Raises the soft limit on open files to the hard limit (as Go's runtime and nginx do; the
+/// common default soft limit is 1,024) and, if `max_connections` would still not fit in it
+/// beside [`RESERVED_DESCRIPTORS`], lowers it to what fits: the server then answers the
+/// connections beyond it 503 instead of running out of descriptors.
+fn fit_connections_to_descriptors(
+    mut config: streetlevel_server::Config,
+) -> streetlevel_server::Config {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let mut limit = getrlimit(Resource::Nofile);
+    // An unlimited hard limit is not a number the kernel takes for a soft one (it caps it at
+    // `fs.nr_open`): 1,048,576, that cap's default, is far more than needed.
+    let wanted = limit.maximum.unwrap_or(1 << 20);
+    if limit.current.is_some_and(|current| current < wanted) {
+        let raised = rustix::process::Rlimit {
+            current: Some(wanted),
+            maximum: limit.maximum,
+        };
+        match setrlimit(Resource::Nofile, raised) {
+            Ok(()) => limit = getrlimit(Resource::Nofile),
+            Err(error) => tracing::warn!(%error, "cannot raise the limit on open files"),
+        }
+    }
+    let Some(descriptors) = limit.current else {
+        return config;
+    };
+    tracing::info!(descriptors, "open files allowed");
+    let fits = usize::try_from(descriptors.saturating_sub(RESERVED_DESCRIPTORS).max(16))
+        .unwrap_or(usize::MAX);
+    if config.max_connections > fits {
+        tracing::warn!(
+            max_connections = config.max_connections,
+            descriptors,
+            serving = fits,
+            "max_connections does not fit in the open files allowed: fewer connections are \
+             served at once, and the others answered 503"
+        );
+        config.max_connections = fits;
+    }
+    config
+}
+
+/// The work a server does besides answering requests: the upload workers (threads, since
 /// processing is blocking work) and the follower of other processes' writes.
 struct Background {
     stop: Arc<AtomicBool>,
-    worker: std::thread::JoinHandle<()>,
+    workers: Vec<std::thread::JoinHandle<()>>,
     follower: tokio::task::JoinHandle<()>,
 }
 
 impl Background {
-    /// Starts both; the image decodes of the process (the worker's) share `decode_memory`.
+    /// Starts `work.workers` upload workers and the follower; the image decodes of the
+    /// process (the workers') share `work.decode_memory_bytes`.
     fn start(
-        uploads: Arc<Uploads>,
+        uploads: &Arc<Uploads>,
         store: Arc<RwLock<Store>>,
-        decode_memory: u64,
+        work: settings::UploadWork,
     ) -> anyhow::Result<Self> {
-        streetlevel_import::set_decode_memory_limit(decode_memory);
+        streetlevel_import::set_decode_memory_limit(work.decode_memory_bytes);
         let stop = Arc::new(AtomicBool::new(false));
-        let worker = {
-            let (store, stop) = (Arc::clone(&store), Arc::clone(&stop));
-            std::thread::Builder::new()
-                .name(String::from("upload worker"))
-                .spawn(move || uploads.run_worker(&store, &stop))
-                .context("cannot start the upload worker")?
-        };
+        let workers = (0..work.workers.max(1))
+            .map(|index| {
+                let (uploads, store, stop) =
+                    (Arc::clone(uploads), Arc::clone(&store), Arc::clone(&stop));
+                std::thread::Builder::new()
+                    .name(format!("upload worker {index}"))
+                    .spawn(move || uploads.run_worker(&store, &stop))
+                    .context("cannot start an upload worker")
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
         let follower = tokio::spawn(follow_other_writers(store));
         Ok(Background {
             stop,
-            worker,
+            workers,
             follower,
         })
     }
 
-    /// Stops both. The worker's job is interrupted at its next file and stays `processing`,
-    /// so the next start takes it again (it publishes in one transaction: nothing is half
-    /// done); a step that does not end within [`SHUTDOWN_GRACE`] is not waited for.
+    /// Stops them. Each worker's job is interrupted at its next file, stays `processing` and
+    /// its lease is given back, so the next worker to look (another replica's, or this
+    /// server's after its restart) takes it again (it publishes in one transaction: nothing is
+    /// half done); a step that does not end within [`SHUTDOWN_GRACE`] is not waited for, and
+    /// its job is taken over once its lease runs out.
     async fn stop(self) {
         self.follower.abort();
         self.stop.store(true, Ordering::Relaxed);
-        let worker = self.worker;
+        let workers = self.workers;
         let joined = tokio::time::timeout(
             SHUTDOWN_GRACE,
-            tokio::task::spawn_blocking(move || worker.join()),
+            tokio::task::spawn_blocking(move || {
+                for worker in workers {
+                    let _ = worker.join();
+                }
+            }),
         )
         .await;
         if joined.is_err() {
             tracing::warn!(
                 seconds = SHUTDOWN_GRACE.as_secs(),
-                "the upload worker did not stop within the grace period: its job resumes at the next start"
+                "an upload worker did not stop within the grace period: its job is taken over once its lease runs out"
             );
         }
     }
 }
 
-/// How long a shutdown waits for the upload worker to leave its job.
+/// How long a shutdown waits for the upload workers to leave their jobs.
 const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// How long the follower waits for a notification before it looks at the write log anyway

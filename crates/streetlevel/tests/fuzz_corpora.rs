@@ -95,3 +95,117 @@ fn decode_detection_corpus() {
 fn read_metadata_corpus() {
     replay("read_metadata", checks::read_metadata);
 }
+
+#[test]
+fn upload_zip_corpus() {
+    replay("upload_zip", checks::upload_zip);
+}
+
+#[test]
+fn upload_image_corpus() {
+    replay("upload_image", checks::upload_image);
+}
+
+#[test]
+fn upload_manifest_corpus() {
+    replay("upload_manifest", checks::upload_manifest);
+}
+
+#[test]
+fn query_string_corpus() {
+    replay("query_string", |bytes| {
+        std::str::from_utf8(bytes).is_ok_and(checks::query_string)
+    });
+}
+
+/// Random changes of the seeds: each case takes one seed of the target, cuts it at a random
+/// length, overwrites random bytes and splices in random runs, as a mutating fuzzer does,
+/// and puts the result through the target's check. `cargo xtask test` runs proptest's
+/// default number of cases per target (256, a few seconds in all); `PROPTEST_CASES=200000
+/// cargo test -p streetlevel --test fuzz_corpora random` runs longer (fuzz/README.md), and a
+/// failure is shrunk and kept in `fuzz_corpora.proptest-regressions`, to be copied into
+/// `fuzz/seeds/<target>/` as a regression seed.
+mod random {
+    use proptest::prelude::*;
+
+    use super::{checks, files};
+
+    /// A change of a seed: where to cut it, bytes to overwrite and a run to splice in.
+    #[derive(Debug, Clone)]
+    struct Change {
+        seed: usize,
+        cut: usize,
+        writes: Vec<(usize, u8)>,
+        splice: (usize, Vec<u8>),
+    }
+
+    fn change() -> impl Strategy<Value = Change> {
+        (
+            any::<usize>(),
+            any::<usize>(),
+            proptest::collection::vec((any::<usize>(), any::<u8>()), 0..16),
+            (
+                any::<usize>(),
+                proptest::collection::vec(any::<u8>(), 0..64),
+            ),
+        )
+            .prop_map(|(seed, cut, writes, splice)| Change {
+                seed,
+                cut,
+                writes,
+                splice,
+            })
+    }
+
+    /// The bytes `change` makes of one of `seeds`.
+    fn changed(seeds: &[(std::path::PathBuf, Vec<u8>)], change: &Change) -> Vec<u8> {
+        let mut bytes = seeds[change.seed % seeds.len()].1.clone();
+        if !bytes.is_empty() {
+            for (at, byte) in &change.writes {
+                let at = at % bytes.len();
+                bytes[at] = *byte;
+            }
+        }
+        let (at, run) = &change.splice;
+        let at = at % (bytes.len() + 1);
+        bytes.splice(at..at, run.iter().copied());
+        let cut = bytes.len() - change.cut % (bytes.len() / 4 + 1);
+        bytes.truncate(cut);
+        bytes
+    }
+
+    fn run(target: &str, check: impl Fn(&[u8]) -> bool) {
+        let seeds = files("seeds", target);
+        assert!(!seeds.is_empty(), "fuzz/seeds/{target} holds no seeds");
+        proptest!(|(change in change())| {
+            check(&changed(&seeds, &change));
+        });
+    }
+
+    #[test]
+    fn random_upload_zips() {
+        run("upload_zip", checks::upload_zip);
+    }
+
+    #[test]
+    fn random_upload_images() {
+        run("upload_image", checks::upload_image);
+    }
+
+    #[test]
+    fn random_upload_manifests() {
+        run("upload_manifest", checks::upload_manifest);
+    }
+
+    #[test]
+    fn random_query_strings() {
+        run("query_string", |bytes| {
+            checks::query_string(&String::from_utf8_lossy(bytes))
+        });
+    }
+
+    #[test]
+    fn random_jpeg_metadata() {
+        run("read_metadata", checks::read_metadata);
+    }
+}

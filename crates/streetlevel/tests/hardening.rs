@@ -159,16 +159,24 @@ fn a_client_that_stops_reading_is_dropped_after_the_send_timeout() {
     assert_eq!(server.get(&target).status, 200);
 }
 
-/// Out of file descriptors, the accept loop backs off and logs once per interval with a
-/// count instead of spinning, and serves again once descriptors are free.
+/// Out of file descriptors, the server sheds the connections that completed no request,
+/// answers one connection it could not otherwise accept 503 with `Retry-After` and the error
+/// body (through a descriptor kept in reserve), keeps serving a client whose request
+/// completed before, backs off and logs once per interval with a count instead of spinning,
+/// and serves new clients again while the idle attackers still hold their sockets.
 #[test]
-fn running_out_of_file_descriptors_backs_off_and_recovers() {
+fn running_out_of_file_descriptors_sheds_idle_connections_and_recovers() {
     let root = scratch("descriptors");
     let data = root.join("data");
     std::fs::create_dir_all(&data).unwrap();
     let token = create_app(Path::new(BINARY), &data, "read");
     let server = Server::start_captured(Path::new(BINARY), &data, &[], &[("RUST_LOG", "warn")]);
     answered(&server, &token);
+    // A client whose request completed, kept alive through the attack.
+    let mut regular = streetlevel_tests::Connection::open(server.addr, Duration::from_secs(20));
+    let auth = format!("OAuth {token}");
+    let target = "/images?bbox=13.1,55.6,13.3,55.8&limit=1";
+    assert_eq!(regular.get(target, &[("Authorization", &auth)]).status, 200);
     // Lower the running server's descriptor limit (util-linux's prlimit).
     let Ok(status) = std::process::Command::new("prlimit")
         .args(["--pid", &server.pid().to_string(), "--nofile=40:40"])
@@ -179,8 +187,8 @@ fn running_out_of_file_descriptors_backs_off_and_recovers() {
         return;
     };
     assert!(status.success());
-    // Far more connections than descriptors: the accepts beyond the limit fail.
-    let held: Vec<TcpStream> = (0..60)
+    // Far more idle connections than descriptors (and under the per-address cap of 64).
+    let mut held: Vec<TcpStream> = (0..60)
         .map(|_| TcpStream::connect(server.addr).unwrap())
         .collect();
     server.stderr_once_it_contains("accept failed");
@@ -192,8 +200,80 @@ fn running_out_of_file_descriptors_backs_off_and_recovers() {
         "{failures} lines in 2 s:\n{}",
         server.stderr()
     );
-    drop(held);
+    // The client whose request completed before is served on its kept-alive connection
+    // while the attackers' sockets are still open on their side.
+    assert_eq!(regular.get(target, &[("Authorization", &auth)]).status, 200);
+    // Every idle connection is either shed (closed without a word) or was told to come back:
+    // at least one got 503 with Retry-After and the error body.
+    let mut refusals = Vec::new();
+    for stream in &mut held {
+        let (received, _) = read_until_closed(stream, Duration::from_secs(20));
+        if !received.is_empty() {
+            refusals.push(String::from_utf8_lossy(&received).into_owned());
+        }
+    }
+    assert!(!refusals.is_empty(), "no connection was answered 503");
+    for refusal in &refusals {
+        let (head, body) = refusal.split_once("\r\n\r\n").unwrap();
+        assert!(head.starts_with("HTTP/1.1 503"), "{refusal}");
+        assert!(
+            head.to_ascii_lowercase().contains("\r\nretry-after: 1"),
+            "{refusal}"
+        );
+        let body: serde_json::Value = serde_json::from_str(body).unwrap();
+        assert_eq!(body["error"]["type"], "OAuthException", "{body}");
+        assert!(body["error"]["message"].is_string(), "{body}");
+    }
+    // New clients are served again.
     answered_again(&server, &token, Duration::from_secs(20));
+    drop(held);
+}
+
+/// The soft and hard "Max open files" of process `pid`, as /proc shows them.
+fn open_files_limits(pid: u32) -> (String, String) {
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let line = limits
+        .lines()
+        .find(|line| line.starts_with("Max open files"))
+        .unwrap_or_else(|| panic!("no open files limit in {limits}"));
+    let mut fields = line["Max open files".len()..].split_whitespace();
+    (
+        fields.next().unwrap().to_owned(),
+        fields.next().unwrap().to_owned(),
+    )
+}
+
+/// A server started with the common soft limit on open files far below the hard one raises
+/// it to the hard one (as Go's runtime and nginx do), so that descriptors are not what runs
+/// out first.
+#[test]
+fn the_soft_limit_on_open_files_is_raised_to_the_hard_limit_at_start() {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let own = getrlimit(Resource::Nofile);
+    let hard = own.maximum.unwrap_or(1 << 20);
+    assert!(
+        hard > 256,
+        "the hard limit of {hard} leaves nothing to raise"
+    );
+    // Started with a soft limit of 256: the server inherits it. (Other tests of this binary
+    // that start a server meanwhile inherit it too, and raise it as well.)
+    setrlimit(
+        Resource::Nofile,
+        Rlimit {
+            current: Some(256),
+            maximum: own.maximum,
+        },
+    )
+    .unwrap();
+    let started = std::panic::catch_unwind(|| world("nofile", "{}"));
+    setrlimit(Resource::Nofile, own).unwrap();
+    let (server, token, _) = started.unwrap();
+    let (soft, hard_seen) = open_files_limits(server.pid());
+    let expected = own
+        .maximum
+        .map_or_else(|| String::from("1048576"), |hard| hard.to_string());
+    assert_eq!(soft, expected, "hard limit {hard_seen}");
+    answered(&server, &token);
 }
 
 #[test]

@@ -1019,3 +1019,237 @@ fn a_replicas_wrapper_killed_with_sigkill_leaves_no_redis_server_or_replica_behi
     let _ = std::fs::remove_dir_all(replicas_dir);
     let _ = std::fs::remove_dir_all(&fixture.dir);
 }
+
+/// The lease the queue test gives its replicas' workers, seconds (renewed every quarter).
+const TEST_JOB_LEASE_SECONDS: u64 = 2;
+
+/// One row of `import_jobs`, as the queue test watches it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct JobRow {
+    state: String,
+    worker: Option<String>,
+    lease_until: Option<i64>,
+    updated_at: i64,
+    images: i64,
+}
+
+fn job_row(database: &streetlevel_db::Database, job: i64) -> JobRow {
+    database
+        .read(|connection| {
+            connection.query_row(
+                "SELECT state, worker, lease_until, updated_at, images FROM import_jobs
+                 WHERE id = ?1",
+                streetlevel_db::params![job],
+                |row| {
+                    Ok::<_, streetlevel_db::DbError>(JobRow {
+                        state: row.get(0)?,
+                        worker: row.get(1)?,
+                        lease_until: row.get(2)?,
+                        updated_at: row.get(3)?,
+                        images: row.get(4)?,
+                    })
+                },
+            )
+        })
+        .unwrap()
+        .expect("the job's row")
+}
+
+fn image_count(database: &streetlevel_db::Database) -> i64 {
+    database
+        .read(|connection| {
+            connection.query_value::<i64>(
+                "SELECT COUNT(*) FROM store_images",
+                streetlevel_db::params![],
+            )
+        })
+        .unwrap()
+        .unwrap()
+}
+
+/// The real street photos of `../shared/data/opensfm-blur-pairs` (8 MP Berlin, 1024 x 768
+/// Lund, before and after blurring: all different bytes), enough work that a job holds its
+/// lease through several renewals.
+fn real_photos() -> Vec<(String, Vec<u8>)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/opensfm-blur-pairs");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|error| panic!("{}: {error} (the shared test data)", dir.display()))
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| {
+            Path::new(name)
+                .extension()
+                .is_some_and(|extension| extension.eq_ignore_ascii_case("jpg"))
+        })
+        .collect();
+    names.sort();
+    assert!(
+        names.len() >= 60,
+        "{} photos in {}",
+        names.len(),
+        dir.display()
+    );
+    names
+        .into_iter()
+        .map(|name| {
+            let bytes = std::fs::read(dir.join(&name)).unwrap();
+            (name, bytes)
+        })
+        .collect()
+}
+
+/// Uploads `photos` through the balancer as the uploader does (a session each, a manifest)
+/// and finishes the manifest: the job's ID.
+fn upload_as_one_job(replicas: &Replicas, auth: &str, photos: &[(String, Vec<u8>)]) -> i64 {
+    let mut handles = Vec::new();
+    for (index, (name, bytes)) in photos.iter().enumerate() {
+        let key = format!("mly_tools_{index:04}_{}", name.replace('_', "-"));
+        let response = replicas.request(
+            "POST",
+            &format!("/upload/{key}"),
+            &[("Authorization", auth), ("Offset", "0")],
+            bytes,
+        );
+        assert_eq!(response.status, 200, "{response:?}");
+        handles.push(response.json()["h"].as_str().unwrap().to_owned());
+    }
+    let manifest = json!({"image_handles": handles}).to_string();
+    let manifest_handle = replicas
+        .request(
+            "POST",
+            "/upload/uuid_lease.json",
+            &[("Authorization", auth), ("Offset", "0")],
+            manifest.as_bytes(),
+        )
+        .json()["h"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let finished = replicas.request(
+        "POST",
+        "/finish_upload",
+        &[
+            ("Authorization", auth),
+            ("Content-Type", "application/json"),
+        ],
+        json!({"file_handle": manifest_handle, "file_type": "mly_bundle_manifest"})
+            .to_string()
+            .as_bytes(),
+    );
+    assert_eq!(finished.status, 200, "{finished:?}");
+    finished.json()["cluster_id"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// Issue 28's queue for many workers: two replicas' workers share one queue. The worker that
+/// claims a job renews its lease while it works, and the other replica's worker, looking for
+/// work at least once a second, never takes the job while that lease holds; `kill -9` of the
+/// holder leaves the job `processing` until its lease runs out, then the survivor takes it
+/// over, and it is published once, with every image once.
+#[test]
+fn a_killed_workers_job_is_taken_over_once_its_lease_runs_out_and_published_once() {
+    let fixture = pristine().copy("replicas-lease");
+    let backend = Backend::from_env("replicas_lease");
+    let lease = TEST_JOB_LEASE_SECONDS.to_string();
+    let mut replicas = Replicas::start(
+        Path::new(BINARY),
+        &fixture.dir,
+        2,
+        &backend,
+        &["--upload-job-lease-seconds", &lease],
+    );
+    let database = streetlevel_db::Database::open(&backend.location(&fixture.dir)).unwrap();
+    let images_before = image_count(&database);
+    let one = replicas.replica(0);
+    let token = upload_token(&fixture, one);
+    let auth = format!("OAuth {token}");
+    let photos = real_photos();
+    let job = upload_as_one_job(&replicas, &auth, &photos);
+
+    // One worker claims it, and renews its lease while it works: watched until the lease has
+    // been renewed past two whole leases, during which the other replica's worker looked for
+    // work at least once a second and never took the job.
+    let claimed = within(Duration::from_secs(60), "the job's claim", || {
+        let row = job_row(&database, job);
+        (row.state == "processing" && row.worker.is_some()).then_some(row)
+    });
+    let holder = claimed.worker.clone().unwrap();
+    let holder_pid: u32 = holder.split('-').next().unwrap().parse().unwrap();
+    let owner = (0..2)
+        .find(|&index| replicas.replica(index).pid() == holder_pid)
+        .unwrap_or_else(|| panic!("worker {holder} is neither replica's"));
+    let first_lease = claimed.lease_until.unwrap();
+    let lease_millis = i64::try_from(TEST_JOB_LEASE_SECONDS * 1000).unwrap();
+    let mut last = claimed.clone();
+    let mut renewals = 0;
+    while last.lease_until.unwrap_or(0) < first_lease + 2 * lease_millis {
+        let row = job_row(&database, job);
+        assert_eq!(
+            row.state, "processing",
+            "the job ended before its lease was renewed past two leases: the test needs a \
+             longer job ({row:?}, {renewals} renewals seen)"
+        );
+        assert_eq!(
+            row.worker.as_deref(),
+            Some(holder.as_str()),
+            "the job was taken while its lease held"
+        );
+        if row.lease_until > last.lease_until {
+            renewals += 1;
+        }
+        last = row;
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(renewals >= 2, "{renewals} renewals seen");
+
+    // The holder dies mid-job.
+    replicas.kill(owner);
+    let died = job_row(&database, job);
+    assert_eq!(died.state, "processing", "{died:?}");
+    let last_lease = died.lease_until.unwrap();
+
+    // The survivor takes it over only once the lease ran out, and publishes it once.
+    let taken = within(Duration::from_secs(60), "the takeover", || {
+        let row = job_row(&database, job);
+        (row.worker.as_deref() != Some(holder.as_str())).then_some(row)
+    });
+    assert!(
+        taken.updated_at >= last_lease,
+        "taken over at {} while the dead worker's lease ran to {last_lease}: {taken:?}",
+        taken.updated_at
+    );
+    let survivor = replicas.replica(1 - owner);
+    assert!(
+        taken
+            .worker
+            .as_deref()
+            .is_some_and(|worker| worker.starts_with(&format!("{}-", survivor.pid()))),
+        "{taken:?}"
+    );
+    let done = within(Duration::from_secs(300), "the job's publication", || {
+        let row = job_row(&database, job);
+        (row.state != "processing").then_some(row)
+    });
+    assert_eq!(done.state, "published", "{done:?}");
+    let count = i64::try_from(photos.len()).unwrap();
+    assert_eq!(done.images, count, "{done:?}");
+    assert_eq!(image_count(&database) - images_before, count);
+    let status = survivor
+        .request("GET", "/uploads", &[("Authorization", &auth)], b"")
+        .json();
+    let listed = status["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|listed| listed["id"].as_str() == Some(job.to_string().as_str()))
+        .cloned()
+        .unwrap();
+    assert_eq!(listed["state"], "published", "{listed}");
+    assert_eq!(
+        (listed["images"].as_i64(), listed["duplicates"].as_i64()),
+        (Some(count), Some(0)),
+        "{listed}"
+    );
+}

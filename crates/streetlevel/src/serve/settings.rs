@@ -157,6 +157,15 @@ pub struct Settings {
     /// on, seconds. [default: 1800]
     #[arg(long, env = "STREETLEVEL_UPLOAD_JOB_TIME_LIMIT_SECONDS")]
     pub upload_job_time_limit_seconds: Option<u64>,
+    /// Upload workers this server runs, each processing one job at a time; the workers of
+    /// every replica sharing the database share one queue. [default: 1]
+    #[arg(long, env = "STREETLEVEL_UPLOAD_WORKERS")]
+    pub upload_workers: Option<usize>,
+    /// How long a worker's claim on a job lasts unrenewed, seconds (renewed every quarter
+    /// of it while the worker works): how soon another worker takes over the job of a
+    /// worker that died. [default: 60]
+    #[arg(long, env = "STREETLEVEL_UPLOAD_JOB_LEASE_SECONDS")]
+    pub upload_job_lease_seconds: Option<u64>,
     /// How long an upload session no finish call took (or whose job ended) is kept without
     /// new bytes before its file is removed and its bytes released, seconds.
     /// [default: 604800]
@@ -288,8 +297,8 @@ pub struct Resolved {
     /// The web pages' settings, from the same URLs and short name as the server's.
     pub web: WebConfig,
     pub upload_limits: UploadLimits,
-    /// The image decodes' memory for the process.
-    pub decode_memory_bytes: u64,
+    /// The upload workers and their decode memory.
+    pub background: UploadWork,
     /// Token lifetimes and the token cache.
     pub auth: streetlevel_auth::Config,
     /// How uploads are blurred.
@@ -314,7 +323,7 @@ pub fn resolve(
     media_key: impl FnOnce(&Path, Option<&str>) -> anyhow::Result<Vec<u8>>,
 ) -> anyhow::Result<Resolved> {
     let limits = rate_limits(&settings);
-    let (upload_limits, decode_memory_bytes) = upload_limits(&settings)?;
+    let (upload_limits, background) = upload_limits(&settings)?;
     let (auth, blur) = (auth_config(&settings), blur_args(&settings));
     let data = settings.data.context(
         "no data directory: pass --data DIR (or set STREETLEVEL_DATA, or `data` in the config file)",
@@ -410,7 +419,7 @@ pub fn resolve(
         database_url: settings.database_url,
         web,
         upload_limits,
-        decode_memory_bytes,
+        background,
         auth,
         blur,
     })
@@ -471,12 +480,24 @@ fn rate_limits(settings: &Settings) -> streetlevel_ratelimit::Config {
     }
 }
 
-/// The upload limits and the decode memory.
-fn upload_limits(settings: &Settings) -> anyhow::Result<(UploadLimits, u64)> {
+/// How the process processes uploads.
+#[derive(Debug, Clone, Copy)]
+pub struct UploadWork {
+    /// The memory the image decodes of the process may hold at once.
+    pub decode_memory_bytes: u64,
+    /// How many upload workers the process runs (at least 1).
+    pub workers: usize,
+}
+
+/// The upload limits, and how the process processes uploads.
+fn upload_limits(settings: &Settings) -> anyhow::Result<(UploadLimits, UploadWork)> {
     anyhow::ensure!(
         settings.upload_job_time_limit_seconds != Some(0)
-            && settings.upload_session_max_age_seconds != Some(0),
-        "upload_job_time_limit_seconds and upload_session_max_age_seconds must be at least 1"
+            && settings.upload_session_max_age_seconds != Some(0)
+            && settings.upload_job_lease_seconds != Some(0)
+            && settings.upload_workers != Some(0),
+        "upload_job_time_limit_seconds, upload_session_max_age_seconds, \
+         upload_job_lease_seconds and upload_workers must be at least 1"
     );
     let upload_defaults = UploadLimits::default();
     let limits = UploadLimits {
@@ -501,11 +522,18 @@ fn upload_limits(settings: &Settings) -> anyhow::Result<(UploadLimits, u64)> {
         blur_retry_after: settings
             .blur_retry_seconds
             .map_or(upload_defaults.blur_retry_after, Duration::from_secs),
+        job_lease: settings
+            .upload_job_lease_seconds
+            .map_or(upload_defaults.job_lease, Duration::from_secs),
     };
     let decode_memory_bytes = settings
         .decode_memory_bytes
         .unwrap_or(streetlevel_import::DEFAULT_DECODE_MEMORY_BYTES);
-    Ok((limits, decode_memory_bytes))
+    let work = UploadWork {
+        decode_memory_bytes,
+        workers: settings.upload_workers.unwrap_or(1),
+    };
+    Ok((limits, work))
 }
 
 /// A public URL must be absolute `http` or `https` with a host: it is pasted in front of
