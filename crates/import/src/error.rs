@@ -83,6 +83,9 @@ pub enum ImportError {
     /// Blurring is on and cannot run: nothing was published.
     #[error("nothing was published: {0}")]
     Blurring(String),
+    /// A blur edit or privacy request refused before anything was stored.
+    #[error(transparent)]
+    Privacy(crate::PrivacyRefusal),
     /// The store refused a write.
     #[error(transparent)]
     Store(#[from] streetlevel_store::StoreError),

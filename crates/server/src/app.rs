@@ -100,6 +100,8 @@ pub struct Services {
     pub data_dir: Option<PathBuf>,
     /// Sign-in throttling and the password-hashing queue (shared with the web pages).
     pub sign_in: Arc<streetlevel_ratelimit::SignInGuard>,
+    /// Blur edits and privacy requests (shared with the web pages), if enabled.
+    pub privacy: Option<Arc<streetlevel_import::Privacy>>,
 }
 
 /// The request-answering core, shared by all connections.
@@ -353,6 +355,17 @@ impl App {
             }
             Route::Visibility { .. } | Route::UploadImages(_) => {
                 self.takedown_route(parts, route).await
+            }
+            Route::PrivacyRequests | Route::PrivacyRequest(_) => {
+                // These read and write the database, and applying a blur renders a picture.
+                let app = Arc::clone(self);
+                let parts = parts.clone();
+                run_blocking(move || match &route {
+                    Route::PrivacyRequest(raw) => app.resolve_privacy_request(&parts, raw, &query),
+                    _ => app.privacy_requests(&parts, &query),
+                })
+                .await
+                .map(Dispatched::Reply)
             }
             Route::Login => self.web_page(Page::SignIn, parts, body).await,
             Route::Page(page) => self.web_page(page, parts, body).await,

@@ -1,6 +1,6 @@
 //! The `streetlevel` command line: `serve`, `fixtures`, `import`, `backup`, `restore`,
 //! `migrate`, and
-//! the admin commands `apps`, `users`, `images`, `sequences`, `uploads` and `takedowns`. Each subcommand lives in its own module of this binary.
+//! the admin commands `apps`, `users`, `images`, `sequences`, `uploads`, `takedowns` and `requests`. Each subcommand lives in its own module of this binary.
 
 mod admin;
 mod backup;
@@ -9,6 +9,7 @@ mod data_lock;
 mod fixtures;
 mod import;
 mod migrate;
+mod requests;
 mod serve;
 mod takedown;
 
@@ -55,6 +56,9 @@ enum Command {
     /// The record of deletions, hidings and restorations.
     #[command(subcommand)]
     Takedowns(takedown::TakedownsCommand),
+    /// Privacy requests from the report form: list them, resolve them (administrators).
+    #[command(subcommand)]
+    Requests(requests::RequestsCommand),
 }
 
 /// Runs the command; an error is one line on standard error and exit status 1 (whatever
@@ -83,5 +87,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Sequences(action) => takedown::run(takedown::Kind::Sequences, &action),
         Command::Uploads(action) => takedown::run(takedown::Kind::Uploads, &action),
         Command::Takedowns(command) => takedown::run_takedowns(command),
+        Command::Requests(command) => requests::run(command),
     }
 }

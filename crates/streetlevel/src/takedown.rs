@@ -20,7 +20,7 @@ pub struct DataArgs {
     /// The data directory: its `SQLite` file, unless `--database-url` names PostgreSQL, and
     /// its media files.
     #[arg(long)]
-    data: PathBuf,
+    pub(crate) data: PathBuf,
     /// The PostgreSQL database (with PostGIS) the servers use, as `serve --database-url`
     /// takes it. May hold a password: prefer the environment.
     #[arg(
@@ -83,7 +83,7 @@ fn location(data: &DataArgs) -> anyhow::Result<Location> {
     crate::serve::database_location(&data.data, data.database_url.clone())
 }
 
-fn open_store(data: &DataArgs) -> anyhow::Result<Store> {
+pub(crate) fn open_store(data: &DataArgs) -> anyhow::Result<Store> {
     let location = location(data)?;
     anyhow::ensure!(
         data.data.is_dir(),
