@@ -300,6 +300,85 @@ pub fn blur_regions(jpeg: &[u8], regions: &[Region]) -> Result<Vec<u8>, BlurErro
     encode_with_metadata(&stored, jpeg)
 }
 
+/// The stored width and height of a JPEG, read from its frame header without decoding its
+/// pixels.
+pub fn stored_size(jpeg: &[u8]) -> Result<(u32, u32), BlurError> {
+    let mut decoder = jpeg_decoder::Decoder::new(jpeg);
+    let info = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        decoder
+            .read_info()
+            .map_err(|error| BlurError::Decode(error.to_string()))?;
+        decoder
+            .info()
+            .ok_or_else(|| BlurError::Decode(String::from("no frame header")))
+    }))
+    .map_err(|_| BlurError::Decode(String::from("the jpeg decoder failed on this file")))??;
+    Ok((u32::from(info.width), u32::from(info.height)))
+}
+
+/// A box drawn on the upright picture, as shares of its width and height (`left`, `top`,
+/// `width`, `height`, each 0 to 1), in the stored pixels of a picture stored `stored_width`
+/// x `stored_height` with Exif `orientation`: `(x, y, width, height)`, at least 1 x 1 and
+/// inside the picture.
+pub fn upright_shares_to_stored(
+    [left, top, width, height]: [f64; 4],
+    (stored_width, stored_height): (u32, u32),
+    orientation: u8,
+) -> (u32, u32, u32, u32) {
+    let (upright_width, upright_height) = upright_size(stored_width, stored_height, orientation);
+    let clamp = |share: f64| share.clamp(0.0, 1.0) as f32;
+    let (x0, y0) = (clamp(left), clamp(top));
+    let (x1, y1) = (clamp(left + width), clamp(top + height));
+    let (w, h) = (upright_width as f32, upright_height as f32);
+    let upright = Bounds {
+        x0: x0 * w,
+        y0: y0 * h,
+        x1: x1 * w,
+        y1: y1 * h,
+    };
+    let stored = to_stored(upright, stored_width, stored_height, orientation);
+    let x = (stored.x0.floor().max(0.0) as u32).min(stored_width.saturating_sub(1));
+    let y = (stored.y0.floor().max(0.0) as u32).min(stored_height.saturating_sub(1));
+    let right = (stored.x1.ceil() as u32).clamp(x + 1, stored_width.max(x + 1));
+    let bottom = (stored.y1.ceil() as u32).clamp(y + 1, stored_height.max(y + 1));
+    (x, y, right - x, bottom - y)
+}
+
+/// The inverse of [`upright_shares_to_stored`]: a box `(x, y, width, height)` in the stored
+/// pixels as shares (`left`, `top`, `width`, `height`) of the upright picture, for drawing it
+/// over a thumbnail.
+pub fn stored_to_upright_shares(
+    (x, y, width, height): (u32, u32, u32, u32),
+    (stored_width, stored_height): (u32, u32),
+    orientation: u8,
+) -> [f64; 4] {
+    let (upright_width, upright_height) = upright_size(stored_width, stored_height, orientation);
+    // Each mapping's inverse is itself but for the quarter turns 6 and 8, which undo each
+    // other; the inverse runs over the upright picture's size.
+    let inverse = match orientation {
+        6 => 8,
+        8 => 6,
+        other => other,
+    };
+    let stored = Bounds {
+        x0: x as f32,
+        y0: y as f32,
+        x1: x.saturating_add(width) as f32,
+        y1: y.saturating_add(height) as f32,
+    };
+    let upright = to_stored(stored, upright_width, upright_height, inverse);
+    let (w, h) = (
+        f64::from(upright_width.max(1)),
+        f64::from(upright_height.max(1)),
+    );
+    [
+        f64::from(upright.x0) / w,
+        f64::from(upright.y0) / h,
+        f64::from(upright.x1 - upright.x0) / w,
+        f64::from(upright.y1 - upright.y0) / h,
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -328,6 +407,38 @@ mod tests {
         assert_eq!(band[0], (0, 0, 2048, 1440));
         assert_eq!(band[2], (5760 - 2048, 0, 2048, 1440));
         assert!(band[1].0 < 2048 - TILE_OVERLAP / 2);
+    }
+
+    #[test]
+    fn shares_of_the_upright_picture_map_to_stored_pixels() {
+        // Upright as stored: the top-left quarter.
+        assert_eq!(
+            upright_shares_to_stored([0.0, 0.0, 0.5, 0.5], (400, 300), 1),
+            (0, 0, 200, 150)
+        );
+        // Stored 400 x 300 turned 90° clockwise (6): upright 300 x 400; its top-left
+        // quarter is the stored picture's bottom-left quarter.
+        assert_eq!(
+            upright_shares_to_stored([0.0, 0.0, 0.5, 0.5], (400, 300), 6),
+            (0, 150, 200, 150)
+        );
+        // And back, for every orientation.
+        for orientation in 1..=8u8 {
+            let stored = upright_shares_to_stored([0.25, 0.5, 0.25, 0.25], (400, 300), orientation);
+            let shares = stored_to_upright_shares(stored, (400, 300), orientation);
+            for (got, want) in shares.iter().zip([0.25, 0.5, 0.25, 0.25]) {
+                assert!((got - want).abs() < 0.01, "{orientation}: {shares:?}");
+            }
+        }
+        // Out of range and empty boxes stay inside the picture, at least one pixel.
+        assert_eq!(
+            upright_shares_to_stored([0.9, 0.9, 5.0, 5.0], (100, 100), 1),
+            (90, 90, 10, 10)
+        );
+        assert_eq!(
+            upright_shares_to_stored([1.0, 1.0, 0.0, 0.0], (100, 100), 1),
+            (99, 99, 1, 1)
+        );
     }
 
     #[test]

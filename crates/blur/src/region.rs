@@ -7,6 +7,8 @@ pub enum RegionClass {
     Face,
     /// A licence plate.
     Plate,
+    /// Anything else a person asked to blur by hand (a house, a window, a person's body).
+    Other,
 }
 
 impl RegionClass {
@@ -15,6 +17,7 @@ impl RegionClass {
         match self {
             RegionClass::Face => "face",
             RegionClass::Plate => "plate",
+            RegionClass::Other => "other",
         }
     }
 
@@ -23,6 +26,7 @@ impl RegionClass {
         match name {
             "face" => Some(RegionClass::Face),
             "plate" => Some(RegionClass::Plate),
+            "other" => Some(RegionClass::Other),
             _ => None,
         }
     }
@@ -35,6 +39,8 @@ impl RegionClass {
         match self {
             RegionClass::Face => 1.5,
             RegionClass::Plate => 1.15,
+            // Drawn by hand around what is to go: taken as drawn.
+            RegionClass::Other => 1.0,
         }
     }
 }

@@ -56,13 +56,20 @@ pub fn image_files(data_dir: &Path, image: &Image) -> Vec<PathBuf> {
             .join(UNBLURRED_DIR)
             .join(format!("{}.jpg", image.id)),
     ];
-    files.extend(
-        THUMBNAIL_WIDTHS
-            .iter()
-            .map(|&width| thumbnail_path(&media, image.id, width)),
-    );
-    files.extend(pyramid_tiles(&media, image));
+    files.extend(cached_files(data_dir, image));
     debug_assert!(files.iter().all(|file| file.starts_with(data_dir)));
+    files
+}
+
+/// The files the server makes from an image's original and caches: every thumbnail and every
+/// tile of its image pyramid (removed when a blur edit writes a new original).
+pub(crate) fn cached_files(data_dir: &Path, image: &Image) -> Vec<PathBuf> {
+    let media = data_dir.join(MEDIA_DIR);
+    let mut files: Vec<PathBuf> = THUMBNAIL_WIDTHS
+        .iter()
+        .map(|&width| thumbnail_path(&media, image.id, width))
+        .collect();
+    files.extend(pyramid_tiles(&media, image));
     files
 }
 
@@ -215,13 +222,15 @@ impl crate::Uploads {
 
 /// This crate's rows about the images `erased`: the upload sessions that became them (their
 /// keys are the uploader's file names, which it derives from the content), what blurring found
-/// in them (boxes drawn on the person's picture are personal data too) and which blurrer
-/// blurred them.
+/// in them (boxes drawn on the person's picture are personal data too), which blurrer blurred
+/// them, and their blur edits. Privacy requests stay (resolved or not): they are the record of
+/// what was asked, and hold no pixels.
 fn delete_own_rows(connection: &mut dyn Conn, erased: &[ImageId]) -> Result<(), DbError> {
-    const BY_IMAGE: [(&str, &str); 3] = [
+    const BY_IMAGE: [(&str, &str); 4] = [
         ("import_sessions", "image"),
         ("import_blur_regions", "image_id"),
         ("import_blurred_images", "image_id"),
+        ("import_blur_edits", "image_id"),
     ];
     for chunk in erased.chunks(IDS_PER_STATEMENT) {
         let placeholders: Vec<String> = (1..=chunk.len()).map(|n| format!("?{n}")).collect();

@@ -91,6 +91,9 @@ pub enum ImportError {
     /// blur was not published, and the same import succeeds once it answers again.
     #[error("held until the blur service answers, nothing unblurred was published: {0}")]
     BlurUnavailable(String),
+    /// A blur edit or privacy request refused before anything was stored.
+    #[error(transparent)]
+    Privacy(crate::PrivacyRefusal),
     /// The store refused a write.
     #[error(transparent)]
     Store(#[from] streetlevel_store::StoreError),

@@ -11,6 +11,7 @@ mod media;
 mod notes;
 mod pipeline;
 mod reblur;
+mod privacy;
 mod sessions;
 mod tables;
 
@@ -26,6 +27,11 @@ pub use media::{
 pub use notes::ReadNotes;
 pub use pipeline::{FileOutcome, Outcome, Owner, Progress, Report};
 pub use reblur::{ReblurProgress, ReblurReport, Selection, Source, reblur};
+pub use privacy::{
+    BlurEdit, BlurRegion, EditKind, EditState, MAX_CONTACT_CHARS, MAX_OPEN_REQUESTS,
+    MAX_PENDING_EDITS, MAX_REASON_CHARS, NewRequest, Privacy, PrivacyRefusal, PrivacyRequest,
+    RequestKind, RequestState, SOURCE_EDIT, Shares, StoredBox, remove_cached_media,
+};
 pub use sessions::{Appender, UPLOADS_DIR, UploadLimits, Uploads};
 /// The blurrer seam and the local blurrer, for callers that configure [`Blurring`].
 pub use streetlevel_blur;

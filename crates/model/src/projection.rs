@@ -101,6 +101,12 @@ pub trait ProjectionContext {
 
     /// The URL of a structure-from-motion cluster (`sfm_cluster.url`), with its own authorization.
     fn sfm_cluster_url(&self, id: MediaId) -> Option<String>;
+
+    /// Whether the image with this ID is withdrawn from public view (hidden): a map
+    /// feature's `images` leaves it out. No image is, unless the context says so.
+    fn is_hidden(&self, _id: ImageId) -> bool {
+        false
+    }
 }
 
 /// A context that knows nothing: every field that needs a lookup is left out (`creator` keeps
@@ -377,6 +383,7 @@ pub fn project_map_feature(
                 map_feature
                     .images
                     .iter()
+                    .filter(|image_id| !context.is_hidden(**image_id))
                     .map(|image_id| image_ref(*image_id, None, nested, context)),
             )),
             ("last_seen_at", _) => Some(Value::from(map_feature.last_seen_at.to_iso8601())),

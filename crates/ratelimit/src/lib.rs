@@ -3,6 +3,7 @@
 mod clock;
 mod config;
 mod error;
+mod forms;
 mod limits;
 mod memory;
 mod rejection;
@@ -11,6 +12,7 @@ mod sign_in;
 
 pub use config::Config;
 pub use error::RateLimitError;
+pub use forms::{FormLimits, FormThrottle};
 pub use limits::{Class, RateLimits, Usage};
 pub use rejection::Rejection;
 pub use shared::RedisConfig;

@@ -104,6 +104,8 @@ pub struct Services {
     pub sign_in: Arc<streetlevel_ratelimit::SignInGuard>,
     /// What `POST /blur/` blurs with, if blurring is on and its model usable.
     pub blurrer: Option<Arc<dyn streetlevel_blur::Blurrer>>,
+    /// Blur edits and privacy requests (shared with the web pages), if enabled.
+    pub privacy: Option<Arc<streetlevel_import::Privacy>>,
 }
 
 /// The request-answering core, shared by all connections.
@@ -387,6 +389,17 @@ impl App {
             }
             Route::Visibility { .. } | Route::UploadImages(_) => {
                 self.takedown_route(parts, route).await
+            }
+            Route::PrivacyRequests | Route::PrivacyRequest(_) => {
+                // These read and write the database, and applying a blur renders a picture.
+                let app = Arc::clone(self);
+                let parts = parts.clone();
+                run_blocking(move || match &route {
+                    Route::PrivacyRequest(raw) => app.resolve_privacy_request(&parts, raw, &query),
+                    _ => app.privacy_requests(&parts, &query),
+                })
+                .await
+                .map(Dispatched::Reply)
             }
             Route::Login => self.web_page(Page::SignIn, parts, body).await,
             Route::Page(page) => self.web_page(page, parts, body).await,

@@ -92,6 +92,10 @@ impl ProjectionContext for Context<'_> {
     fn sfm_cluster_url(&self, id: MediaId) -> Option<String> {
         Some(self.links.media_url(&MediaObject::SfmCluster(id)))
     }
+
+    fn is_hidden(&self, id: ImageId) -> bool {
+        self.store.is_hidden(id)
+    }
 }
 
 /// The selection `fields=` asks for on `kind`: parsed once per distinct list and kept (see

@@ -9,6 +9,7 @@ mod error;
 pub mod media;
 pub mod metrics;
 pub mod openapi;
+mod privacy;
 pub mod query;
 pub mod reply;
 mod route;

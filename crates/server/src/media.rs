@@ -288,6 +288,37 @@ pub trait MediaSource: Send + Sync {
     fn mesh(&self, id: MediaId) -> Result<Option<Vec<u8>>, Error>;
     /// An `SfM` cluster, `None` if unknown.
     fn sfm_cluster(&self, id: MediaId) -> Result<Option<Vec<u8>>, Error>;
+
+    /// What identifies the current version of an image's original (its file's inode, size and
+    /// modification time), so that a thumbnail made while a blur edit replaced the original
+    /// is not kept; `None` when the source cannot tell (originals that never change).
+    fn original_version(&self, _image: ImageId) -> Option<OriginalVersion> {
+        None
+    }
+}
+
+/// The version of an original file: inode, size and modification time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OriginalVersion {
+    inode: u64,
+    size: u64,
+    modified: Option<std::time::SystemTime>,
+}
+
+impl OriginalVersion {
+    /// The version of the file at `path`, `None` if there is none.
+    pub fn of(path: &Path) -> Option<Self> {
+        let metadata = std::fs::metadata(path).ok()?;
+        #[cfg(unix)]
+        let inode = std::os::unix::fs::MetadataExt::ino(&metadata);
+        #[cfg(not(unix))]
+        let inode = 0;
+        Some(OriginalVersion {
+            inode,
+            size: metadata.len(),
+            modified: metadata.modified().ok(),
+        })
+    }
 }
 
 /// Reads media from a directory laid out as the fixtures write it: `originals/<id>.jpg`,
@@ -347,6 +378,12 @@ impl MediaSource for DirectoryMedia {
         self.read_first("image", image.0)
     }
 
+    fn original_version(&self, image: ImageId) -> Option<OriginalVersion> {
+        self.candidates("image", image.0)
+            .iter()
+            .find_map(|path| OriginalVersion::of(path))
+    }
+
     fn mesh(&self, id: MediaId) -> Result<Option<Vec<u8>>, Error> {
         self.read_first("mesh", id.0)
     }
@@ -388,13 +425,10 @@ pub fn load(
             if let Ok(bytes) = std::fs::read(&cached) {
                 return Ok(Some(bytes));
             }
-            let Some(original) = source.original(image)? else {
-                return Ok(None);
-            };
             let width = size.width().unwrap_or(u32::MAX);
-            let bytes = resize_jpeg(&original, width)?;
-            streetlevel_import::write_atomically(&cached, &bytes)?;
-            Ok(Some(bytes))
+            made_from_current(source, image, &cached, |original| {
+                resize_jpeg(original, width).map(Some)
+            })
         }
         MediaObject::ImageTile { image, z, x, y } => {
             let cached = cached_path(cache_dir, object)
@@ -402,16 +436,45 @@ pub fn load(
             if let Ok(bytes) = std::fs::read(&cached) {
                 return Ok(Some(bytes));
             }
-            let Some(original) = source.original(image)? else {
-                return Ok(None);
-            };
-            let Some(bytes) = pyramid_tile(&original, z, x, y)? else {
-                return Ok(None);
-            };
-            streetlevel_import::write_atomically(&cached, &bytes)?;
-            Ok(Some(bytes))
+            made_from_current(source, image, &cached, |original| {
+                pyramid_tile(original, z, x, y)
+            })
         }
     }
+}
+
+/// How often a thumbnail is made again when its original was replaced (a blur edit) while
+/// it was being made.
+const REMAKE_ATTEMPTS: usize = 3;
+
+/// Makes a cached object of `image` with `make` and caches it at `cached`, unless the
+/// original changed while it was made (a blur edit replaced it, on this replica or another
+/// one sharing `media/`): then what was cached is removed and it is made again from the new
+/// original, so that no thumbnail of the old pixels outlives the edit.
+fn made_from_current(
+    source: &dyn MediaSource,
+    image: ImageId,
+    cached: &Path,
+    make: impl Fn(&[u8]) -> Result<Option<Vec<u8>>, Error>,
+) -> Result<Option<Vec<u8>>, Error> {
+    let mut last = None;
+    for _ in 0..REMAKE_ATTEMPTS {
+        let before = source.original_version(image);
+        let Some(original) = source.original(image)? else {
+            return Ok(None);
+        };
+        let Some(bytes) = make(&original)? else {
+            return Ok(None);
+        };
+        streetlevel_import::write_atomically(cached, &bytes)?;
+        if source.original_version(image) == before {
+            return Ok(Some(bytes));
+        }
+        let _ = std::fs::remove_file(cached);
+        last = Some(bytes);
+    }
+    // Replaced again and again: answer the last one made, cache nothing.
+    Ok(last)
 }
 
 /// Scales a JPEG down to `width` pixels wide, keeping the aspect ratio; never upscales (an

@@ -72,6 +72,10 @@ pub enum Route {
         /// Hide (`true`) or restore.
         hidden: bool,
     },
+    /// `GET /privacy_requests`: the privacy requests, for administrators' tooling.
+    PrivacyRequests,
+    /// `POST /privacy_requests/<id>`: resolves one privacy request.
+    PrivacyRequest(String),
     /// `GET /health`: the process answers (no token, no quota).
     Health,
     /// `GET /ready`: the data is loaded and the database writable (no token, no quota).
@@ -125,6 +129,10 @@ impl Route {
             ["connect"] => Route::Page(Page::Connect),
             ["dashboard"] => Route::Page(Page::Dashboard),
             ["embed"] => Route::Page(Page::Embed),
+            ["report"] => Route::Page(Page::Report),
+            ["dashboard", "image"] => Route::Page(Page::DashboardImage),
+            ["privacy_requests"] => Route::PrivacyRequests,
+            ["privacy_requests", id] => Route::PrivacyRequest((*id).to_owned()),
             ["assets", ..] => match trimmed.strip_prefix("/assets/") {
                 Some(asset) => Route::Page(Page::Asset(asset.to_owned())),
                 None => Route::Other,
@@ -174,6 +182,7 @@ impl Route {
             | Route::Logging
             | Route::Uploads => "upload",
             Route::UploadImages(_) | Route::Visibility { .. } => "takedown",
+            Route::PrivacyRequests | Route::PrivacyRequest(_) => "privacy",
             Route::Health | Route::Ready => "probe",
             Route::Page(_) => "page",
             Route::Blur => "blur",
@@ -189,6 +198,7 @@ impl Route {
             | Route::Logging
             | Route::Visibility { .. }
             | Route::Blur => method == Method::POST,
+            | Route::PrivacyRequest(_) => method == Method::POST,
             Route::UploadImages(_) => method == Method::DELETE,
             Route::Entity(_) => {
                 method == Method::GET || method == Method::HEAD || method == Method::DELETE
@@ -211,6 +221,7 @@ impl Route {
             | Route::Logging
             | Route::Visibility { .. }
             | Route::Blur => "POST, OPTIONS",
+            | Route::PrivacyRequest(_) => "POST, OPTIONS",
             Route::UploadImages(_) => "DELETE, OPTIONS",
             Route::Entity(_) => "GET, HEAD, DELETE, OPTIONS",
             Route::Upload(_) => "GET, HEAD, POST, OPTIONS",
@@ -333,6 +344,13 @@ mod tests {
             ("/logout", Route::Page(Page::SignOut)),
             ("/dashboard", Route::Page(Page::Dashboard)),
             ("/embed", Route::Page(Page::Embed)),
+            ("/report", Route::Page(Page::Report)),
+            ("/dashboard/image", Route::Page(Page::DashboardImage)),
+            ("/privacy_requests", Route::PrivacyRequests),
+            (
+                "/privacy_requests/7",
+                Route::PrivacyRequest(String::from("7")),
+            ),
             (
                 "/assets/mapillary-js/dist/mapillary.js",
                 Route::Page(Page::Asset(String::from("mapillary-js/dist/mapillary.js"))),
@@ -388,6 +406,8 @@ mod tests {
             "/1",
             "/1/hide",
             "/uploads/1",
+            "/privacy_requests",
+            "/privacy_requests/1",
             "/images",
             "/health",
             "/openapi.json",

@@ -150,7 +150,11 @@ impl App {
 
     /// The caller's name as the record has it and whether they are an administrator: a user
     /// token with the `write` scope, or 401 (no valid token) / 403 (another token).
-    fn takedown_caller(&self, parts: &Parts, action: Action) -> Result<(String, bool), Error> {
+    pub(crate) fn takedown_caller(
+        &self,
+        parts: &Parts,
+        action: Action,
+    ) -> Result<(String, bool), Error> {
         let caller = self.services.auth.authenticate(parts)?;
         let refused = || {
             Error::Forbidden(format!(

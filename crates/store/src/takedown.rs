@@ -85,6 +85,11 @@ impl Store {
         Some(self.image_at(slot))
     }
 
+    /// Whether the image with this ID is hidden (a map lookup, no image built).
+    pub fn is_hidden(&self, id: ImageId) -> bool {
+        self.records.hidden_slot(id.0).is_some()
+    }
+
     /// Whether an image the store holds, public or hidden, has this mesh or `SfM` cluster
     /// (a scan: erasure asks once per erased image whether to delete the file).
     pub fn media_in_use(&self, media: streetlevel_model::MediaId) -> bool {

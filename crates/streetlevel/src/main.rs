@@ -1,6 +1,6 @@
 //! The `streetlevel` command line: `serve`, `fixtures`, `import`, `backup`, `restore`,
 //! `migrate`, and
-//! the admin commands `apps`, `users`, `images`, `sequences`, `uploads` and `takedowns`. Each subcommand lives in its own module of this binary.
+//! the admin commands `apps`, `users`, `images`, `sequences`, `uploads`, `takedowns` and `requests`. Each subcommand lives in its own module of this binary.
 
 mod admin;
 mod backup;
@@ -10,6 +10,7 @@ mod fixtures;
 mod import;
 mod migrate;
 mod reblur;
+mod requests;
 mod serve;
 mod takedown;
 
@@ -59,6 +60,9 @@ enum Command {
     /// Blur again the images another blurrer (an older model, another service) blurred, or
     /// all with --all: from the kept unblurred original when there is one.
     Reblur(reblur::Args),
+    /// Privacy requests from the report form: list them, resolve them (administrators).
+    #[command(subcommand)]
+    Requests(requests::RequestsCommand),
 }
 
 /// Runs the command; an error is one line on standard error and exit status 1 (whatever
@@ -88,5 +92,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Uploads(action) => takedown::run(takedown::Kind::Uploads, &action),
         Command::Takedowns(command) => takedown::run_takedowns(command),
         Command::Reblur(args) => reblur::run(&args),
+        Command::Requests(command) => requests::run(command),
     }
 }

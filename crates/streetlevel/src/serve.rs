@@ -301,6 +301,21 @@ fn takedowns(
     }
 }
 
+/// Forgets the quotas and sign-in throttles that refilled, every minute.
+fn spawn_cleaner(
+    rate_limits: Arc<RateLimits>,
+    sign_in: Arc<SignInGuard>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut interval = tokio::time::interval(std::time::Duration::from_secs(60));
+        loop {
+            interval.tick().await;
+            rate_limits.retain_recent();
+            sign_in.throttle.retain_recent();
+        }
+    })
+}
+
 async fn serve(args: Args, settings: Settings) -> anyhow::Result<()> {
     let Resolved {
         data,
@@ -354,6 +369,10 @@ async fn serve(args: Args, settings: Settings) -> anyhow::Result<()> {
         tracing::info!("fixture data set: missing media are rendered on request");
     }
 
+    let privacy = Arc::new(
+        streetlevel_import::Privacy::open(Arc::clone(&store), &data)
+            .context("cannot open the privacy tables")?,
+    );
     let images = embed_images(&store, &media_links);
     let web = Web::new(
         web_config,
@@ -365,7 +384,8 @@ async fn serve(args: Args, settings: Settings) -> anyhow::Result<()> {
     .context("cannot start the web pages")?
     .with_uploads(Arc::clone(&uploads))
     .with_sign_in_guard(Arc::clone(&sign_in))
-    .with_takedowns(takedowns(&store, &data, &config));
+    .with_takedowns(takedowns(&store, &data, &config))
+    .with_privacy(Arc::clone(&privacy));
 
     let services = Services {
         store: Arc::clone(&store),
@@ -380,6 +400,7 @@ async fn serve(args: Args, settings: Settings) -> anyhow::Result<()> {
         sign_in: Arc::clone(&sign_in),
         data_dir: Some(data.clone()),
         blurrer: blur_api,
+        privacy: Some(privacy),
     };
     if let Some(metrics_addr) = metrics_addr {
         start_metrics(
@@ -394,14 +415,7 @@ async fn serve(args: Args, settings: Settings) -> anyhow::Result<()> {
         .with_context(|| format!("cannot serve on {addr}"))?;
     let shutdown = shutdown_signal(args.exit_on_stdin_eof);
     announce(&server);
-    let cleaner = tokio::spawn(async move {
-        let mut interval = tokio::time::interval(std::time::Duration::from_secs(60));
-        loop {
-            interval.tick().await;
-            rate_limits.retain_recent();
-            sign_in.throttle.retain_recent();
-        }
-    });
+    let cleaner = spawn_cleaner(rate_limits, sign_in);
     let background = Background::start(&uploads, store, background)?;
     server.run(shutdown).await?;
     cleaner.abort();

@@ -20,7 +20,7 @@ pub struct DataArgs {
     /// The data directory: its `SQLite` file, unless `--database-url` names PostgreSQL, and
     /// its media files.
     #[arg(long)]
-    data: PathBuf,
+    pub(crate) data: PathBuf,
     /// The PostgreSQL database (with PostGIS) the servers use, as `serve --database-url`
     /// takes it. May hold a password: prefer the environment.
     #[arg(

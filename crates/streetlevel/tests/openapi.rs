@@ -593,6 +593,8 @@ fn with_the_database_down_every_operation_that_needs_it_answers_503_as_described
         ("POST", "/1/hide"),
         ("POST", "/1/restore"),
         ("DELETE", "/uploads/1"),
+        ("GET", "/privacy_requests"),
+        ("POST", "/privacy_requests/1?state=done"),
     ] {
         answered_503(method, target, &with_unseen, b"");
     }
@@ -1249,6 +1251,71 @@ fn takedowns(world: &mut World, picks: &Picks, cluster_id: &str) {
     expect(403, "DELETE", &upload, &as_client);
     expect(404, "DELETE", "/uploads/999999", &as_administrator);
     expect(200, "DELETE", &upload, &as_administrator);
+    privacy_requests(world, picks, &as_administrator, &as_client);
+}
+
+/// Privacy requests: one sent with the report form (not an API operation), then listed and
+/// resolved by the administrator.
+fn privacy_requests(
+    world: &mut World,
+    picks: &Picks,
+    as_administrator: &[(&str, &str)],
+    as_client: &[(&str, &str)],
+) {
+    let form = world
+        .server
+        .get(&format!("/report?image_key={}", picks.image_id));
+    assert_eq!(form.status, 200, "{form:?}");
+    let sent = world.server.request(
+        "POST",
+        &format!("/report?image_key={}", picks.image_id),
+        &[
+            ("Cookie", &cookies_of(&form, "")),
+            ("Content-Type", "application/x-www-form-urlencoded"),
+        ],
+        format!(
+            "csrf={}&kind=blur&reason=a+face&box_left=0.1&box_top=0.1&box_width=0.2&box_height=0.2",
+            hidden_field(&form, "csrf")
+        )
+        .as_bytes(),
+    );
+    assert_eq!(sent.status, 201, "{sent:?}");
+    let mut expect = |status: u16, method: &str, target: &str, headers: &[(&str, &str)]| {
+        let response = world.call(method, target, headers, b"");
+        assert_eq!(response.status, status, "{method} {target}: {response:?}");
+        response
+    };
+    expect(401, "GET", "/privacy_requests", &[]);
+    expect(403, "GET", "/privacy_requests", as_client);
+    expect(400, "GET", "/privacy_requests?state=lost", as_administrator);
+    let listed = expect(200, "GET", "/privacy_requests?state=open", as_administrator);
+    assert_eq!(listed.json()["data"][0]["reason"], "a face");
+    expect(403, "POST", "/privacy_requests/1?state=refused", as_client);
+    expect(
+        404,
+        "POST",
+        "/privacy_requests/999?state=refused",
+        as_administrator,
+    );
+    expect(
+        400,
+        "POST",
+        "/privacy_requests/1?state=open",
+        as_administrator,
+    );
+    let resolved = expect(
+        200,
+        "POST",
+        "/privacy_requests/1?state=refused",
+        as_administrator,
+    );
+    assert_eq!(resolved.json()["request"]["state"], "refused");
+    expect(
+        400,
+        "POST",
+        "/privacy_requests/1?state=done",
+        as_administrator,
+    );
 }
 
 /// A code from the web surface's OAuth flow, as a browser gets it: sign in with the form,

@@ -26,6 +26,7 @@ const OWN_ASSETS: &[(&str, &str)] = &[
     ("site.css", include_str!("static/site.css")),
     ("embed.css", include_str!("static/embed.css")),
     ("embed.mjs", include_str!("static/embed.mjs")),
+    ("draw.mjs", include_str!("static/draw.mjs")),
 ];
 
 /// The media type of a file, by its extension. JavaScript modules (`.mjs`) must be

@@ -70,6 +70,16 @@ impl Web {
             Some(action @ ("rotate_secret" | "rotate_token")) => {
                 self.rotate(&session, &form, action)
             }
+            Some("privacy_request" | "blur_edit") => {
+                let (status, said) = self.privacy_action(&session, &form);
+                Ok((
+                    status,
+                    Outcome {
+                        alert: Some(said),
+                        ..Outcome::default()
+                    },
+                ))
+            }
             Some("takedown") => {
                 let (status, said) = self.takedown_action(&session, &form);
                 Ok((
@@ -255,6 +265,9 @@ impl Web {
             }
             @if let Some(images) = self.images_section(session, &csrf) {
                 (images)
+            }
+            @if let Some(queue) = self.privacy_queue_section(session, &csrf) {
+                (queue)
             }
         };
         let signed_in = SignedIn {

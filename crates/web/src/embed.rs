@@ -173,7 +173,7 @@ impl Web {
         if missing.is_empty() {
             self.viewer_page(parts, &image, style)
         } else {
-            fallback_page(&image, &missing)
+            fallback_page(&self.urls(parts).web, &image, &missing)
         }
     }
 
@@ -214,6 +214,9 @@ impl Web {
                 }
                 "\n"
                 p id="status" class="status" role="status" {} "\n"
+                a id="report" class="report" href={ (urls.web) "/report?image_key=" (image.id) } target="_blank" rel="noopener" {
+                    "Report / request blurring"
+                } "\n"
             }
         };
         embed_response(
@@ -228,7 +231,7 @@ impl Web {
     }
 }
 
-fn fallback_page(image: &EmbedImage, missing: &[&str]) -> Response<Bytes> {
+fn fallback_page(web_url: &str, image: &EmbedImage, missing: &[&str]) -> Response<Bytes> {
     let what = format!(
         "The interactive viewer is not available: the npm package{} {} {} missing on the server. Its operator installs them with `npm ci` in the repository's web/ folder, or points `--assets-dir` at a node_modules folder that has them.",
         if missing.len() == 1 { "" } else { "s" },
@@ -246,6 +249,9 @@ fn fallback_page(image: &EmbedImage, missing: &[&str]) -> Response<Bytes> {
             }
             "\n"
             p class="missing" role="status" { (what) } "\n"
+            a id="report" class="report" href={ (web_url) "/report?image_key=" (image.id) } target="_blank" rel="noopener" {
+                "Report / request blurring"
+            } "\n"
         }
     };
     embed_response(

@@ -11,6 +11,7 @@ mod home;
 mod html;
 mod images;
 mod login;
+mod privacy;
 mod registry;
 mod takedown;
 mod web;

@@ -22,7 +22,7 @@ const DEFAULT_NEXT: &str = "/dashboard";
 const LOGIN_FORM_SECONDS: u64 = 3600;
 
 /// Whether two strings are equal, compared in time independent of where they differ.
-fn constant_time_eq(left: &str, right: &str) -> bool {
+pub(crate) fn constant_time_eq(left: &str, right: &str) -> bool {
     left.len() == right.len()
         && left
             .bytes()

@@ -100,7 +100,7 @@ fn named(store: &Store, raw: &str) -> Option<Named> {
 }
 
 impl Web {
-    fn is_administrator(&self, session: &Session) -> bool {
+    pub(crate) fn is_administrator(&self, session: &Session) -> bool {
         self.takedowns
             .as_ref()
             .is_some_and(|takedowns| takedowns.administrators.contains(&session.user.username))

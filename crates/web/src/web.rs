@@ -32,6 +32,10 @@ pub enum Page {
     Dashboard,
     /// `/embed`: the embeddable viewer.
     Embed,
+    /// `/report?image_key=<id>`: the public privacy request form.
+    Report,
+    /// `/dashboard/image?image_key=<id>`: an image's blur, and drawing boxes to blur.
+    DashboardImage,
     /// `/assets/<path>`: a file of the viewer's npm packages.
     Asset(String),
 }
@@ -54,6 +58,8 @@ pub struct Web {
     pub(crate) sign_in: Arc<SignInGuard>,
     /// Deleting, hiding and restoring images from the dashboard, when enabled.
     pub(crate) takedowns: Option<Arc<crate::Takedowns>>,
+    /// Blur edits and privacy requests, when enabled.
+    pub(crate) privacy: Option<Arc<crate::privacy::PrivacyPages>>,
 }
 
 impl std::fmt::Debug for Web {
@@ -101,6 +107,7 @@ impl Web {
             uploads: None,
             sign_in,
             takedowns: None,
+            privacy: None,
         })
     }
 
@@ -140,8 +147,16 @@ impl Web {
             Page::Dashboard if get => self.dashboard(parts),
             Page::Dashboard if post => self.dashboard_action(parts, body),
             Page::Embed if get => self.embed(parts),
+            Page::Report if get => self.report_form(parts),
+            Page::Report if post => self.report_submit(parts, body),
+            Page::DashboardImage if get => self.image_page(parts),
+            Page::DashboardImage if post => self.image_action(parts, body),
             Page::Asset(path) if get => self.asset(path),
-            Page::SignIn | Page::Connect | Page::Dashboard => method_not_allowed("GET, HEAD, POST"),
+            Page::SignIn
+            | Page::Connect
+            | Page::Dashboard
+            | Page::Report
+            | Page::DashboardImage => method_not_allowed("GET, HEAD, POST"),
             Page::SignOut => method_not_allowed("POST"),
             Page::Home | Page::Embed | Page::Asset(_) => method_not_allowed("GET, HEAD"),
         }

@@ -610,6 +610,44 @@ fn each_map_feature_field_alone() {
 }
 
 #[test]
+fn a_hidden_image_is_left_out_of_a_map_features_images() {
+    /// The test context, with the second image of the feature hidden.
+    struct Hiding(TestContext);
+    impl ProjectionContext for Hiding {
+        fn creator(&self, id: CreatorId) -> Option<&Creator> {
+            self.0.creator(id)
+        }
+        fn image(&self, id: ImageId) -> Option<&Image> {
+            self.0.image(id)
+        }
+        fn detections_of_image(&self, id: ImageId) -> Vec<&Detection> {
+            self.0.detections_of_image(id)
+        }
+        fn thumbnail_url(&self, id: ImageId, size: ThumbnailSize) -> Option<String> {
+            self.0.thumbnail_url(id, size)
+        }
+        fn mesh_url(&self, id: MediaId) -> Option<String> {
+            self.0.mesh_url(id)
+        }
+        fn sfm_cluster_url(&self, id: MediaId) -> Option<String> {
+            self.0.sfm_cluster_url(id)
+        }
+        fn is_hidden(&self, id: ImageId) -> bool {
+            id == ImageId(1_000_000_000_000_009)
+        }
+    }
+    let object = project_map_feature(
+        &map_feature(),
+        &fields("images.id", EntityKind::MapFeature),
+        &Hiding(TestContext::new()),
+    );
+    assert_eq!(
+        object["images"],
+        json!({"data": [{"id": "1000000000000001"}]})
+    );
+}
+
+#[test]
 fn absent_map_feature_values_are_omitted() {
     let mut feature = map_feature();
     feature.aligned_direction = None;

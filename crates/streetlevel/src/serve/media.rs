@@ -44,6 +44,13 @@ impl DataDirMedia {
 }
 
 impl MediaSource for DataDirMedia {
+    fn original_version(
+        &self,
+        image: ImageId,
+    ) -> Option<streetlevel_server::media::OriginalVersion> {
+        self.files.original_version(image)
+    }
+
     fn original(&self, image: ImageId) -> Result<Option<Vec<u8>>, ServerError> {
         if let Some(bytes) = self.files.original(image)? {
             return Ok(Some(bytes));

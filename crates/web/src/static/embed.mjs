@@ -135,6 +135,13 @@ state.viewer = viewer;
 viewer.on('image', (event) => {
   const image = event.image;
   state.currentImageId = image.id;
+  // The report link names the image the viewer shows.
+  const report = document.getElementById('report');
+  if (report) {
+    const url = new URL(report.href);
+    url.searchParams.set('image_key', image.id);
+    report.href = url.toString();
+  }
   record('image', { imageId: image.id });
   statusLine.textContent = '';
   follow(image);
