@@ -118,7 +118,11 @@ pub fn import_paths(
         }
         let dir = scratch.0.join(index.to_string());
         match crate::video::frames(&file, &dir, &options.video, arrival) {
-            Ok(frames) => entries.extend(frames.into_iter().map(Entry::Frame)),
+            Ok(frames) => entries.extend(
+                frames
+                    .into_iter()
+                    .map(|frame| Entry::Frame(Box::new(frame))),
+            ),
             Err(reason) => entries.push(Entry::Refused {
                 name: file.display().to_string(),
                 reason,
@@ -168,7 +172,7 @@ pub(crate) fn is_jpeg_name(path: &Path) -> bool {
 /// One file of an import: a picture on disk, a frame of a video, or a video refused.
 enum Entry {
     File(PathBuf),
-    Frame(Frame),
+    Frame(Box<Frame>),
     Refused { name: String, reason: String },
 }
 

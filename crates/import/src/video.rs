@@ -17,21 +17,12 @@ use streetlevel_video::{DecodeLimits, PlannedFrame, Sampling, TimeBasis, Video, 
 const MAX_GPX_BYTES: u64 = 64 << 20;
 
 /// How videos are sampled and decoded.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct VideoOptions {
     /// Which frames become images (default: more than 3 m apart, as the uploader samples).
     pub sampling: Sampling,
     /// What decoding one video may cost.
     pub limits: DecodeLimits,
-}
-
-impl Default for VideoOptions {
-    fn default() -> Self {
-        VideoOptions {
-            sampling: Sampling::default(),
-            limits: DecodeLimits::default(),
-        }
-    }
 }
 
 /// Whether a file name ends in `.mp4`, `.mov` or `.360` (GoPro MAX), in any case.

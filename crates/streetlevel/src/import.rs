@@ -95,18 +95,15 @@ fn open_store(args: &Args) -> anyhow::Result<Store> {
 /// How videos are sampled and decoded, from the flags.
 fn video_options(args: &Args) -> anyhow::Result<streetlevel_import::VideoOptions> {
     use streetlevel_import::streetlevel_video::{DecodeLimits, Sampling};
-    let sampling = match args.video_sample_interval {
-        Some(seconds) => {
-            anyhow::ensure!(seconds > 0.0, "--video-sample-interval must be positive");
-            Sampling::Interval(seconds)
-        }
-        None => {
-            anyhow::ensure!(
-                args.video_sample_distance >= 0.0,
-                "--video-sample-distance must not be negative"
-            );
-            Sampling::Distance(args.video_sample_distance)
-        }
+    let sampling = if let Some(seconds) = args.video_sample_interval {
+        anyhow::ensure!(seconds > 0.0, "--video-sample-interval must be positive");
+        Sampling::Interval(seconds)
+    } else {
+        anyhow::ensure!(
+            args.video_sample_distance >= 0.0,
+            "--video-sample-distance must not be negative"
+        );
+        Sampling::Distance(args.video_sample_distance)
     };
     Ok(streetlevel_import::VideoOptions {
         sampling,
