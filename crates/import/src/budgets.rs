@@ -334,6 +334,10 @@ impl Sources for Budgeted<'_> {
         }
         trim_to_image(self.inner.read(index)?)
     }
+
+    fn time_source(&self, index: usize) -> Option<streetlevel_ingest::TimeSource> {
+        self.inner.time_source(index)
+    }
 }
 
 /// Limits on a zip archive, checked from its central directory before anything is inflated.

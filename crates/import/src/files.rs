@@ -1,4 +1,4 @@
-//! `streetlevel import`: JPEG files and folders from disk into a data directory.
+//! `streetlevel import`: JPEG files, videos and folders from disk into a data directory.
 
 use std::path::{Path, PathBuf};
 use std::sync::RwLock;
@@ -11,6 +11,7 @@ use streetlevel_store::Store;
 use crate::budgets::{Budgeted, Interrupt};
 use crate::jobs::base62;
 use crate::pipeline::{Grouping, Owner, Progress, Report, Run, Sources, read_lock};
+use crate::video::{Frame, VideoOptions, is_video_name};
 use crate::{Blurring, ImportError};
 
 /// How `import_paths` imports.
@@ -28,6 +29,8 @@ pub struct ImportOptions {
     /// The database the store's tables are in, where the blur regions go too (default: the
     /// data directory's `SQLite` file).
     pub database: Option<Location>,
+    /// How videos are sampled into images and decoded.
+    pub video: VideoOptions,
 }
 
 impl Default for ImportOptions {
@@ -38,12 +41,14 @@ impl Default for ImportOptions {
             rules: CutRules::default(),
             blurring: Blurring::default(),
             database: None,
+            video: VideoOptions::default(),
         }
     }
 }
 
-/// Imports every file named and every `.jpg`/`.jpeg` file under the folders named
-/// (recursively, in name order) into the data directory whose store is `store`. Files
+/// Imports every file named and every `.jpg`/`.jpeg` file and every `.mp4`/`.mov`/`.360`
+/// video under the folders named (recursively, in name order) into the data directory whose
+/// store is `store`; a video's frames are sampled and decoded first (`video.rs`). Files
 /// imported before (the same bytes) are reported as duplicates and change nothing; each
 /// sequence is written in one transaction. With blurring on, every picture is blurred
 /// before anything of it is written; with blurring unusable, nothing is imported.
@@ -95,7 +100,37 @@ pub fn import_paths(
         blur_nanos: std::sync::atomic::AtomicU64::new(0),
         held: std::sync::Mutex::new(None),
     };
-    let files = Files(files);
+    // Videos become their frames, decoded into a scratch folder removed when the import ends.
+    let scratch = Scratch(data_dir.join("video-frames").join(format!(
+        "import-{}-{}",
+        std::process::id(),
+        rand::random::<u32>()
+    )));
+    let arrival = streetlevel_model::Timestamp(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |elapsed| elapsed.as_millis() as i64),
+    );
+    let mut entries = Vec::with_capacity(files.len());
+    for (index, file) in files.into_iter().enumerate() {
+        if !is_video_name(&file) {
+            entries.push(Entry::File(file));
+            continue;
+        }
+        let dir = scratch.0.join(index.to_string());
+        match crate::video::frames(&file, &dir, &options.video, arrival) {
+            Ok(frames) => entries.extend(
+                frames
+                    .into_iter()
+                    .map(|frame| Entry::Frame(Box::new(frame))),
+            ),
+            Err(reason) => entries.push(Entry::Refused {
+                name: file.display().to_string(),
+                reason,
+            }),
+        }
+    }
+    let files = Files(entries);
     let sources = Budgeted {
         inner: &files,
         interrupt: &Interrupt::NEVER,
@@ -103,7 +138,7 @@ pub fn import_paths(
     run.import(&sources, None)
 }
 
-/// Adds `path` (a file, or the JPEGs under a folder) to `files`.
+/// Adds `path` (a file, or the JPEGs and videos under a folder) to `files`.
 fn collect(path: &Path, named: bool, files: &mut Vec<PathBuf>) -> Result<(), ImportError> {
     let read_error = |source| ImportError::ReadPath {
         path: path.to_path_buf(),
@@ -120,7 +155,7 @@ fn collect(path: &Path, named: bool, files: &mut Vec<PathBuf>) -> Result<(), Imp
         for entry in entries {
             collect(&entry, false, files)?;
         }
-    } else if named || is_jpeg_name(path) {
+    } else if named || is_jpeg_name(path) || is_video_name(path) {
         files.push(path.to_path_buf());
     }
     Ok(())
@@ -135,7 +170,14 @@ pub(crate) fn is_jpeg_name(path: &Path) -> bool {
         })
 }
 
-struct Files(Vec<PathBuf>);
+/// One file of an import: a picture on disk, a frame of a video, or a video refused.
+enum Entry {
+    File(PathBuf),
+    Frame(Box<Frame>),
+    Refused { name: String, reason: String },
+}
+
+struct Files(Vec<Entry>);
 
 impl Sources for Files {
     fn len(&self) -> usize {
@@ -143,10 +185,36 @@ impl Sources for Files {
     }
 
     fn name(&self, index: usize) -> String {
-        self.0[index].display().to_string()
+        match &self.0[index] {
+            Entry::File(path) => path.display().to_string(),
+            Entry::Frame(frame) => frame.name.clone(),
+            Entry::Refused { name, .. } => name.clone(),
+        }
     }
 
     fn read(&self, index: usize) -> Result<Vec<u8>, String> {
-        std::fs::read(&self.0[index]).map_err(|error| format!("cannot read the file: {error}"))
+        match &self.0[index] {
+            Entry::File(path) => {
+                std::fs::read(path).map_err(|error| format!("cannot read the file: {error}"))
+            }
+            Entry::Frame(frame) => frame.read(),
+            Entry::Refused { reason, .. } => Err(reason.clone()),
+        }
+    }
+
+    fn time_source(&self, index: usize) -> Option<streetlevel_ingest::TimeSource> {
+        match &self.0[index] {
+            Entry::Frame(frame) => Some(frame.time_source),
+            _ => None,
+        }
+    }
+}
+
+/// A scratch folder removed (with what is in it) when dropped.
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
     }
 }

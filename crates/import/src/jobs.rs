@@ -43,6 +43,9 @@ pub enum FileType {
     Manifest,
     /// `zip`: an archive of JPEGs, one sequence.
     Zip,
+    /// `mly_camm_video`: one MP4 with a CAMM GPS track (the official uploader rewrites every
+    /// video into one), sampled into frames, one sequence.
+    CammVideo,
 }
 
 impl FileType {
@@ -51,6 +54,7 @@ impl FileType {
         match self {
             FileType::Manifest => "mly_bundle_manifest",
             FileType::Zip => "zip",
+            FileType::CammVideo => "mly_camm_video",
         }
     }
 
@@ -59,6 +63,7 @@ impl FileType {
         match text {
             "mly_bundle_manifest" => Ok(FileType::Manifest),
             "zip" => Ok(FileType::Zip),
+            "mly_camm_video" => Ok(FileType::CammVideo),
             other => Err(ImportError::UnsupportedFileType(
                 other.chars().take(64).collect(),
             )),
@@ -161,6 +166,16 @@ impl Uploads {
             FileType::Zip => {
                 // Refused now, with its reason, rather than failing later in the queue.
                 ZipEntries::open(&self.session_path(user_id, &key), self.zip_budget())?;
+                vec![key.clone()]
+            }
+            FileType::CammVideo => {
+                // Refused now, with its reason: not an MP4, truncated, no usable GPS track.
+                streetlevel_video::Video::read(
+                    &self.session_path(user_id, &key),
+                    None,
+                    now_millis() as f64 / 1000.0,
+                )
+                .map_err(|error| ImportError::InvalidUpload(error.to_string()))?;
                 vec![key.clone()]
             }
             FileType::Manifest => {
@@ -374,7 +389,8 @@ impl Uploads {
                 "UPDATE import_jobs SET state = 'processing', worker = ?2, lease_until = ?3,
                     updated_at = ?4
                  WHERE id = ?1
-                 RETURNING id, user_id, username, organization, file_type, sessions, first_id",
+                 RETURNING id, user_id, username, organization, file_type, sessions, first_id,
+                    created_at",
                 params![id, worker, lease_until, now],
                 pending_job,
             )?;
@@ -424,6 +440,7 @@ impl Uploads {
             let result = match FileType::parse(&file_type) {
                 Ok(FileType::Manifest) => self.process_manifest(store, &work, worker, &interrupt),
                 Ok(FileType::Zip) => self.process_zip(store, &work, worker, &interrupt),
+                Ok(FileType::CammVideo) => self.process_video(store, &work, worker, &interrupt),
                 Err(error) => Err(error),
             };
             drop(working);
@@ -699,6 +716,57 @@ impl Uploads {
         self.release_sessions(work.user_id, std::slice::from_ref(key))
     }
 
+    /// An uploaded video: its frames sampled and decoded into a scratch folder (removed after),
+    /// then imported as one sequence like a zip's pictures.
+    fn process_video(
+        &self,
+        store: &RwLock<Store>,
+        work: &PendingJob,
+        worker: &str,
+        interrupt: &Interrupt<'_>,
+    ) -> Result<(), ImportError> {
+        let Some(key) = work.sessions.first() else {
+            return Err(ImportError::InvalidUpload(String::from("no video")));
+        };
+        let path = self.session_path(work.user_id, key);
+        if !path.exists() {
+            return Err(ImportError::InvalidUpload(String::from(
+                "the video was processed by an earlier job",
+            )));
+        }
+        let scratch = self
+            .data_dir
+            .join("video-frames")
+            .join(format!("job-{}", work.id));
+        let _ = std::fs::remove_dir_all(&scratch);
+        let mut options = crate::VideoOptions::default();
+        options.limits.timeout = self.limits.job_time_limit;
+        let frames = crate::video::frames_named(
+            &path,
+            key,
+            &scratch,
+            &options,
+            streetlevel_model::Timestamp(work.created_at),
+        )
+        .map_err(ImportError::InvalidUpload);
+        let result = frames.and_then(|frames| {
+            let frames = crate::video::Frames(frames);
+            let first_id = self.job_ids(store, work, worker, frames.0.len().max(1))?;
+            let published = Publish {
+                work,
+                worker,
+                first_id,
+                session_keys: &[],
+                earlier: &[],
+            };
+            self.run(store, &published, &frames, interrupt)
+        });
+        let _ = std::fs::remove_dir_all(&scratch);
+        result?;
+        let _ = std::fs::remove_file(&path);
+        self.release_sessions(work.user_id, std::slice::from_ref(key))
+    }
+
     /// Runs the pipeline and, in the transaction that publishes the images, marks the job
     /// published with its counts and records which image each session became. Once the job
     /// is interrupted no file is read, and that transaction refuses to commit, so an
@@ -827,6 +895,9 @@ struct PendingJob {
     owner: Owner,
     sessions: Vec<String>,
     first_id: Option<u64>,
+    /// When the finish call queued it (milliseconds since the epoch): a video's clock of last
+    /// resort, the same when a crashed job is redone.
+    created_at: i64,
 }
 
 /// A job, as [`Uploads::run`] publishes it.
@@ -843,7 +914,7 @@ struct Publish<'a> {
 }
 
 /// A claimed job and its file type, from `RETURNING id, user_id, username, organization,
-/// file_type, sessions, first_id`.
+/// file_type, sessions, first_id, created_at`.
 fn pending_job(row: &dyn Row) -> Result<(PendingJob, String), DbError> {
     let sessions: String = row.get(5)?;
     let file_type: String = row.get(4)?;
@@ -858,6 +929,7 @@ fn pending_job(row: &dyn Row) -> Result<(PendingJob, String), DbError> {
         },
         sessions: serde_json::from_str(&sessions).unwrap_or_default(),
         first_id: row.get::<Option<i64>>(6)?.map(|id| id as u64),
+        created_at: row.get(7)?,
     };
     Ok((work, file_type))
 }

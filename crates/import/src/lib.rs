@@ -14,6 +14,7 @@ mod reblur;
 mod privacy;
 mod sessions;
 mod tables;
+mod video;
 
 pub use blurring::{Blurring, SOURCE_DETECTOR, unblurred_path};
 pub use budgets::{DEFAULT_DECODE_MEMORY_BYTES, set_decode_memory_limit};
@@ -35,3 +36,6 @@ pub use privacy::{
 pub use sessions::{Appender, UPLOADS_DIR, UploadLimits, Uploads};
 /// The blurrer seam and the local blurrer, for callers that configure [`Blurring`].
 pub use streetlevel_blur;
+/// Video reading and sampling, for callers that configure [`VideoOptions`].
+pub use streetlevel_video;
+pub use video::VideoOptions;

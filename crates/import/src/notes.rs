@@ -123,6 +123,8 @@ mod tests {
                 (TimeSource::Gps, 1),
                 (TimeSource::CameraWithOffset, 0),
                 (TimeSource::CameraAsUtc, 1),
+                (TimeSource::VideoCreationTime, 0),
+                (TimeSource::UploadTime, 0),
             ]
         );
         let warnings = warnings(&files);

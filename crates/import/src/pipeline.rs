@@ -131,6 +131,11 @@ pub(crate) trait Sources: Sync {
     fn name(&self, index: usize) -> String;
     /// The file's bytes, or why they cannot be read.
     fn read(&self, index: usize) -> Result<Vec<u8>, String>;
+    /// Where the file's capture time comes from when the source knows better than its Exif
+    /// (a video frame: the video's clock).
+    fn time_source(&self, _index: usize) -> Option<streetlevel_ingest::TimeSource> {
+        None
+    }
 }
 
 /// How files become sequences.
@@ -365,8 +370,11 @@ impl Run<'_> {
         (self.progress)(Progress::Reading { done: 0, total });
         let reads = parallel_map(total, |index| {
             let read = sources.read(index).and_then(|bytes| {
-                let metadata =
+                let mut metadata =
                     streetlevel_ingest::read_metadata(&bytes).map_err(|error| error.to_string())?;
+                if let Some(source) = sources.time_source(index) {
+                    metadata.time_source = source;
+                }
                 Ok(Read {
                     metadata,
                     content_hash: streetlevel_ingest::content_hash(&bytes),

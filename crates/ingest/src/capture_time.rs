@@ -22,15 +22,23 @@ pub enum TimeSource {
     /// The camera's time without an offset, taken as UTC: wrong by the camera's time zone
     /// unless its clock was set to UTC.
     CameraAsUtc,
+    /// A video frame without a GPS clock: the video container's creation time less its
+    /// duration, plus the frame's time. GoPro cameras write local time there as if UTC.
+    VideoCreationTime,
+    /// A video frame with neither a GPS clock nor a creation time: the time the video was
+    /// uploaded or imported, plus the frame's time.
+    UploadTime,
 }
 
 impl TimeSource {
     /// Every source, best first.
-    pub const ALL: [TimeSource; 4] = [
+    pub const ALL: [TimeSource; 6] = [
         TimeSource::Description,
         TimeSource::Gps,
         TimeSource::CameraWithOffset,
         TimeSource::CameraAsUtc,
+        TimeSource::VideoCreationTime,
+        TimeSource::UploadTime,
     ];
 
     /// The name in reports and the upload status.
@@ -40,6 +48,8 @@ impl TimeSource {
             TimeSource::Gps => "gps",
             TimeSource::CameraWithOffset => "camera_with_offset",
             TimeSource::CameraAsUtc => "camera_as_utc",
+            TimeSource::VideoCreationTime => "video_creation_time",
+            TimeSource::UploadTime => "upload_time",
         }
     }
 
@@ -49,6 +59,14 @@ impl TimeSource {
             TimeSource::CameraAsUtc => Some(
                 "capture time from the camera clock taken as UTC (no GPS time, no time zone \
                  offset): it is off by the camera's time zone unless the camera was set to UTC",
+            ),
+            TimeSource::VideoCreationTime => Some(
+                "capture time from the video's creation time (no GPS time): cameras such as \
+                 GoPro write local time there, so it may be off by the camera's time zone",
+            ),
+            TimeSource::UploadTime => Some(
+                "capture time is the upload time: the video has neither a GPS time nor a \
+                 creation time",
             ),
             _ => None,
         }
@@ -230,11 +248,16 @@ mod tests {
     }
 
     #[test]
-    fn only_the_last_resort_warns() {
+    fn only_the_last_resorts_warn() {
         for source in TimeSource::ALL {
             assert_eq!(
                 source.warning().is_some(),
-                source == TimeSource::CameraAsUtc
+                matches!(
+                    source,
+                    TimeSource::CameraAsUtc
+                        | TimeSource::VideoCreationTime
+                        | TimeSource::UploadTime
+                )
             );
         }
     }

@@ -56,9 +56,20 @@ pub struct Args {
     /// Refuse images that imply a faster speed than this from the previous one.
     #[arg(long, default_value_t = CutRules::default().max_speed_kmh)]
     max_speed_kmh: f64,
+    /// Keep a video frame when it is more than this many metres from the last one kept (the
+    /// official uploader's default).
+    #[arg(long, default_value_t = streetlevel_import::streetlevel_video::DEFAULT_SAMPLE_DISTANCE)]
+    video_sample_distance: f64,
+    /// Keep a video frame every this many seconds instead of by distance.
+    #[arg(long)]
+    video_sample_interval: Option<f64>,
+    /// The ffmpeg program that decodes video frames (Debian's `ffmpeg` package).
+    #[arg(long, default_value = "ffmpeg")]
+    ffmpeg: PathBuf,
     #[command(flatten)]
     blur: crate::blur::BlurArgs,
-    /// JPEG files, or folders searched recursively for `.jpg` and `.jpeg` files.
+    /// JPEG files and videos (`.mp4`, `.mov`, `.360`; a GPX track beside a video as
+    /// `VIDEO.gpx`), or folders searched recursively for them.
     #[arg(required = true)]
     paths: Vec<PathBuf>,
 }
@@ -79,6 +90,28 @@ fn open_store(args: &Args) -> anyhow::Result<Store> {
             })
         }
     }
+}
+
+/// How videos are sampled and decoded, from the flags.
+fn video_options(args: &Args) -> anyhow::Result<streetlevel_import::VideoOptions> {
+    use streetlevel_import::streetlevel_video::{DecodeLimits, Sampling};
+    let sampling = if let Some(seconds) = args.video_sample_interval {
+        anyhow::ensure!(seconds > 0.0, "--video-sample-interval must be positive");
+        Sampling::Interval(seconds)
+    } else {
+        anyhow::ensure!(
+            args.video_sample_distance >= 0.0,
+            "--video-sample-distance must not be negative"
+        );
+        Sampling::Distance(args.video_sample_distance)
+    };
+    Ok(streetlevel_import::VideoOptions {
+        sampling,
+        limits: DecodeLimits {
+            program: args.ffmpeg.clone(),
+            ..DecodeLimits::default()
+        },
+    })
 }
 
 /// Imports; fails (non-zero exit) only when no file could be imported or found stored.
@@ -107,6 +140,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             max_speed_kmh: args.max_speed_kmh,
             ..CutRules::default()
         },
+        video: video_options(args)?,
     };
     let bar = Mutex::new(None::<(&'static str, ProgressBar)>);
     let started = Instant::now();

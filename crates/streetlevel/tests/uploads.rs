@@ -679,7 +679,7 @@ fn a_zip_and_hostile_files_are_processed_without_harm() {
     assert_eq!(job["images"], 3, "{job}");
     assert_eq!(
         job["capture_time_sources"],
-        json!({"description": 0, "gps": 0, "camera_with_offset": 3, "camera_as_utc": 0}),
+        json!({"description": 0, "gps": 0, "camera_with_offset": 3, "camera_as_utc": 0, "video_creation_time": 0, "upload_time": 0}),
         "{job}"
     );
     assert_eq!(job["warnings"], json!([]), "{job}");
@@ -828,7 +828,7 @@ fn an_upload_says_where_each_capture_time_came_from_and_what_was_ignored() {
     assert_eq!(job["images"], 3, "{job}");
     assert_eq!(
         job["capture_time_sources"],
-        json!({"description": 1, "gps": 1, "camera_with_offset": 0, "camera_as_utc": 1}),
+        json!({"description": 1, "gps": 1, "camera_with_offset": 0, "camera_as_utc": 1, "video_creation_time": 0, "upload_time": 0}),
         "{job}"
     );
     let warnings = job["warnings"].as_array().unwrap();

@@ -204,3 +204,65 @@ def test_the_same_folder_uploaded_again_creates_nothing_new(service, uploader):
     job = _settled(service, uploader["token"], before)
     assert job["state"] == "published", job
     assert (job["images"], job["duplicates"]) == (0, N_PHOTOS), job
+
+
+# The real sample videos (../shared/data/video): never copied into the project.
+VIDEOS = Path(__file__).resolve().parents[4] / ".." / "shared" / "data" / "video"
+
+
+def _videos_or_skip() -> Path:
+    if not (VIDEOS / "max-heromode.mp4").is_file():
+        assert os.environ.get("CI", "") in ("", "false"), f"{VIDEOS} is missing under CI"
+        pytest.skip(f"{VIDEOS} is missing")
+    return VIDEOS
+
+
+def test_a_gopro_clip_uploaded_becomes_a_sequence_along_its_track(service, uploader):
+    """`process_and_upload` of a GoPro clip: the uploader rewrites it into an MP4 with a CAMM
+    track and finishes it as `mly_camm_video`; the server samples it as the uploader's own
+    `video_process` does (5 frames of this clip, 3 m apart) at the GPS times."""
+    videos = _videos_or_skip()
+    folder = uploader["root"] / "gopro"
+    folder.mkdir()
+    (folder / "GH010001.MP4").symlink_to(videos / "max-heromode.mp4")
+    known = {job["id"] for job in _jobs(service, uploader["token"])}
+    uploaded = uploader["run"]("process_and_upload", str(folder), "--user_name", "streetlevel")
+    assert uploaded.returncode == 0, uploaded.stderr[-3000:]
+    job = _settled(service, uploader["token"], known)
+    assert job["file_type"] == "mly_camm_video", job
+    assert job["state"] == "published", job
+    assert (job["images"], job["duplicates"], job["refused"]) == (5, 0, []), job
+    assert job["capture_time_sources"]["gps"] == 5, job
+    bbox = "-117.33,33.12,-117.32,33.13"
+    _on_every_replica(service, bbox, 5)
+    headers = {"Authorization": f"OAuth {service.token}"}
+    fields = "id,sequence,captured_at,geometry,compass_angle,make,model,width,height"
+    images = requests.get(service.url(f"/images?bbox={bbox}&fields={fields}&limit=100"),
+                          headers=headers, timeout=30).json()["data"]
+    images.sort(key=lambda image: image["captured_at"])
+    assert len({image["sequence"] for image in images}) == 1
+    # The GPS time (2019-11-18 23:45Z), not the camera's local creation time (15:45).
+    first = datetime.datetime.fromtimestamp(images[0]["captured_at"] / 1000, datetime.timezone.utc)
+    assert first.strftime("%Y-%m-%dT%H:%M") == "2019-11-18T23:45", first
+    assert all((image["make"], image["model"]) == ("GoPro", "GoPro Max") for image in images)
+    assert all((image["width"], image["height"]) == (848, 480) for image in images)
+    lats = [image["geometry"]["coordinates"][1] for image in images]
+    assert lats == sorted(lats, reverse=True), lats  # walking south
+
+
+def test_a_plain_clip_with_a_gpx_track_uploaded_becomes_images(service, uploader):
+    """A plain H.264 clip with `VIDEO.gpx` beside it, geotagged by the uploader from the GPX."""
+    videos = _videos_or_skip()
+    folder = uploader["root"] / "gpx"
+    folder.mkdir()
+    (folder / "ride.mp4").symlink_to(videos / "sample-5s.mp4")
+    (folder / "ride.gpx").symlink_to(videos / "sf_30km_h.gpx")
+    known = {job["id"] for job in _jobs(service, uploader["token"])}
+    uploaded = uploader["run"]("process_and_upload", str(folder), "--user_name", "streetlevel",
+                               "--video_geotag_source", "native",
+                               "--video_geotag_source", "gpx")
+    assert uploaded.returncode == 0, uploaded.stderr[-3000:]
+    job = _settled(service, uploader["token"], known)
+    assert (job["file_type"], job["state"]) == ("mly_camm_video", "published"), job
+    assert 10 <= job["images"] <= 17, job
+    assert job["capture_time_sources"]["gps"] == job["images"], job
