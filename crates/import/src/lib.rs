@@ -10,8 +10,8 @@ mod jobs;
 mod media;
 mod notes;
 mod pipeline;
-mod reblur;
 mod privacy;
+mod reblur;
 mod sessions;
 mod tables;
 mod video;
@@ -27,12 +27,12 @@ pub use media::{
 };
 pub use notes::ReadNotes;
 pub use pipeline::{FileOutcome, Outcome, Owner, Progress, Report};
-pub use reblur::{ReblurProgress, ReblurReport, Selection, Source, reblur};
 pub use privacy::{
     BlurEdit, BlurRegion, EditKind, EditState, MAX_CONTACT_CHARS, MAX_OPEN_REQUESTS,
     MAX_PENDING_EDITS, MAX_REASON_CHARS, NewRequest, Privacy, PrivacyRefusal, PrivacyRequest,
     RequestKind, RequestState, SOURCE_EDIT, Shares, StoredBox, remove_cached_media,
 };
+pub use reblur::{ReblurProgress, ReblurReport, Selection, Source, reblur};
 pub use sessions::{Appender, UPLOADS_DIR, UploadLimits, Uploads};
 /// The blurrer seam and the local blurrer, for callers that configure [`Blurring`].
 pub use streetlevel_blur;

@@ -198,7 +198,7 @@ impl Route {
             | Route::Logging
             | Route::Visibility { .. }
             | Route::Blur => method == Method::POST,
-            | Route::PrivacyRequest(_) => method == Method::POST,
+            Route::PrivacyRequest(_) => method == Method::POST,
             Route::UploadImages(_) => method == Method::DELETE,
             Route::Entity(_) => {
                 method == Method::GET || method == Method::HEAD || method == Method::DELETE
@@ -221,7 +221,7 @@ impl Route {
             | Route::Logging
             | Route::Visibility { .. }
             | Route::Blur => "POST, OPTIONS",
-            | Route::PrivacyRequest(_) => "POST, OPTIONS",
+            Route::PrivacyRequest(_) => "POST, OPTIONS",
             Route::UploadImages(_) => "DELETE, OPTIONS",
             Route::Entity(_) => "GET, HEAD, DELETE, OPTIONS",
             Route::Upload(_) => "GET, HEAD, POST, OPTIONS",
