@@ -305,6 +305,24 @@ impl App {
         reply
     }
 
+    /// `GET /privacy_requests` and `POST /privacy_requests/<id>`: they read and write the
+    /// database, and applying a blur renders a picture, so they run off the async workers.
+    async fn privacy_route(
+        self: &Arc<Self>,
+        parts: &Parts,
+        route: Route,
+        query: Query,
+    ) -> Result<Dispatched, Error> {
+        let app = Arc::clone(self);
+        let parts = parts.clone();
+        run_blocking(move || match &route {
+            Route::PrivacyRequest(raw) => app.resolve_privacy_request(&parts, raw, &query),
+            _ => app.privacy_requests(&parts, &query),
+        })
+        .await
+        .map(Dispatched::Reply)
+    }
+
     async fn dispatch(
         self: &Arc<Self>,
         parts: &Parts,
@@ -391,15 +409,7 @@ impl App {
                 self.takedown_route(parts, route).await
             }
             Route::PrivacyRequests | Route::PrivacyRequest(_) => {
-                // These read and write the database, and applying a blur renders a picture.
-                let app = Arc::clone(self);
-                let parts = parts.clone();
-                run_blocking(move || match &route {
-                    Route::PrivacyRequest(raw) => app.resolve_privacy_request(&parts, raw, &query),
-                    _ => app.privacy_requests(&parts, &query),
-                })
-                .await
-                .map(Dispatched::Reply)
+                self.privacy_route(parts, route, query).await
             }
             Route::Login => self.web_page(Page::SignIn, parts, body).await,
             Route::Page(page) => self.web_page(page, parts, body).await,

@@ -197,8 +197,8 @@ impl Route {
             | Route::FinishUpload
             | Route::Logging
             | Route::Visibility { .. }
-            | Route::Blur => method == Method::POST,
-            Route::PrivacyRequest(_) => method == Method::POST,
+            | Route::Blur
+            | Route::PrivacyRequest(_) => method == Method::POST,
             Route::UploadImages(_) => method == Method::DELETE,
             Route::Entity(_) => {
                 method == Method::GET || method == Method::HEAD || method == Method::DELETE
@@ -220,8 +220,8 @@ impl Route {
             | Route::FinishUpload
             | Route::Logging
             | Route::Visibility { .. }
-            | Route::Blur => "POST, OPTIONS",
-            Route::PrivacyRequest(_) => "POST, OPTIONS",
+            | Route::Blur
+            | Route::PrivacyRequest(_) => "POST, OPTIONS",
             Route::UploadImages(_) => "DELETE, OPTIONS",
             Route::Entity(_) => "GET, HEAD, DELETE, OPTIONS",
             Route::Upload(_) => "GET, HEAD, POST, OPTIONS",
