@@ -1021,7 +1021,7 @@ fn a_replicas_wrapper_killed_with_sigkill_leaves_no_redis_server_or_replica_behi
 }
 
 /// The lease the queue test gives its replicas' workers, seconds (renewed every quarter).
-const TEST_JOB_LEASE_SECONDS: u64 = 2;
+const TEST_JOB_LEASE_SECONDS: u64 = 1;
 
 /// One row of `import_jobs`, as the queue test watches it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -1153,13 +1153,17 @@ fn a_killed_workers_job_is_taken_over_once_its_lease_runs_out_and_published_once
     let fixture = pristine().copy("replicas-lease");
     let backend = Backend::from_env("replicas_lease");
     let lease = TEST_JOB_LEASE_SECONDS.to_string();
-    let mut replicas = Replicas::start(
-        Path::new(BINARY),
-        &fixture.dir,
-        2,
-        &backend,
-        &["--upload-job-lease-seconds", &lease],
-    );
+    // The job must outlast two leases: blurring with the real models makes it several times
+    // longer than the thumbnails alone (docs/PERFORMANCE.md), whatever the machine's speed.
+    let models = streetlevel_tests::test_models_dir();
+    let models = models
+        .as_deref()
+        .map(|dir| dir.to_string_lossy().into_owned());
+    let mut args = vec!["--upload-job-lease-seconds", lease.as_str()];
+    if let Some(models) = &models {
+        args.extend(["--blur", "true", "--blur-models-dir", models.as_str()]);
+    }
+    let mut replicas = Replicas::start(Path::new(BINARY), &fixture.dir, 2, &backend, &args);
     let database = streetlevel_db::Database::open(&backend.location(&fixture.dir)).unwrap();
     let images_before = image_count(&database);
     let one = replicas.replica(0);
