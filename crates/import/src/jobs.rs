@@ -10,7 +10,7 @@
 //! only after that transaction.
 
 use std::io::Read as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant};
@@ -693,27 +693,17 @@ impl Uploads {
         worker: &str,
         interrupt: &Interrupt<'_>,
     ) -> Result<(), ImportError> {
-        let Some(key) = work.sessions.first() else {
-            return Err(ImportError::InvalidUpload(String::from("no archive")));
-        };
-        let path = self.session_path(work.user_id, key);
-        if !path.exists() {
-            return Err(ImportError::InvalidUpload(String::from(
-                "the archive was processed by an earlier job",
-            )));
-        }
+        let (key, path) = self.single_file(work, "archive")?;
         let archive = ZipEntries::open(&path, self.zip_budget())?;
-        let first_id = self.job_ids(store, work, worker, archive.names.len().max(1))?;
-        let published = Publish {
+        self.run_single(
+            store,
             work,
             worker,
-            first_id,
-            session_keys: &[],
-            earlier: &[],
-        };
-        self.run(store, &published, &archive, interrupt)?;
-        let _ = std::fs::remove_file(&path);
-        self.release_sessions(work.user_id, std::slice::from_ref(key))
+            &archive,
+            archive.names.len(),
+            interrupt,
+        )?;
+        self.release_single(work, key, &path)
     }
 
     /// An uploaded video: its frames sampled and decoded into a scratch folder (removed after),
@@ -725,15 +715,7 @@ impl Uploads {
         worker: &str,
         interrupt: &Interrupt<'_>,
     ) -> Result<(), ImportError> {
-        let Some(key) = work.sessions.first() else {
-            return Err(ImportError::InvalidUpload(String::from("no video")));
-        };
-        let path = self.session_path(work.user_id, key);
-        if !path.exists() {
-            return Err(ImportError::InvalidUpload(String::from(
-                "the video was processed by an earlier job",
-            )));
-        }
+        let (key, path) = self.single_file(work, "video")?;
         let scratch = self
             .data_dir
             .join("video-frames")
@@ -751,19 +733,62 @@ impl Uploads {
         .map_err(ImportError::InvalidUpload);
         let result = frames.and_then(|frames| {
             let frames = crate::video::Frames(frames);
-            let first_id = self.job_ids(store, work, worker, frames.0.len().max(1))?;
-            let published = Publish {
-                work,
-                worker,
-                first_id,
-                session_keys: &[],
-                earlier: &[],
-            };
-            self.run(store, &published, &frames, interrupt)
+            self.run_single(store, work, worker, &frames, frames.0.len(), interrupt)
         });
         let _ = std::fs::remove_dir_all(&scratch);
         result?;
-        let _ = std::fs::remove_file(&path);
+        self.release_single(work, key, &path)
+    }
+
+    /// The one uploaded file of a zip's or a video's job (`what` names it in the refusal): its
+    /// session key and where its bytes are, refused when an earlier job already took them.
+    fn single_file<'a>(
+        &self,
+        work: &'a PendingJob,
+        what: &str,
+    ) -> Result<(&'a String, PathBuf), ImportError> {
+        let Some(key) = work.sessions.first() else {
+            return Err(ImportError::InvalidUpload(format!("no {what}")));
+        };
+        let path = self.session_path(work.user_id, key);
+        if !path.exists() {
+            return Err(ImportError::InvalidUpload(format!(
+                "the {what} was processed by an earlier job"
+            )));
+        }
+        Ok((key, path))
+    }
+
+    /// Publishes the `count` pictures `sources` reads from a job's one file, under `worker`'s
+    /// lease, with the job's IDs reserved first.
+    fn run_single(
+        &self,
+        store: &RwLock<Store>,
+        work: &PendingJob,
+        worker: &str,
+        sources: &dyn Sources,
+        count: usize,
+        interrupt: &Interrupt<'_>,
+    ) -> Result<(), ImportError> {
+        let first_id = self.job_ids(store, work, worker, count.max(1))?;
+        let published = Publish {
+            work,
+            worker,
+            first_id,
+            session_keys: &[],
+            earlier: &[],
+        };
+        self.run(store, &published, sources, interrupt)
+    }
+
+    /// After a job's one file was published: its bytes removed and its session released.
+    fn release_single(
+        &self,
+        work: &PendingJob,
+        key: &String,
+        path: &Path,
+    ) -> Result<(), ImportError> {
+        let _ = std::fs::remove_file(path);
         self.release_sessions(work.user_id, std::slice::from_ref(key))
     }
 
