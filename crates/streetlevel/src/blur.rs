@@ -88,11 +88,15 @@ impl BlurArgs {
         }
     }
 
-    fn blurrer(&self) -> Result<LocalBlurrer, BlurError> {
-        let models = self
-            .blur_models_dir
+    /// The folder the runtime and the pinned model are read from.
+    pub fn models_dir(&self) -> PathBuf {
+        self.blur_models_dir
             .clone()
-            .unwrap_or_else(default_models_dir);
+            .unwrap_or_else(default_models_dir)
+    }
+
+    fn blurrer(&self) -> Result<LocalBlurrer, BlurError> {
+        let models = self.models_dir();
         streetlevel_blur::load_runtime(&models.join(ONNXRUNTIME_LIBRARY))?;
         let face = match &self.blur_face_model {
             Some(path) => ModelFile::read(path, None)?,
@@ -129,15 +133,15 @@ pub fn for_server(
         _ => None,
     };
     if matches!(blurring, Blurring::Unusable(_)) {
-        tracing::error!("{}", describe(&blurring, data));
+        tracing::error!("{}", describe(&blurring, args, data));
     } else {
-        tracing::info!("{}", describe(&blurring, data));
+        tracing::info!("{}", describe(&blurring, args, data));
     }
     Ok((Arc::new(uploads.with_blurring(blurring)), blur_api))
 }
 
 /// One line for the log about what blurring will do.
-pub fn describe(blurring: &Blurring, data: &Path) -> String {
+pub fn describe(blurring: &Blurring, args: &BlurArgs, data: &Path) -> String {
     match blurring {
         Blurring::Off => {
             String::from("blurring is off: imported pictures are published as received")
@@ -146,8 +150,13 @@ pub fn describe(blurring: &Blurring, data: &Path) -> String {
             blurrer,
             keep_unblurred,
         } => format!(
-            "blurring with {}{}",
+            "blurring with {}{}{}",
             blurrer.fingerprint(),
+            if args.blur_url.is_none() {
+                format!(" (runtime from {})", args.models_dir().display())
+            } else {
+                String::new()
+            },
             if *keep_unblurred {
                 format!(
                     "; unblurred originals kept in {}",

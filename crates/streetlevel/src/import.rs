@@ -125,7 +125,10 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     if let streetlevel_import::Blurring::Unusable(reason) = &blurring {
         anyhow::bail!("nothing was imported: {reason}");
     }
-    eprintln!("{}", crate::blur::describe(&blurring, &args.data));
+    eprintln!(
+        "{}",
+        crate::blur::describe(&blurring, &args.blur, &args.data)
+    );
     let store = RwLock::new(open_store(args)?);
     let options = ImportOptions {
         blurring,
