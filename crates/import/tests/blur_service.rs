@@ -6,69 +6,25 @@
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use streetlevel_blur_service::{ServiceClient, ServiceConfig};
 use streetlevel_import::{Blurring, JobState, UploadLimits, Uploads};
-use streetlevel_ingest::{WriteTags, write_metadata};
-use streetlevel_model::Timestamp;
-use streetlevel_store::{BoundingBox, ImageFilter, Store};
+use streetlevel_store::Store;
+
+mod common;
+use common::{Street, scratch, upload};
+
+const STREET: Street = Street {
+    latitude: 48.1,
+    longitude: 11.5,
+};
 
 /// The comment the fake writes into every picture it "blurs", so that the published bytes
 /// show they came from the service.
 const MARK: &[u8] = b"blurred by the fake service";
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "streetlevel-import-blur-service-{name}-{}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn photo(index: u32) -> Vec<u8> {
-    let (width, height) = (320_u16, 240_u16);
-    let pixels: Vec<u8> = (0..u32::from(width) * u32::from(height))
-        .flat_map(|pixel| [index as u8 * 40, (pixel % 251) as u8, 90])
-        .collect();
-    let mut jpeg = Vec::new();
-    jpeg_encoder::Encoder::new(&mut jpeg, 80)
-        .encode(&pixels, width, height, jpeg_encoder::ColorType::Rgb)
-        .unwrap();
-    let mut tags = WriteTags {
-        latitude: Some(48.1 + f64::from(index) * 5.0 / 111_320.0),
-        longitude: Some(11.5),
-        direction: Some(0.0),
-        ..WriteTags::default()
-    };
-    tags.set_capture_time_utc(Timestamp(1_714_557_600_000 + i64::from(index) * 2000));
-    write_metadata(&jpeg, &tags).unwrap()
-}
-
-fn upload(uploads: &Uploads, key: &str, bytes: &[u8]) -> String {
-    let mut appender = uploads.append(1, key, 0).unwrap();
-    appender.write(bytes).unwrap();
-    appender.finish().unwrap()
-}
-
-fn images_near(store: &Store) -> Vec<u64> {
-    let filter = ImageFilter {
-        bbox: Some(BoundingBox::new(11.49, 48.09, 11.51, 48.11).unwrap()),
-        ..ImageFilter::default()
-    };
-    let mut ids: Vec<u64> = store
-        .search_images(&filter, 2000, None)
-        .items
-        .iter()
-        .map(|image| image.id.0)
-        .collect();
-    ids.sort_unstable();
-    ids
-}
 
 /// The picture with a JPEG comment segment after its start marker: same size, other bytes.
 fn marked(picture: &[u8]) -> Vec<u8> {
@@ -164,7 +120,7 @@ fn time_passes(data: &Path) {
 
 #[test]
 fn a_job_is_held_while_the_blur_service_is_down_and_published_once_it_is_up() {
-    let data = scratch("down-then-up");
+    let data = scratch("blur-service-down-then-up");
     // A port on which nothing listens: the service is down.
     let port = TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -176,7 +132,13 @@ fn a_job_is_held_while_the_blur_service_is_down_and_published_once_it_is_up() {
     {
         let uploads = open(&data, &url, Duration::from_secs(3600));
         let handles: Vec<String> = (0..3)
-            .map(|index| upload(&uploads, &format!("mly_tools_{index}.jpg"), &photo(index)))
+            .map(|index| {
+                upload(
+                    &uploads,
+                    &format!("mly_tools_{index}.jpg"),
+                    &STREET.photo(index),
+                )
+            })
             .collect();
         let manifest = serde_json::json!({"image_handles": handles}).to_string();
         let manifest = upload(&uploads, "uuid_a.json", manifest.as_bytes());
@@ -195,7 +157,7 @@ fn a_job_is_held_while_the_blur_service_is_down_and_published_once_it_is_up() {
                 && reason.contains(&url),
             "{reason}"
         );
-        assert!(images_near(&store.read().unwrap()).is_empty());
+        assert!(STREET.images_near(&store.read().unwrap()).is_empty());
         assert_eq!(held.images, 0);
         // Not taken again before its time, and its uploaded bytes are still there.
         assert_eq!(uploads.process_next(&store).unwrap(), None);
@@ -204,7 +166,7 @@ fn a_job_is_held_while_the_blur_service_is_down_and_published_once_it_is_up() {
         time_passes(&data);
         assert_eq!(uploads.process_next(&store).unwrap(), Some(job));
         assert_eq!(uploads.job(job).unwrap().unwrap().state, JobState::Received);
-        assert!(images_near(&store.read().unwrap()).is_empty());
+        assert!(STREET.images_near(&store.read().unwrap()).is_empty());
     }
     // After a restart, the service up on its address: the next try publishes what it blurred.
     time_passes(&data);
@@ -216,11 +178,11 @@ fn a_job_is_held_while_the_blur_service_is_down_and_published_once_it_is_up() {
     assert_eq!(done.state, JobState::Published, "{done:?}");
     assert_eq!((done.images, done.duplicates), (3, 0));
     assert!(done.refused.is_empty(), "{:?}", done.refused);
-    let ids = images_near(&store.read().unwrap());
+    let ids = STREET.images_near(&store.read().unwrap());
     assert_eq!(ids.len(), 3);
     // The published original of each image is the service's picture, not the upload.
     for (index, id) in ids.iter().enumerate() {
         let original = std::fs::read(data.join(format!("media/images/{id}.jpg"))).unwrap();
-        assert_eq!(original, marked(&photo(index as u32)), "image {id}");
+        assert_eq!(original, marked(&STREET.photo(index as u32)), "image {id}");
     }
 }

@@ -2,60 +2,18 @@
 //! IDs it reserved and publishes everything once; the pipeline's bookkeeping is atomic.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-use std::path::PathBuf;
 use std::sync::RwLock;
 
 use streetlevel_import::{Blurring, JobState, UploadLimits, Uploads};
-use streetlevel_ingest::{WriteTags, write_metadata};
-use streetlevel_model::Timestamp;
-use streetlevel_store::{BoundingBox, ImageFilter, Store};
+use streetlevel_store::Store;
 
-fn scratch(name: &str) -> PathBuf {
-    let dir =
-        std::env::temp_dir().join(format!("streetlevel-import-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
+mod common;
+use common::{Street, scratch, upload};
 
-/// A small geotagged JPEG, the `index`-th of a street going north.
-fn photo(index: u32) -> Vec<u8> {
-    let (width, height) = (320_u16, 240_u16);
-    let pixels: Vec<u8> = (0..u32::from(width) * u32::from(height))
-        .flat_map(|pixel| [index as u8 * 40, (pixel % 251) as u8, 90])
-        .collect();
-    let mut jpeg = Vec::new();
-    jpeg_encoder::Encoder::new(&mut jpeg, 80)
-        .encode(&pixels, width, height, jpeg_encoder::ColorType::Rgb)
-        .unwrap();
-    let mut tags = WriteTags {
-        latitude: Some(55.8 + f64::from(index) * 5.0 / 111_320.0),
-        longitude: Some(13.3),
-        direction: Some(0.0),
-        ..WriteTags::default()
-    };
-    tags.set_capture_time_utc(Timestamp(1_714_557_600_000 + i64::from(index) * 2000));
-    write_metadata(&jpeg, &tags).unwrap()
-}
-
-fn upload(uploads: &Uploads, key: &str, bytes: &[u8]) -> String {
-    let mut appender = uploads.append(1, key, 0).unwrap();
-    appender.write(bytes).unwrap();
-    appender.finish().unwrap()
-}
-
-fn images_near(store: &Store) -> Vec<u64> {
-    let filter = ImageFilter {
-        bbox: Some(BoundingBox::new(13.29, 55.79, 13.31, 55.81).unwrap()),
-        ..ImageFilter::default()
-    };
-    store
-        .search_images(&filter, 2000, None)
-        .items
-        .iter()
-        .map(|image| image.id.0)
-        .collect()
-}
+const STREET: Street = Street {
+    latitude: 55.8,
+    longitude: 13.3,
+};
 
 #[test]
 fn a_job_interrupted_by_a_crash_is_redone_with_the_ids_it_reserved() {
@@ -67,7 +25,13 @@ fn a_job_interrupted_by_a_crash_is_redone_with_the_ids_it_reserved() {
             .unwrap()
             .with_blurring(Blurring::Off);
         let handles: Vec<String> = (0..3)
-            .map(|index| upload(&uploads, &format!("mly_tools_{index}.jpg"), &photo(index)))
+            .map(|index| {
+                upload(
+                    &uploads,
+                    &format!("mly_tools_{index}.jpg"),
+                    &STREET.photo(index),
+                )
+            })
             .collect();
         let manifest = serde_json::json!({"image_handles": handles}).to_string();
         let manifest = upload(&uploads, "uuid_a.json", manifest.as_bytes());
@@ -87,7 +51,7 @@ fn a_job_interrupted_by_a_crash_is_redone_with_the_ids_it_reserved() {
             .unwrap();
         std::fs::create_dir_all(data.join("media/images")).unwrap();
         std::fs::write(data.join(format!("media/images/{first_id}.jpg")), b"half").unwrap();
-        assert!(images_near(&store).is_empty());
+        assert!(STREET.images_near(&store).is_empty());
     }
     // The restart.
     let uploads = Uploads::open(&data, UploadLimits::default())
@@ -99,21 +63,21 @@ fn a_job_interrupted_by_a_crash_is_redone_with_the_ids_it_reserved() {
     let done = uploads.job(job).unwrap().unwrap();
     assert_eq!(done.state, JobState::Published, "{done:?}");
     assert_eq!((done.images, done.duplicates), (3, 0));
-    let mut ids = images_near(&store.read().unwrap());
+    let mut ids = STREET.images_near(&store.read().unwrap());
     ids.sort_unstable();
     assert_eq!(ids, [first_id, first_id + 1, first_id + 2]);
     // The half-written original was replaced by the real one.
     let original = std::fs::read(data.join(format!("media/images/{first_id}.jpg"))).unwrap();
-    assert_eq!(original, photo(0));
+    assert_eq!(original, STREET.photo(0));
     // The sessions' bytes are gone, and their offsets stay what they were.
     assert!(!data.join("uploads/1/mly_tools_0.jpg").exists());
     assert_eq!(
         uploads.offset(1, "mly_tools_0.jpg").unwrap(),
-        photo(0).len() as u64
+        STREET.photo(0).len() as u64
     );
     // Another process sees the same: the store on disk holds the three images.
     let reopened = Store::open(&data).unwrap();
-    assert_eq!(images_near(&reopened).len(), 3);
+    assert_eq!(STREET.images_near(&reopened).len(), 3);
 }
 
 /// Two servers on one database (replicas) each run a worker: a job another worker holds under
@@ -130,7 +94,7 @@ fn a_job_another_worker_holds_is_taken_over_only_when_its_lease_runs_out() {
         .with_blurring(Blurring::Off);
     let store = RwLock::new(Store::open(&data).unwrap());
     assert_eq!(second.process_next(&store).unwrap(), None);
-    let handle = upload(&first, "mly_tools_4.jpg", &photo(4));
+    let handle = upload(&first, "mly_tools_4.jpg", &STREET.photo(4));
     let manifest = serde_json::json!({"image_handles": [handle]}).to_string();
     let manifest = upload(&first, "uuid_c.json", manifest.as_bytes());
     let job = first
@@ -156,7 +120,7 @@ fn a_job_another_worker_holds_is_taken_over_only_when_its_lease_runs_out() {
         second.job(job).unwrap().unwrap().state,
         JobState::Processing
     );
-    assert!(images_near(&store.read().unwrap()).is_empty());
+    assert!(STREET.images_near(&store.read().unwrap()).is_empty());
 
     // Its worker died: the lease ran out a moment ago, unrenewed.
     connection
@@ -169,7 +133,7 @@ fn a_job_another_worker_holds_is_taken_over_only_when_its_lease_runs_out() {
     let done = second.job(job).unwrap().unwrap();
     assert_eq!(done.state, JobState::Published, "{done:?}");
     assert_eq!(done.images, 1);
-    assert_eq!(images_near(&store.read().unwrap()).len(), 1);
+    assert_eq!(STREET.images_near(&store.read().unwrap()).len(), 1);
     // The dead worker's name no longer holds it; nothing is left to take.
     let holder: Option<String> = connection
         .query_row(
@@ -188,7 +152,7 @@ fn a_session_handed_to_a_job_takes_no_more_bytes() {
     let uploads = Uploads::open(&data, UploadLimits::default())
         .unwrap()
         .with_blurring(Blurring::Off);
-    let bytes = photo(5);
+    let bytes = STREET.photo(5);
     let handle = upload(&uploads, "mly_tools_5.jpg", &bytes);
     let manifest = serde_json::json!({"image_handles": [handle]}).to_string();
     let manifest = upload(&uploads, "uuid_b.json", manifest.as_bytes());
@@ -250,7 +214,13 @@ fn a_job_is_published_with_its_final_counts() {
         .with_blurring(Blurring::Off);
     let store = RwLock::new(Store::open(&data).unwrap());
     let handles: Vec<String> = (0..2)
-        .map(|index| upload(&uploads, &format!("mly_tools_{index}.jpg"), &photo(index)))
+        .map(|index| {
+            upload(
+                &uploads,
+                &format!("mly_tools_{index}.jpg"),
+                &STREET.photo(index),
+            )
+        })
         .collect();
     let manifest = serde_json::json!({"image_handles": handles}).to_string();
     let manifest = upload(&uploads, "uuid_first.json", manifest.as_bytes());
@@ -274,7 +244,7 @@ fn a_job_is_published_with_its_final_counts() {
         .unwrap();
     // Again: the two sessions the first job processed, the first photo's bytes under a new
     // name, and a file that is no photo.
-    let copy = upload(&uploads, "mly_tools_copy.jpg", &photo(0));
+    let copy = upload(&uploads, "mly_tools_copy.jpg", &STREET.photo(0));
     let junk = upload(&uploads, "mly_tools_junk.jpg", b"not a photo");
     let again = [handles.clone(), vec![copy, junk]].concat();
     let manifest = serde_json::json!({"image_handles": again}).to_string();
