@@ -2,6 +2,11 @@
 //! directory, `postgres` on a free port of 127.0.0.1 with its socket in that directory, one
 //! database with the `postgis` extension. It stops and its directory goes when dropped.
 //!
+//! It speaks TLS (`ssl=on`) with a self-signed certificate made here with `rcgen` for
+//! `localhost` and 127.0.0.1 ([`Postgres::certificate`]), and its [`Postgres::url`] asks for
+//! TLS (`sslmode=require`), so every test on it runs over TLS as a managed PostgreSQL would
+//! be reached; [`Postgres::start_without_tls`] starts one that has none.
+//!
 //! `PostgreSQL` refuses to run as root, and CI runs the tests as root: then `initdb` and
 //! `postgres` run as `nobody` (through `setpriv`, which execs, so the child is the server
 //! itself), and the directory is handed to that user. As any other user they run as that user.
@@ -35,6 +40,8 @@ pub struct Postgres {
     port: u16,
     /// `uid:gid` to run as, when the tests run as root.
     run_as: Option<(u32, u32)>,
+    /// Whether it was started with TLS.
+    tls: bool,
     child: Option<Child>,
 }
 
@@ -43,6 +50,15 @@ impl Postgres {
     /// port, and creates the database with `PostGIS`. Panics, saying what to install, when the
     /// binaries are missing.
     pub fn start(name: &str) -> Postgres {
+        Self::start_with(name, true)
+    }
+
+    /// [`Postgres::start`] without TLS (`ssl=off`): a client that requires TLS is refused.
+    pub fn start_without_tls(name: &str) -> Postgres {
+        Self::start_with(name, false)
+    }
+
+    fn start_with(name: &str, tls: bool) -> Postgres {
         let bin = std::env::var_os("STREETLEVEL_POSTGRES_BIN")
             .map_or_else(|| PathBuf::from(DEFAULT_BIN), PathBuf::from);
         assert!(
@@ -67,9 +83,13 @@ impl Postgres {
             root,
             port: 0,
             run_as,
+            tls,
             child: None,
         };
         server.initdb();
+        if tls {
+            server.make_certificate();
+        }
         // Another process may take the free port between the probe and the bind: try anew.
         for attempt in 1..=3 {
             server.port = free_port();
@@ -84,9 +104,46 @@ impl Postgres {
         server
     }
 
-    /// `postgres://streetlevel@127.0.0.1:PORT/streetlevel` (trust authentication: no password).
+    /// `postgres://streetlevel@127.0.0.1:PORT/streetlevel?sslmode=require` (trust
+    /// authentication: no password; TLS required, the certificate not checked), or without
+    /// the `sslmode` when the server has no TLS.
     pub fn url(&self) -> String {
+        if self.tls {
+            format!("{}?sslmode=require", self.plain_url())
+        } else {
+            self.plain_url()
+        }
+    }
+
+    /// [`Postgres::url`] without any `sslmode` (the client's default, `prefer`).
+    pub fn plain_url(&self) -> String {
         format!("postgres://{USER}@127.0.0.1:{}/{DATABASE}", self.port)
+    }
+
+    /// The server's self-signed certificate (PEM), to trust with `sslrootcert`.
+    pub fn certificate(&self) -> PathBuf {
+        self.root.join("server.crt")
+    }
+
+    /// A self-signed certificate for `localhost` and 127.0.0.1 and its key, readable by the
+    /// server alone (it refuses a key others may read).
+    fn make_certificate(&self) {
+        let certified = rcgen::generate_simple_self_signed(vec![
+            "localhost".to_owned(),
+            "127.0.0.1".to_owned(),
+        ])
+        .expect("a self-signed certificate");
+        let key = self.root.join("server.key");
+        std::fs::write(self.certificate(), certified.cert.pem()).expect("write the certificate");
+        std::fs::write(&key, certified.signing_key.serialize_pem()).expect("write the key");
+        std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+            .expect("make the key private");
+        if let Some((uid, gid)) = self.run_as {
+            for path in [self.certificate(), key] {
+                std::os::unix::fs::chown(&path, Some(uid), Some(gid))
+                    .expect("hand the certificate to the unprivileged user");
+            }
+        }
     }
 
     /// The port it listens on (the same across [`Postgres::restart`]).
@@ -188,8 +245,19 @@ impl Postgres {
                 .expect("hand the log to the unprivileged user");
         }
         let stderr = log.try_clone().expect("clone the log file");
-        let child = self
-            .command("postgres")
+        let mut command = self.command("postgres");
+        if self.tls {
+            command
+                .args(["-c", "ssl=on"])
+                .arg("-c")
+                .arg(format!("ssl_cert_file={}", self.certificate().display()))
+                .arg("-c")
+                .arg(format!(
+                    "ssl_key_file={}",
+                    self.root.join("server.key").display()
+                ));
+        }
+        let child = command
             .arg("-D")
             .arg(self.data_dir())
             .args(["-p", &self.port.to_string()])
@@ -353,5 +421,63 @@ mod tests {
         let root = server.root.clone();
         drop(server);
         assert!(!root.exists(), "the directory is removed");
+    }
+
+    /// Whether the session `url` opens (through `streetlevel-db`, as streetlevel connects)
+    /// runs over TLS, by the server's own account (`pg_stat_ssl`); the error when it does not
+    /// open.
+    fn session_uses_tls(url: &str) -> Result<bool, streetlevel_db::DbError> {
+        let database =
+            streetlevel_db::Database::open(&streetlevel_db::Location::Postgres(url.to_owned()))?;
+        let ssl: Option<i64> = database.read(|connection| {
+            connection.query_value(
+                "SELECT CAST(ssl AS INTEGER) FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
+                &[],
+            )
+        })?;
+        Ok(ssl == Some(1))
+    }
+
+    /// On a server with TLS, each `sslmode` does what libpq's does: `disable` talks plain,
+    /// `prefer` (the default), `require` and `verify-full` (with the server's certificate as
+    /// the root) talk TLS, and `verify-full` refuses a certificate no trusted root signed.
+    #[test]
+    fn sslmode_chooses_tls_on_a_server_that_has_it() {
+        let server = Postgres::start("tls-on");
+        let plain = server.plain_url();
+        assert!(!session_uses_tls(&format!("{plain}?sslmode=disable")).unwrap());
+        assert!(session_uses_tls(&plain).unwrap(), "prefer, the default");
+        assert!(session_uses_tls(&format!("{plain}?sslmode=prefer")).unwrap());
+        assert!(session_uses_tls(&server.url()).unwrap(), "require");
+        let trusted = format!(
+            "{plain}?sslmode=verify-full&sslrootcert={}",
+            server.certificate().display()
+        );
+        assert!(session_uses_tls(&trusted).unwrap(), "verify-full");
+        let localhost = trusted.replace("127.0.0.1", "localhost");
+        assert!(session_uses_tls(&localhost).unwrap(), "verify-full by name");
+        let untrusted = session_uses_tls(&format!("{plain}?sslmode=verify-full")).unwrap_err();
+        assert!(untrusted.is_unavailable(), "{untrusted}");
+        assert!(
+            untrusted.to_string().contains("certificate"),
+            "the refusal says why: {untrusted}"
+        );
+    }
+
+    /// On a server without TLS, `prefer` falls back to plain and `require` is refused with
+    /// PostgreSQL's own refusal, as a database that cannot be reached.
+    #[test]
+    fn sslmode_require_refuses_a_server_without_tls() {
+        let server = Postgres::start_without_tls("tls-off");
+        assert!(!server.url().contains("sslmode"), "{}", server.url());
+        assert!(!session_uses_tls(&server.plain_url()).unwrap(), "prefer");
+        let refused =
+            session_uses_tls(&format!("{}?sslmode=require", server.plain_url())).unwrap_err();
+        assert!(refused.is_unavailable(), "{refused}");
+        assert!(
+            refused.to_string().to_lowercase().contains("tls")
+                || refused.to_string().to_lowercase().contains("ssl"),
+            "the refusal says why: {refused}"
+        );
     }
 }

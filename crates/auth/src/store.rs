@@ -210,6 +210,17 @@ impl AuthStore {
         Self::from_database(db, config, Arc::new(clock), Box::new(random))
     }
 
+    /// Opens the auth tables in `database`, the process's one handle (a clone of it), shared
+    /// with the other crates (see [`AuthStore::open`]).
+    pub fn open_database(
+        database: Database,
+        config: Config,
+        clock: impl Clock + 'static,
+        random: impl RandomSource + 'static,
+    ) -> Result<Self, AuthError> {
+        Self::from_database(database, config, Arc::new(clock), Box::new(random))
+    }
+
     /// A store in memory, for tests.
     pub fn open_in_memory(
         config: Config,
@@ -226,9 +237,7 @@ impl AuthStore {
         clock: Arc<dyn Clock>,
         random: Box<dyn RandomSource>,
     ) -> Result<Self, AuthError> {
-        db.with_sqlite(|connection| connection.pragma_update(None, "foreign_keys", true))
-            .transpose()
-            .map_err(streetlevel_db::DbError::from)?;
+        // Foreign keys are enforced on every `SQLite` connection by `streetlevel-db`.
         db.migrate("auth", &MIGRATIONS)?;
         let token_cache = TokenCache::new(config.token_cache_entries, config.token_cache_ttl);
         let store = Self {

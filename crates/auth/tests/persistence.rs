@@ -207,7 +207,8 @@ fn a_version_one_database_upgrades_in_place() {
     {
         let version_one = [include_str!("data/schema_v1.sql")];
         let database =
-            streetlevel_db::Database::from_sqlite(rusqlite::Connection::open(&path).unwrap());
+            streetlevel_db::Database::from_sqlite(rusqlite::Connection::open(&path).unwrap())
+                .unwrap();
         database
             .migrate(
                 "auth",

@@ -2,18 +2,22 @@
 
 use std::fmt;
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
 
 mod migrate;
 mod notify;
 mod postgres;
 mod sqlite;
 mod testing;
+mod tls;
 mod value;
 
 pub use migrate::{MigrationError, Migrations};
 pub use notify::Notifications;
 pub use sqlite::SqliteConn;
 pub use testing::test_postgres_database;
+pub use tls::SslMode;
 pub use value::{FromValue, Param, Row, ValueRef};
 
 /// Which engine a [`Database`] runs on, for the few statements that must differ (schema DDL,
@@ -112,7 +116,7 @@ pub enum DbError {
 
 /// tokio-postgres says only "db error" for a server's error: its code and message are in
 /// the source, which logs need.
-fn postgres_message(error: &tokio_postgres::Error) -> String {
+pub(crate) fn postgres_message(error: &tokio_postgres::Error) -> String {
     match error.as_db_error() {
         Some(server) => format!("{} ({})", server.message(), server.code().code()),
         None => error.to_string(),
@@ -296,46 +300,99 @@ impl dyn Conn + '_ {
     }
 }
 
-enum Engine {
-    Sqlite(sqlite::SqliteDb),
-    Postgres(Box<postgres::PgDb>),
+/// How many connections to PostgreSQL a [`Database`] holds, and how long a caller waits for
+/// one when they are all in use before it gets [`DbError::Unavailable`] (a 503 with
+/// `Retry-After` over HTTP). The `SQLite` file's handle keeps a few connections of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolOptions {
+    /// The most connections open at once (at least 1).
+    pub max_connections: usize,
+    /// The longest a caller waits for a connection to come free.
+    pub wait: Duration,
 }
 
-/// A database handle for one crate's tables: thread-safe, shared between requests in an
-/// `Arc`. Reads run on a connection in autocommit; writes run in [`Database::write`]'s one
-/// transaction, which excludes every other writer (`SQLite`: `BEGIN IMMEDIATE`; PostgreSQL: a
-/// transaction-scoped advisory lock all streetlevel processes take), so code that reads then
-/// writes behaves the same on both engines and on any number of replicas.
-pub struct Database {
+impl Default for PoolOptions {
+    /// 16 connections (one handle serves every crate of a process), a wait of 3 s.
+    fn default() -> Self {
+        PoolOptions {
+            max_connections: 16,
+            wait: Duration::from_secs(3),
+        }
+    }
+}
+
+enum Engine {
+    Sqlite(sqlite::SqliteDb),
+    Postgres(postgres::PgDb),
+}
+
+struct Shared {
     engine: Engine,
     location: Location,
+}
+
+/// The handle to a database: thread-safe, and cloned (each clone the same handle, with the same
+/// connections) into every crate of the process that keeps tables there, so that a process
+/// holds one pool, however many crates it runs. Reads run on a connection in autocommit;
+/// writes run in [`Database::write`]'s one transaction, which excludes every other writer
+/// (`SQLite`: `BEGIN IMMEDIATE`; PostgreSQL: a transaction-scoped advisory lock all streetlevel
+/// processes take), so code that reads then writes behaves the same on both engines and on any
+/// number of replicas.
+#[derive(Clone)]
+pub struct Database {
+    shared: Arc<Shared>,
 }
 
 impl fmt::Debug for Database {
     fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
         formatter
             .debug_struct("Database")
-            .field("location", &self.location)
+            .field("location", &self.shared.location)
             .finish_non_exhaustive()
     }
 }
 
 impl Database {
-    /// Opens `location`: the `SQLite` file (created if needed, WAL, busy timeout; see
-    /// `streetlevel_sqlite::open`) or a pool of connections to PostgreSQL.
+    /// Opens `location` with the default [`PoolOptions`] (see [`Database::open_with`]).
     ///
     /// # Errors
     ///
-    /// The engine's error; [`DbError::Unavailable`] when PostgreSQL cannot be reached.
+    /// See [`Database::open_with`].
     pub fn open(location: &Location) -> Result<Self, DbError> {
+        Self::open_with(location, PoolOptions::default())
+    }
+
+    /// Opens `location`: the `SQLite` file (created if needed, WAL, busy timeout; see
+    /// `streetlevel_sqlite::open`) or a pool of connections to PostgreSQL, with TLS as the
+    /// URL's `sslmode` says ([`SslMode`]), after checking that the server's PostgreSQL and
+    /// PostGIS are recent enough. A process opens one and clones it into every crate.
+    ///
+    /// # Errors
+    ///
+    /// The engine's error; [`DbError::Unavailable`] when PostgreSQL cannot be reached, its
+    /// certificate is refused, or its versions are too old (the message says which).
+    pub fn open_with(location: &Location, options: PoolOptions) -> Result<Self, DbError> {
         let engine = match location {
             Location::Sqlite(path) => Engine::Sqlite(sqlite::SqliteDb::open(path)?),
-            Location::Postgres(url) => Engine::Postgres(Box::new(postgres::PgDb::connect(url)?)),
+            Location::Postgres(url) => Engine::Postgres(postgres::PgDb::connect(url, options)?),
         };
-        Ok(Self {
-            engine,
-            location: location.clone(),
-        })
+        Ok(Self::new(engine, location.clone()))
+    }
+
+    fn new(engine: Engine, location: Location) -> Self {
+        Self {
+            shared: Arc::new(Shared { engine, location }),
+        }
+    }
+
+    /// Whether `other` is this very handle (a clone of it), not another one to the same place.
+    #[must_use]
+    pub fn is_same_handle(&self, other: &Database) -> bool {
+        Arc::ptr_eq(&self.shared, &other.shared)
+    }
+
+    fn engine(&self) -> &Engine {
+        &self.shared.engine
     }
 
     /// A `SQLite` database in memory, for tests.
@@ -344,31 +401,35 @@ impl Database {
     ///
     /// `SQLite`'s error.
     pub fn open_in_memory() -> Result<Self, DbError> {
-        Ok(Self {
-            engine: Engine::Sqlite(sqlite::SqliteDb::in_memory()?),
-            location: Location::Sqlite(PathBuf::from(":memory:")),
-        })
+        Ok(Self::new(
+            Engine::Sqlite(sqlite::SqliteDb::in_memory()?),
+            Location::Sqlite(PathBuf::from(":memory:")),
+        ))
     }
 
-    /// Wraps an open `SQLite` connection (tests that prepare a file by hand).
-    #[must_use]
-    pub fn from_sqlite(connection: rusqlite::Connection) -> Self {
-        Self {
-            engine: Engine::Sqlite(sqlite::SqliteDb::from_connection(connection)),
-            location: Location::Sqlite(PathBuf::from(":memory:")),
-        }
+    /// Wraps an open `SQLite` connection (tests that prepare a file by hand), with the
+    /// settings every connection gets (foreign keys on, `synchronous = NORMAL`).
+    ///
+    /// # Errors
+    ///
+    /// `SQLite`'s error of applying them.
+    pub fn from_sqlite(connection: rusqlite::Connection) -> Result<Self, DbError> {
+        Ok(Self::new(
+            Engine::Sqlite(sqlite::SqliteDb::from_connection(connection)?),
+            Location::Sqlite(PathBuf::from(":memory:")),
+        ))
     }
 
     /// The engine.
     #[must_use]
     pub fn backend(&self) -> Backend {
-        self.location.backend()
+        self.shared.location.backend()
     }
 
     /// Where the database is.
     #[must_use]
     pub fn location(&self) -> &Location {
-        &self.location
+        &self.shared.location
     }
 
     /// Runs `work` on a connection in autocommit mode: each statement sees the newest
@@ -381,7 +442,7 @@ impl Database {
         &self,
         work: impl FnOnce(&mut dyn Conn) -> Result<R, E>,
     ) -> Result<R, E> {
-        match &self.engine {
+        match self.engine() {
             Engine::Sqlite(db) => db.read(work),
             Engine::Postgres(db) => db.read(work),
         }
@@ -396,7 +457,7 @@ impl Database {
         &self,
         work: impl FnOnce(&mut dyn Conn) -> Result<R, E>,
     ) -> Result<R, E> {
-        match &self.engine {
+        match self.engine() {
             Engine::Sqlite(db) => db.snapshot(work),
             Engine::Postgres(db) => db.snapshot(work),
         }
@@ -413,7 +474,7 @@ impl Database {
         &self,
         work: impl FnOnce(&mut dyn Conn) -> Result<R, E>,
     ) -> Result<R, E> {
-        match &self.engine {
+        match self.engine() {
             Engine::Sqlite(db) => db.write(work),
             Engine::Postgres(db) => db.write(work),
         }
@@ -445,7 +506,7 @@ impl Database {
     ///
     /// [`DbError`] when the listening connection cannot be made.
     pub fn notifications(&self, channel: &str) -> Result<Notifications, DbError> {
-        match &self.engine {
+        match self.engine() {
             Engine::Sqlite(_) => Ok(Notifications::polling()),
             Engine::Postgres(db) => db.listen(channel),
         }
@@ -464,12 +525,19 @@ impl Database {
         Ok(())
     }
 
-    /// The `SQLite` connection's own handle, for what only `SQLite` has (the online backup,
-    /// `PRAGMA`s); `None` on PostgreSQL.
-    pub fn with_sqlite<R>(&self, work: impl FnOnce(&mut rusqlite::Connection) -> R) -> Option<R> {
-        match &self.engine {
-            Engine::Sqlite(db) => Some(db.with_connection(work)),
-            Engine::Postgres(_) => None,
+    /// One of the `SQLite` connections' own handle, for what only `SQLite` has (the online
+    /// backup, a busy timeout of its own); `None` on PostgreSQL.
+    ///
+    /// # Errors
+    ///
+    /// [`DbError::Unavailable`] when no connection could be had.
+    pub fn with_sqlite<R>(
+        &self,
+        work: impl FnOnce(&mut rusqlite::Connection) -> R,
+    ) -> Result<Option<R>, DbError> {
+        match self.engine() {
+            Engine::Sqlite(db) => db.with_connection(work).map(Some),
+            Engine::Postgres(_) => Ok(None),
         }
     }
 }

@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
 use std::time::Duration;
 
-use tokio_postgres::{AsyncMessage, Client, Config, NoTls};
+use tokio_postgres::{AsyncMessage, Client, Config};
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 use crate::DbError;
 use crate::postgres::PgRuntime;
@@ -21,6 +22,7 @@ enum Event {
 struct Listener {
     runtime: Arc<PgRuntime>,
     config: Config,
+    tls: MakeRustlsConnect,
     channel: String,
     /// The listening connection; `None` while PostgreSQL cannot be reached.
     client: Option<Client>,
@@ -54,6 +56,7 @@ impl Notifications {
     pub(crate) fn listen(
         runtime: Arc<PgRuntime>,
         config: Config,
+        tls: MakeRustlsConnect,
         channel: &str,
     ) -> Result<Self, DbError> {
         if channel.is_empty()
@@ -69,6 +72,7 @@ impl Notifications {
         let mut listener = Listener {
             runtime,
             config,
+            tls,
             channel: channel.to_owned(),
             client: None,
             events,
@@ -121,11 +125,12 @@ fn channel_pair() -> (Sender<Event>, Receiver<Event>) {
 impl Listener {
     fn subscribe(&mut self) -> Result<(), DbError> {
         let config = self.config.clone();
+        let tls = self.tls.clone();
         let sender = self.sender.clone();
         let listen = format!("LISTEN {}", self.channel);
         let client = self.runtime.run(async move {
             let (client, mut connection) = config
-                .connect(NoTls)
+                .connect(tls)
                 .await
                 .map_err(|error| DbError::Unavailable(error.to_string()))?;
             tokio::spawn(async move {

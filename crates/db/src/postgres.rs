@@ -1,28 +1,33 @@
-//! The PostgreSQL engine: `tokio-postgres` connections whose I/O runs on a small private
-//! runtime, so that the synchronous callers of [`crate::Database`] (request handlers on
-//! the async workers as well as plain threads) wait on a channel, never on a runtime of their
-//! own (`postgres`, the synchronous client, panics when called inside one).
+//! The PostgreSQL engine: one `deadpool-postgres` pool of `tokio-postgres` connections (TLS
+//! with rustls as the URL's `sslmode` asks, see `tls.rs`) whose I/O runs on a small private
+//! runtime, so that the synchronous callers of [`crate::Database`] (request handlers on the
+//! async workers as well as plain threads) wait on a channel, never on a runtime of their own
+//! (`postgres`, the synchronous client, panics when called inside one).
 //!
-//! Connections are pooled (at most [`MAX_CONNECTIONS`] per database handle); a connection that
-//! broke (PostgreSQL restarted) is dropped and the next call opens a new one, so a restarted
-//! server is picked up without restarting streetlevel.
+//! The pool holds at most [`crate::PoolOptions::max_connections`]; a caller that finds them all
+//! leased waits at most [`crate::PoolOptions::wait`] and then gets [`DbError::Unavailable`] (an
+//! HTTP layer answers 503 with `Retry-After`). A connection that broke (PostgreSQL restarted)
+//! is dropped when it comes back, or found closed when it is next taken, and a new one is
+//! made, so a restarted server is picked up without restarting streetlevel.
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::str::FromStr;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
+use deadpool::managed::TimeoutType;
+use deadpool_postgres::{
+    Manager, ManagerConfig, Object, Pool, PoolError, RecyclingMethod, Runtime,
+};
 use futures_util::StreamExt;
 use tokio_postgres::types::{IsNull, ToSql, Type, to_sql_checked};
-use tokio_postgres::{Client, Config, NoTls, Statement};
+use tokio_postgres::{Config, Statement};
+use tokio_postgres_rustls::MakeRustlsConnect;
 
+use crate::tls::{self, TlsSettings};
 use crate::value::{Param, Row, ValueRef, dollar_placeholders};
-use crate::{Backend, Conn, DbError, Notifications};
-
-/// The most connections one handle opens; callers beyond wait for one to come back.
-pub(crate) const MAX_CONNECTIONS: usize = 6;
+use crate::{Backend, Conn, DbError, Notifications, PoolOptions, params};
 
 /// How long connecting may take before the database counts as unavailable.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -34,6 +39,12 @@ const LOCK_TIMEOUT_MS: u64 = 5_000;
 /// that writers exclude each other as they do on `SQLite`.
 const WRITE_LOCK: i64 = 0x5354_5245_4554_4C56;
 
+/// The oldest PostgreSQL the schema runs on: generated columns came with 12.
+const MIN_SERVER_VERSION: i64 = 120_000;
+
+/// The oldest PostGIS the store's geometries are tested with.
+const MIN_POSTGIS: (u32, u32) = (3, 0);
+
 /// A tokio runtime that may be dropped anywhere (a plain drop blocks, which panics on an
 /// async worker).
 pub(crate) struct PgRuntime(Option<tokio::runtime::Runtime>);
@@ -41,7 +52,7 @@ pub(crate) struct PgRuntime(Option<tokio::runtime::Runtime>);
 impl PgRuntime {
     fn new() -> Result<Self, DbError> {
         tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
+            .worker_threads(2)
             .thread_name("streetlevel-postgres")
             .enable_all()
             .build()
@@ -72,117 +83,98 @@ impl Drop for PgRuntime {
     }
 }
 
-/// Opens one connection; its I/O task runs on `runtime` until the client is dropped or the
-/// server goes away.
-pub(crate) fn connect(runtime: &PgRuntime, config: &Config) -> Result<Client, DbError> {
-    let config = config.clone();
-    runtime.run(async move {
-        let (client, connection) = tokio::time::timeout(CONNECT_TIMEOUT, config.connect(NoTls))
-            .await
-            .map_err(|_| DbError::Unavailable("connecting to PostgreSQL timed out".into()))?
-            .map_err(|error| DbError::Unavailable(error.to_string()))?;
-        tokio::spawn(async move {
-            if let Err(error) = connection.await {
-                tracing::warn!(%error, "PostgreSQL connection closed");
-            }
-        });
-        Ok::<_, DbError>(client)
-    })?
-}
-
-pub(crate) fn parse_config(url: &str) -> Result<Config, DbError> {
+/// The connection settings of `url` (without the TLS options, which [`tls::split_url`] takes
+/// out), with streetlevel's session settings.
+fn parse_config(url: &str, tls: &TlsSettings) -> Result<Config, DbError> {
     let mut config = Config::from_str(url)
         .map_err(|error| DbError::Unavailable(format!("bad PostgreSQL URL: {error}")))?;
     config
         .connect_timeout(CONNECT_TIMEOUT)
         .application_name("streetlevel")
+        .ssl_mode(tls.pg_mode())
         .options(format!(
             "-c lock_timeout={LOCK_TIMEOUT_MS} -c idle_in_transaction_session_timeout=30000"
         ));
     Ok(config)
 }
 
-struct PgConn {
-    client: Client,
-    statements: HashMap<String, Statement>,
-}
-
-struct Pool {
-    idle: Vec<PgConn>,
-    open: usize,
-}
-
 pub(crate) struct PgDb {
     config: Config,
+    tls: MakeRustlsConnect,
     runtime: Arc<PgRuntime>,
-    pool: Mutex<Pool>,
-    returned: Condvar,
+    pool: Pool,
+    options: PoolOptions,
 }
 
 impl PgDb {
-    pub(crate) fn connect(url: &str) -> Result<Self, DbError> {
-        let config = parse_config(url)?;
+    /// Makes the pool, takes its first connection (so an unreachable server or a refused
+    /// certificate is reported here) and checks the server's versions.
+    pub(crate) fn connect(url: &str, options: PoolOptions) -> Result<Self, DbError> {
+        let (url, tls_settings) = tls::split_url(url)?;
+        let config = parse_config(&url, &tls_settings)?;
+        let tls = tls_settings.connector()?;
         let runtime = Arc::new(PgRuntime::new()?);
-        let first = connect(&runtime, &config)?;
-        Ok(Self {
+        let manager = Manager::from_config(
+            config.clone(),
+            tls.clone(),
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(options.max_connections.max(1))
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(options.wait))
+            .create_timeout(Some(CONNECT_TIMEOUT))
+            .recycle_timeout(Some(CONNECT_TIMEOUT))
+            .build()
+            .map_err(|error| DbError::Unavailable(format!("no PostgreSQL pool: {error}")))?;
+        let database = Self {
             config,
+            tls,
             runtime,
-            pool: Mutex::new(Pool {
-                idle: vec![PgConn {
-                    client: first,
-                    statements: HashMap::new(),
-                }],
-                open: 1,
-            }),
-            returned: Condvar::new(),
-        })
-    }
-
-    fn lock(&self) -> MutexGuard<'_, Pool> {
-        self.pool.lock().unwrap_or_else(PoisonError::into_inner)
+            pool,
+            options,
+        };
+        let (server, postgis) = database.read(|connection| {
+            let server: Option<i64> = connection.query_value(
+                "SELECT CAST(current_setting('server_version_num') AS BIGINT)",
+                params![],
+            )?;
+            let postgis: Option<String> = connection.query_value(
+                "SELECT COALESCE((SELECT extversion FROM pg_extension WHERE extname = 'postgis'), \
+                 (SELECT default_version FROM pg_available_extensions WHERE name = 'postgis'))",
+                params![],
+            )?;
+            Ok::<_, DbError>((server.unwrap_or(0), postgis))
+        })?;
+        check_versions(server, postgis.as_deref())?;
+        tracing::debug!(server, postgis, tls = ?tls_settings.mode, "PostgreSQL connected");
+        Ok(database)
     }
 
     fn take(&self) -> Result<PgConn, DbError> {
-        let mut pool = self.lock();
-        loop {
-            while let Some(connection) = pool.idle.pop() {
-                if !connection.client.is_closed() {
-                    return Ok(connection);
-                }
-                pool.open -= 1;
-            }
-            if pool.open < MAX_CONNECTIONS {
-                pool.open += 1;
-                drop(pool);
-                return match connect(&self.runtime, &self.config) {
-                    Ok(client) => Ok(PgConn {
-                        client,
-                        statements: HashMap::new(),
-                    }),
-                    Err(error) => {
-                        self.lock().open -= 1;
-                        self.returned.notify_one();
-                        Err(error)
-                    }
-                };
-            }
-            pool = self
-                .returned
-                .wait_timeout(pool, CONNECT_TIMEOUT)
-                .unwrap_or_else(PoisonError::into_inner)
-                .0;
-        }
+        let pool = self.pool.clone();
+        let object = self
+            .runtime
+            .run(async move { pool.get().await })?
+            .map_err(|error| self.unavailable(error))?;
+        Ok(PgConn(object))
     }
 
-    fn give_back(&self, connection: PgConn, healthy: bool) {
-        let mut pool = self.lock();
-        if healthy && !connection.client.is_closed() {
-            pool.idle.push(connection);
-        } else {
-            pool.open -= 1;
-        }
-        drop(pool);
-        self.returned.notify_one();
+    fn unavailable(&self, error: PoolError) -> DbError {
+        DbError::Unavailable(match error {
+            PoolError::Timeout(TimeoutType::Wait) => format!(
+                "all {} connections to PostgreSQL are in use and none came free within {} ms",
+                self.options.max_connections,
+                self.options.wait.as_millis()
+            ),
+            PoolError::Timeout(TimeoutType::Create | TimeoutType::Recycle) => {
+                "connecting to PostgreSQL timed out".into()
+            }
+            PoolError::Backend(error) => crate::postgres_message(&error),
+            other => other.to_string(),
+        })
     }
 
     fn with<R, E: From<DbError>>(
@@ -194,22 +186,24 @@ impl PgDb {
         if let Some(begin) = begin
             && let Err(error) = connection.batch(begin)
         {
-            self.give_back(connection, false);
+            connection.discard();
             return Err(error.into());
         }
         let result = work(&mut connection);
-        let healthy = match (&result, begin) {
-            (_, None) => true,
-            (Ok(_), Some(_)) => match connection.batch("COMMIT") {
-                Ok(()) => true,
-                Err(error) => {
-                    self.give_back(connection, false);
+        match (&result, begin) {
+            (_, None) => {}
+            (Ok(_), Some(_)) => {
+                if let Err(error) = connection.batch("COMMIT") {
+                    connection.discard();
                     return Err(error.into());
                 }
-            },
-            (Err(_), Some(_)) => connection.batch("ROLLBACK").is_ok(),
-        };
-        self.give_back(connection, healthy);
+            }
+            (Err(_), Some(_)) => {
+                if connection.batch("ROLLBACK").is_err() {
+                    connection.discard();
+                }
+            }
+        }
         result
     }
 
@@ -243,23 +237,66 @@ impl PgDb {
     }
 
     pub(crate) fn listen(&self, channel: &str) -> Result<Notifications, DbError> {
-        Notifications::listen(Arc::clone(&self.runtime), self.config.clone(), channel)
+        Notifications::listen(
+            Arc::clone(&self.runtime),
+            self.config.clone(),
+            self.tls.clone(),
+            channel,
+        )
     }
 }
 
+/// Refuses a server older than the schema needs, or one without PostGIS, saying what to do.
+fn check_versions(server: i64, postgis: Option<&str>) -> Result<(), DbError> {
+    if server < MIN_SERVER_VERSION {
+        return Err(DbError::Unavailable(format!(
+            "PostgreSQL {}.{} is too old: streetlevel needs PostgreSQL {} or newer",
+            server / 10_000,
+            server % 10_000,
+            MIN_SERVER_VERSION / 10_000
+        )));
+    }
+    let Some(postgis) = postgis else {
+        return Err(DbError::Unavailable(format!(
+            "PostgreSQL {} has no PostGIS: install PostGIS {}.{} or newer on the server \
+             (Debian: postgresql-{}-postgis-3)",
+            server / 10_000,
+            MIN_POSTGIS.0,
+            MIN_POSTGIS.1,
+            server / 10_000
+        )));
+    };
+    let mut parts = postgis
+        .split(|character: char| !character.is_ascii_digit())
+        .map(|part| part.parse::<u32>().unwrap_or(0));
+    let found = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    if found < MIN_POSTGIS {
+        return Err(DbError::Unavailable(format!(
+            "PostGIS {postgis} is too old: streetlevel needs PostGIS {}.{} or newer",
+            MIN_POSTGIS.0, MIN_POSTGIS.1
+        )));
+    }
+    Ok(())
+}
+
+/// A pooled connection; dropped, it goes back to the pool.
+struct PgConn(Object);
+
 impl PgConn {
+    /// Closes the connection instead of handing it back (its transaction's state is unknown).
+    fn discard(self) {
+        drop(Object::take(self.0));
+    }
+
     fn batch(&mut self, sql: &str) -> Result<(), DbError> {
-        Ok(futures_executor::block_on(self.client.batch_execute(sql))?)
+        Ok(futures_executor::block_on(self.0.batch_execute(sql))?)
     }
 
     fn statement(&mut self, sql: &str) -> Result<Statement, DbError> {
-        if let Some(statement) = self.statements.get(sql) {
-            return Ok(statement.clone());
-        }
         let translated = dollar_placeholders(sql)?;
-        let statement = futures_executor::block_on(self.client.prepare(&translated))?;
-        self.statements.insert(sql.to_owned(), statement.clone());
-        Ok(statement)
+        Ok(futures_executor::block_on(
+            self.0.prepare_cached(&translated),
+        )?)
     }
 }
 
@@ -270,8 +307,7 @@ impl Conn for PgConn {
 
     fn execute(&mut self, sql: &str, params: &[Param<'_>]) -> Result<usize, DbError> {
         let statement = self.statement(sql)?;
-        let changed =
-            futures_executor::block_on(self.client.execute_raw(&statement, params.iter()))?;
+        let changed = futures_executor::block_on(self.0.execute_raw(&statement, params.iter()))?;
         Ok(usize::try_from(changed).unwrap_or(usize::MAX))
     }
 
@@ -286,7 +322,7 @@ impl Conn for PgConn {
         each: &mut dyn FnMut(&dyn Row) -> Result<(), DbError>,
     ) -> Result<(), DbError> {
         let statement = self.statement(sql)?;
-        let rows = futures_executor::block_on(self.client.query_raw(&statement, params.iter()))?;
+        let rows = futures_executor::block_on(self.0.query_raw(&statement, params.iter()))?;
         let mut rows = std::pin::pin!(rows);
         while let Some(row) = futures_executor::block_on(rows.next()) {
             each(&PgRow(&row?))?;
@@ -395,5 +431,27 @@ impl Row for PgRow<'_> {
             }
         };
         Ok(value.unwrap_or(ValueRef::Null))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn old_servers_and_missing_postgis_are_refused_with_what_to_do() {
+        assert!(check_versions(150_004, Some("3.3.4")).is_ok());
+        assert!(check_versions(120_000, Some("3.0.0")).is_ok());
+        let old = check_versions(110_022, Some("3.1"))
+            .unwrap_err()
+            .to_string();
+        assert!(old.contains("PostgreSQL 11.22 is too old"), "{old}");
+        let missing = check_versions(150_004, None).unwrap_err().to_string();
+        assert!(missing.contains("no PostGIS"), "{missing}");
+        assert!(missing.contains("postgresql-15-postgis-3"), "{missing}");
+        let postgis = check_versions(150_004, Some("2.5.5"))
+            .unwrap_err()
+            .to_string();
+        assert!(postgis.contains("PostGIS 2.5.5 is too old"), "{postgis}");
     }
 }

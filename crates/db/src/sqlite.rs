@@ -1,8 +1,11 @@
-//! The `SQLite` engine: one connection behind a mutex, statements from rusqlite's cache.
+//! The `SQLite` engine: a few connections to the file (an unmanaged `deadpool` pool), so that
+//! readers run at once as write-ahead logging allows while one writer writes; statements from
+//! rusqlite's cache.
 
 use std::path::Path;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Condvar, Mutex, PoisonError};
 
+use deadpool::unmanaged::{Object, Pool};
 use rusqlite::types::{ToSqlOutput, ValueRef as SqliteValue};
 use rusqlite::{Connection, ToSql, TransactionBehavior};
 
@@ -12,41 +15,71 @@ use crate::{Backend, Conn, DbError};
 /// How many prepared statements each connection keeps.
 const STATEMENT_CACHE: usize = 128;
 
+/// How many connections a file's handle opens: the process's one handle serves every crate,
+/// and a reader must not wait for another crate's write transaction.
+const FILE_CONNECTIONS: usize = 4;
+
 pub(crate) struct SqliteDb {
-    connection: Mutex<Connection>,
+    pool: Pool<Connection>,
+    /// Writers of this process take turns here, in arrival order, rather than in `SQLite`'s
+    /// busy handler, which polls; one that waits longer than the busy timeout goes on to
+    /// `SQLite`, which decides (so a nested write fails as before instead of waiting for ever).
+    writing: Mutex<bool>,
+    written: Condvar,
 }
 
 impl SqliteDb {
     pub(crate) fn open(path: &Path) -> Result<Self, DbError> {
-        Ok(Self::from_connection(streetlevel_sqlite::open(path)?))
+        let mut connections = Vec::with_capacity(FILE_CONNECTIONS);
+        for _ in 0..FILE_CONNECTIONS {
+            connections.push(streetlevel_sqlite::open(path)?);
+        }
+        Self::from_connections(connections)
     }
 
     pub(crate) fn in_memory() -> Result<Self, DbError> {
-        Ok(Self::from_connection(Connection::open_in_memory()?))
+        Self::from_connections(vec![Connection::open_in_memory()?])
     }
 
-    pub(crate) fn from_connection(connection: Connection) -> Self {
-        connection.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
-        Self {
-            connection: Mutex::new(connection),
+    pub(crate) fn from_connection(connection: Connection) -> Result<Self, DbError> {
+        Self::from_connections(vec![connection])
+    }
+
+    /// Every connection gets the same settings: foreign keys enforced (the auth tables have
+    /// them) and `synchronous = NORMAL` (durable in WAL mode but for the last commits before a
+    /// power loss; the store's imports need the speed).
+    fn from_connections(connections: Vec<Connection>) -> Result<Self, DbError> {
+        let pool = Pool::new(connections.len());
+        for connection in connections {
+            connection.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+            connection.execute_batch("PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL")?;
+            pool.try_add(connection)
+                .map_err(|(_, error)| DbError::Unavailable(format!("SQLite pool: {error}")))?;
         }
+        Ok(Self {
+            pool,
+            writing: Mutex::new(false),
+            written: Condvar::new(),
+        })
     }
 
-    fn lock(&self) -> MutexGuard<'_, Connection> {
-        self.connection
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+    fn take(&self) -> Result<Object<Connection>, DbError> {
+        futures_executor::block_on(self.pool.get())
+            .map_err(|error| DbError::Unavailable(format!("SQLite pool: {error}")))
     }
 
-    pub(crate) fn with_connection<R>(&self, work: impl FnOnce(&mut Connection) -> R) -> R {
-        work(&mut self.lock())
+    pub(crate) fn with_connection<R>(
+        &self,
+        work: impl FnOnce(&mut Connection) -> R,
+    ) -> Result<R, DbError> {
+        Ok(work(&mut *self.take()?))
     }
 
     pub(crate) fn read<R, E: From<DbError>>(
         &self,
         work: impl FnOnce(&mut dyn Conn) -> Result<R, E>,
     ) -> Result<R, E> {
-        let connection = self.lock();
+        let connection = self.take()?;
         work(&mut SqliteConn(&connection))
     }
 
@@ -61,7 +94,25 @@ impl SqliteDb {
         &self,
         work: impl FnOnce(&mut dyn Conn) -> Result<R, E>,
     ) -> Result<R, E> {
+        let _turn = self.wait_for_turn().then_some(Turn(self));
         self.transaction(TransactionBehavior::Immediate, work)
+    }
+
+    /// Waits until no other writer of this process writes, at most the busy timeout; whether
+    /// this writer now has the turn (and must give it back: [`Turn`]).
+    fn wait_for_turn(&self) -> bool {
+        let writing = self.writing.lock().unwrap_or_else(PoisonError::into_inner);
+        let (mut writing, waited) = self
+            .written
+            .wait_timeout_while(writing, streetlevel_sqlite::BUSY_TIMEOUT, |writing| {
+                *writing
+            })
+            .unwrap_or_else(PoisonError::into_inner);
+        if waited.timed_out() {
+            return false;
+        }
+        *writing = true;
+        true
     }
 
     fn transaction<R, E: From<DbError>>(
@@ -69,13 +120,27 @@ impl SqliteDb {
         behavior: TransactionBehavior,
         work: impl FnOnce(&mut dyn Conn) -> Result<R, E>,
     ) -> Result<R, E> {
-        let mut connection = self.lock();
+        let mut connection = self.take()?;
         let transaction = connection
             .transaction_with_behavior(behavior)
             .map_err(DbError::from)?;
         let result = work(&mut SqliteConn(&transaction))?;
         transaction.commit().map_err(DbError::from)?;
         Ok(result)
+    }
+}
+
+/// A writer's turn, given back when it ends (also when its work panicked).
+struct Turn<'a>(&'a SqliteDb);
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        *self
+            .0
+            .writing
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = false;
+        self.0.written.notify_one();
     }
 }
 

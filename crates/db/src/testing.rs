@@ -46,8 +46,14 @@ pub fn test_postgres_database(name: &str) -> Option<Location> {
             connection.execute_batch(&format!("CREATE DATABASE {database}"))
         })
         .unwrap_or_else(|error| panic!("creating {database}: {error}"));
-    let url = match server.rsplit_once('/') {
-        Some((base, _)) => format!("{base}/{database}"),
+    // The server's URL with this database's name, its options (`sslmode`...) kept.
+    let (path, query) = server
+        .split_once('?')
+        .map_or((server.as_str(), String::new()), |(path, query)| {
+            (path, format!("?{query}"))
+        });
+    let url = match path.rsplit_once('/') {
+        Some((base, _)) => format!("{base}/{database}{query}"),
         None => panic!(
             "STREETLEVEL_TEST_DATABASE_URL has no database name: {}",
             redact(&server)

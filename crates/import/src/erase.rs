@@ -137,19 +137,19 @@ pub fn erase_images(
     ids: &[ImageId],
     note: &TakedownNote<'_>,
 ) -> Result<Erasure, ImportError> {
-    let location = store
+    let database = store
         .read()
         .unwrap_or_else(PoisonError::into_inner)
-        .location()
+        .database()
         .cloned();
     // This crate's tables, where a data directory never served uploads, exist from here on.
-    if let Some(location) = &location {
-        crate::tables::open(location)?;
+    if let Some(database) = &database {
+        crate::tables::migrate(database)?;
     }
     let images = {
         let mut store = store.write().unwrap_or_else(PoisonError::into_inner);
         store.delete_images(ids, note, |connection, erased| {
-            if location.is_some() {
+            if database.is_some() {
                 delete_own_rows(connection, erased)?;
             }
             Ok(())

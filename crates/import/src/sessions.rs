@@ -129,7 +129,17 @@ impl Uploads {
         location: &Location,
         limits: UploadLimits,
     ) -> Result<Self, ImportError> {
-        let db = tables::open(location)?;
+        Self::open_database(data_dir, tables::open(location)?, limits)
+    }
+
+    /// Opens the upload tables in `database`, the process's one handle (a clone of it, shared
+    /// with the other crates; see [`Uploads::open_location`]).
+    pub fn open_database(
+        data_dir: &Path,
+        db: Database,
+        limits: UploadLimits,
+    ) -> Result<Self, ImportError> {
+        tables::migrate(&db)?;
         Ok(Uploads {
             data_dir: data_dir.to_path_buf(),
             db,

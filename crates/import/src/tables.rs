@@ -277,8 +277,14 @@ const MIGRATIONS: Migrations<'static> = Migrations {
 /// Opens the database and brings the `import_` tables up to date.
 pub fn open(location: &Location) -> Result<Database, ImportError> {
     let database = Database::open(location)?;
-    database.migrate("import", &MIGRATIONS)?;
+    migrate(&database)?;
     Ok(database)
+}
+
+/// Brings the `import_` tables of `database` up to date.
+pub fn migrate(database: &Database) -> Result<(), ImportError> {
+    database.migrate("import", &MIGRATIONS)?;
+    Ok(())
 }
 
 /// Milliseconds since the epoch, for the tables' time columns.

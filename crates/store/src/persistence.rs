@@ -84,6 +84,7 @@ impl Persistence {
                     connection.busy_timeout(streetlevel_sqlite::BUSY_TIMEOUT)?;
                     result
                 })
+                .map_err(StoreError::from)?
                 .unwrap_or(Ok(()))
                 .map_err(|error| StoreError::Database(error.into())),
             Backend::Postgres => database.write(|_| Ok(())),

@@ -255,15 +255,11 @@ pub(crate) const MIGRATIONS: Migrations<'static> = Migrations {
     postgres: &POSTGRES_MIGRATIONS,
 };
 
-/// Opens the database (`SQLite`: WAL, a busy timeout, `synchronous = NORMAL`) and migrates
-/// it.
-pub(crate) fn open(location: &Location) -> Result<Database, StoreError> {
-    let database = Database::open(location)?;
-    if database.backend() == streetlevel_db::Backend::Sqlite {
-        database.read(|connection| connection.execute_batch("PRAGMA synchronous = NORMAL"))?;
-    }
+/// Brings the store's tables in `database` to the newest schema (`SQLite` connections come
+/// from `streetlevel-db` with WAL, a busy timeout and `synchronous = NORMAL`).
+pub(crate) fn migrate(database: &Database) -> Result<(), StoreError> {
     database.migrate("store", &MIGRATIONS)?;
-    Ok(database)
+    Ok(())
 }
 
 fn to_sql_id(id: u64) -> i64 {

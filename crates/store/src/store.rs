@@ -11,7 +11,7 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use streetlevel_db::{Conn, Location};
+use streetlevel_db::{Conn, Database, Location};
 use streetlevel_model::{
     Creator, CreatorId, Detection, DetectionId, EntityId, EntityKind, Image, ImageId, MapFeature,
     MapFeatureId, MediaId, Organization, OrganizationId, Sequence, SequenceId,
@@ -83,7 +83,13 @@ impl Store {
     /// into memory. On PostgreSQL the schema needs PostGIS (the first migration creates the
     /// extension if the role may).
     pub fn open_location(location: &Location) -> Result<Self, StoreError> {
-        let database = sql::open(location)?;
+        Self::open_database(Database::open(location)?)
+    }
+
+    /// Opens the store's tables in `database`, the process's one handle (a clone of it,
+    /// shared with the other crates; see [`Store::open_location`]).
+    pub fn open_database(database: Database) -> Result<Self, StoreError> {
+        sql::migrate(&database)?;
         let mut store = Store::in_memory();
         sql::load(&database, &mut store)?;
         store.persistence.attach(database);
@@ -98,6 +104,12 @@ impl Store {
     /// `data_dir/media`.
     pub fn media_dir(data_dir: &Path) -> PathBuf {
         data_dir.join(MEDIA_DIR)
+    }
+
+    /// The store's database handle, if it has one: the process's one handle, for the other
+    /// crates' tables in the same database.
+    pub fn database(&self) -> Option<&Database> {
+        self.persistence.database().map(|database| &**database)
     }
 
     /// Where the store's database is, if it has one.

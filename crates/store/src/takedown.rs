@@ -254,7 +254,9 @@ impl Store {
         location: &streetlevel_db::Location,
         limit: usize,
     ) -> Result<Vec<TakedownRecord>, StoreError> {
-        sql::open(location)?.read(|connection| sql::takedowns(connection, limit))
+        let database = streetlevel_db::Database::open(location)?;
+        sql::migrate(&database)?;
+        database.read(|connection| sql::takedowns(connection, limit))
     }
 
     fn set_visibility(

@@ -196,6 +196,7 @@ fn verify(path: &Path) -> anyhow::Result<()> {
         .with_context(|| format!("cannot open {}", path.display()))?;
 
     let version = streetlevel_db::Database::from_sqlite(connection)
+        .with_context(|| format!("cannot read {}", path.display()))?
         .schema_version("store")
         .with_context(|| format!("cannot read {}", path.display()))?;
     if version.is_none() {

@@ -116,16 +116,16 @@ impl BlurArgs {
 /// What `POST /blur/` blurs with (`None`: it answers 503).
 pub type BlurApi = Option<Arc<dyn Blurrer>>;
 
-/// The server's uploads (their tables opened) with its blurring, made once and logged: a blurrer that cannot be
+/// The server's uploads (their tables opened on the process's one handle) with its blurring, made once and logged: a blurrer that cannot be
 /// made does not stop the server, but every upload job then fails with the reason and
 /// publishes nothing. Also the blurrer that `POST /blur/` uses (`None`: it answers 503).
 pub fn for_server(
     data: &Path,
-    location: &streetlevel_db::Location,
+    database: streetlevel_db::Database,
     limits: streetlevel_import::UploadLimits,
     args: &BlurArgs,
 ) -> anyhow::Result<(Arc<Uploads>, BlurApi)> {
-    let uploads = Uploads::open_location(data, location, limits)
+    let uploads = Uploads::open_database(data, database, limits)
         .map_err(|error| anyhow::anyhow!("cannot open the upload tables: {error}"))?;
     let blurring = args.blurring();
     let blur_api = match &blurring {

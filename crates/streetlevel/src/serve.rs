@@ -14,7 +14,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 
 use anyhow::Context;
 use streetlevel_auth::{AuthStore, OsRandom};
-use streetlevel_db::Location;
+use streetlevel_db::{Database, Location};
 use streetlevel_import::Uploads;
 use streetlevel_model::{Clock, SystemClock};
 use streetlevel_ratelimit::{RateLimits, RedisConfig, SignInGuard};
@@ -139,29 +139,38 @@ pub(crate) fn database_location(
     }
 }
 
-/// Loads the store off the async workers (the data directory's `SQLite` file, or the
-/// PostgreSQL database of `location`), and logs what it holds.
-async fn load_store(data: &Path, location: &Location) -> anyhow::Result<Store> {
-    let started = std::time::Instant::now();
-    let owned = data.to_path_buf();
-    let owned_location = location.clone();
-    let store = tokio::task::spawn_blocking(move || match owned_location {
-        Location::Sqlite(_) => Store::open(&owned),
-        Location::Postgres(_) => std::fs::create_dir_all(Store::media_dir(&owned))
-            .map_err(|source| streetlevel_store::StoreError::DataDirectory {
-                path: Store::media_dir(&owned),
-                source,
-            })
-            .and_then(|()| Store::open_location(&owned_location)),
-    })
-    .await
-    .context("loading the store failed")?
-    .with_context(|| match location {
+/// Opens the process's one database handle off the async workers (the data directory's
+/// `SQLite` file, or a pool of connections to the PostgreSQL database of `location`, whose
+/// versions are checked), making the media directory; every crate gets a clone of it.
+pub(crate) fn open_database(
+    data: &Path,
+    location: &Location,
+    pool: streetlevel_db::PoolOptions,
+) -> anyhow::Result<Database> {
+    let media = Store::media_dir(data);
+    std::fs::create_dir_all(&media)
+        .with_context(|| format!("cannot create {}", media.display()))?;
+    Database::open_with(location, pool).with_context(|| match location {
         Location::Sqlite(_) => format!("cannot open the data directory {}", data.display()),
         Location::Postgres(url) => {
             format!("cannot open the database {}", streetlevel_db::redact(url))
         }
-    })?;
+    })
+}
+
+/// Loads the store from `database` off the async workers, and logs what it holds.
+async fn load_store(data: &Path, database: &Database) -> anyhow::Result<Store> {
+    let started = std::time::Instant::now();
+    let owned = database.clone();
+    let store = tokio::task::spawn_blocking(move || Store::open_database(owned))
+        .await
+        .context("loading the store failed")?
+        .with_context(|| match database.location() {
+            Location::Sqlite(_) => format!("cannot open the data directory {}", data.display()),
+            Location::Postgres(url) => {
+                format!("cannot open the database {}", streetlevel_db::redact(url))
+            }
+        })?;
     tracing::info!(
         images = store.image_count(),
         map_features = store.map_feature_count(),
@@ -325,6 +334,7 @@ async fn serve(args: Args, settings: Settings) -> anyhow::Result<()> {
         limits,
         redis_url,
         database_url,
+        database_pool,
         web: web_config,
         upload_limits,
         background,
@@ -353,16 +363,24 @@ async fn serve(args: Args, settings: Settings) -> anyhow::Result<()> {
     });
     let sign_in = Arc::new(SignInGuard::new(Arc::clone(&clock)));
 
-    let store = load_store(&data, &location).await?;
+    // The one handle of the process: every crate's tables are reached through its pool.
+    let database = {
+        let (data, location) = (data.clone(), location.clone());
+        tokio::task::spawn_blocking(move || open_database(&data, &location, database_pool))
+            .await
+            .context("opening the database failed")??
+    };
+    let store = load_store(&data, &database).await?;
     warn_if_empty(&store, &data);
     let store = Arc::new(RwLock::new(store));
     let auth = Arc::new(
-        AuthStore::open_location(&location, auth_config, Arc::clone(&clock), OsRandom)
+        AuthStore::open_database(database.clone(), auth_config, Arc::clone(&clock), OsRandom)
             .context("cannot open the auth tables")?,
     );
-    let registry = Registry::open_location(&location).context("cannot open the web tables")?;
+    let registry =
+        Registry::open_database(database.clone()).context("cannot open the web tables")?;
     // `POST /blur/` blurs with the same blurrer as uploads, or answers 503 without one.
-    let (uploads, blur_api) = crate::blur::for_server(&data, &location, upload_limits, &blur)?;
+    let (uploads, blur_api) = crate::blur::for_server(&data, database, upload_limits, &blur)?;
     let media_dir = Store::media_dir(&data);
     let media = DataDirMedia::new(&media_dir, Arc::clone(&store));
     if media.renders_on_request() {

@@ -80,6 +80,12 @@ impl Registry {
         Self::from_database(Database::open_in_memory()?)
     }
 
+    /// Opens the `web_*` tables in `db`, the process's one handle (a clone of it, shared with
+    /// the other crates; see [`Registry::open`]).
+    pub fn open_database(db: Database) -> Result<Self, WebError> {
+        Self::from_database(db)
+    }
+
     fn from_database(db: Database) -> Result<Self, WebError> {
         db.migrate("web", &MIGRATIONS)?;
         Ok(Self { db })

@@ -121,6 +121,15 @@ pub struct Settings {
         hide_env_values = true
     )]
     pub database_url: Option<String>,
+    /// The most connections to PostgreSQL the process holds, shared by all its work (requests,
+    /// the upload worker, the follower; one more listens for other replicas' writes).
+    /// [default: 16]
+    #[arg(long, env = "STREETLEVEL_DATABASE_CONNECTIONS")]
+    pub database_connections: Option<u64>,
+    /// How long a request waits for a PostgreSQL connection when all are in use before it
+    /// is answered 503 with `Retry-After`, milliseconds. [default: 3000]
+    #[arg(long, env = "STREETLEVEL_DATABASE_WAIT_MS")]
+    pub database_wait_ms: Option<u64>,
     /// The npm `node_modules` folder holding the embed page's viewer and map packages
     /// (default: the source tree's `web/node_modules`). Without them the embed page shows a
     /// still image.
@@ -294,6 +303,8 @@ pub struct Resolved {
     pub redis_url: Option<String>,
     /// Where the tables live when not in the data directory's `SQLite` file.
     pub database_url: Option<String>,
+    /// The PostgreSQL pool's size and wait.
+    pub database_pool: streetlevel_db::PoolOptions,
     /// The web pages' settings, from the same URLs and short name as the server's.
     pub web: WebConfig,
     pub upload_limits: UploadLimits,
@@ -358,6 +369,7 @@ pub fn resolve(
             "max_connections_per_address",
             settings.max_connections_per_address,
         ),
+        ("database_connections", settings.database_connections),
     ] {
         anyhow::ensure!(value != Some(0), "{name} must be at least 1");
     }
@@ -417,12 +429,24 @@ pub fn resolve(
         limits,
         redis_url: settings.redis_url,
         database_url: settings.database_url,
+        database_pool: database_pool(settings.database_connections, settings.database_wait_ms),
         web,
         upload_limits,
         background,
         auth,
         blur,
     })
+}
+
+/// The PostgreSQL pool's options, the defaults where a setting is missing.
+fn database_pool(connections: Option<u64>, wait_ms: Option<u64>) -> streetlevel_db::PoolOptions {
+    let defaults = streetlevel_db::PoolOptions::default();
+    streetlevel_db::PoolOptions {
+        max_connections: connections.map_or(defaults.max_connections, |value| {
+            usize::try_from(value).unwrap_or(usize::MAX)
+        }),
+        wait: wait_ms.map_or(defaults.wait, Duration::from_millis),
+    }
 }
 
 /// The web pages' settings, from the same URLs and short name as the server's.
