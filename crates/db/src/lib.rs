@@ -119,7 +119,18 @@ pub enum DbError {
 pub(crate) fn postgres_message(error: &tokio_postgres::Error) -> String {
     match error.as_db_error() {
         Some(server) => format!("{} ({})", server.message(), server.code().code()),
-        None => error.to_string(),
+        // Its own message names the step ("error performing TLS handshake"); the causes say
+        // why ("invalid peer certificate: UnknownIssuer").
+        None => {
+            let mut message = error.to_string();
+            let mut cause = std::error::Error::source(error);
+            while let Some(reason) = cause {
+                message.push_str(": ");
+                message.push_str(&reason.to_string());
+                cause = reason.source();
+            }
+            message
+        }
     }
 }
 
