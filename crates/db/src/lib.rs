@@ -117,21 +117,19 @@ pub enum DbError {
 /// tokio-postgres says only "db error" for a server's error: its code and message are in
 /// the source, which logs need.
 pub(crate) fn postgres_message(error: &tokio_postgres::Error) -> String {
-    match error.as_db_error() {
-        Some(server) => format!("{} ({})", server.message(), server.code().code()),
-        // Its own message names the step ("error performing TLS handshake"); the causes say
-        // why ("invalid peer certificate: UnknownIssuer").
-        None => {
-            let mut message = error.to_string();
-            let mut cause = std::error::Error::source(error);
-            while let Some(reason) = cause {
-                message.push_str(": ");
-                message.push_str(&reason.to_string());
-                cause = reason.source();
-            }
-            message
-        }
+    if let Some(server) = error.as_db_error() {
+        return format!("{} ({})", server.message(), server.code().code());
     }
+    // Its own message names the step ("error performing TLS handshake"); the causes say why
+    // ("invalid peer certificate: UnknownIssuer").
+    let mut message = error.to_string();
+    let mut cause = std::error::Error::source(error);
+    while let Some(reason) = cause {
+        message.push_str(": ");
+        message.push_str(&reason.to_string());
+        cause = reason.source();
+    }
+    message
 }
 
 impl DbError {
@@ -334,7 +332,7 @@ impl Default for PoolOptions {
 
 enum Engine {
     Sqlite(sqlite::SqliteDb),
-    Postgres(postgres::PgDb),
+    Postgres(Box<postgres::PgDb>),
 }
 
 struct Shared {
@@ -385,7 +383,9 @@ impl Database {
     pub fn open_with(location: &Location, options: PoolOptions) -> Result<Self, DbError> {
         let engine = match location {
             Location::Sqlite(path) => Engine::Sqlite(sqlite::SqliteDb::open(path)?),
-            Location::Postgres(url) => Engine::Postgres(postgres::PgDb::connect(url, options)?),
+            Location::Postgres(url) => {
+                Engine::Postgres(Box::new(postgres::PgDb::connect(url, options)?))
+            }
         };
         Ok(Self::new(engine, location.clone()))
     }

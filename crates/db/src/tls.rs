@@ -136,25 +136,22 @@ impl TlsSettings {
 
     fn roots(&self) -> Result<RootCertStore, DbError> {
         let mut roots = RootCertStore::empty();
-        match &self.root_certificate {
-            Some(path) => {
-                for certificate in read_pem(path)? {
-                    roots.add(certificate).map_err(|error| {
-                        DbError::Unavailable(format!("sslrootcert {}: {error}", path.display()))
-                    })?;
-                }
+        let Some(path) = &self.root_certificate else {
+            let found = rustls_native_certs::load_native_certs();
+            let (added, _ignored) = roots.add_parsable_certificates(found.certs);
+            if added == 0 {
+                return Err(DbError::Unavailable(
+                    "sslmode=verify-full found no trusted root certificates on this system: \
+                     name the server's CA with sslrootcert=PATH in the URL"
+                        .into(),
+                ));
             }
-            None => {
-                let found = rustls_native_certs::load_native_certs();
-                let (added, _ignored) = roots.add_parsable_certificates(found.certs);
-                if added == 0 {
-                    return Err(DbError::Unavailable(
-                        "sslmode=verify-full found no trusted root certificates on this system: \
-                         name the server's CA with sslrootcert=PATH in the URL"
-                            .into(),
-                    ));
-                }
-            }
+            return Ok(roots);
+        };
+        for certificate in read_pem(path)? {
+            roots.add(certificate).map_err(|error| {
+                DbError::Unavailable(format!("sslrootcert {}: {error}", path.display()))
+            })?;
         }
         Ok(roots)
     }
