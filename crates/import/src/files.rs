@@ -69,15 +69,14 @@ pub fn import_paths(
     // The blur regions' tables, in the store's database (through the store's handle when it
     // has one: a process holds one).
     let database = read_lock(store).database().cloned();
-    match database {
-        Some(database) => crate::tables::migrate(&database)?,
-        None => {
-            let location = options
-                .database
-                .clone()
-                .unwrap_or_else(|| Location::Sqlite(Store::database_path(data_dir)));
-            crate::tables::open(&location)?;
-        }
+    if let Some(database) = database {
+        crate::tables::migrate(&database)?;
+    } else {
+        let location = options
+            .database
+            .clone()
+            .unwrap_or_else(|| Location::Sqlite(Store::database_path(data_dir)));
+        crate::tables::open(&location)?;
     }
     if let Some(organization) = options.organization
         && read_lock(store).organization(organization).is_none()

@@ -1464,7 +1464,9 @@ mod tests {
         let images: Vec<Image> = (0..500).map(image).collect();
         let directory = directory_with("split-load", &images);
 
-        let connection = open(&Location::Sqlite(Store::database_path(&directory))).unwrap();
+        let connection =
+            Database::open(&Location::Sqlite(Store::database_path(&directory))).unwrap();
+        migrate(&connection).unwrap();
         let mut one_pass = Store::in_memory();
         let read = load_with(&connection, &mut one_pass, i64::MAX, &mut || {}).unwrap();
         assert_eq!(read, ImageRead::OnePass);
@@ -1497,7 +1499,9 @@ mod tests {
             })
             .collect();
         let mut writer = Store::open(&directory).unwrap();
-        let connection = open(&Location::Sqlite(Store::database_path(&directory))).unwrap();
+        let connection =
+            Database::open(&Location::Sqlite(Store::database_path(&directory))).unwrap();
+        migrate(&connection).unwrap();
 
         let mut loaded = Store::in_memory();
         let read = load_with(&connection, &mut loaded, 1, &mut || {

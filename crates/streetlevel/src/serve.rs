@@ -158,6 +158,32 @@ pub(crate) fn open_database(
     })
 }
 
+/// The quotas: in Redis when `redis_url` is given (checked here, before the store loads: an
+/// unreachable server is logged, not fatal), else in this process.
+fn rate_limits(
+    redis_url: Option<String>,
+    limits: streetlevel_ratelimit::Config,
+    clock: &Arc<dyn Clock>,
+) -> anyhow::Result<RateLimits> {
+    match redis_url {
+        Some(url) => RateLimits::with_redis(limits, Arc::clone(clock), RedisConfig::new(url))
+            .context("invalid redis_url"),
+        None => RateLimits::new(limits, Arc::clone(clock)).context("invalid rate limits"),
+    }
+}
+
+/// [`open_database`] on a blocking thread (connecting may take seconds).
+async fn open_database_off_workers(
+    data: &Path,
+    location: &Location,
+    pool: streetlevel_db::PoolOptions,
+) -> anyhow::Result<Database> {
+    let (data, location) = (data.to_path_buf(), location.clone());
+    tokio::task::spawn_blocking(move || open_database(&data, &location, pool))
+        .await
+        .context("opening the database failed")?
+}
+
 /// Loads the store from `database` off the async workers, and logs what it holds.
 async fn load_store(data: &Path, database: &Database) -> anyhow::Result<Store> {
     let started = std::time::Instant::now();
@@ -355,21 +381,11 @@ async fn serve(args: Args, settings: Settings) -> anyhow::Result<()> {
         MediaLinks::new(&config, listener.local_addr()?, Arc::clone(&clock))
             .context("cannot sign media URLs")?,
     );
-    let rate_limits = Arc::new(match redis_url {
-        // Checked here, before the store loads: an unreachable server is logged, not fatal.
-        Some(url) => RateLimits::with_redis(limits, Arc::clone(&clock), RedisConfig::new(url))
-            .context("invalid redis_url")?,
-        None => RateLimits::new(limits, Arc::clone(&clock)).context("invalid rate limits")?,
-    });
+    let rate_limits = Arc::new(rate_limits(redis_url, limits, &clock)?);
     let sign_in = Arc::new(SignInGuard::new(Arc::clone(&clock)));
 
     // The one handle of the process: every crate's tables are reached through its pool.
-    let database = {
-        let (data, location) = (data.clone(), location.clone());
-        tokio::task::spawn_blocking(move || open_database(&data, &location, database_pool))
-            .await
-            .context("opening the database failed")??
-    };
+    let database = open_database_off_workers(&data, &location, database_pool).await?;
     let store = load_store(&data, &database).await?;
     warn_if_empty(&store, &data);
     let store = Arc::new(RwLock::new(store));

@@ -333,9 +333,14 @@ pub fn resolve(
     debug_panic_route: bool,
     media_key: impl FnOnce(&Path, Option<&str>) -> anyhow::Result<Vec<u8>>,
 ) -> anyhow::Result<Resolved> {
+    check_public_urls(&settings)?;
     let limits = rate_limits(&settings);
     let (upload_limits, background) = upload_limits(&settings)?;
-    let (auth, blur) = (auth_config(&settings), blur_args(&settings));
+    let (auth, blur, database_pool) = (
+        auth_config(&settings),
+        blur_args(&settings),
+        database_pool(settings.database_connections, settings.database_wait_ms)?,
+    );
     let data = settings.data.context(
         "no data directory: pass --data DIR (or set STREETLEVEL_DATA, or `data` in the config file)",
     )?;
@@ -346,16 +351,6 @@ pub fn resolve(
         data.display()
     );
     let public_url = settings.public_url;
-    for (name, url) in [
-        ("the public URL", public_url.as_ref()),
-        ("base_url", settings.base_url.as_ref()),
-        ("tiles_url", settings.tiles_url.as_ref()),
-        ("web_url", settings.web_url.as_ref()),
-        ("media_url", settings.media_url.as_ref()),
-        ("base_map_style_url", settings.base_map_style_url.as_ref()),
-    ] {
-        check_public_url(name, url)?;
-    }
     for (name, value) in [
         (
             "header_read_timeout_seconds",
@@ -369,7 +364,6 @@ pub fn resolve(
             "max_connections_per_address",
             settings.max_connections_per_address,
         ),
-        ("database_connections", settings.database_connections),
     ] {
         anyhow::ensure!(value != Some(0), "{name} must be at least 1");
     }
@@ -429,7 +423,7 @@ pub fn resolve(
         limits,
         redis_url: settings.redis_url,
         database_url: settings.database_url,
-        database_pool: database_pool(settings.database_connections, settings.database_wait_ms),
+        database_pool,
         web,
         upload_limits,
         background,
@@ -439,14 +433,21 @@ pub fn resolve(
 }
 
 /// The PostgreSQL pool's options, the defaults where a setting is missing.
-fn database_pool(connections: Option<u64>, wait_ms: Option<u64>) -> streetlevel_db::PoolOptions {
+fn database_pool(
+    connections: Option<u64>,
+    wait_ms: Option<u64>,
+) -> anyhow::Result<streetlevel_db::PoolOptions> {
+    anyhow::ensure!(
+        connections != Some(0),
+        "database_connections must be at least 1"
+    );
     let defaults = streetlevel_db::PoolOptions::default();
-    streetlevel_db::PoolOptions {
+    Ok(streetlevel_db::PoolOptions {
         max_connections: connections.map_or(defaults.max_connections, |value| {
             usize::try_from(value).unwrap_or(usize::MAX)
         }),
         wait: wait_ms.map_or(defaults.wait, Duration::from_millis),
-    }
+    })
 }
 
 /// The web pages' settings, from the same URLs and short name as the server's.
@@ -562,6 +563,21 @@ fn upload_limits(settings: &Settings) -> anyhow::Result<(UploadLimits, UploadWor
 
 /// A public URL must be absolute `http` or `https` with a host: it is pasted in front of
 /// every path the server hands out.
+/// [`check_public_url`] for each URL the settings give.
+fn check_public_urls(settings: &Settings) -> anyhow::Result<()> {
+    for (name, url) in [
+        ("the public URL", settings.public_url.as_ref()),
+        ("base_url", settings.base_url.as_ref()),
+        ("tiles_url", settings.tiles_url.as_ref()),
+        ("web_url", settings.web_url.as_ref()),
+        ("media_url", settings.media_url.as_ref()),
+        ("base_map_style_url", settings.base_map_style_url.as_ref()),
+    ] {
+        check_public_url(name, url)?;
+    }
+    Ok(())
+}
+
 fn check_public_url(name: &str, url: Option<&String>) -> anyhow::Result<()> {
     let Some(url) = url else {
         return Ok(());
