@@ -389,17 +389,18 @@ impl Privacy {
     /// Blur edits and requests of the images in `store` (on a database), whose files are under
     /// `data_dir`.
     pub fn open(store: Arc<RwLock<Store>>, data_dir: &Path) -> Result<Self, ImportError> {
-        let location = store
+        // The store's own handle: a process holds one.
+        let db = store
             .read()
             .unwrap_or_else(PoisonError::into_inner)
-            .location()
+            .database()
             .cloned()
             .ok_or_else(|| {
                 refused(PrivacyRefusal::Impossible(String::from(
                     "blur edits need a store on a database",
                 )))
             })?;
-        let db = crate::tables::open(&location)?;
+        crate::tables::migrate(&db)?;
         Ok(Privacy {
             db,
             data_dir: data_dir.to_path_buf(),

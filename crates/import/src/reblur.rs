@@ -97,15 +97,16 @@ pub fn reblur(
     progress: &dyn Fn(ReblurProgress),
     stop: &AtomicBool,
 ) -> Result<ReblurReport, ImportError> {
-    let location = store
+    // The store's own handle: a process holds one.
+    let database = store
         .read()
         .unwrap_or_else(PoisonError::into_inner)
-        .location()
+        .database()
         .cloned()
         .ok_or_else(|| {
             ImportError::InvalidUpload(String::from("reblur needs a store on a database"))
         })?;
-    let database = crate::tables::open(&location)?;
+    crate::tables::migrate(&database)?;
     let fingerprint = blurrer.fingerprint();
     let (run, resumed) = match selection {
         Selection::All => {

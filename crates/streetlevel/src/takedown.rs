@@ -198,9 +198,14 @@ fn images_named(
             let Ok(job) = raw.parse::<u64>() else {
                 return Ok(None);
             };
-            let uploads = streetlevel_import::Uploads::open_location(
+            // Through the store's handle: a process holds one.
+            let database = store
+                .database()
+                .cloned()
+                .context("the store has no database")?;
+            let uploads = streetlevel_import::Uploads::open_database(
                 &data.data,
-                &location(data)?,
+                database,
                 streetlevel_import::UploadLimits::default(),
             )
             .context("cannot open the upload tables")?;
