@@ -239,7 +239,7 @@ impl AuthStore {
     /// Replaces the app's client secret; the old one stops working at once.
     pub fn rotate_client_secret(&self, client_id: ClientId) -> Result<String, AuthError> {
         let client_secret = generate(self.random.as_ref(), SecretKind::ClientSecret);
-        let changed = self.db().read(|connection| {
+        let changed = self.db().autocommit(|connection| {
             connection.execute(
                 "UPDATE auth_apps SET secret_digest = ?2 WHERE client_id = ?1",
                 params![to_sql(client_id.0), digest(&client_secret).as_slice()],

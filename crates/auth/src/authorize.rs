@@ -218,7 +218,7 @@ impl AuthStore {
         let now = self.now().0;
         let expires_at = now.saturating_add(duration_millis(self.config.code_lifetime));
         let scopes = request.scopes.to_string();
-        self.db().read(|connection| {
+        self.db().autocommit(|connection| {
             connection.execute(
             "INSERT INTO auth_codes (digest, client_id, user_id, redirect_uri, redirect_uri_given,
                                      scopes, grant_id, expires_at, code_challenge,

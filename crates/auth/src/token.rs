@@ -530,7 +530,8 @@ impl AuthStore {
             issued_at: now,
             expires_at: Some(self.user_token_expiry(now)),
         };
-        self.db().read(|connection| token.insert(connection))?;
+        self.db()
+            .autocommit(|connection| token.insert(connection))?;
         Ok(self.user_token_response(access_token))
     }
 

@@ -66,7 +66,7 @@ impl AuthStore {
         }
         let password_hash = self.hash_password(password)?;
         let now = self.now().0;
-        let inserted: Result<Option<i64>, DbError> = self.db().read(|connection| {
+        let inserted: Result<Option<i64>, DbError> = self.db().autocommit(|connection| {
             connection.query_value(
                 "INSERT INTO auth_users (username, password_hash, created_at) VALUES (?1, ?2, ?3)
                  RETURNING user_id",
@@ -91,7 +91,7 @@ impl AuthStore {
     /// Replaces a user's password.
     pub fn set_password(&self, user_id: UserId, password: &str) -> Result<(), AuthError> {
         let password_hash = self.hash_password(password)?;
-        let changed = self.db().read(|connection| {
+        let changed = self.db().autocommit(|connection| {
             connection.execute(
                 "UPDATE auth_users SET password_hash = ?2 WHERE user_id = ?1",
                 params![to_sql(user_id.0), &password_hash],
@@ -171,7 +171,7 @@ impl AuthStore {
                 return Err(AuthError::InvalidEmail(email.to_owned()));
             }
         }
-        let changed = self.db().read(|connection| {
+        let changed = self.db().autocommit(|connection| {
             connection.execute(
                 "UPDATE auth_users SET email = ?2 WHERE user_id = ?1",
                 params![to_sql(user_id.0), email],
@@ -237,7 +237,7 @@ impl AuthStore {
         let token = generate(self.random.as_ref(), SecretKind::Session);
         let now = self.now().0;
         let expires_at = now.saturating_add(duration_millis(self.config.session_lifetime));
-        self.db().read(|connection| {
+        self.db().autocommit(|connection| {
             connection.execute(
                 "INSERT INTO auth_sessions (digest, user_id, created_at, expires_at)
                  VALUES (?1, ?2, ?3, ?4)",
@@ -284,7 +284,7 @@ impl AuthStore {
 
     /// Ends a session (logout). Returns whether it existed.
     pub fn revoke_session(&self, session_token: &str) -> Result<bool, AuthError> {
-        let deleted = self.db().read(|connection| {
+        let deleted = self.db().autocommit(|connection| {
             connection.execute(
                 "DELETE FROM auth_sessions WHERE digest = ?1",
                 params![digest(session_token).as_slice()],
@@ -295,7 +295,7 @@ impl AuthStore {
 
     /// Ends every session of a user (after a password change, say). Returns how many.
     pub fn revoke_user_sessions(&self, user_id: UserId) -> Result<usize, AuthError> {
-        let deleted = self.db().read(|connection| {
+        let deleted = self.db().autocommit(|connection| {
             connection.execute(
                 "DELETE FROM auth_sessions WHERE user_id = ?1",
                 params![to_sql(user_id.0)],

@@ -443,8 +443,11 @@ impl Database {
         &self.shared.location
     }
 
-    /// Runs `work` on a connection in autocommit mode: each statement sees the newest
-    /// committed data.
+    /// Runs reads: `work` on a connection in autocommit mode, where each statement sees the
+    /// newest committed data. Only reads: on `SQLite` a statement that would write is refused
+    /// ([`DbError::Statement`]) before it runs, so a write under this name fails in the tests
+    /// (which run on `SQLite`); writes go through [`Database::autocommit`] or
+    /// [`Database::write`].
     ///
     /// # Errors
     ///
@@ -459,7 +462,27 @@ impl Database {
         }
     }
 
-    /// Runs `work` in one read transaction: every statement sees one snapshot.
+    /// Runs `work` on a connection in autocommit mode, where each statement commits by
+    /// itself: for a write that is one statement (a row inserted, updated or deleted on its
+    /// own), which needs neither a transaction nor the exclusion of [`Database::write`], and
+    /// for statements that cannot run in a transaction (`CREATE DATABASE`).
+    ///
+    /// # Errors
+    ///
+    /// The error of `work`, or [`DbError`] when no connection could be had.
+    pub fn autocommit<R, E: From<DbError>>(
+        &self,
+        work: impl FnOnce(&mut dyn Conn) -> Result<R, E>,
+    ) -> Result<R, E> {
+        match self.engine() {
+            Engine::Sqlite(db) => db.autocommit(work),
+            Engine::Postgres(db) => db.autocommit(work),
+        }
+    }
+
+    /// Runs `work` in one read transaction: every statement sees one snapshot. Only reads (a
+    /// write is refused: PostgreSQL's transaction is `READ ONLY`, and `SQLite` checks every
+    /// statement as [`Database::read`] does).
     ///
     /// # Errors
     ///
@@ -626,6 +649,56 @@ mod tests {
             })
             .unwrap();
         assert_eq!(count, Some(2), "a failed write changes nothing");
+    }
+
+    /// A write run as a read is refused before it runs, on `SQLite` (where every test runs),
+    /// so a misnamed call fails in the tests; the same write runs through `autocommit`.
+    #[test]
+    fn a_write_in_a_read_is_refused_and_changes_nothing() {
+        let database = Database::open_in_memory().unwrap();
+        database
+            .write(|connection| {
+                connection.execute_batch("CREATE TABLE demo_rows (id BIGINT PRIMARY KEY)")
+            })
+            .unwrap();
+        let insert = "INSERT INTO demo_rows (id) VALUES (?1)";
+        let refused = database
+            .read(|connection| connection.execute(insert, params![1_i64]))
+            .unwrap_err();
+        assert!(
+            refused.to_string().contains("Database::autocommit"),
+            "{refused}"
+        );
+        let returning = database.snapshot(|connection| {
+            connection.query_value::<i64>(
+                "INSERT INTO demo_rows (id) VALUES (2) RETURNING id",
+                params![],
+            )
+        });
+        assert!(
+            matches!(returning, Err(DbError::Statement(_))),
+            "{returning:?}"
+        );
+        assert!(
+            database
+                .read(|connection| connection.execute_batch("DELETE FROM demo_rows"))
+                .is_err()
+        );
+        let count = |database: &Database| -> Option<i64> {
+            database
+                .read(|connection| {
+                    connection.query_value("SELECT COUNT(*) FROM demo_rows", params![])
+                })
+                .unwrap()
+        };
+        assert_eq!(count(&database), Some(0));
+        assert_eq!(
+            database
+                .autocommit(|connection| connection.execute(insert, params![3_i64]))
+                .unwrap(),
+            1
+        );
+        assert_eq!(count(&database), Some(1));
     }
 
     #[test]

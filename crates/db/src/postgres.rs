@@ -214,6 +214,13 @@ impl PgDb {
         self.with(None, work)
     }
 
+    pub(crate) fn autocommit<R, E: From<DbError>>(
+        &self,
+        work: impl FnOnce(&mut dyn Conn) -> Result<R, E>,
+    ) -> Result<R, E> {
+        self.with(None, work)
+    }
+
     pub(crate) fn snapshot<R, E: From<DbError>>(
         &self,
         work: impl FnOnce(&mut dyn Conn) -> Result<R, E>,

@@ -80,14 +80,22 @@ impl SqliteDb {
         work: impl FnOnce(&mut dyn Conn) -> Result<R, E>,
     ) -> Result<R, E> {
         let connection = self.take()?;
-        work(&mut SqliteConn(&connection))
+        work(&mut SqliteConn::reading(&connection))
+    }
+
+    pub(crate) fn autocommit<R, E: From<DbError>>(
+        &self,
+        work: impl FnOnce(&mut dyn Conn) -> Result<R, E>,
+    ) -> Result<R, E> {
+        let connection = self.take()?;
+        work(&mut SqliteConn::new(&connection))
     }
 
     pub(crate) fn snapshot<R, E: From<DbError>>(
         &self,
         work: impl FnOnce(&mut dyn Conn) -> Result<R, E>,
     ) -> Result<R, E> {
-        self.transaction(TransactionBehavior::Deferred, work)
+        self.transaction(TransactionBehavior::Deferred, true, work)
     }
 
     pub(crate) fn write<R, E: From<DbError>>(
@@ -95,7 +103,7 @@ impl SqliteDb {
         work: impl FnOnce(&mut dyn Conn) -> Result<R, E>,
     ) -> Result<R, E> {
         let _turn = self.wait_for_turn().then_some(Turn(self));
-        self.transaction(TransactionBehavior::Immediate, work)
+        self.transaction(TransactionBehavior::Immediate, false, work)
     }
 
     /// Waits until no other writer of this process writes, at most the busy timeout; whether
@@ -118,13 +126,17 @@ impl SqliteDb {
     fn transaction<R, E: From<DbError>>(
         &self,
         behavior: TransactionBehavior,
+        read_only: bool,
         work: impl FnOnce(&mut dyn Conn) -> Result<R, E>,
     ) -> Result<R, E> {
         let mut connection = self.take()?;
         let transaction = connection
             .transaction_with_behavior(behavior)
             .map_err(DbError::from)?;
-        let result = work(&mut SqliteConn(&transaction))?;
+        let result = work(&mut SqliteConn {
+            connection: &transaction,
+            read_only,
+        })?;
         transaction.commit().map_err(DbError::from)?;
         Ok(result)
     }
@@ -146,7 +158,48 @@ impl Drop for Turn<'_> {
 
 /// A [`Conn`] over a rusqlite connection or transaction (which dereferences to its
 /// connection), for code that opens a `SQLite` file itself (a second reader, a tool).
-pub struct SqliteConn<'a>(pub &'a Connection);
+pub struct SqliteConn<'a> {
+    connection: &'a Connection,
+    /// Opened by a read ([`crate::Database::read`], [`crate::Database::snapshot`]): a
+    /// statement that would write is refused before it runs.
+    read_only: bool,
+}
+
+impl<'a> SqliteConn<'a> {
+    /// A connection (or transaction) that may read and write.
+    #[must_use]
+    pub fn new(connection: &'a Connection) -> Self {
+        Self {
+            connection,
+            read_only: false,
+        }
+    }
+
+    /// A connection that may only read: `SQLite` says of every prepared statement whether it
+    /// writes (`sqlite3_stmt_readonly`), so a write under a read's name fails at once
+    /// instead of running.
+    fn reading(connection: &'a Connection) -> Self {
+        Self {
+            connection,
+            read_only: true,
+        }
+    }
+
+    fn check(&self, statement: &rusqlite::Statement<'_>, sql: &str) -> Result<(), DbError> {
+        if self.read_only && !statement.readonly() {
+            return Err(writes_in_a_read(sql));
+        }
+        Ok(())
+    }
+}
+
+/// The error of a statement that writes, run where only reads may run.
+fn writes_in_a_read(sql: &str) -> DbError {
+    let start: String = sql.split_whitespace().take(4).collect::<Vec<_>>().join(" ");
+    DbError::Statement(format!(
+        "`{start}` writes, in a read: run it through Database::autocommit or Database::write"
+    ))
+}
 
 impl ToSql for Param<'_> {
     fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
@@ -189,12 +242,17 @@ impl Conn for SqliteConn<'_> {
     }
 
     fn execute(&mut self, sql: &str, params: &[Param<'_>]) -> Result<usize, DbError> {
-        let mut statement = self.0.prepare_cached(sql)?;
+        let mut statement = self.connection.prepare_cached(sql)?;
+        self.check(&statement, sql)?;
         Ok(statement.execute(rusqlite::params_from_iter(params))?)
     }
 
     fn execute_batch(&mut self, sql: &str) -> Result<(), DbError> {
-        Ok(self.0.execute_batch(sql)?)
+        // A batch is schema work or a transaction's own statements: never a read's.
+        if self.read_only {
+            return Err(writes_in_a_read(sql));
+        }
+        Ok(self.connection.execute_batch(sql)?)
     }
 
     fn for_each(
@@ -203,7 +261,8 @@ impl Conn for SqliteConn<'_> {
         params: &[Param<'_>],
         each: &mut dyn FnMut(&dyn Row) -> Result<(), DbError>,
     ) -> Result<(), DbError> {
-        let mut statement = self.0.prepare_cached(sql)?;
+        let mut statement = self.connection.prepare_cached(sql)?;
+        self.check(&statement, sql)?;
         let mut rows = statement.query(rusqlite::params_from_iter(params))?;
         while let Some(row) = rows.next()? {
             each(&SqliteRow(row))?;

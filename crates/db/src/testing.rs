@@ -41,7 +41,7 @@ pub fn test_postgres_database(name: &str) -> Option<Location> {
     let admin = Database::open(&Location::Postgres(server.clone()))
         .unwrap_or_else(|error| panic!("PostgreSQL at {}: {error}", redact(&server)));
     admin
-        .read(|connection| {
+        .autocommit(|connection| {
             connection.execute_batch(&format!("DROP DATABASE IF EXISTS {database}"))?;
             connection.execute_batch(&format!("CREATE DATABASE {database}"))
         })
@@ -62,7 +62,7 @@ pub fn test_postgres_database(name: &str) -> Option<Location> {
     let fresh = Database::open(&Location::Postgres(url.clone()))
         .unwrap_or_else(|error| panic!("{database}: {error}"));
     fresh
-        .read(|connection| connection.execute_batch("CREATE EXTENSION IF NOT EXISTS postgis"))
+        .autocommit(|connection| connection.execute_batch("CREATE EXTENSION IF NOT EXISTS postgis"))
         .unwrap_or_else(|error| panic!("PostGIS in {database}: {error}"));
     Some(Location::Postgres(url))
 }

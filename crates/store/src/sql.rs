@@ -1201,7 +1201,7 @@ fn open_upper_half(
     upper
         .busy_timeout(streetlevel_sqlite::BUSY_TIMEOUT)
         .map_err(DbError::from)?;
-    let mut upper_connection = SqliteConn(&upper);
+    let mut upper_connection = SqliteConn::new(&upper);
     upper_connection.execute_batch("BEGIN")?;
     let upper_connection: &mut dyn Conn = &mut upper_connection;
     let (upper_write, upper_high) = upper_connection
@@ -1288,7 +1288,7 @@ fn load_images(
 fn read_upper_half(connection: Connection, first: i64) -> Result<Records, StoreError> {
     let mut records = Records::default();
     let mut parameters = Vec::new();
-    let mut reader = SqliteConn(&connection);
+    let mut reader = SqliteConn::new(&connection);
     each_row(
         &mut reader,
         &format!("{IMAGE_COLUMNS} WHERE id >= ?1"),

@@ -127,7 +127,7 @@ impl Registry {
             }
         }
         self.db
-            .read(|connection| connection.execute_batch("DROP TABLE web_app_owners"))?;
+            .autocommit(|connection| connection.execute_batch("DROP TABLE web_app_owners"))?;
         Ok(moved)
     }
 
@@ -148,7 +148,7 @@ impl Registry {
         }
         let credentials = auth.create_app(EMBED_APP_NAME, EMBED_APP_CALLBACK, Scopes::READ)?;
         let token = auth.create_embed_token(credentials.client_id)?;
-        self.db.read(|connection| {
+        self.db.autocommit(|connection| {
             connection.execute(
                 "INSERT INTO web_embed (singleton, client_id, token) VALUES (1, ?1, ?2)
                  ON CONFLICT (singleton) DO UPDATE
@@ -182,7 +182,7 @@ mod tests {
         let registry = Registry::open_in_memory().unwrap();
         registry
             .db
-            .read(|connection| {
+            .autocommit(|connection| {
                 connection.execute(
                     "INSERT INTO web_app_owners (client_id, user_id) VALUES (?1, ?2), (42, ?2)",
                     params![to_sql(app.client_id.0), to_sql(user.id.0)],
