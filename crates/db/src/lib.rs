@@ -9,6 +9,7 @@ mod migrate;
 mod notify;
 mod postgres;
 mod sqlite;
+pub mod sqlite_file;
 mod testing;
 mod tls;
 mod value;
@@ -372,7 +373,7 @@ impl Database {
     }
 
     /// Opens `location`: the `SQLite` file (created if needed, WAL, busy timeout; see
-    /// `streetlevel_sqlite::open`) or a pool of connections to PostgreSQL, with TLS as the
+    /// [`sqlite_file::open`]) or a pool of connections to PostgreSQL, with TLS as the
     /// URL's `sslmode` says ([`SslMode`]), after checking that the server's PostgreSQL and
     /// PostGIS are recent enough. A process opens one and clones it into every crate.
     ///

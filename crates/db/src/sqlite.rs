@@ -32,7 +32,7 @@ impl SqliteDb {
     pub(crate) fn open(path: &Path) -> Result<Self, DbError> {
         let mut connections = Vec::with_capacity(FILE_CONNECTIONS);
         for _ in 0..FILE_CONNECTIONS {
-            connections.push(streetlevel_sqlite::open(path)?);
+            connections.push(crate::sqlite_file::open(path)?);
         }
         Self::from_connections(connections)
     }
@@ -112,7 +112,7 @@ impl SqliteDb {
         let writing = self.writing.lock().unwrap_or_else(PoisonError::into_inner);
         let (mut writing, waited) = self
             .written
-            .wait_timeout_while(writing, streetlevel_sqlite::BUSY_TIMEOUT, |writing| {
+            .wait_timeout_while(writing, crate::sqlite_file::BUSY_TIMEOUT, |writing| {
                 *writing
             })
             .unwrap_or_else(PoisonError::into_inner);

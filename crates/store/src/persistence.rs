@@ -81,7 +81,7 @@ impl Persistence {
                     let result = connection
                         .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
                         .and_then(rusqlite::Transaction::rollback);
-                    connection.busy_timeout(streetlevel_sqlite::BUSY_TIMEOUT)?;
+                    connection.busy_timeout(streetlevel_db::sqlite_file::BUSY_TIMEOUT)?;
                     result
                 })
                 .map_err(StoreError::from)?

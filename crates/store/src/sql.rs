@@ -1199,7 +1199,7 @@ fn open_upper_half(
     )
     .map_err(DbError::from)?;
     upper
-        .busy_timeout(streetlevel_sqlite::BUSY_TIMEOUT)
+        .busy_timeout(streetlevel_db::sqlite_file::BUSY_TIMEOUT)
         .map_err(DbError::from)?;
     let mut upper_connection = SqliteConn::new(&upper);
     upper_connection.execute_batch("BEGIN")?;

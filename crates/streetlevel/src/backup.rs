@@ -57,7 +57,7 @@ pub fn run_backup(args: &BackupArgs) -> anyhow::Result<()> {
     remove_if_present(&partial)?;
     // The database holds password hashes and token digests: the copy is for its owner alone.
     create_private(&partial)?;
-    let copied = streetlevel_sqlite::backup(&database, &partial).with_context(|| {
+    let copied = streetlevel_db::sqlite_file::backup(&database, &partial).with_context(|| {
         format!(
             "cannot copy {} to {}",
             database.display(),
@@ -175,7 +175,7 @@ fn verify(path: &Path) -> anyhow::Result<()> {
     if !path.is_file() {
         anyhow::bail!("{} is not a file", path.display());
     }
-    let problems = match streetlevel_sqlite::integrity_problems(path) {
+    let problems = match streetlevel_db::sqlite_file::integrity_problems(path) {
         Ok(problems) => problems,
         Err(error) if error.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseCorrupt) => {
             vec![error.to_string()]
@@ -192,7 +192,7 @@ fn verify(path: &Path) -> anyhow::Result<()> {
             problems.len()
         );
     }
-    let connection = streetlevel_sqlite::open_file_alone(path)
+    let connection = streetlevel_db::sqlite_file::open_file_alone(path)
         .with_context(|| format!("cannot open {}", path.display()))?;
 
     let version = streetlevel_db::Database::from_sqlite(connection)
