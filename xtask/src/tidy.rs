@@ -15,6 +15,24 @@ use crate::cargo;
 const LAYERING_START: &str = "<!-- tidy:layering:start -->";
 const LAYERING_END: &str = "<!-- tidy:layering:end -->";
 
+/// The database client crates: only `streetlevel-db` may depend on them (tests may, as
+/// dev-dependencies, to look into a database from outside), so that every crate above it
+/// reaches its tables through `Database` and a process holds one pool.
+const DATABASE_CLIENTS: [&str; 9] = [
+    "rusqlite",
+    "libsqlite3-sys",
+    "postgres",
+    "tokio-postgres",
+    "tokio-postgres-rustls",
+    "deadpool",
+    "deadpool-postgres",
+    "sqlx",
+    "diesel",
+];
+
+/// The one crate that may depend on [`DATABASE_CLIENTS`].
+const DATABASE_CRATE: &str = "streetlevel-db";
+
 /// The internal crates each crate may depend on, by package name.
 type AllowList = BTreeMap<String, BTreeSet<String>>;
 
@@ -38,6 +56,7 @@ fn check(root: &Path) -> Result<Vec<String>> {
     let metadata = cargo_metadata(root)?;
     let mut problems = layering_problems(&metadata, &allow_list)?;
     problems.extend(unused_dependency_problems(&metadata)?);
+    problems.extend(database_client_problems(&metadata)?);
     problems.extend(documentation_problems(root, &metadata)?);
     problems.extend(hand_built_html_problems(root)?);
     Ok(problems)
@@ -69,6 +88,32 @@ fn unused_dependency_problems(metadata: &Value) -> Result<Vec<String>> {
             if is_normal && members.contains(dependency_name) && !text.contains(&rust_name) {
                 problems.push(format!(
                     "{name} depends on {dependency_name}, but nothing in its src/ uses it"
+                ));
+            }
+        }
+    }
+    Ok(problems)
+}
+
+/// A crate other than [`DATABASE_CRATE`] with a normal or build dependency on one of
+/// [`DATABASE_CLIENTS`] is a problem.
+fn database_client_problems(metadata: &Value) -> Result<Vec<String>> {
+    let mut problems = Vec::new();
+    for package in packages(metadata)? {
+        let name = package["name"].as_str().unwrap_or_default();
+        if name == DATABASE_CRATE {
+            continue;
+        }
+        let dependencies = package["dependencies"]
+            .as_array()
+            .map_or(&[][..], Vec::as_slice);
+        for dependency in dependencies {
+            let dependency_name = dependency["name"].as_str().unwrap_or_default();
+            let is_dev = dependency["kind"].as_str() == Some("dev");
+            if !is_dev && DATABASE_CLIENTS.contains(&dependency_name) {
+                problems.push(format!(
+                    "{name} depends on {dependency_name}: only {DATABASE_CRATE} may use a \
+                     database client (a test may, as a dev-dependency)"
                 ));
             }
         }
@@ -355,6 +400,34 @@ mod tests {
             ["streetlevel-server depends on streetlevel-mvt, but nothing in its src/ uses it"]
         );
         fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn only_db_may_use_a_database_client_and_tests_may_look_in() {
+        let metadata = json!({"packages": [
+            {"name": "streetlevel-db", "dependencies": [
+                {"name": "rusqlite", "kind": null},
+                {"name": "deadpool-postgres", "kind": null},
+            ]},
+            {"name": "streetlevel-store", "dependencies": [
+                {"name": "streetlevel-db", "kind": null},
+                {"name": "rusqlite", "kind": null},
+                {"name": "serde", "kind": null},
+            ]},
+            {"name": "streetlevel-auth", "dependencies": [
+                {"name": "tokio-postgres", "kind": "build"},
+                {"name": "rusqlite", "kind": "dev"},
+            ]},
+        ]});
+        assert_eq!(
+            database_client_problems(&metadata).unwrap(),
+            [
+                "streetlevel-store depends on rusqlite: only streetlevel-db may use a database \
+                 client (a test may, as a dev-dependency)",
+                "streetlevel-auth depends on tokio-postgres: only streetlevel-db may use a \
+                 database client (a test may, as a dev-dependency)",
+            ]
+        );
     }
 
     #[test]

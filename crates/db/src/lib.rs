@@ -515,6 +515,21 @@ impl Database {
         }
     }
 
+    /// Whether a write transaction can begin within `patience` (a readiness probe): begins one
+    /// and rolls it back. On `SQLite` `patience` is this attempt's busy timeout; on PostgreSQL
+    /// the wait is the server's `lock_timeout`, and a connection that cannot be had within the
+    /// pool's wait fails.
+    ///
+    /// # Errors
+    ///
+    /// [`DbError`]: the lock was not had in time, or no connection could be had.
+    pub fn check_writable(&self, patience: Duration) -> Result<(), DbError> {
+        match self.engine() {
+            Engine::Sqlite(db) => db.check_writable(patience),
+            Engine::Postgres(db) => db.write(|_| Ok(())),
+        }
+    }
+
     /// Brings the tables of `prefix` to the newest version (see [`Migrations`]).
     ///
     /// # Errors

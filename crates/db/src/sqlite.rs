@@ -106,6 +106,20 @@ impl SqliteDb {
         self.transaction(TransactionBehavior::Immediate, false, work)
     }
 
+    /// Begins a write transaction within `patience` (this attempt's busy timeout) and rolls
+    /// it back.
+    pub(crate) fn check_writable(&self, patience: std::time::Duration) -> Result<(), DbError> {
+        self.with_connection(|connection| {
+            connection.busy_timeout(patience)?;
+            let result = connection
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .and_then(rusqlite::Transaction::rollback);
+            connection.busy_timeout(crate::sqlite_file::BUSY_TIMEOUT)?;
+            result
+        })?
+        .map_err(DbError::from)
+    }
+
     /// Waits until no other writer of this process writes, at most the busy timeout; whether
     /// this writer now has the turn (and must give it back: [`Turn`]).
     fn wait_for_turn(&self) -> bool {
@@ -178,7 +192,7 @@ impl<'a> SqliteConn<'a> {
     /// A connection that may only read: `SQLite` says of every prepared statement whether it
     /// writes (`sqlite3_stmt_readonly`), so a write under a read's name fails at once
     /// instead of running.
-    fn reading(connection: &'a Connection) -> Self {
+    pub(crate) fn reading(connection: &'a Connection) -> Self {
         Self {
             connection,
             read_only: true,

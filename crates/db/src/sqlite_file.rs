@@ -121,13 +121,23 @@ pub fn open_file_alone(path: &Path) -> Result<Connection, rusqlite::Error> {
 }
 
 /// What `PRAGMA integrity_check` finds wrong in the database file at `path`, read as
-/// [`open_file_alone`] does: empty when the file is sound.
+/// [`open_file_alone`] does: empty when the file is sound; a file damaged beyond reading
+/// (`SQLITE_CORRUPT`) is one problem, `SQLite`'s message.
 ///
 /// # Errors
 ///
 /// The `SQLite` error of opening or reading the file: a file that is not a database at all
-/// is `SQLITE_NOTADB`, one damaged beyond reading `SQLITE_CORRUPT`.
+/// is `SQLITE_NOTADB`.
 pub fn integrity_problems(path: &Path) -> Result<Vec<String>, rusqlite::Error> {
+    match check_integrity(path) {
+        Err(error) if error.sqlite_error_code() == Some(ErrorCode::DatabaseCorrupt) => {
+            Ok(vec![error.to_string()])
+        }
+        result => result,
+    }
+}
+
+fn check_integrity(path: &Path) -> Result<Vec<String>, rusqlite::Error> {
     let connection = open_file_alone(path)?;
     let mut statement = connection.prepare("PRAGMA integrity_check")?;
     let messages = statement
@@ -137,6 +147,49 @@ pub fn integrity_problems(path: &Path) -> Result<Vec<String>, rusqlite::Error> {
         .into_iter()
         .filter(|message| message != "ok")
         .collect())
+}
+
+/// A second connection to a `SQLite` file that only reads, in one read transaction whose
+/// snapshot its first read fixes (write-ahead logging): for a load that reads one table in
+/// two halves on two cores (the store's), where a pooled connection would hold the pool.
+pub struct Reader {
+    connection: Connection,
+}
+
+impl Reader {
+    /// Opens the file at `path` read-only, with [`BUSY_TIMEOUT`], and begins the read
+    /// transaction.
+    ///
+    /// # Errors
+    ///
+    /// The `SQLite` error of opening the file or of beginning.
+    pub fn open(path: &Path) -> Result<Self, crate::DbError> {
+        let connection = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        connection.busy_timeout(BUSY_TIMEOUT)?;
+        connection.execute_batch("BEGIN")?;
+        Ok(Self { connection })
+    }
+
+    /// The connection, for reads only (a statement that would write is refused).
+    #[must_use]
+    pub fn conn(&self) -> crate::SqliteConn<'_> {
+        crate::SqliteConn::reading(&self.connection)
+    }
+
+    /// Ends the read transaction and closes the connection.
+    ///
+    /// # Errors
+    ///
+    /// The `SQLite` error of ending or closing.
+    pub fn finish(self) -> Result<(), crate::DbError> {
+        self.connection.execute_batch("COMMIT")?;
+        self.connection
+            .close()
+            .map_err(|(_, error)| crate::DbError::from(error))
+    }
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use streetlevel_db::{Backend, Conn, Database};
+use streetlevel_db::{Conn, Database};
 use streetlevel_model::ImageId;
 
 use crate::StoreError;
@@ -73,22 +73,7 @@ impl Persistence {
         let Some(database) = &self.database else {
             return Ok(());
         };
-        match database.backend() {
-            Backend::Sqlite => database
-                .with_sqlite(|connection| {
-                    // SQLite-only: the busy timeout is the connection's, not a statement's.
-                    connection.busy_timeout(patience)?;
-                    let result = connection
-                        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-                        .and_then(rusqlite::Transaction::rollback);
-                    connection.busy_timeout(streetlevel_db::sqlite_file::BUSY_TIMEOUT)?;
-                    result
-                })
-                .map_err(StoreError::from)?
-                .unwrap_or(Ok(()))
-                .map_err(|error| StoreError::Database(error.into())),
-            Backend::Postgres => database.write(|_| Ok(())),
-        }
+        Ok(database.check_writable(patience)?)
     }
 
     /// The newest write log entry the store holds.

@@ -12,10 +12,8 @@
 
 use std::path::Path;
 
-use rusqlite::{Connection, OpenFlags};
-use streetlevel_db::{
-    Conn, Database, DbError, Location, Migrations, Param, Row, SqliteConn, ValueRef, params,
-};
+use streetlevel_db::sqlite_file::Reader;
+use streetlevel_db::{Conn, Database, DbError, Location, Migrations, Param, Row, ValueRef, params};
 use streetlevel_model::{
     CameraType, Creator, CreatorId, Detection, DetectionId, EntityId, EntityKind, Image, ImageId,
     MapFeature, MapFeatureId, ObjectType, Organization, OrganizationId, Point, Sequence,
@@ -1179,7 +1177,7 @@ fn is_hidden_row(row: &dyn Row) -> Result<bool, StoreError> {
 ///
 /// This is the one place the store opens a connection of its own, because it is `SQLite`'s
 /// alone: a second reader of the same file on a second core. It runs the same statements
-/// through [`SqliteConn`].
+/// through a [`Reader`].
 ///
 /// Both transactions' snapshots are fixed by their first read (WAL), and the main one's was
 /// fixed before this opens. The store only ever inserts into `store_images`, and every insert
@@ -1192,17 +1190,9 @@ fn open_upper_half(
     connection: &mut dyn Conn,
     path: &Path,
     newest_write: i64,
-) -> Result<Option<(Connection, i64)>, StoreError> {
-    let upper = Connection::open_with_flags(
-        path,
-        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )
-    .map_err(DbError::from)?;
-    upper
-        .busy_timeout(streetlevel_db::sqlite_file::BUSY_TIMEOUT)
-        .map_err(DbError::from)?;
-    let mut upper_connection = SqliteConn::new(&upper);
-    upper_connection.execute_batch("BEGIN")?;
+) -> Result<Option<(Reader, i64)>, StoreError> {
+    let upper = Reader::open(path)?;
+    let mut upper_connection = upper.conn();
     let upper_connection: &mut dyn Conn = &mut upper_connection;
     let (upper_write, upper_high) = upper_connection
         .query_row(
@@ -1240,7 +1230,7 @@ fn open_upper_half(
 fn load_images(
     connection: &mut dyn Conn,
     store: &mut Store,
-    upper_half: Option<(Connection, i64)>,
+    upper_half: Option<(Reader, i64)>,
 ) -> Result<ImageRead, StoreError> {
     let mut parameters = Vec::new();
     let Some((upper_connection, split)) = upper_half else {
@@ -1285,12 +1275,11 @@ fn load_images(
 /// Reads the images with IDs from `first` on through the second connection (in its read
 /// transaction from [`open_upper_half`]) into records of their own (which
 /// [`Records::append_images`] then takes), then ends that transaction.
-fn read_upper_half(connection: Connection, first: i64) -> Result<Records, StoreError> {
+fn read_upper_half(connection: Reader, first: i64) -> Result<Records, StoreError> {
     let mut records = Records::default();
     let mut parameters = Vec::new();
-    let mut reader = SqliteConn::new(&connection);
     each_row(
-        &mut reader,
+        &mut connection.conn(),
         &format!("{IMAGE_COLUMNS} WHERE id >= ?1"),
         params![first],
         |row| {
@@ -1300,10 +1289,7 @@ fn read_upper_half(connection: Connection, first: i64) -> Result<Records, StoreE
             Ok(())
         },
     )?;
-    reader.execute_batch("COMMIT")?;
-    connection
-        .close()
-        .map_err(|(_, error)| DbError::from(error))?;
+    connection.finish()?;
     Ok(records)
 }
 

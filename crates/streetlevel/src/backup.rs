@@ -177,9 +177,6 @@ fn verify(path: &Path) -> anyhow::Result<()> {
     }
     let problems = match streetlevel_db::sqlite_file::integrity_problems(path) {
         Ok(problems) => problems,
-        Err(error) if error.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseCorrupt) => {
-            vec![error.to_string()]
-        }
         Err(error) => {
             return Err(error)
                 .with_context(|| format!("{} is not a readable SQLite database", path.display()));
