@@ -245,21 +245,36 @@ impl dyn Conn + '_ {
         mut map: impl FnMut(&dyn Row) -> Result<T, E>,
     ) -> Result<Vec<T>, E> {
         let mut out = Vec::new();
+        self.each(sql, params, |row| -> Result<(), E> {
+            out.push(map(row)?);
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    /// Runs a query and calls `each` for every row, in order, without collecting them, with
+    /// the caller's own error type: the first error of `each` stops the query and is returned
+    /// as it was.
+    ///
+    /// # Errors
+    ///
+    /// The engine's error, or the first error of `each`.
+    pub fn each<E: From<DbError>>(
+        &mut self,
+        sql: &str,
+        params: &[Param<'_>],
+        mut each: impl FnMut(&dyn Row) -> Result<(), E>,
+    ) -> Result<(), E> {
         let mut failed = None;
-        let result = self.for_each(sql, params, &mut |row| match map(row) {
-            Ok(value) => {
-                out.push(value);
-                Ok(())
-            }
-            Err(error) => {
+        let result = self.for_each(sql, params, &mut |row| {
+            each(row).map_err(|error| {
                 failed = Some(error);
-                Err(DbError::Stopped)
-            }
+                DbError::Stopped
+            })
         });
-        match (result, failed) {
-            (_, Some(error)) => Err(error),
-            (Err(error), None) => Err(error.into()),
-            (Ok(()), None) => Ok(out),
+        match failed {
+            Some(error) => Err(error),
+            None => result.map_err(E::from),
         }
     }
 

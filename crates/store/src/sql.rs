@@ -13,7 +13,7 @@
 use std::path::Path;
 
 use streetlevel_db::sqlite_file::Reader;
-use streetlevel_db::{Conn, Database, DbError, Location, Migrations, Param, Row, ValueRef, params};
+use streetlevel_db::{Conn, Database, DbError, Location, Migrations, Row, params};
 use streetlevel_model::{
     CameraType, Creator, CreatorId, Detection, DetectionId, EntityId, EntityKind, Image, ImageId,
     MapFeature, MapFeatureId, ObjectType, Organization, OrganizationId, Point, Sequence,
@@ -301,121 +301,12 @@ fn finite(value: Option<f64>) -> Option<f64> {
     value.filter(|value| !value.is_nan())
 }
 
-// The readers below convert a column in place, inlined into the per-row path of loading
-// (a million rows of 27 columns), where `Row::get`'s generic conversion was a call each.
-
-/// Column `index` as an integer.
-#[inline]
-fn int(row: &dyn Row, index: usize) -> Result<i64, StoreError> {
-    match row.value(index)? {
-        ValueRef::Int(number) => Ok(number),
-        other => Err(wrong_kind(index, "integer", other)),
-    }
-}
-
-/// Column `index` as an integer or `None` for NULL.
-#[inline]
-fn int_or_null(row: &dyn Row, index: usize) -> Result<Option<i64>, StoreError> {
-    match row.value(index)? {
-        ValueRef::Int(number) => Ok(Some(number)),
-        ValueRef::Null => Ok(None),
-        other => Err(wrong_kind(index, "integer", other)),
-    }
-}
-
-/// Column `index` as a float (`SQLite` keeps a whole `REAL` as an integer when it can).
-#[inline]
-fn real(row: &dyn Row, index: usize) -> Result<f64, StoreError> {
-    match row.value(index)? {
-        ValueRef::Real(number) => Ok(number),
-        #[allow(clippy::cast_precision_loss)]
-        ValueRef::Int(number) => Ok(number as f64),
-        other => Err(wrong_kind(index, "real", other)),
-    }
-}
-
-/// Column `index` as a float or `None` for NULL.
-#[inline]
-fn real_or_null(row: &dyn Row, index: usize) -> Result<Option<f64>, StoreError> {
-    match row.value(index)? {
-        ValueRef::Real(number) => Ok(Some(number)),
-        #[allow(clippy::cast_precision_loss)]
-        ValueRef::Int(number) => Ok(Some(number as f64)),
-        ValueRef::Null => Ok(None),
-        other => Err(wrong_kind(index, "real", other)),
-    }
-}
-
 /// An integer column's value as a narrower type.
 fn narrow<T: TryFrom<i64>>(table: &'static str, column: &str, value: i64) -> Result<T, StoreError> {
     T::try_from(value).map_err(|_| StoreError::CorruptRow {
         table,
         reason: format!("{column} {value} out of range"),
     })
-}
-
-/// Column `index` as borrowed text.
-#[inline]
-fn text(row: &dyn Row, index: usize) -> Result<&str, StoreError> {
-    match row.value(index)? {
-        ValueRef::Text(text) => Ok(text),
-        other => Err(wrong_kind(index, "text", other)),
-    }
-}
-
-/// Column `index` as borrowed text or `None` for NULL.
-#[inline]
-fn text_or_null(row: &dyn Row, index: usize) -> Result<Option<&str>, StoreError> {
-    match row.value(index)? {
-        ValueRef::Text(text) => Ok(Some(text)),
-        ValueRef::Null => Ok(None),
-        other => Err(wrong_kind(index, "text", other)),
-    }
-}
-
-/// Column `index` as a borrowed blob or `None` for NULL.
-#[inline]
-fn blob_or_null(row: &dyn Row, index: usize) -> Result<Option<&[u8]>, StoreError> {
-    match row.value(index)? {
-        ValueRef::Blob(bytes) => Ok(Some(bytes)),
-        ValueRef::Null => Ok(None),
-        other => Err(wrong_kind(index, "blob", other)),
-    }
-}
-
-fn wrong_kind(index: usize, expected: &str, found: ValueRef<'_>) -> StoreError {
-    let found = match found {
-        ValueRef::Null => "null",
-        ValueRef::Int(_) => "integer",
-        ValueRef::Real(_) => "real",
-        ValueRef::Text(_) => "text",
-        ValueRef::Blob(_) => "blob",
-    };
-    StoreError::Database(DbError::Column {
-        index,
-        message: format!("expected {expected}, found {found}"),
-    })
-}
-
-/// Runs a query and calls `each` for every row, in order; the first error of `each` stops it
-/// and is returned as it was.
-fn each_row(
-    connection: &mut dyn Conn,
-    sql: &str,
-    params: &[Param<'_>],
-    mut each: impl FnMut(&dyn Row) -> Result<(), StoreError>,
-) -> Result<(), StoreError> {
-    let mut failed = None;
-    let result = connection.for_each(sql, params, &mut |row| {
-        each(row).map_err(|error| {
-            failed = Some(error);
-            DbError::Stopped
-        })
-    });
-    match failed {
-        Some(error) => Err(error),
-        None => Ok(result?),
-    }
 }
 
 pub(crate) fn insert_creators(
@@ -665,7 +556,7 @@ fn follow_in_transaction(
     let mut parameters = Vec::new();
     for (_, first, last) in writes {
         let mut in_database = std::collections::HashSet::new();
-        each_row(connection, &sql, params![first, last], |row| {
+        connection.each::<StoreError>(&sql, params![first, last], |row| {
             let id = from_sql_id(row.get(0)?);
             let hidden = is_hidden_row(row)?;
             in_database.insert(id);
@@ -1011,8 +902,7 @@ fn load_all(
         _ => None,
     };
 
-    each_row(
-        connection,
+    connection.each::<StoreError>(
         "SELECT id, username FROM store_creators",
         params![],
         |row| {
@@ -1024,8 +914,7 @@ fn load_all(
         },
     )?;
 
-    each_row(
-        connection,
+    connection.each::<StoreError>(
         "SELECT id, slug, name, description FROM store_organizations",
         params![],
         |row| {
@@ -1039,8 +928,7 @@ fn load_all(
         },
     )?;
 
-    each_row(
-        connection,
+    connection.each::<StoreError>(
         "SELECT id, creator, organization FROM store_sequences",
         params![],
         |row| {
@@ -1072,14 +960,13 @@ fn load_map_features_and_detections(
     store: &mut Store,
 ) -> Result<(), StoreError> {
     let mut features = Vec::new();
-    each_row(
-        connection,
+    connection.each::<StoreError>(
         "SELECT id, aligned_direction, first_seen_at, last_seen_at, object_value, object_type,
             lon, lat, images
          FROM store_map_features",
         params![],
         |row| {
-            let object_type = match text(row, 5)? {
+            let object_type = match row.text(5)? {
                 "traffic_sign" => ObjectType::TrafficSign,
                 "point" => ObjectType::Point,
                 other => {
@@ -1089,9 +976,14 @@ fn load_map_features_and_detections(
                     });
                 }
             };
-            let images = match blob_or_null(row, 8)? {
+            let images = match row.blob_or_null(8)? {
                 Some(blob) => blob_to_ids("store_map_features", blob)?,
-                None => return Err(wrong_kind(8, "blob", ValueRef::Null)),
+                None => {
+                    return Err(StoreError::Database(DbError::Column {
+                        index: 8,
+                        message: String::from("expected blob, found null"),
+                    }));
+                }
             };
             features.push(MapFeature {
                 id: MapFeatureId(from_sql_id(row.get(0)?)),
@@ -1110,8 +1002,7 @@ fn load_map_features_and_detections(
     store.index_new_map_features(0);
 
     let mut detections = Vec::new();
-    each_row(
-        connection,
+    connection.each::<StoreError>(
         "SELECT id, created_at, geometry, image, value, map_feature FROM store_detections",
         params![],
         |row| {
@@ -1167,7 +1058,7 @@ const IMAGE_COLUMNS: &str = "SELECT id, captured_at, lon, lat, computed_lon, com
 
 /// Whether the row of [`IMAGE_COLUMNS`] is hidden.
 fn is_hidden_row(row: &dyn Row) -> Result<bool, StoreError> {
-    Ok(int(row, 27)? != 0)
+    Ok(row.int(27)? != 0)
 }
 
 /// A second read-only connection to the `SQLite` file at `path` in a read transaction on the
@@ -1234,7 +1125,7 @@ fn load_images(
 ) -> Result<ImageRead, StoreError> {
     let mut parameters = Vec::new();
     let Some((upper_connection, split)) = upper_half else {
-        each_row(connection, IMAGE_COLUMNS, params![], |row| {
+        connection.each::<StoreError>(IMAGE_COLUMNS, params![], |row| {
             let hidden = is_hidden_row(row)?;
             let (values, names) = read_image_row(row, &mut parameters)?;
             store.records.push_image_hidden(&values, &names, hidden);
@@ -1246,8 +1137,7 @@ fn load_images(
     };
     let upper = std::thread::scope(|scope| {
         let upper = scope.spawn(|| read_upper_half(upper_connection, split));
-        let lower = each_row(
-            connection,
+        let lower = connection.each::<StoreError>(
             &format!("{IMAGE_COLUMNS} WHERE id < ?1"),
             params![split],
             |row| {
@@ -1278,8 +1168,7 @@ fn load_images(
 fn read_upper_half(connection: Reader, first: i64) -> Result<Records, StoreError> {
     let mut records = Records::default();
     let mut parameters = Vec::new();
-    each_row(
-        &mut connection.conn(),
+    (&mut connection.conn() as &mut dyn Conn).each::<StoreError>(
         &format!("{IMAGE_COLUMNS} WHERE id >= ?1"),
         params![first],
         |row| {
@@ -1317,16 +1206,16 @@ fn read_image_row<'a>(
     parameters: &'a mut Vec<f64>,
 ) -> Result<(RecordValues, RecordNames<'a>), StoreError> {
     const TABLE: &str = "store_images";
-    let computed_lon = real_or_null(row, 4)?;
-    let computed_lat = real_or_null(row, 5)?;
-    let camera_parameters = match blob_or_null(row, 8)? {
+    let computed_lon = row.real_or_null(4)?;
+    let computed_lat = row.real_or_null(5)?;
+    let camera_parameters = match row.blob_or_null(8)? {
         Some(blob) => {
             decode_floats(TABLE, blob, parameters)?;
             Some(parameters.as_slice())
         }
         None => None,
     };
-    let camera_type = match text_or_null(row, 9)? {
+    let camera_type = match row.text_or_null(9)? {
         Some(name) => Some(
             name.parse::<CameraType>()
                 .map_err(|error| StoreError::CorruptRow {
@@ -1336,7 +1225,7 @@ fn read_image_row<'a>(
         ),
         None => None,
     };
-    let computed_rotation = match blob_or_null(row, 13)? {
+    let computed_rotation = match row.blob_or_null(13)? {
         Some(blob) => {
             // Decoded in place: no allocation per row.
             let bytes: &[u8; 24] = blob.try_into().map_err(|_| StoreError::CorruptRow {
@@ -1357,34 +1246,36 @@ fn read_image_row<'a>(
         None => None,
     };
     let values = RecordValues {
-        id: from_sql_id(int(row, 0)?),
-        captured_at: int(row, 1)?,
-        geometry: [real(row, 2)?, real(row, 3)?],
+        id: from_sql_id(row.int(0)?),
+        captured_at: row.int(1)?,
+        geometry: [row.real(2)?, row.real(3)?],
         computed_geometry: computed_lon.zip(computed_lat).map(|(lon, lat)| [lon, lat]),
-        altitude: real_or_null(row, 6)?,
-        atomic_scale: real_or_null(row, 7)?,
-        compass_angle: real_or_null(row, 10)?,
-        computed_altitude: real_or_null(row, 11)?,
-        computed_compass_angle: real_or_null(row, 12)?,
-        quality_score: real_or_null(row, 25)?,
+        altitude: row.real_or_null(6)?,
+        atomic_scale: row.real_or_null(7)?,
+        compass_angle: row.real_or_null(10)?,
+        computed_altitude: row.real_or_null(11)?,
+        computed_compass_angle: row.real_or_null(12)?,
+        quality_score: row.real_or_null(25)?,
         computed_rotation,
-        merge_cc: int_or_null(row, 21)?.map(from_sql_id),
-        mesh: int_or_null(row, 22)?.map(from_sql_id),
-        sfm_cluster: int_or_null(row, 24)?.map(from_sql_id),
-        width: narrow(TABLE, "width", int(row, 17)?)?,
-        height: narrow(TABLE, "height", int(row, 16)?)?,
-        exif_orientation: match int_or_null(row, 15)? {
+        merge_cc: row.int_or_null(21)?.map(from_sql_id),
+        mesh: row.int_or_null(22)?.map(from_sql_id),
+        sfm_cluster: row.int_or_null(24)?.map(from_sql_id),
+        width: narrow(TABLE, "width", row.int(17)?)?,
+        height: narrow(TABLE, "height", row.int(16)?)?,
+        exif_orientation: match row.int_or_null(15)? {
             Some(orientation) => Some(narrow(TABLE, "exif_orientation", orientation)?),
             None => None,
         },
-        is_pano: int(row, 18)? != 0,
+        is_pano: row.int(18)? != 0,
     };
     let names = RecordNames {
-        sequence: text(row, 23)?,
-        creator: CreatorId(from_sql_id(int(row, 14)?)),
-        organization: int_or_null(row, 26)?.map(|id| OrganizationId(from_sql_id(id))),
-        make: text_or_null(row, 19)?,
-        model: text_or_null(row, 20)?,
+        sequence: row.text(23)?,
+        creator: CreatorId(from_sql_id(row.int(14)?)),
+        organization: row
+            .int_or_null(26)?
+            .map(|id| OrganizationId(from_sql_id(id))),
+        make: row.text_or_null(19)?,
+        model: row.text_or_null(20)?,
         camera_parameters,
         camera_type,
     };
