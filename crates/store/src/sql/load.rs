@@ -357,11 +357,7 @@ fn read_upper_half(connection: Reader, first: i64) -> Result<Records, StoreError
 }
 
 /// Decodes a float blob into `out` (cleared first).
-fn decode_floats(
-    table: &'static str,
-    blob: &[u8],
-    out: &mut Vec<f64>,
-) -> Result<(), StoreError> {
+fn decode_floats(table: &'static str, blob: &[u8], out: &mut Vec<f64>) -> Result<(), StoreError> {
     if !blob.len().is_multiple_of(8) {
         return Err(StoreError::CorruptRow {
             table,

@@ -83,10 +83,7 @@ pub(crate) struct TakedownRow<'a> {
     pub(crate) images: usize,
 }
 
-fn insert_takedown(
-    connection: &mut dyn Conn,
-    row: &TakedownRow<'_>,
-) -> Result<(), StoreError> {
+fn insert_takedown(connection: &mut dyn Conn, row: &TakedownRow<'_>) -> Result<(), StoreError> {
     connection.execute(
         "INSERT INTO store_takedowns (at, actor, action, subject, images)
          VALUES (?1, ?2, ?3, ?4, ?5)",

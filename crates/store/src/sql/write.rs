@@ -64,8 +64,7 @@ pub(crate) fn insert_sequences(
     Ok(())
 }
 
-const INSERT_IMAGE: &str =
-    "INSERT INTO store_images (id, captured_at, lon, lat, computed_lon,
+const INSERT_IMAGE: &str = "INSERT INTO store_images (id, captured_at, lon, lat, computed_lon,
     computed_lat, altitude, atomic_scale, camera_parameters, camera_type, compass_angle,
     computed_altitude, computed_compass_angle, computed_rotation, creator, exif_orientation,
     height, width, is_pano, make, model, merge_cc, mesh, sequence, sfm_cluster, quality_score,
