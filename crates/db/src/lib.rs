@@ -1,4 +1,7 @@
 #![doc = include_str!("../README.md")]
+// IDs cross into the database only through `streetlevel_db::id_to_sql` and `id_from_sql`:
+// a sign-changing cast here is a mistake.
+#![warn(clippy::cast_possible_wrap, clippy::cast_sign_loss)]
 
 use std::fmt;
 use std::path::PathBuf;
@@ -19,7 +22,7 @@ pub use notify::Notifications;
 pub use sqlite::SqliteConn;
 pub use testing::test_postgres_database;
 pub use tls::SslMode;
-pub use value::{FromValue, Param, Row, ValueRef};
+pub use value::{FromValue, Param, Row, ValueRef, id_from_sql, id_to_sql};
 
 /// Which engine a [`Database`] runs on, for the few statements that must differ (schema DDL,
 /// upserts a crate prefers to write twice rather than bend).
@@ -730,6 +733,41 @@ mod tests {
             1
         );
         assert_eq!(count(&database), Some(1));
+    }
+
+    /// Every `u64` ID is stored and read back bit for bit, also above `i64::MAX`, and the
+    /// database orders and compares it as the `i64` it is kept as.
+    #[test]
+    fn ids_round_trip_bit_for_bit() {
+        let database = Database::open_in_memory().unwrap();
+        let ids = [0_u64, 1, 1 << 62, i64::MAX as u64, 1 << 63, u64::MAX];
+        database
+            .write(|connection| {
+                connection.execute_batch("CREATE TABLE demo_ids (id BIGINT PRIMARY KEY)")?;
+                for id in ids {
+                    connection.execute("INSERT INTO demo_ids (id) VALUES (?1)", params![id])?;
+                }
+                Ok::<_, DbError>(())
+            })
+            .unwrap();
+        let mut read: Vec<u64> = database
+            .read(|connection| {
+                connection.query_map("SELECT id FROM demo_ids", params![], |row| row.get(0))
+            })
+            .unwrap();
+        read.sort_unstable();
+        assert_eq!(read, ids);
+        assert_eq!(id_to_sql(u64::MAX), -1);
+        assert_eq!(id_from_sql(-1), u64::MAX);
+        let found: Option<i64> = database
+            .read(|connection| {
+                connection.query_value(
+                    "SELECT COUNT(*) FROM demo_ids WHERE id = ?1",
+                    params![1_u64 << 63],
+                )
+            })
+            .unwrap();
+        assert_eq!(found, Some(1));
     }
 
     #[test]

@@ -30,6 +30,27 @@ macro_rules! int_param {
 }
 int_param!(i64, i32, i16, i8, u32, u16, u8, bool);
 
+/// An unsigned 64-bit ID as the database keeps it: SQL has no unsigned 64-bit integer, so it is
+/// the `i64` with the same bits (an ID above `i64::MAX` is a negative number there), read back
+/// bit for bit by [`id_from_sql`]. This pair is the one place the crates turn IDs into column
+/// values and back; a `u64` parameter and a `u64` column go through it.
+#[must_use]
+pub const fn id_to_sql(id: u64) -> i64 {
+    id.cast_signed()
+}
+
+/// The ID an `i64` column holds (see [`id_to_sql`]).
+#[must_use]
+pub const fn id_from_sql(value: i64) -> u64 {
+    value.cast_unsigned()
+}
+
+impl From<u64> for Param<'_> {
+    fn from(value: u64) -> Self {
+        Param::Int(id_to_sql(value))
+    }
+}
+
 impl From<f64> for Param<'_> {
     fn from(value: f64) -> Self {
         Param::Real(value)
@@ -295,7 +316,17 @@ macro_rules! narrow_int {
         }
     )*};
 }
-narrow_int!(i32, u32, u16, u8, u64, usize);
+narrow_int!(i32, u32, u16, u8, usize);
+
+/// A `u64` is an ID, read bit for bit as [`id_from_sql`] says.
+impl FromValue for u64 {
+    fn from_value(value: ValueRef<'_>) -> Result<Self, &'static str> {
+        match value {
+            ValueRef::Int(number) => Ok(id_from_sql(number)),
+            _ => Err("u64"),
+        }
+    }
+}
 
 impl FromValue for bool {
     fn from_value(value: ValueRef<'_>) -> Result<Self, &'static str> {

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use streetlevel_blur::{Blurrer, Region};
-use streetlevel_db::{Conn, DbError, params};
+use streetlevel_db::{Conn, DbError, id_to_sql, params};
 use streetlevel_model::ImageId;
 
 use crate::tables::now_millis;
@@ -92,7 +92,7 @@ pub(crate) fn write_record(
     image: ImageId,
     record: &BlurRecord,
 ) -> Result<(), DbError> {
-    let image_id = image.0 as i64;
+    let image_id = id_to_sql(image.0);
     let now = now_millis();
     connection.execute(
         "DELETE FROM import_blur_regions WHERE image_id = ?1 AND source = ?2",

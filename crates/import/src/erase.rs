@@ -13,7 +13,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{PoisonError, RwLock};
 
-use streetlevel_db::{Conn, DbError, Param};
+use streetlevel_db::{Conn, DbError, Param, id_to_sql};
 use streetlevel_model::{Image, ImageId, SequenceId};
 use streetlevel_store::{MEDIA_DIR, Store, TakedownNote};
 
@@ -234,7 +234,7 @@ fn delete_own_rows(connection: &mut dyn Conn, erased: &[ImageId]) -> Result<(), 
     ];
     for chunk in erased.chunks(IDS_PER_STATEMENT) {
         let placeholders: Vec<String> = (1..=chunk.len()).map(|n| format!("?{n}")).collect();
-        let values: Vec<i64> = chunk.iter().map(|id| id.0 as i64).collect();
+        let values: Vec<i64> = chunk.iter().map(|id| id_to_sql(id.0)).collect();
         let parameters: Vec<Param<'_>> = values.iter().map(|&value| Param::Int(value)).collect();
         for (table, column) in BY_IMAGE {
             connection.execute(

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, PoisonError, RwLock};
 
 use streetlevel_blur::{Region, RegionClass};
-use streetlevel_db::{Conn, Database, DbError, Row, params};
+use streetlevel_db::{Conn, Database, DbError, Row, id_from_sql, id_to_sql, params};
 use streetlevel_model::{Image, ImageId};
 use streetlevel_store::{MEDIA_DIR, Store};
 
@@ -332,8 +332,8 @@ fn refused(refusal: PrivacyRefusal) -> ImportError {
 fn read_edit(row: &dyn Row) -> Result<BlurEdit, DbError> {
     let number = |value: i64| u32::try_from(value).unwrap_or(0);
     Ok(BlurEdit {
-        id: row.get::<i64>(0)? as u64,
-        image: ImageId(row.get::<i64>(1)? as u64),
+        id: row.get::<u64>(0)?,
+        image: ImageId(row.get::<u64>(1)?),
         kind: EditKind::parse(&row.get::<String>(2)?),
         area: StoredBox {
             x: number(row.get(3)?),
@@ -346,7 +346,7 @@ fn read_edit(row: &dyn Row) -> Result<BlurEdit, DbError> {
         state: EditState::parse(&row.get::<String>(9)?),
         decided_by: row.get(10)?,
         decided_at: row.get(11)?,
-        request: row.get::<Option<i64>>(12)?.map(|id| id as u64),
+        request: row.get::<Option<u64>>(12)?,
     })
 }
 
@@ -372,8 +372,8 @@ fn read_request(row: &dyn Row) -> Result<PrivacyRequest, DbError> {
         _ => None,
     };
     Ok(PrivacyRequest {
-        id: row.get::<i64>(0)? as u64,
-        image: ImageId(row.get::<i64>(1)? as u64),
+        id: row.get::<u64>(0)?,
+        image: ImageId(row.get::<u64>(1)?),
         kind: RequestKind::parse(&row.get::<String>(2)?).unwrap_or(RequestKind::Blur),
         reason: row.get(3)?,
         area,
@@ -445,10 +445,10 @@ impl Privacy {
         let count: Option<i64> = self.db.read(|connection| {
             connection.query_value(
                 "SELECT COUNT(*) FROM import_blur_edits WHERE image_id = ?1 AND state = 'applied'",
-                params![image.0 as i64],
+                params![id_to_sql(image.0)],
             )
         })?;
-        Ok(count.unwrap_or(0).max(0) as u64)
+        Ok(u64::try_from(count.unwrap_or(0)).unwrap_or(0))
     }
 
     /// The stored-pixel box of `shares` drawn on the upright picture of `image`.
@@ -539,7 +539,7 @@ impl Privacy {
                         proposed_by, proposed_at, state, request_id)
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'pending', ?9) RETURNING id",
                     params![
-                        image.0 as i64,
+                        id_to_sql(image.0),
                         kind.as_str(),
                         i64::from(area.x),
                         i64::from(area.y),
@@ -547,11 +547,11 @@ impl Privacy {
                         i64::from(area.height),
                         proposed_by,
                         now,
-                        request.map(|id| id as i64)
+                        request.map(id_to_sql)
                     ],
                 )?
                 .ok_or_else(|| DbError::Statement("INSERT … RETURNING gave no row".into()))?;
-            Ok::<_, ImportError>(id as u64)
+            Ok::<_, ImportError>(id_from_sql(id))
         })?;
         if apply {
             self.apply(id, proposed_by)
@@ -566,7 +566,7 @@ impl Privacy {
         Ok(self.db.read(|connection| {
             connection.query_row(
                 &format!("SELECT {EDIT_COLUMNS} FROM import_blur_edits WHERE id = ?1"),
-                params![id as i64],
+                params![id_to_sql(id)],
                 read_edit,
             )
         })?)
@@ -580,7 +580,7 @@ impl Privacy {
                     "SELECT {EDIT_COLUMNS} FROM import_blur_edits WHERE state = 'pending'
                      ORDER BY id LIMIT ?1"
                 ),
-                params![limit as i64],
+                params![i64::try_from(limit).unwrap_or(i64::MAX)],
                 read_edit,
             )
         })?)
@@ -594,7 +594,7 @@ impl Privacy {
                     "SELECT {EDIT_COLUMNS} FROM import_blur_edits WHERE image_id = ?1
                      ORDER BY id DESC LIMIT 200"
                 ),
-                params![image.0 as i64],
+                params![id_to_sql(image.0)],
                 read_edit,
             )
         })?)
@@ -607,7 +607,7 @@ impl Privacy {
             connection.execute(
                 "UPDATE import_blur_edits SET state = 'refused', decided_by = ?2, decided_at = ?3
                  WHERE id = ?1 AND state = 'pending'",
-                params![id as i64, decided_by, now],
+                params![id_to_sql(id), decided_by, now],
             )
         })?;
         let edit = self
@@ -643,7 +643,7 @@ impl Privacy {
             // Taken again inside the transaction: another process may have decided it.
             let state: Option<String> = connection.query_value(
                 "SELECT state FROM import_blur_edits WHERE id = ?1",
-                params![id as i64],
+                params![id_to_sql(id)],
             )?;
             if state.as_deref() != Some("pending") {
                 return Err(refused(PrivacyRefusal::Handled));
@@ -723,7 +723,7 @@ impl Privacy {
                         box_top, box_width, box_height, contact, created_at, state)
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'open') RETURNING id",
                     params![
-                        request.image.0 as i64,
+                        id_to_sql(request.image.0),
                         request.kind.as_str(),
                         reason,
                         area.map(|area| area.left),
@@ -735,7 +735,7 @@ impl Privacy {
                     ],
                 )?
                 .ok_or_else(|| DbError::Statement("INSERT … RETURNING gave no row".into()))?;
-            Ok::<_, ImportError>(id as u64)
+            Ok::<_, ImportError>(id_from_sql(id))
         })?;
         Ok(id)
     }
@@ -745,7 +745,7 @@ impl Privacy {
         Ok(self.db.read(|connection| {
             connection.query_row(
                 &format!("SELECT {REQUEST_COLUMNS} FROM import_privacy_requests WHERE id = ?1"),
-                params![id as i64],
+                params![id_to_sql(id)],
                 read_request,
             )
         })?)
@@ -758,7 +758,7 @@ impl Privacy {
         state: Option<RequestState>,
         limit: usize,
     ) -> Result<Vec<PrivacyRequest>, ImportError> {
-        let limit = limit as i64;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         Ok(self.db.read(|connection| match state {
             Some(RequestState::Open) => connection.query_map(
                 &format!(
@@ -828,7 +828,7 @@ impl Privacy {
             connection.execute(
                 "UPDATE import_privacy_requests SET state = ?2, resolved_at = ?3, resolved_by = ?4
                  WHERE id = ?1 AND state = 'open'",
-                params![id as i64, state.as_str(), now, resolved_by],
+                params![id_to_sql(id), state.as_str(), now, resolved_by],
             )
         })?;
         if changed == 0 {
@@ -850,7 +850,7 @@ fn record_edit(
     now: i64,
 ) -> Result<(), ImportError> {
     let id = edit.id;
-    let image_id = edit.image.0 as i64;
+    let image_id = id_to_sql(edit.image.0);
     let area = edit.area;
     let (x, y, width, height) = (
         i64::from(area.x),
@@ -888,7 +888,7 @@ fn record_edit(
     connection.execute(
         "UPDATE import_blur_edits SET state = 'applied', decided_by = ?2, decided_at = ?3
          WHERE id = ?1",
-        params![id as i64, decided_by, now],
+        params![id_to_sql(id), decided_by, now],
     )?;
     Ok(())
 }
@@ -949,7 +949,7 @@ fn regions(
             "SELECT source, class, x, y, width, height, removed_at FROM import_blur_regions
              WHERE image_id = ?1{filter} ORDER BY created_at, x, y"
         ),
-        params![image.0 as i64],
+        params![id_to_sql(image.0)],
         |row| {
             Ok::<_, DbError>(BlurRegion {
                 source: row.get(0)?,

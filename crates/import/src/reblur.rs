@@ -218,7 +218,7 @@ fn blur_states(database: &Database) -> Result<HashMap<ImageId, (String, i64)>, I
             params![],
             |row| {
                 Ok::<_, DbError>((
-                    ImageId(row.get::<i64>(0)? as u64),
+                    ImageId(row.get::<u64>(0)?),
                     (row.get::<String>(1)?, row.get::<i64>(2)?),
                 ))
             },

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use streetlevel_db::{Database, DbError, Location, params};
+use streetlevel_db::{Database, DbError, Location, id_from_sql, id_to_sql, params};
 use streetlevel_store::Store;
 
 use crate::ImportError;
@@ -186,11 +186,11 @@ impl Uploads {
             .read(|connection| {
                 connection.query_value::<Option<i64>>(
                     "SELECT size FROM import_sessions WHERE user_id = ?1 AND key = ?2",
-                    params![user_id as i64, key],
+                    params![id_to_sql(user_id), key],
                 )
             })?
             .flatten();
-        Ok(size.map_or(0, |size| size as u64))
+        Ok(size.map_or(0, |size| u64::try_from(size).unwrap_or(0)))
     }
 
     /// Starts appending to a session at `offset`, which must be the bytes stored; creates the
@@ -213,13 +213,13 @@ impl Uploads {
             connection.execute(
                 "INSERT INTO import_sessions (user_id, key, handle, created_at, touched_at)
                  VALUES (?1, ?2, ?3, ?4, ?4) ON CONFLICT DO NOTHING",
-                params![user_id as i64, key, &new_handle(), now],
+                params![id_to_sql(user_id), key, &new_handle(), now],
             )?;
             let (handle, job, writer_until) = connection
                 .query_row(
                     "SELECT handle, job, writer_until FROM import_sessions
                      WHERE user_id = ?1 AND key = ?2",
-                    params![user_id as i64, key],
+                    params![id_to_sql(user_id), key],
                     |row| {
                         Ok::<_, DbError>((
                             row.get::<String>(0)?,
@@ -235,10 +235,10 @@ impl Uploads {
                 connection
                     .query_value::<Option<i64>>(
                         "SELECT size FROM import_sessions WHERE user_id = ?1 AND key = ?2",
-                        params![user_id as i64, key],
+                        params![id_to_sql(user_id), key],
                     )?
                     .flatten()
-                    .map_or(0, |size| size as u64)
+                    .map_or(0, |size| u64::try_from(size).unwrap_or(0))
             };
             if job.is_some() {
                 return Ok((handle, true, stored));
@@ -256,11 +256,11 @@ impl Uploads {
                 "UPDATE import_sessions SET writer = ?3, writer_until = ?4, held = ?5
                  WHERE user_id = ?1 AND key = ?2",
                 params![
-                    user_id as i64,
+                    id_to_sql(user_id),
                     key,
                     &writer,
                     now + lease_millis(),
-                    stored as i64
+                    i64::try_from(stored).unwrap_or(i64::MAX)
                 ],
             )?;
             Ok((handle, false, stored))
@@ -317,7 +317,7 @@ impl Uploads {
                 },
             )?;
             for (user_id, key, job) in &abandoned {
-                match std::fs::remove_file(self.session_path(*user_id as u64, key)) {
+                match std::fs::remove_file(self.session_path(id_from_sql(*user_id), key)) {
                     Ok(()) => {}
                     Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
                     Err(error) => return Err(error.into()),
@@ -343,7 +343,7 @@ impl Uploads {
             for key in keys {
                 connection.execute(
                     "UPDATE import_sessions SET held = 0 WHERE user_id = ?1 AND key = ?2",
-                    params![user_id as i64, key],
+                    params![id_to_sql(user_id), key],
                 )?;
             }
             Ok(())
@@ -356,7 +356,7 @@ impl Uploads {
             .read(|connection| {
                 connection.query_value::<String>(
                     "SELECT key FROM import_sessions WHERE user_id = ?1 AND handle = ?2",
-                    params![user_id as i64, handle],
+                    params![id_to_sql(user_id), handle],
                 )
             })?
             .ok_or_else(|| ImportError::UnknownHandle(handle.to_owned()))
@@ -411,7 +411,7 @@ impl Appender<'_> {
     /// raised with no other writer in between, in any process.
     fn reserve(&mut self, needed: u64) -> Result<(), ImportError> {
         let limits = self.uploads.limits;
-        let user_id = self.user_id as i64;
+        let user_id = id_to_sql(self.user_id);
         let now = tables::now_millis();
         let wanted = if needed > self.held {
             needed
@@ -445,7 +445,7 @@ impl Appender<'_> {
                     user_id,
                     &self.key,
                     &self.writer,
-                    held as i64,
+                    i64::try_from(held).unwrap_or(i64::MAX),
                     now + lease_millis()
                 ],
             )?;
@@ -479,14 +479,14 @@ impl Appender<'_> {
         if std::mem::replace(&mut self.released, true) {
             return Ok(());
         }
-        let size = (self.stored + self.written) as i64;
+        let size = i64::try_from(self.stored + self.written).unwrap_or(i64::MAX);
         self.uploads.db.write(|connection| {
             connection.execute(
                 "UPDATE import_sessions SET held = ?4, writer = NULL, writer_until = NULL,
                     touched_at = ?5
                  WHERE user_id = ?1 AND key = ?2 AND writer = ?3",
                 params![
-                    self.user_id as i64,
+                    id_to_sql(self.user_id),
                     &self.key,
                     &self.writer,
                     size,

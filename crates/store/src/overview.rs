@@ -20,6 +20,9 @@
 //! location has that key, found through the image R-tree in the cell's box (widened by a unit,
 //! and to the poles and the antimeridian on the world's edges), or is dropped when none has.
 
+// The sign lints are on in this crate for IDs; here they would flag grid arithmetic on coordinates checked or clamped to the world square, never on IDs.
+#![allow(clippy::cast_sign_loss)]
+
 use std::cmp::Ordering;
 
 use streetlevel_mvt::{

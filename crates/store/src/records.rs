@@ -871,7 +871,7 @@ mod tests {
             atomic_scale: None,
             camera_parameters: (number % 7 != 6).then(|| vec![0.8, (number / 3) as f64]),
             camera_type: number.is_multiple_of(5).then_some(CameraType::Fisheye),
-            captured_at: Timestamp(1_000 - number as i64),
+            captured_at: Timestamp(1_000 - number.cast_signed()),
             compass_angle: None,
             computed_altitude: None,
             computed_compass_angle: None,

@@ -3,7 +3,7 @@
 
 use std::io::Read as _;
 
-use streetlevel_db::{DbError, params};
+use streetlevel_db::{DbError, id_from_sql, id_to_sql, params};
 use streetlevel_model::OrganizationId;
 
 use super::FileType;
@@ -87,9 +87,9 @@ impl Uploads {
                         sessions, state, created_at, updated_at)
                      VALUES (?1, ?2, ?3, ?4, ?5, 'received', ?6, ?6) RETURNING id",
                     params![
-                        user_id as i64,
+                        id_to_sql(user_id),
                         username,
-                        organization.map(|id| id.0 as i64),
+                        organization.map(|id| id_to_sql(id.0)),
                         file_type.as_str(),
                         &listed,
                         now
@@ -98,20 +98,21 @@ impl Uploads {
                 .ok_or_else(|| DbError::Statement("INSERT … RETURNING gave no row".into()))?;
             for session in sessions.iter().chain(std::iter::once(&key)) {
                 let size = self.check_handed_over(connection, user_id, session, now)?;
-                if session == &key && size != Some(checked_size as i64) {
+                if session == &key && size != Some(i64::try_from(checked_size).unwrap_or(i64::MAX))
+                {
                     return Err(ImportError::SessionBusy(key.clone()));
                 }
                 let key = session;
                 connection.execute(
                     "UPDATE import_sessions SET job = coalesce(job, ?3), size = coalesce(size, ?4)
                      WHERE user_id = ?1 AND key = ?2",
-                    params![user_id as i64, key, job, size],
+                    params![id_to_sql(user_id), key, job, size],
                 )?;
             }
             Ok::<_, ImportError>(job)
         })?;
         self.notify();
-        Ok(job as u64)
+        Ok(id_from_sql(job))
     }
 
     /// Checks, in the transaction of a finish call, that `key` may be handed to a job: no
@@ -126,7 +127,7 @@ impl Uploads {
     ) -> Result<Option<i64>, ImportError> {
         let row = connection.query_row(
             "SELECT writer_until, size FROM import_sessions WHERE user_id = ?1 AND key = ?2",
-            params![user_id as i64, key],
+            params![id_to_sql(user_id), key],
             |row| Ok::<_, DbError>((row.get::<Option<i64>>(0)?, row.get::<Option<i64>>(1)?)),
         )?;
         let Some((writer_until, processed_size)) = row else {
@@ -136,7 +137,9 @@ impl Uploads {
             return Err(ImportError::SessionBusy(key.to_owned()));
         }
         match std::fs::metadata(self.session_path(user_id, key)) {
-            Ok(metadata) if metadata.len() > 0 => Ok(Some(metadata.len() as i64)),
+            Ok(metadata) if metadata.len() > 0 => {
+                Ok(Some(i64::try_from(metadata.len()).unwrap_or(i64::MAX)))
+            }
             Err(_) if processed_size.is_some() => Ok(None),
             _ => Err(ImportError::SessionIncomplete(key.to_owned())),
         }

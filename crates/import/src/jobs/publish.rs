@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::RwLock;
 
 use sha2::{Digest, Sha256};
-use streetlevel_db::{DbError, params};
+use streetlevel_db::{DbError, id_from_sql, id_to_sql, params};
 use streetlevel_model::{ImageId, SequenceId};
 use streetlevel_store::Store;
 
@@ -95,12 +95,10 @@ impl Uploads {
             connection.query_value::<i64>(
                 "UPDATE import_jobs SET first_id = coalesce(first_id, ?2)
                  WHERE id = ?1 AND worker = ?3 RETURNING first_id",
-                params![work.id, reserved as i64, worker],
+                params![work.id, id_to_sql(reserved), worker],
             )
         })?;
-        recorded
-            .map(|first_id| first_id as u64)
-            .ok_or(ImportError::LeaseLost)
+        recorded.map(id_from_sql).ok_or(ImportError::LeaseLost)
     }
 
     pub(super) fn process_manifest(
@@ -288,7 +286,7 @@ impl Uploads {
             blur_nanos: std::sync::atomic::AtomicU64::new(0),
             held: std::sync::Mutex::new(None),
         };
-        let user_id = work.user_id as i64;
+        let user_id = id_to_sql(work.user_id);
         let sources = Budgeted {
             inner: sources,
             interrupt,
@@ -308,7 +306,7 @@ impl Uploads {
                     if let Some(key) = session_keys.get((id.0 - first_id) as usize) {
                         transaction.execute(
                             "UPDATE import_sessions SET image = ?3 WHERE user_id = ?1 AND key = ?2",
-                            streetlevel_db::params![user_id, key, image.0 as i64],
+                            streetlevel_db::params![user_id, key, id_to_sql(image.0)],
                         )?;
                     }
                 }
@@ -327,7 +325,7 @@ impl Uploads {
                      WHERE id = ?1 AND state = 'processing' AND worker = ?8",
                     streetlevel_db::params![
                         job,
-                        outcome.inserted.len() as i64,
+                        i64::try_from(outcome.inserted.len()).unwrap_or(i64::MAX),
                         duplicates,
                         &serde_json::to_string(&refused).unwrap_or_default(),
                         now_millis(),
@@ -359,10 +357,10 @@ impl Uploads {
                     let image: Option<i64> = connection
                         .query_value::<Option<i64>>(
                             "SELECT image FROM import_sessions WHERE user_id = ?1 AND key = ?2",
-                            params![user_id as i64, key],
+                            params![id_to_sql(user_id), key],
                         )?
                         .flatten();
-                    Ok((key.clone(), image.map(|id| ImageId(id as u64))))
+                    Ok((key.clone(), image.map(|id| ImageId(id_from_sql(id)))))
                 })
                 .collect()
         })

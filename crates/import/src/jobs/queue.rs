@@ -6,7 +6,7 @@ use std::sync::RwLock;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
-use streetlevel_db::{DbError, Row, params};
+use streetlevel_db::{DbError, Row, id_from_sql, params};
 use streetlevel_model::OrganizationId;
 use streetlevel_store::Store;
 
@@ -37,15 +37,13 @@ fn pending_job(row: &dyn Row) -> Result<(PendingJob, String), DbError> {
     let file_type: String = row.get(4)?;
     let work = PendingJob {
         id: row.get(0)?,
-        user_id: row.get::<i64>(1)? as u64,
+        user_id: row.get::<u64>(1)?,
         owner: Owner {
             username: row.get(2)?,
-            organization: row
-                .get::<Option<i64>>(3)?
-                .map(|id| OrganizationId(id as u64)),
+            organization: row.get::<Option<u64>>(3)?.map(OrganizationId),
         },
         sessions: serde_json::from_str(&sessions).unwrap_or_default(),
-        first_id: row.get::<Option<i64>>(6)?.map(|id| id as u64),
+        first_id: row.get::<Option<u64>>(6)?,
         created_at: row.get(7)?,
     };
     Ok((work, file_type))
@@ -196,7 +194,7 @@ impl Uploads {
                 self.fail_processing(job, worker, &error.to_string())?;
             }
         }
-        Ok(Some(job as u64))
+        Ok(Some(id_from_sql(job)))
     }
 
     /// Renews `worker`'s lease on `job` every quarter of the lease until `working` is
@@ -314,12 +312,7 @@ impl Uploads {
     }
 
     /// Marks `job` failed if `worker` still holds it.
-    fn fail_processing(
-        &self,
-        job: i64,
-        worker: &str,
-        reason: &str,
-    ) -> Result<(), ImportError> {
+    fn fail_processing(&self, job: i64, worker: &str, reason: &str) -> Result<(), ImportError> {
         self.db().write(|connection| {
             connection.execute(
                 "UPDATE import_jobs SET state = 'failed', reason = ?1, updated_at = ?2,

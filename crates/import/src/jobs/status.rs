@@ -1,6 +1,6 @@
 //! The status view of jobs: a user's jobs, one job, and the count of jobs in each state.
 
-use streetlevel_db::{DbError, params};
+use streetlevel_db::{DbError, id_to_sql, params};
 
 use super::FileType;
 use super::JobState;
@@ -59,7 +59,7 @@ impl Uploads {
     pub fn jobs_of(&self, user_id: u64) -> Result<Vec<Job>, ImportError> {
         self.query_jobs(
             "WHERE user_id = ?1 ORDER BY id DESC LIMIT 200",
-            user_id as i64,
+            id_to_sql(user_id),
         )
     }
 
@@ -92,7 +92,7 @@ impl Uploads {
 
     /// One job.
     pub fn job(&self, id: u64) -> Result<Option<Job>, ImportError> {
-        Ok(self.query_jobs("WHERE id = ?1", id as i64)?.pop())
+        Ok(self.query_jobs("WHERE id = ?1", id_to_sql(id))?.pop())
     }
 
     fn query_jobs(&self, filter: &str, value: i64) -> Result<Vec<Job>, ImportError> {
@@ -109,16 +109,16 @@ impl Uploads {
                     let refused: String = row.get(9)?;
                     let file_type: String = row.get(2)?;
                     Ok::<_, ImportError>(Job {
-                        id: row.get::<i64>(0)? as u64,
-                        user_id: row.get::<i64>(1)? as u64,
+                        id: row.get::<u64>(0)?,
+                        user_id: row.get::<u64>(1)?,
                         file_type: FileType::parse(&file_type).unwrap_or(FileType::Manifest),
-                        organization: row.get::<Option<i64>>(3)?.map(|id| id as u64),
+                        organization: row.get::<Option<u64>>(3)?,
                         state: JobState::parse(&row.get::<String>(4)?),
                         reason: row.get(5)?,
                         files: serde_json::from_str::<Vec<String>>(&sessions)
                             .map_or(0, |sessions| sessions.len() as u64),
-                        images: row.get::<i64>(7)? as u64,
-                        duplicates: row.get::<i64>(8)? as u64,
+                        images: row.get::<u64>(7)?,
+                        duplicates: row.get::<u64>(8)?,
                         refused: serde_json::from_str(&refused).unwrap_or_default(),
                         created_at: row.get(10)?,
                         updated_at: row.get(11)?,

@@ -6,13 +6,8 @@ use streetlevel_model::ImageId;
 
 use crate::StoreError;
 
-pub(super) fn to_sql_id(id: u64) -> i64 {
-    id as i64
-}
-
-pub(super) fn from_sql_id(id: i64) -> u64 {
-    id as u64
-}
+// IDs as `db` keeps them, the one place they are converted.
+pub(super) use streetlevel_db::{id_from_sql as from_sql_id, id_to_sql as to_sql_id};
 
 pub(super) fn floats_to_blob(values: &[f64]) -> Vec<u8> {
     values

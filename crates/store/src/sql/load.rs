@@ -480,7 +480,7 @@ mod tests {
             camera_parameters: (!number.is_multiple_of(5))
                 .then(|| vec![0.85, -0.02, number as f64]),
             camera_type: (number.is_multiple_of(2)).then_some(CameraType::Fisheye),
-            captured_at: Timestamp(1_600_000_000_000 + number as i64),
+            captured_at: Timestamp(1_600_000_000_000 + number.cast_signed()),
             compass_angle: some(number as f64 % 360.0),
             computed_altitude: some(41.5),
             computed_compass_angle: some(12.25),
