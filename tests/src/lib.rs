@@ -721,7 +721,8 @@ pub fn request(
     parse_response(&raw)
 }
 
-fn parse_response(raw: &[u8]) -> Response {
+/// The response in `raw`, the bytes of an HTTP/1.1 answer as a server sent them.
+pub fn parse_response(raw: &[u8]) -> Response {
     let end = raw
         .windows(4)
         .position(|window| window == b"\r\n\r\n")

@@ -8,6 +8,11 @@
 //! are shed, so that clients whose requests complete keep being served; a connection that
 //! cannot be accepted for want of descriptors is answered 503 with `Retry-After` (the error
 //! body of every other refusal) through a descriptor kept in reserve, rather than reset.
+//!
+//! A connection the server closes lingers (as nginx's `lingering_close`): its writing half is
+//! shut, and what the client still sends (the rest of a body refused before it was read) is
+//! read and thrown away, for a bounded time and number of bytes, before the socket is closed,
+//! so that closing over unread bytes does not reset the connection and lose the answer.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -44,6 +49,18 @@ const MAX_REFUSALS: usize = 64;
 
 /// How long a refused connection is given to take its 503.
 const REFUSAL_TIME: Duration = Duration::from_secs(1);
+
+/// How long a connection the server closed may linger, reading and throwing away what the
+/// client still sends, at most (nginx's `lingering_time` is 30 s).
+const LINGER_TIME: Duration = Duration::from_secs(10);
+
+/// How long a lingering connection waits for the client's next bytes (nginx's
+/// `lingering_timeout` is 5 s).
+const LINGER_IDLE: Duration = Duration::from_secs(2);
+
+/// The most bytes a lingering connection reads and throws away: more than a refused body of
+/// the uploader's sends at once.
+const LINGER_BYTES: u64 = 64 << 20;
 
 /// `EMFILE` and `ENFILE` on Linux: the process's or the system's descriptors ran out.
 const DESCRIPTORS_EXHAUSTED: [i32; 2] = [24, 23];
@@ -224,9 +241,9 @@ async fn serve_connection<S>(
         .http2()
         .timer(TokioTimer::new())
         .max_concurrent_streams(HTTP2_MAX_CONCURRENT_STREAMS);
-    let stream = SendTimeout::new(stream, send_timeout);
-    let connection = builder.serve_connection(TokioIo::new(stream), service);
-    tokio::pin!(connection);
+    let (give_back, given_back) = tokio::sync::oneshot::channel();
+    let stream = SendTimeout::new(Linger::new(stream, give_back), send_timeout);
+    let mut connection = Box::pin(builder.serve_connection(TokioIo::new(stream), service));
     // HTTP/1.1's header read timeout is hyper's; it has none for HTTP/2, nor for
     // the first bytes it reads to tell the two apart, so a connection without a
     // request in progress for that long is closed here, whatever it speaks. Closing
@@ -265,7 +282,138 @@ async fn serve_connection<S>(
     if let Err(error) = result {
         tracing::debug!(%error, "connection ended with an error");
     }
+    // Dropping the connection drops its socket, which comes back here if the server shut its
+    // writing half (an answer with `Connection: close`, an early refusal of a body): it then
+    // lingers, still holding its slots, unless connections are being shed or the server stops.
+    drop(connection);
+    if let Ok(stream) = given_back.await {
+        // Only a shed from now on ends the lingering.
+        shedding.borrow_and_update();
+        tokio::select! {
+            () = linger(stream) => {}
+            _ = shedding.changed() => {}
+            _ = stopping.wait_for(|stop| *stop) => {}
+        }
+    }
     drop(held);
+}
+
+/// Reads and throws away what the client of a half-closed socket still sends, until it
+/// closes its end or [`LINGER_TIME`], [`LINGER_IDLE`] or [`LINGER_BYTES`] runs out, so that the
+/// socket is closed with nothing unread (closing over unread bytes sends a reset, which may
+/// destroy the answer before the client has read it).
+async fn linger(stream: tokio::net::TcpStream) {
+    let mut rest = stream.take(LINGER_BYTES);
+    let mut sink = vec![0_u8; 16 * 1024];
+    let _ = tokio::time::timeout(LINGER_TIME, async {
+        while let Ok(Ok(read)) = tokio::time::timeout(LINGER_IDLE, rest.read(&mut sink)).await {
+            if read == 0 {
+                break;
+            }
+        }
+    })
+    .await;
+}
+
+/// A connection's socket, handed back through `give_back` when it is dropped after the
+/// server shut its writing half (see [`linger`]); otherwise closed at once.
+struct Linger {
+    stream: Option<tokio::net::TcpStream>,
+    shut: bool,
+    give_back: Option<tokio::sync::oneshot::Sender<tokio::net::TcpStream>>,
+}
+
+impl Linger {
+    fn new(
+        stream: tokio::net::TcpStream,
+        give_back: tokio::sync::oneshot::Sender<tokio::net::TcpStream>,
+    ) -> Self {
+        Linger {
+            stream: Some(stream),
+            shut: false,
+            give_back: Some(give_back),
+        }
+    }
+
+    fn stream(&mut self) -> std::io::Result<Pin<&mut tokio::net::TcpStream>> {
+        self.stream.as_mut().map(Pin::new).ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::NotConnected,
+                "the socket was handed back",
+            )
+        })
+    }
+}
+
+impl Drop for Linger {
+    fn drop(&mut self) {
+        if self.shut
+            && let (Some(stream), Some(give_back)) = (self.stream.take(), self.give_back.take())
+        {
+            let _ = give_back.send(stream);
+        }
+    }
+}
+
+impl AsyncRead for Linger {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        match self.stream() {
+            Ok(stream) => stream.poll_read(cx, buf),
+            Err(error) => Poll::Ready(Err(error)),
+        }
+    }
+}
+
+impl AsyncWrite for Linger {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        match self.stream() {
+            Ok(stream) => stream.poll_write(cx, buf),
+            Err(error) => Poll::Ready(Err(error)),
+        }
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        match self.stream() {
+            Ok(stream) => stream.poll_write_vectored(cx, bufs),
+            Err(error) => Poll::Ready(Err(error)),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream
+            .as_ref()
+            .is_some_and(tokio::net::TcpStream::is_write_vectored)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.stream() {
+            Ok(stream) => stream.poll_flush(cx),
+            Err(error) => Poll::Ready(Err(error)),
+        }
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let result = match self.stream() {
+            Ok(stream) => stream.poll_shutdown(cx),
+            Err(error) => Poll::Ready(Err(error)),
+        };
+        if let Poll::Ready(Ok(())) = result {
+            self.shut = true;
+        }
+        result
+    }
 }
 
 /// A socket whose writes fail once the peer has taken none of our bytes for `timeout` (as
@@ -521,8 +669,7 @@ fn refuse(app: &Arc<App>, stream: tokio::net::TcpStream, refusals: &Arc<Semaphor
             stream.shutdown().await?;
             // Read what the client sent until it closes, so that closing does not reset the
             // connection before the client has read the answer.
-            let mut sink = [0_u8; 1024];
-            while stream.read(&mut sink).await? > 0 {}
+            linger(stream).await;
             Ok::<_, std::io::Error>(())
         })
         .await;

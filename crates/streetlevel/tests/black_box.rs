@@ -521,6 +521,10 @@ fn a_panicking_handler_is_a_500_error_body_and_the_server_lives_on() {
     server.stderr_once_it_contains("requested panic");
 }
 
+/// The server refuses a body over the limit before reading all of it; the client, which
+/// sends all of it before reading, still gets the 413, since a connection the server closes
+/// reads and throws away what the client still sends before it is closed (closing over
+/// unread bytes would reset it, and the reset may destroy the answer unread).
 #[test]
 fn oversized_bodies_are_refused() {
     let body = vec![b'x'; 200_000];
@@ -530,6 +534,42 @@ fn oversized_bodies_are_refused() {
         &[("Content-Type", "application/json")],
         &body,
     );
+    assert_error(&response, BODY_TOO_LARGE, "larger than");
+}
+
+/// The same, made certain to take the early path: the client sends part of a body over the
+/// limit, waits until the 413 has arrived (the server answered without reading the rest),
+/// then sends the rest, and only then reads: every byte it sends is taken, and the answer
+/// arrives whole, followed by the end of the connection. Without the lingering close the
+/// server's socket closes over unread bytes, the rest is refused with a reset, and the answer
+/// may be lost with it.
+#[test]
+fn a_body_refused_before_it_was_read_is_taken_and_the_answer_kept() {
+    use std::io::Write as _;
+    let addr = world().server.addr;
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(120)))
+        .unwrap();
+    let length: usize = 4 << 20;
+    let head = format!(
+        "POST /token HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\
+         Content-Type: application/json\r\nContent-Length: {length}\r\n\r\n"
+    );
+    stream.write_all(head.as_bytes()).unwrap();
+    let first = 256 * 1024;
+    stream.write_all(&vec![b' '; first]).unwrap();
+    // The answer arrives before the body is all sent.
+    let mut one = [0_u8; 1];
+    assert_eq!(stream.peek(&mut one).expect("the refusal arrives"), 1);
+    stream
+        .write_all(&vec![b' '; length - first])
+        .expect("the rest of the body is taken after the refusal");
+    let mut raw = Vec::new();
+    stream
+        .read_to_end(&mut raw)
+        .expect("the answer is read after the whole body was sent");
+    let response = streetlevel_tests::parse_response(&raw);
     assert_error(&response, BODY_TOO_LARGE, "larger than");
 }
 
