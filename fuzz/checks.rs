@@ -300,3 +300,110 @@ pub fn query_string(text: &str) -> bool {
     }
     true
 }
+
+/// The arrival time the video targets read with (2026-11-01 UTC): the clock of last resort.
+const FUZZ_VIDEO_ARRIVAL: f64 = 1_793_491_200.0;
+
+/// `read_video`: a video's container (top-level boxes, `moov` through `mp4-atom`, the sample
+/// tables), its CAMM or GoPro GPS track read from the samples the tables point at, the
+/// uploader's checks of that track and its clock, as `Video::read` reads an uploaded or
+/// imported file: a video or a refusal, never a panic, and no allocation beyond what the
+/// bytes hold (see `MAX_SAMPLES`). A video read keeps its ranges: a picture track among its
+/// tracks, at most `MAX_SAMPLES` samples a track, a GPS track sorted in time with positions
+/// on the globe, a finite clock; the frames planned from it (by distance and by interval) are
+/// in order, on the globe, with a bearing in [0, 360).
+pub fn read_video(bytes: &[u8]) -> bool {
+    use streetlevel_video::{MAX_SAMPLES, Sampling, Video};
+    let Ok(video) = Video::from_reader(
+        &mut std::io::Cursor::new(bytes),
+        bytes.len() as u64,
+        None,
+        FUZZ_VIDEO_ARRIVAL,
+    ) else {
+        return false;
+    };
+    assert!(video.track().is_video(), "{:?}", video.track());
+    for track in &video.container.tracks {
+        assert!(track.samples.len() as u64 <= MAX_SAMPLES);
+    }
+    assert!(!video.gps.is_empty());
+    for pair in video.gps.windows(2) {
+        assert!(pair[0].time <= pair[1].time, "{pair:?}");
+    }
+    for point in &video.gps {
+        assert!(point.time.is_finite() && point.time >= 0.0, "{point:?}");
+        assert!((-90.0..=90.0).contains(&point.lat), "{point:?}");
+        assert!((-180.0..=180.0).contains(&point.lon), "{point:?}");
+    }
+    assert!(video.clock.start.is_finite(), "{:?}", video.clock);
+    for sampling in [Sampling::default(), Sampling::Interval(1.0)] {
+        let frames = video.plan(sampling);
+        for pair in frames.windows(2) {
+            assert!(pair[0].frame < pair[1].frame, "{pair:?}");
+        }
+        for frame in &frames {
+            assert!(frame.lat.is_finite() && frame.lon.is_finite(), "{frame:?}");
+            if let Some(direction) = frame.direction {
+                assert!((0.0..360.0).contains(&direction), "{frame:?}");
+            }
+        }
+    }
+    true
+}
+
+/// `camm_sample`: one CAMM sample gives a GPS point (types 5 and 6) or nothing, never a
+/// panic; a type 6 point carries its fix, a time only when finite and positive, an altitude
+/// only when finite.
+pub fn camm_sample(bytes: &[u8]) -> bool {
+    let Some(gps) = streetlevel_video::camm::decode(bytes) else {
+        return false;
+    };
+    let kind = u16::from_le_bytes([bytes[2], bytes[3]]);
+    assert!(kind == 5 || kind == 6, "type {kind} decoded");
+    assert_eq!(gps.fix.is_some(), kind == 6, "{gps:?}");
+    if let Some(time) = gps.time {
+        assert!(time.is_finite() && time > 0.0, "{gps:?}");
+    }
+    if let Some(alt) = gps.alt {
+        assert!(alt.is_finite(), "{gps:?}");
+    }
+    true
+}
+
+/// `gpmf_payload`: one GoPro GPMF payload gives its GPS points (GPS5, GPS9) and device name,
+/// never a panic, and never more points than its bytes hold (a GPS9 row takes at least 9
+/// bytes, a GPS5 row 20).
+pub fn gpmf_payload(bytes: &[u8]) -> bool {
+    let payload = streetlevel_video::gpmf::parse(bytes);
+    assert!(
+        payload.points.len() * 9 <= bytes.len(),
+        "{} points from {} bytes",
+        payload.points.len(),
+        bytes.len()
+    );
+    if let Some(name) = &payload.device_name {
+        assert!(!name.is_empty() && name.trim() == name, "{name:?}");
+    }
+    !payload.points.is_empty()
+}
+
+/// `gpx_track`: a GPX document gives its track points or an error, never a panic, never more
+/// than `MAX_GPX_POINTS` nor more than its bytes hold; a time read is finite.
+pub fn gpx_track(bytes: &[u8]) -> bool {
+    let Ok(points) = streetlevel_video::gpx::parse(bytes) else {
+        return false;
+    };
+    assert!(points.len() <= streetlevel_video::gpx::MAX_GPX_POINTS);
+    assert!(
+        points.len() * 16 <= bytes.len(),
+        "{} points from {} bytes",
+        points.len(),
+        bytes.len()
+    );
+    for point in &points {
+        if let Some(time) = point.time {
+            assert!(time.is_finite(), "{point:?}");
+        }
+    }
+    !points.is_empty()
+}

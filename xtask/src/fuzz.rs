@@ -20,6 +20,10 @@ const TARGETS: &[&str] = &[
     "upload_image",
     "upload_manifest",
     "query_string",
+    "read_video",
+    "camm_sample",
+    "gpmf_payload",
+    "gpx_track",
 ];
 
 /// Runs `cases` random changes per target, then each cargo-fuzz target for `seconds`.

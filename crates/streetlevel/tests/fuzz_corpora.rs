@@ -118,6 +118,26 @@ fn query_string_corpus() {
     });
 }
 
+#[test]
+fn read_video_corpus() {
+    replay("read_video", checks::read_video);
+}
+
+#[test]
+fn camm_sample_corpus() {
+    replay("camm_sample", checks::camm_sample);
+}
+
+#[test]
+fn gpmf_payload_corpus() {
+    replay("gpmf_payload", checks::gpmf_payload);
+}
+
+#[test]
+fn gpx_track_corpus() {
+    replay("gpx_track", checks::gpx_track);
+}
+
 /// Random changes of the seeds: each case takes one seed of the target, cuts it at a random
 /// length, overwrites random bytes and splices in random runs, as a mutating fuzzer does,
 /// and puts the result through the target's check. `cargo xtask test` runs proptest's
@@ -202,6 +222,26 @@ mod random {
         run("query_string", |bytes| {
             checks::query_string(&String::from_utf8_lossy(bytes))
         });
+    }
+
+    #[test]
+    fn random_videos() {
+        run("read_video", checks::read_video);
+    }
+
+    #[test]
+    fn random_camm_samples() {
+        run("camm_sample", checks::camm_sample);
+    }
+
+    #[test]
+    fn random_gpmf_payloads() {
+        run("gpmf_payload", checks::gpmf_payload);
+    }
+
+    #[test]
+    fn random_gpx_tracks() {
+        run("gpx_track", checks::gpx_track);
     }
 
     #[test]

@@ -115,7 +115,18 @@ impl Video {
             .metadata()
             .map_err(|error| VideoError::Io(error.to_string()))?
             .len();
-        let container = read_container(&mut file, file_len)?;
+        Video::from_reader(&mut file, file_len, gpx, arrival)
+    }
+
+    /// [`Video::read`] from `file`, `file_len` bytes long (the fuzz target reads bytes in
+    /// memory).
+    pub fn from_reader<R: Read + Seek>(
+        file: &mut R,
+        file_len: u64,
+        gpx: Option<&[u8]>,
+        arrival: f64,
+    ) -> Result<Video, VideoError> {
+        let container = read_container(file, file_len)?;
         let video_track = choose_video_track(&container)?;
         let duration = video_duration(&container, video_track);
         let camm = container
@@ -129,9 +140,9 @@ impl Video {
         let mut make = container.make.clone();
         let mut model = container.model.clone();
         let (points, source) = if let Some(track) = camm {
-            (camm_points(&mut file, track)?, GpsSource::Camm)
+            (camm_points(file, file_len, track)?, GpsSource::Camm)
         } else if let Some(track) = gopro.filter(|_| gpx.is_none()) {
-            let (points, device) = gopro_points(&mut file, track)?;
+            let (points, device) = gopro_points(file, file_len, track)?;
             if !points.is_empty() {
                 make = make.or_else(|| Some(String::from("GoPro")));
                 model = model.or(device);
@@ -291,8 +302,16 @@ fn video_duration(container: &Container, track: usize) -> f64 {
         .map_or(container.duration_seconds, |end| track.seconds(end))
 }
 
-fn read_sample(file: &mut File, sample: &Sample) -> Result<Option<Vec<u8>>, VideoError> {
-    if sample.size > MAX_METADATA_SAMPLE {
+/// The bytes of one metadata sample; `None` when it is larger than [`MAX_METADATA_SAMPLE`] or
+/// lies past the end of the file (nothing is allocated for it then).
+fn read_sample<R: Read + Seek>(
+    file: &mut R,
+    file_len: u64,
+    sample: &Sample,
+) -> Result<Option<Vec<u8>>, VideoError> {
+    if sample.size > MAX_METADATA_SAMPLE
+        || sample.offset.saturating_add(u64::from(sample.size)) > file_len
+    {
         return Ok(None);
     }
     let mut bytes = vec![0u8; sample.size as usize];
@@ -305,10 +324,14 @@ fn read_sample(file: &mut File, sample: &Sample) -> Result<Option<Vec<u8>>, Vide
 }
 
 /// CAMM GPS points at the sample times, shifted by the track's empty edit.
-fn camm_points(file: &mut File, track: &Track) -> Result<Vec<GpsPoint>, VideoError> {
+fn camm_points<R: Read + Seek>(
+    file: &mut R,
+    file_len: u64,
+    track: &Track,
+) -> Result<Vec<GpsPoint>, VideoError> {
     let mut points = Vec::new();
     for sample in &track.samples {
-        let Some(bytes) = read_sample(file, sample)? else {
+        let Some(bytes) = read_sample(file, file_len, sample)? else {
             continue;
         };
         let Some(gps) = camm::decode(&bytes) else {
@@ -330,14 +353,15 @@ fn camm_points(file: &mut File, track: &Track) -> Result<Vec<GpsPoint>, VideoErr
 
 /// GoPro GPS points: each payload's points spread evenly over the payload's duration, as the
 /// uploader places them.
-fn gopro_points(
-    file: &mut File,
+fn gopro_points<R: Read + Seek>(
+    file: &mut R,
+    file_len: u64,
     track: &Track,
 ) -> Result<(Vec<GpsPoint>, Option<String>), VideoError> {
     let mut points = Vec::new();
     let mut device = None;
     for sample in &track.samples {
-        let Some(bytes) = read_sample(file, sample)? else {
+        let Some(bytes) = read_sample(file, file_len, sample)? else {
             continue;
         };
         let payload = gpmf::parse(&bytes);

@@ -1,0 +1,16 @@
+//! Fuzzes `streetlevel_video::camm::decode`, one CAMM sample:
+//! any bytes give a value or a refusal, never a panic, and nothing beyond its bounds (see
+//! `checks::camm_sample`, which `cargo test` also runs on the seeds and on random changes of them).
+
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+// Each target uses one of the shared checks.
+#[allow(dead_code)]
+#[path = "../checks.rs"]
+mod checks;
+
+fuzz_target!(|bytes: &[u8]| {
+    checks::camm_sample(bytes);
+});
