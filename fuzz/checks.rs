@@ -407,3 +407,82 @@ pub fn gpx_track(bytes: &[u8]) -> bool {
     }
     !points.is_empty()
 }
+
+/// `accept_encoding`: the hand-written `Accept-Encoding` reader (`preferred_coding`), on any
+/// header values (one a line): never a panic, identity when nothing compressed is on offer,
+/// never a coding that is not on offer, and a coding that wins with both on offer still wins
+/// when only it is. Whether a compressed coding was chosen for some offer is what "decodes".
+pub fn accept_encoding(bytes: &[u8]) -> bool {
+    use streetlevel_server::reply::{Coding, preferred_coding};
+    let mut headers = http::HeaderMap::new();
+    for line in bytes.split(|&byte| byte == b'\n') {
+        if let Ok(value) = http::HeaderValue::from_bytes(line) {
+            headers.append(http::header::ACCEPT_ENCODING, value);
+        }
+    }
+    assert_eq!(preferred_coding(&headers, false, false), Coding::Identity);
+    let gzip = preferred_coding(&headers, true, false);
+    let brotli = preferred_coding(&headers, false, true);
+    let both = preferred_coding(&headers, true, true);
+    assert_ne!(gzip, Coding::Brotli);
+    assert_ne!(brotli, Coding::Gzip);
+    if both == Coding::Gzip {
+        assert_eq!(gzip, Coding::Gzip, "gzip wins only beside brotli");
+    }
+    if both == Coding::Brotli {
+        assert_eq!(brotli, Coding::Brotli, "brotli wins only beside gzip");
+    }
+    [gzip, brotli, both]
+        .iter()
+        .any(|coding| *coding != Coding::Identity)
+}
+
+/// `sql_placeholders`: the rewriting of `?N` placeholders to PostgreSQL's `$N`
+/// (`streetlevel_db::dollar_placeholders`), on any text: the statement or a refusal, never a
+/// panic; the rewritten statement is the original with some `?` (each before a digit) turned
+/// into `$` and nothing else changed; a refusal only where a `?` is.
+pub fn sql_placeholders(sql: &str) -> bool {
+    let Ok(rewritten) = streetlevel_db::dollar_placeholders(sql) else {
+        assert!(sql.contains('?'), "{sql:?} refused without a `?`");
+        return false;
+    };
+    let (before, after) = (sql.as_bytes(), rewritten.as_bytes());
+    assert_eq!(before.len(), after.len(), "{sql:?} became {rewritten:?}");
+    for (at, (&old, &new)) in before.iter().zip(after).enumerate() {
+        if old != new {
+            assert!(old == b'?' && new == b'$', "{sql:?} became {rewritten:?}");
+            assert!(
+                before.get(at + 1).is_some_and(u8::is_ascii_digit),
+                "{sql:?}: a `?` without a number became `$`"
+            );
+        }
+    }
+    true
+}
+
+/// `form_data`: a `multipart/form-data` body of the blur API (`POST /blur/` and a blur
+/// service's answer), read by `parse_form_data` around `multer`: the first line is the
+/// `Content-Type`, the rest the body. Parts or a refusal, never a panic; at most eight parts,
+/// holding no more bytes than the body.
+pub fn form_data(bytes: &[u8]) -> bool {
+    let split = bytes
+        .iter()
+        .position(|&byte| byte == b'\n')
+        .unwrap_or(bytes.len());
+    let content_type = String::from_utf8_lossy(&bytes[..split]);
+    let body = bytes.get(split + 1..).unwrap_or_default();
+    let Ok(parts) = streetlevel_blur_service::protocol::parse_form_data(
+        &content_type,
+        bytes::Bytes::copy_from_slice(body),
+    ) else {
+        return false;
+    };
+    assert!(parts.len() <= 8, "{} parts", parts.len());
+    let held: usize = parts.iter().map(|part| part.body.len()).sum();
+    assert!(
+        held <= body.len(),
+        "{held} bytes from a body of {}",
+        body.len()
+    );
+    !parts.is_empty()
+}

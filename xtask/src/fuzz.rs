@@ -24,6 +24,9 @@ const TARGETS: &[&str] = &[
     "camm_sample",
     "gpmf_payload",
     "gpx_track",
+    "accept_encoding",
+    "sql_placeholders",
+    "form_data",
 ];
 
 /// Runs `cases` random changes per target, then each cargo-fuzz target for `seconds`.

@@ -22,6 +22,8 @@ pub use notify::Notifications;
 pub use sqlite::SqliteConn;
 pub use testing::test_postgres_database;
 pub use tls::SslMode;
+/// The `?N` to `$N` rewriting, public for its fuzz target (`fuzz/`).
+pub use value::dollar_placeholders;
 pub use value::{FromValue, Param, Row, ValueRef, id_from_sql, id_to_sql};
 
 /// Which engine a [`Database`] runs on, for the few statements that must differ (schema DDL,

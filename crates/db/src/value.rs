@@ -383,7 +383,7 @@ impl<T: FromValue> FromValue for Option<T> {
 ///
 /// A message when a `?` has no number after it: each statement names its parameters so that
 /// both backends bind them the same way.
-pub(crate) fn dollar_placeholders(sql: &str) -> Result<String, DbError> {
+pub fn dollar_placeholders(sql: &str) -> Result<String, DbError> {
     let mut out = String::with_capacity(sql.len());
     let mut quote: Option<char> = None;
     let mut chars = sql.chars().peekable();

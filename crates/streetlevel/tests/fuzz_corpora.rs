@@ -138,6 +138,23 @@ fn gpx_track_corpus() {
     replay("gpx_track", checks::gpx_track);
 }
 
+#[test]
+fn accept_encoding_corpus() {
+    replay("accept_encoding", checks::accept_encoding);
+}
+
+#[test]
+fn sql_placeholders_corpus() {
+    replay("sql_placeholders", |bytes| {
+        std::str::from_utf8(bytes).is_ok_and(checks::sql_placeholders)
+    });
+}
+
+#[test]
+fn form_data_corpus() {
+    replay("form_data", checks::form_data);
+}
+
 /// Random changes of the seeds: each case takes one seed of the target, cuts it at a random
 /// length, overwrites random bytes and splices in random runs, as a mutating fuzzer does,
 /// and puts the result through the target's check. `cargo xtask test` runs proptest's
@@ -242,6 +259,23 @@ mod random {
     #[test]
     fn random_gpx_tracks() {
         run("gpx_track", checks::gpx_track);
+    }
+
+    #[test]
+    fn random_accept_encodings() {
+        run("accept_encoding", checks::accept_encoding);
+    }
+
+    #[test]
+    fn random_sql_placeholders() {
+        run("sql_placeholders", |bytes| {
+            checks::sql_placeholders(&String::from_utf8_lossy(bytes))
+        });
+    }
+
+    #[test]
+    fn random_form_data() {
+        run("form_data", checks::form_data);
     }
 
     #[test]

@@ -1,0 +1,1 @@
+INSERT INTO store_sequences (id, creator, organization) VALUES (?1, ?2, ?3)

@@ -1,0 +1,1 @@
+SELECT '?1', "?x" FROM t WHERE a = ?1 AND b = ?12
