@@ -59,8 +59,23 @@ pub enum ImportError {
     #[error("no space left on the server's disk")]
     DiskFull,
     /// A finish call with a file type this server does not process.
-    #[error("file_type {0:?} is not supported: use mly_bundle_manifest or zip")]
+    #[error(
+        "file_type {0:?} is not supported: use mly_bundle_manifest, zip or mly_camm_video \
+         (mapillary_tools 0.14 sends every video, BlackVue's too, as mly_camm_video)"
+    )]
     UnsupportedFileType(String),
+    /// A session's bytes do not have the MD5 its key names (`mly_tools_<md5>.jpg`): the
+    /// session was discarded, so that it is uploaded again from the start.
+    #[error(
+        "the bytes of upload session {key:?} have the MD5 {stored}, not the one its key names: \
+         the session was discarded and nothing was published; upload the file again"
+    )]
+    DigestMismatch {
+        /// The session's key.
+        key: String,
+        /// The MD5 of the bytes that were stored.
+        stored: String,
+    },
     /// A manifest or archive that cannot be read.
     #[error("invalid upload: {0}")]
     InvalidUpload(String),

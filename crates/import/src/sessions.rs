@@ -333,6 +333,68 @@ impl Uploads {
         })
     }
 
+    /// Checks the bytes of the caller's session `key` against the MD5 its key names, when it
+    /// names one (see [`named_md5`]); a session whose file is gone (processed by an earlier
+    /// job) is not checked again. A session being written is busy; one whose bytes differ is
+    /// discarded (its file, its row and the bytes it held against the user's limit), so that
+    /// the uploader's next run sends it again from offset 0, and the finish is refused.
+    pub(crate) fn check_named_md5(&self, user_id: u64, key: &str) -> Result<(), ImportError> {
+        use md5::Digest as _;
+        use std::io::Read as _;
+        let Some(named) = named_md5(key) else {
+            return Ok(());
+        };
+        let now = tables::now_millis();
+        let writer_until = self.db.read(|connection| {
+            connection.query_value::<Option<i64>>(
+                "SELECT writer_until FROM import_sessions WHERE user_id = ?1 AND key = ?2",
+                params![id_to_sql(user_id), key],
+            )
+        })?;
+        if writer_until.flatten().is_some_and(|until| until > now) {
+            return Err(ImportError::SessionBusy(key.to_owned()));
+        }
+        let path = self.session_path(user_id, key);
+        let mut file = match File::open(&path) {
+            Ok(file) => file,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(error) => return Err(error.into()),
+        };
+        let mut hasher = md5::Md5::new();
+        let mut buffer = vec![0_u8; 1 << 20];
+        loop {
+            let read = file.read(&mut buffer)?;
+            if read == 0 {
+                break;
+            }
+            hasher.update(&buffer[..read]);
+        }
+        let stored = hex::encode(hasher.finalize());
+        if stored.eq_ignore_ascii_case(named) {
+            return Ok(());
+        }
+        let discarded = self.db.write(|connection| {
+            connection.execute(
+                "DELETE FROM import_sessions WHERE user_id = ?1 AND key = ?2 AND job IS NULL
+                   AND (writer_until IS NULL OR writer_until < ?3)",
+                params![id_to_sql(user_id), key, now],
+            )
+        })?;
+        if discarded == 0 {
+            // A request began writing meanwhile, or a job took it: the bytes may yet change.
+            return Err(ImportError::SessionBusy(key.to_owned()));
+        }
+        match std::fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+            Err(error) => return Err(error.into()),
+        }
+        Err(ImportError::DigestMismatch {
+            key: key.to_owned(),
+            stored,
+        })
+    }
+
     /// Marks the sessions' bytes deleted: they no longer count against the user's limit.
     pub(crate) fn release_sessions(
         &self,
@@ -511,6 +573,19 @@ fn lease_millis() -> i64 {
     i64::try_from(WRITER_LEASE.as_millis()).unwrap_or(i64::MAX)
 }
 
+/// The MD5 digest (32 hexadecimal digits) a session key names: the official uploader names a
+/// session by the MD5 of the bytes it sends, `mly_tools_<md5>.jpg` (or `.zip`, `.mp4`), unless
+/// run with `--noresume` (`mly_tools_uuid_<hex>.jpg`, and manifests `uuid_<hex>.json`), which
+/// name none.
+pub(crate) fn named_md5(key: &str) -> Option<&str> {
+    let (digest, suffix) = key.strip_prefix("mly_tools_")?.split_once('.')?;
+    let names = digest.len() == 32
+        && digest.bytes().all(|byte| byte.is_ascii_hexdigit())
+        && !suffix.is_empty()
+        && suffix.bytes().all(|byte| byte.is_ascii_alphanumeric());
+    names.then_some(digest)
+}
+
 /// Session keys are file names: the uploader's are `mly_tools_<md5>.jpg` and `uuid_<hex>.json`.
 fn check_key(key: &str) -> Result<(), ImportError> {
     let valid = (1..=200).contains(&key.len())
@@ -541,7 +616,31 @@ fn new_handle() -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::check_key;
+    use super::{check_key, named_md5};
+
+    #[test]
+    fn keys_name_an_md5_as_the_uploader_writes_them() {
+        let digest = "d41d8cd98f00b204e9800998ecf8427e";
+        let upper = digest.to_uppercase();
+        let named = [
+            (format!("mly_tools_{digest}.jpg"), digest),
+            (format!("mly_tools_{digest}.mp4"), digest),
+            (format!("mly_tools_{upper}.zip"), upper.as_str()),
+        ];
+        for (key, digest) in &named {
+            assert_eq!(named_md5(key), Some(*digest), "{key}");
+        }
+        for key in [
+            String::from("mly_tools_uuid_0123456789abcdef0123456789abcdef.jpg"),
+            String::from("uuid_0123456789abcdef0123456789abcdef.json"),
+            String::from("mly_tools_0123abcd.jpg"),
+            format!("mly_tools_{digest}"),
+            format!("mly_tools_{digest}.a.b"),
+            format!("mly_tools_{}g.jpg", &digest[..31]),
+        ] {
+            assert_eq!(named_md5(&key), None, "{key}");
+        }
+    }
 
     #[test]
     fn keys_are_plain_file_names() {

@@ -381,6 +381,7 @@ pub fn upload_status(error: &streetlevel_import::ImportError) -> (StatusCode, &'
         | E::InvalidUpload(_)
         | E::SessionIncomplete(_)
         | E::UnknownOrganization(_)
+        | E::DigestMismatch { .. }
         | E::ReadPath { .. } => (StatusCode::BAD_REQUEST, "InvalidUploadError", false),
         _ if error.is_unavailable() => (
             StatusCode::SERVICE_UNAVAILABLE,

@@ -337,6 +337,27 @@ impl Uploader<'_> {
         drop(stream);
     }
 
+    /// Sends `sent`, the bytes from `offset` on, as chunks of a chunked body that never
+    /// ends, then drops the connection: the uploader's request cut by a network failure.
+    fn append_chunked_and_drop(&self, key: &str, offset: u64, sent: &[u8]) {
+        let mut stream = TcpStream::connect(self.server.addr).unwrap();
+        let head = format!(
+            "POST /upload/{key} HTTP/1.1\r\nHost: {}\r\n{}Offset: {offset}\r\nX-Entity-Name: {key}\r\nTransfer-Encoding: chunked\r\n\r\n",
+            self.server.addr,
+            self.headers()
+        );
+        stream.write_all(head.as_bytes()).unwrap();
+        for chunk in sent.chunks(64 * 1024) {
+            stream
+                .write_all(format!("{:x}\r\n", chunk.len()).as_bytes())
+                .unwrap();
+            stream.write_all(chunk).unwrap();
+            stream.write_all(b"\r\n").unwrap();
+        }
+        stream.flush().unwrap();
+        drop(stream);
+    }
+
     fn upload(&self, key: &str, bytes: &[u8]) -> String {
         let offset = self.offset(key);
         let response = self.append(key, offset, &bytes[offset as usize..]);
@@ -374,6 +395,14 @@ impl Uploader<'_> {
             matches!(job["state"].as_str(), Some("published" | "failed")).then_some(job)
         })
     }
+}
+
+/// The key the official uploader gives a session: `mly_tools_<md5 of the bytes>.<suffix>`.
+fn md5_key(bytes: &[u8], suffix: &str) -> String {
+    format!(
+        "mly_tools_{}.{suffix}",
+        hex::encode(<md5::Md5 as md5::Digest>::digest(bytes))
+    )
 }
 
 fn parse(raw: &[u8]) -> Response {
@@ -552,6 +581,205 @@ fn an_interrupted_upload_resumes_at_the_stored_offset_also_after_a_restart() {
     assert_eq!(uploader.upload(key, &bytes), handle);
 }
 
+/// A session whose bytes do not have the MD5 its key names (a file that changed between the
+/// uploader's hashing and its sending, or bytes spliced by a broken resume) is refused at
+/// finish with the uploader's non-retriable error, nothing of the manifest is published, and
+/// the session is discarded, so that the uploader's next run sends it again from offset 0;
+/// sent again with the right bytes, the same manifest publishes.
+#[test]
+fn a_session_whose_bytes_miss_the_md5_its_key_names_is_refused_at_finish() {
+    let (_, server, upload_app, _) = uploading_world("md5");
+    let uploader = Uploader {
+        server: &server,
+        token: signed_in(&server, &upload_app),
+    };
+    let photos = street((55.7210, 13.2210), 2, 140);
+    let good = md5_key(&photos[0], "jpg");
+    let named = md5_key(&photos[1], "jpg");
+    // The second session's key names the second photo, its bytes are another photo's.
+    let other = photo(250, Some((55.7211, 13.2211)), 10);
+    let handles = [
+        uploader.upload(&good, &photos[0]),
+        uploader.upload(&named, &other),
+    ];
+    let manifest = json!({"image_handles": handles, "upload_type": "images", "version": "1"});
+    let manifest_handle = uploader.upload(
+        "uuid_00000000000000000000000000000001.json",
+        manifest.to_string().as_bytes(),
+    );
+    let finish = || {
+        uploader.post_json(
+            "/finish_upload",
+            &json!({"file_handle": manifest_handle, "file_type": "mly_bundle_manifest"}),
+        )
+    };
+    let refused = finish();
+    assert_eq!(
+        refused.status,
+        400,
+        "{}",
+        String::from_utf8_lossy(&refused.body)
+    );
+    let body = refused.json();
+    assert_eq!(body["debug_info"]["retriable"], false, "{body}");
+    assert_eq!(body["debug_info"]["type"], "InvalidUploadError", "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    let stored = hex::encode(<md5::Md5 as md5::Digest>::digest(&other));
+    assert!(
+        message.contains(&named) && message.contains(&stored) && message.contains("MD5"),
+        "{message}"
+    );
+    // No job, nothing published; the bad session is gone, the good one kept.
+    let jobs = get(&server, &uploader.token, "/uploads").json();
+    assert_eq!(jobs["data"].as_array().unwrap().len(), 0, "{jobs}");
+    let bbox = "13.215,55.715,13.225,55.725";
+    assert!(images_in(&server, &uploader.token, bbox).is_empty());
+    assert_eq!(uploader.offset(&named), 0, "the session was discarded");
+    assert_eq!(uploader.offset(&good), photos[0].len() as u64);
+    // Its handle is gone with it: a finish naming it is refused as unknown.
+    let again = finish();
+    assert_eq!(again.status, 400);
+    assert!(
+        again.json()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("Unknown file handle"),
+        "{}",
+        String::from_utf8_lossy(&again.body)
+    );
+    // Sent again with the bytes its key names, the sequence publishes.
+    let handles = [
+        uploader.upload(&good, &photos[0]),
+        uploader.upload(&named, &photos[1]),
+    ];
+    let manifest = json!({"image_handles": handles, "upload_type": "images", "version": "1"});
+    let manifest_handle = uploader.upload(
+        "uuid_00000000000000000000000000000002.json",
+        manifest.to_string().as_bytes(),
+    );
+    let finished = uploader.post_json(
+        "/finish_upload",
+        &json!({"file_handle": manifest_handle, "file_type": "mly_bundle_manifest"}),
+    );
+    assert_eq!(
+        finished.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&finished.body)
+    );
+    let job = uploader.settled(finished.json()["cluster_id"].as_str().unwrap());
+    assert_eq!(job["state"], "published", "{job}");
+    assert_eq!(job["images"], 2, "{job}");
+    // Older uploaders' raw BlackVue videos are refused, saying what to send instead.
+    let video = uploader.upload(&md5_key(b"not a video", "mp4"), b"not a video");
+    let blackvue = uploader.post_json(
+        "/finish_upload",
+        &json!({"file_handle": video, "file_type": "mly_blackvue_video"}),
+    );
+    assert_eq!(blackvue.status, 400);
+    assert_eq!(blackvue.json()["debug_info"]["retriable"], false);
+    let message = blackvue.json()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        message.contains("\"mly_blackvue_video\" is not supported")
+            && message.contains("mly_camm_video"),
+        "{message}"
+    );
+}
+
+/// The real GoPro clip uploaded as the official uploader sends a video (one session named by
+/// the MD5 of its bytes, a chunked body from the stored offset, `mly_camm_video`), cut off
+/// mid-body by a network failure and after a restart of the server: the uploader's resume
+/// (ask the offset, send the rest from there) completes it, the key's MD5 holds at finish,
+/// and the clip becomes its sequence of images (5 for this clip, as in the uploader's own
+/// test of it).
+#[test]
+fn a_video_interrupted_mid_upload_resumes_and_is_published() {
+    let clip =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/video/max-heromode.mp4");
+    let Ok(bytes) = std::fs::read(&clip) else {
+        assert!(
+            std::env::var_os("CI").is_none_or(|value| value.is_empty() || value == "false"),
+            "{} is missing",
+            clip.display()
+        );
+        eprintln!("skipped: {} is missing", clip.display());
+        return;
+    };
+    let (data, mut server, upload_app, _) = uploading_world("video-resume");
+    let token = signed_in(&server, &upload_app);
+    let uploader = Uploader {
+        server: &server,
+        token: token.clone(),
+    };
+    let key = md5_key(&bytes, "mp4");
+    assert_eq!(uploader.offset(&key), 0);
+    // The first 40 % reach the server, then the connection breaks mid-chunk.
+    let cut = bytes.len() * 2 / 5;
+    uploader.append_chunked_and_drop(&key, 0, &bytes[..cut]);
+    let stored = eventually(Duration::from_secs(20), || {
+        let offset = uploader.offset(&key);
+        (offset == cut as u64).then_some(offset)
+    });
+    // The server restarts before the uploader comes back.
+    assert!(server.terminate());
+    let server = Server::start(Path::new(BINARY), &data, &[]);
+    let uploader = Uploader {
+        server: &server,
+        token,
+    };
+    assert_eq!(
+        uploader.offset(&key),
+        stored,
+        "what arrived survives a restart"
+    );
+    // A second cut, from the stored offset, further on.
+    let second = bytes.len() * 4 / 5;
+    uploader.append_chunked_and_drop(&key, stored, &bytes[stored as usize..second]);
+    let stored = eventually(Duration::from_secs(20), || {
+        let offset = uploader.offset(&key);
+        (offset == second as u64).then_some(offset)
+    });
+    // The uploader's resume: the offset, then the rest (a writer still ending is retried).
+    let rest = eventually(Duration::from_secs(20), || {
+        let response = uploader.append(&key, stored, &bytes[stored as usize..]);
+        (response.status != 409).then_some(response)
+    });
+    assert_eq!(rest.status, 200, "{}", String::from_utf8_lossy(&rest.body));
+    let handle = rest.json()["h"].as_str().unwrap().to_owned();
+    assert_eq!(uploader.offset(&key), bytes.len() as u64);
+    let finished = uploader.post_json(
+        "/finish_upload",
+        &json!({"file_handle": handle, "file_type": "mly_camm_video"}),
+    );
+    assert_eq!(
+        finished.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&finished.body)
+    );
+    let job = uploader.settled(finished.json()["cluster_id"].as_str().unwrap());
+    assert_eq!(job["state"], "published", "{job}");
+    assert_eq!(job["file_type"], "mly_camm_video", "{job}");
+    assert_eq!(
+        (
+            job["images"].as_u64(),
+            job["refused"].as_array().map(Vec::len)
+        ),
+        (Some(5), Some(0)),
+        "{job}"
+    );
+    let images = images_in(&server, &uploader.token, "-117.33,33.12,-117.32,33.13");
+    assert_eq!(images.len(), 5);
+    let sequences: std::collections::BTreeSet<&str> = images
+        .iter()
+        .map(|image| image["sequence"].as_str().unwrap())
+        .collect();
+    assert_eq!(sequences.len(), 1);
+}
+
 #[test]
 fn a_finished_manifest_publishes_one_sequence_once() {
     let (_, server, upload_app, _) = uploading_world("manifest");
@@ -563,8 +791,7 @@ fn a_finished_manifest_publishes_one_sequence_once() {
     let photos = street((55.7200, 13.2200), 4, 120);
     let handles: Vec<String> = photos
         .iter()
-        .enumerate()
-        .map(|(index, photo)| uploader.upload(&format!("mly_tools_{index:032x}.jpg"), photo))
+        .map(|photo| uploader.upload(&md5_key(photo, "jpg"), photo))
         .collect();
     let manifest = json!({"image_handles": handles, "upload_type": "images", "version": "1"});
     let manifest_handle = uploader.upload(

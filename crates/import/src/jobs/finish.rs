@@ -53,6 +53,7 @@ impl Uploads {
         let checked_size = std::fs::metadata(self.session_path(user_id, &key))
             .map_err(|_| ImportError::SessionIncomplete(key.clone()))?
             .len();
+        self.check_named_md5(user_id, &key)?;
         let sessions = match file_type {
             FileType::Zip => {
                 // Refused now, with its reason, rather than failing later in the queue.
@@ -71,11 +72,15 @@ impl Uploads {
             }
             FileType::Manifest => {
                 let manifest = self.read_manifest(user_id, &key)?;
-                manifest
+                let keys = manifest
                     .image_handles
                     .iter()
                     .map(|handle| self.key_of(user_id, handle))
-                    .collect::<Result<Vec<_>, _>>()?
+                    .collect::<Result<Vec<_>, _>>()?;
+                for image in &keys {
+                    self.check_named_md5(user_id, image)?;
+                }
+                keys
             }
         };
         let now = now_millis();
