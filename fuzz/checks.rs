@@ -486,3 +486,44 @@ pub fn form_data(bytes: &[u8]) -> bool {
     );
     !parts.is_empty()
 }
+
+/// `privacy_form`: the body of the privacy-request form (`POST /report`), read as the report
+/// page reads it (`form_urlencoded`, the kind, the box's four numbers checked against the
+/// picture): a request or the page's refusal, never a panic. A box read lies inside the
+/// picture, and turned into stored pixels for every Exif orientation and several picture
+/// sizes, as a request's box is blurred, it is at least a pixel, inside the stored picture,
+/// and covers the box drawn.
+pub fn privacy_form(body: &[u8]) -> bool {
+    let Ok((_kind, area)) = streetlevel_web::fuzzing::report_form(body) else {
+        return false;
+    };
+    let Some(shares) = area else {
+        return false;
+    };
+    assert_eq!(shares.checked(), Some(shares));
+    let drawn = [shares.left, shares.top, shares.width, shares.height];
+    for size in [(4000, 3000), (3000, 4000), (640, 480), (7, 13), (1, 1)] {
+        for orientation in 1..=8 {
+            let (x, y, width, height) =
+                streetlevel_blur::upright_shares_to_stored(drawn, size, orientation);
+            assert!(
+                width >= 1 && height >= 1 && x + width <= size.0 && y + height <= size.1,
+                "{drawn:?} on {size:?} at {orientation}: ({x}, {y}, {width}, {height})"
+            );
+            let back = streetlevel_blur::stored_to_upright_shares(
+                (x, y, width, height),
+                size,
+                orientation,
+            );
+            let slack = 1e-6;
+            assert!(
+                back[0] <= drawn[0] + slack
+                    && back[1] <= drawn[1] + slack
+                    && back[0] + back[2] >= drawn[0] + drawn[2] - slack
+                    && back[1] + back[3] >= drawn[1] + drawn[3] - slack,
+                "{drawn:?} on {size:?} at {orientation}: the stored box covers only {back:?}"
+            );
+        }
+    }
+    true
+}

@@ -27,6 +27,7 @@ const TARGETS: &[&str] = &[
     "accept_encoding",
     "sql_placeholders",
     "form_data",
+    "privacy_form",
 ];
 
 /// Runs `cases` random changes per target, then each cargo-fuzz target for `seconds`.

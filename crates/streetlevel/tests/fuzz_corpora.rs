@@ -155,6 +155,11 @@ fn form_data_corpus() {
     replay("form_data", checks::form_data);
 }
 
+#[test]
+fn privacy_form_corpus() {
+    replay("privacy_form", checks::privacy_form);
+}
+
 /// Random changes of the seeds: each case takes one seed of the target, cuts it at a random
 /// length, overwrites random bytes and splices in random runs, as a mutating fuzzer does,
 /// and puts the result through the target's check. `cargo xtask test` runs proptest's
@@ -276,6 +281,11 @@ mod random {
     #[test]
     fn random_form_data() {
         run("form_data", checks::form_data);
+    }
+
+    #[test]
+    fn random_privacy_forms() {
+        run("privacy_form", checks::privacy_form);
     }
 
     #[test]

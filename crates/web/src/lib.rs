@@ -10,6 +10,7 @@ mod dashboard;
 mod embed;
 mod error;
 mod form;
+pub mod fuzzing;
 mod home;
 mod html;
 mod images;

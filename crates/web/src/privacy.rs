@@ -66,6 +66,14 @@ fn versioned(url: &str, revision: u64) -> String {
     format!("{url}&v={revision}")
 }
 
+/// What the report form asks for: the kind (`blur` when not given) and the box drawn, if
+/// any; else what the page says.
+pub(crate) fn report_fields(form: &Form) -> Result<(RequestKind, Option<Shares>), String> {
+    let kind = RequestKind::parse(form.get("kind").unwrap_or("blur"))
+        .ok_or_else(|| String::from("Choose whether to blur something or to remove the image."))?;
+    Ok((kind, form_shares(form)?))
+}
+
 /// The box of a form, as shares of the upright picture; `Ok(None)` when none was drawn.
 fn form_shares(form: &Form) -> Result<Option<Shares>, String> {
     let names = ["box_left", "box_top", "box_width", "box_height"];
@@ -293,16 +301,8 @@ impl Web {
             );
             return response;
         }
-        let Some(kind) = RequestKind::parse(form.get("kind").unwrap_or("blur")) else {
-            return self.report_page(
-                StatusCode::BAD_REQUEST,
-                &key,
-                Some("Choose whether to blur something or to remove the image."),
-                &form,
-            );
-        };
-        let area = match form_shares(&form) {
-            Ok(area) => area,
+        let (kind, area) = match report_fields(&form) {
+            Ok(fields) => fields,
             Err(said) => {
                 return self.report_page(StatusCode::BAD_REQUEST, &key, Some(&said), &form);
             }
