@@ -108,10 +108,11 @@ pub fn read_container<R: Read + Seek>(
     reader: &mut R,
     file_len: u64,
 ) -> Result<Container, VideoError> {
-    let moov = find_moov(reader, file_len)?;
+    let mut moov = find_moov(reader, file_len)?;
+    let (make, model) = udta_make_model(&moov);
+    keep_only_what_is_read(&mut moov);
     let decoded = Moov::decode(&mut moov.as_slice())
         .map_err(|error| VideoError::Malformed(format!("the moov box: {error}")))?;
-    let (make, model) = udta_make_model(&moov);
     let movie_timescale = decoded.mvhd.timescale;
     let creation_time = match decoded.mvhd.creation_time {
         0 => None,
@@ -132,6 +133,100 @@ pub fn read_container<R: Read + Seek>(
         make,
         model,
     })
+}
+
+/// The boxes `mp4-atom` is given to decode inside each container box: the rest (sample
+/// groups, subsample tables, audio sample entries, `udta`, `meta`, `tref`, ...) is renamed
+/// `free`, which it skips unread. Nothing here needs them, and a decoder is an attack surface:
+/// `mp4-atom` 0.17's `sgpd` decoder, given an unknown grouping type in version 0 and a large
+/// entry count, pushes entries that consume no bytes until memory runs out (found by the
+/// `read_video` fuzz target).
+fn kept_children(parent: [u8; 4]) -> &'static [&'static [u8; 4]] {
+    match &parent {
+        b"moov" => &[b"mvhd", b"trak"],
+        b"trak" => &[b"tkhd", b"edts", b"mdia"],
+        b"edts" => &[b"elst"],
+        b"mdia" => &[b"mdhd", b"hdlr", b"minf"],
+        b"minf" => &[
+            b"vmhd", b"smhd", b"nmhd", b"sthd", b"hmhd", b"dinf", b"stbl",
+        ],
+        b"dinf" => &[b"dref"],
+        b"stbl" => &[
+            b"stsd", b"stts", b"ctts", b"stsc", b"stsz", b"stco", b"co64", b"stss",
+        ],
+        // A picture sample entry's own children: its decoder configuration only.
+        b"avc1" | b"avc3" => &[b"avcC"],
+        b"hvc1" | b"hev1" => &[b"hvcC"],
+        b"av01" => &[b"av1C"],
+        b"vp08" | b"vp09" => &[b"vpcC"],
+        _ => &[],
+    }
+}
+
+/// Bytes before the first child box in a box body: a sample description's version, flags
+/// and entry count; a picture sample entry's fixed fields; `dref`'s version, flags and count.
+fn children_start(kind: [u8; 4]) -> Option<usize> {
+    match &kind {
+        b"moov" | b"trak" | b"edts" | b"mdia" | b"minf" | b"dinf" | b"stbl" => Some(0),
+        b"stsd" | b"dref" => Some(8),
+        b"avc1" | b"avc3" | b"hvc1" | b"hev1" | b"av01" | b"vp08" | b"vp09" | b"jpeg" => Some(78),
+        _ => None,
+    }
+}
+
+/// Renames every box of `moov` that nothing here reads to `free` (see [`kept_children`]), in
+/// place; sample entries other than pictures', CAMM's and GoPro's become `free` too. A
+/// malformed size stops the walk of its parent, leaving the rest for the decoder to refuse.
+fn keep_only_what_is_read(moov: &mut [u8]) {
+    fn walk(body: &mut [u8], parent: [u8; 4], depth: usize) {
+        if depth > 12 {
+            return;
+        }
+        let Some(start) = children_start(parent) else {
+            return;
+        };
+        let mut at = start;
+        while at + 8 <= body.len() {
+            let small = u32::from_be_bytes([body[at], body[at + 1], body[at + 2], body[at + 3]]);
+            let (size, header) = match small {
+                0 => (body.len() - at, 8),
+                1 if at + 16 <= body.len() => {
+                    let mut large = [0_u8; 8];
+                    large.copy_from_slice(&body[at + 8..at + 16]);
+                    (
+                        usize::try_from(u64::from_be_bytes(large)).unwrap_or(usize::MAX),
+                        16,
+                    )
+                }
+                1 => return,
+                size => (size as usize, 8),
+            };
+            if size < header || size > body.len() - at {
+                return;
+            }
+            let kind = [body[at + 4], body[at + 5], body[at + 6], body[at + 7]];
+            let sample_entry = &parent == b"stsd";
+            let kept = if sample_entry {
+                children_start(kind).is_some() || matches!(&kind, b"camm" | b"gpmd")
+            } else {
+                kept_children(parent).contains(&&kind)
+            };
+            if kept {
+                walk(&mut body[at + header..at + size], kind, depth + 1);
+            } else {
+                body[at + 4..at + 8].copy_from_slice(b"free");
+            }
+            at += size;
+        }
+    }
+    let header = if moov.get(..4) == Some(&[0, 0, 0, 1]) {
+        16
+    } else {
+        8
+    };
+    if moov.len() >= header {
+        walk(&mut moov[header..], *b"moov", 0);
+    }
 }
 
 /// The whole `moov` box (header included), found by walking the top-level boxes.

@@ -157,3 +157,47 @@ proptest! {
         let _ = gpmf::parse(&payload);
     }
 }
+
+/// `mp4-atom`'s `sgpd` decoder, given version 0, an unknown grouping type and 2^32 - 1
+/// entries, pushes entries that consume no bytes until memory runs out (the `read_video` fuzz
+/// target found it): boxes nothing here reads are skipped unread, so such a box in a sample
+/// table, or in a picture sample entry, costs nothing and the video reads as without it.
+#[test]
+fn a_sample_group_claiming_four_billion_entries_is_not_decoded() {
+    let seed = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/seeds/read_video/camm6.mp4");
+    let boxes = std::fs::read(seed).unwrap();
+    let plain = read(&boxes).unwrap();
+    let mut sgpd = 20u32.to_be_bytes().to_vec();
+    sgpd.extend_from_slice(b"sgpd\0\0\0\0xxxx");
+    sgpd.extend_from_slice(&u32::MAX.to_be_bytes());
+    for parent in [b"stco", b"avcC"] {
+        let at = boxes
+            .windows(4)
+            .position(|window| window == parent)
+            .unwrap()
+            - 4;
+        let len = u32::from_be_bytes(boxes[at..at + 4].try_into().unwrap()) as usize;
+        let mut new = boxes[at..at + len].to_vec();
+        new.extend_from_slice(&sgpd);
+        let grown = replace_box_in(&boxes, at, len, &new);
+        let container = read(&grown).unwrap_or_else(|error| panic!("{parent:?}: {error:?}"));
+        assert_eq!(container.tracks.len(), plain.tracks.len());
+        assert_eq!(container.tracks[0].samples, plain.tracks[0].samples);
+    }
+}
+
+/// [`replace_box`], also resizing a picture sample entry and the sample description around it.
+fn replace_box_in(boxes: &[u8], at: usize, len: usize, new: &[u8]) -> Vec<u8> {
+    let delta = new.len() as i64 - len as i64;
+    let mut out = replace_box(boxes, at, len, new);
+    for kind in [b"stsd", b"avc1"] {
+        let position = boxes.windows(4).position(|window| window == kind).unwrap() - 4;
+        let size = u32::from_be_bytes(boxes[position..position + 4].try_into().unwrap()) as usize;
+        if position < at && at < position + size {
+            let size = u32::from_be_bytes(out[position..position + 4].try_into().unwrap());
+            out[position..position + 4]
+                .copy_from_slice(&((i64::from(size) + delta) as u32).to_be_bytes());
+        }
+    }
+    out
+}
