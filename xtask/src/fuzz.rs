@@ -38,8 +38,8 @@ pub(crate) fn run(root: &Path, cases: u64, seconds: u64) -> Result<()> {
         &cargo(),
         &[
             "test",
-            "-p",
-            "streetlevel",
+            "--workspace",
+            "--locked",
             "--test",
             "fuzz_corpora",
             "--",

@@ -162,9 +162,9 @@ fn privacy_form_corpus() {
 
 /// Random changes of the seeds: each case takes one seed of the target, cuts it at a random
 /// length, overwrites random bytes and splices in random runs, as a mutating fuzzer does,
-/// and puts the result through the target's check. `cargo xtask test` runs proptest's
-/// default number of cases per target (256, a few seconds in all); `PROPTEST_CASES=200000
-/// cargo test -p streetlevel --test fuzz_corpora random` runs longer (fuzz/README.md), and a
+/// and puts the result through the target's check. `cargo test` runs proptest's default
+/// number of cases per target (256, a few seconds in all), CI 500,000 ([`cases`]);
+/// `PROPTEST_CASES=200000 cargo test --workspace --test fuzz_corpora random` runs longer (fuzz/README.md), and a
 /// failure is shrunk and kept in `fuzz_corpora.proptest-regressions`, to be copied into
 /// `fuzz/seeds/<target>/` as a regression seed.
 mod random {
@@ -216,10 +216,24 @@ mod random {
         bytes
     }
 
+    /// Cases per target: `PROPTEST_CASES` when set; else 500,000 under CI (the short fuzzing
+    /// budget of every CI run: 6.5 million inputs, about 40 s on two cores) and proptest's
+    /// 256 elsewhere.
+    fn cases() -> u32 {
+        if let Some(cases) = std::env::var("PROPTEST_CASES")
+            .ok()
+            .and_then(|cases| cases.parse().ok())
+        {
+            return cases;
+        }
+        let in_ci = std::env::var("CI").is_ok_and(|ci| !ci.is_empty() && ci != "false");
+        if in_ci { 500_000 } else { 256 }
+    }
+
     fn run(target: &str, check: impl Fn(&[u8]) -> bool) {
         let seeds = files("seeds", target);
         assert!(!seeds.is_empty(), "fuzz/seeds/{target} holds no seeds");
-        proptest!(|(change in change())| {
+        proptest!(ProptestConfig::with_cases(cases()), |(change in change())| {
             check(&changed(&seeds, &change));
         });
     }
