@@ -19,19 +19,22 @@ const XMP_PREFIXES: [&[u8]; 2] = [
 ];
 const ICC_PREFIX: &[u8] = b"ICC_PROFILE\0";
 
-/// `image` encoded at [`BLURRED_QUALITY`] with the metadata segments of `original`: Exif
-/// (with its thumbnail wiped), XMP (standard and extended) and the ICC profile. Other
-/// application segments are left out: a Photoshop block or an MPF index can hold or point to
-/// further unblurred copies.
+/// `image` encoded at [`BLURRED_QUALITY`], its colour sampled as in `original` (a camera's
+/// 4:2:0 stays 4:2:0: half the blocks to encode of 4:4:4, and no detail the original had is
+/// lost), with the metadata segments of `original`: Exif (with its thumbnail wiped), XMP
+/// (standard and extended) and the ICC profile. Other application segments are left out: a
+/// Photoshop block or an MPF index can hold or point to further unblurred copies.
 pub(crate) fn encode_with_metadata(image: &Rgb, original: &[u8]) -> Result<Vec<u8>, BlurError> {
     let encode_error = |error: &dyn std::fmt::Display| BlurError::Encode(error.to_string());
     let width = u16::try_from(image.width).map_err(|error| encode_error(&error))?;
     let height = u16::try_from(image.height).map_err(|error| encode_error(&error))?;
+    let (kept, sampling) = metadata_segments(original)?;
     let mut encoded = Vec::new();
-    jpeg_encoder::Encoder::new(&mut encoded, BLURRED_QUALITY)
+    let mut encoder = jpeg_encoder::Encoder::new(&mut encoded, BLURRED_QUALITY);
+    encoder.set_sampling_factor(sampling);
+    encoder
         .encode(&image.pixels, width, height, jpeg_encoder::ColorType::Rgb)
         .map_err(|error| encode_error(&error))?;
-    let kept = metadata_segments(original)?;
     if kept.is_empty() {
         return Ok(encoded);
     }
@@ -54,14 +57,20 @@ pub(crate) fn encode_with_metadata(image: &Rgb, original: &[u8]) -> Result<Vec<u
     Ok(jpeg.encoder().bytes().to_vec())
 }
 
-/// The segments of `original` that are kept, in their order.
-fn metadata_segments(original: &[u8]) -> Result<Vec<JpegSegment>, BlurError> {
+/// The segments of `original` that are kept, in their order, and the chroma sampling of its
+/// frame.
+fn metadata_segments(
+    original: &[u8],
+) -> Result<(Vec<JpegSegment>, jpeg_encoder::SamplingFactor), BlurError> {
     let jpeg = Jpeg::from_bytes(Bytes::copy_from_slice(original))
         .map_err(|error| BlurError::Decode(error.to_string()))?;
     let mut kept = Vec::new();
+    let mut sampling = jpeg_encoder::SamplingFactor::F_1_1;
     for segment in jpeg.segments() {
         let contents = segment.contents();
         match segment.marker() {
+            // A frame header (baseline, extended or progressive Huffman).
+            0xC0..=0xC2 => sampling = frame_sampling(contents),
             markers::APP1 if contents.starts_with(EXIF_PREFIX) => {
                 let mut exif = contents.to_vec();
                 wipe_exif_thumbnail(&mut exif[EXIF_PREFIX.len()..]);
@@ -81,7 +90,24 @@ fn metadata_segments(original: &[u8]) -> Result<Vec<JpegSegment>, BlurError> {
             _ => {}
         }
     }
-    Ok(kept)
+    Ok((kept, sampling))
+}
+
+/// The chroma sampling of a frame header's contents: 4:2:0 or 4:2:2 when its luma is sampled
+/// twice as densely as both chroma components, else 4:4:4 (also for grey and anything
+/// unusual).
+fn frame_sampling(frame: &[u8]) -> jpeg_encoder::SamplingFactor {
+    use jpeg_encoder::SamplingFactor;
+    // Precision, height, width, component count, then id, sampling and table per component.
+    let sampling_of = |component: usize| frame.get(6 + 3 * component + 1).copied();
+    if frame.get(5) != Some(&3) || sampling_of(1) != Some(0x11) || sampling_of(2) != Some(0x11) {
+        return SamplingFactor::F_1_1;
+    }
+    match sampling_of(0) {
+        Some(0x22) => SamplingFactor::F_2_2,
+        Some(0x21) => SamplingFactor::F_2_1,
+        _ => SamplingFactor::F_1_1,
+    }
 }
 
 /// Wipes the thumbnail of a TIFF structure (Exif's IFD1: a small JPEG of the unblurred
@@ -171,6 +197,40 @@ mod tests {
         assert_eq!(tiff.len(), 56);
         tiff.extend_from_slice(&[0xAB; 16]);
         tiff
+    }
+
+    #[test]
+    fn the_original_chroma_sampling_is_kept() {
+        use jpeg_encoder::SamplingFactor;
+        let frame = |sampling: [u8; 3]| {
+            let mut frame = vec![8, 0, 16, 0, 16, 3];
+            for (id, sampling) in (1u8..).zip(sampling) {
+                frame.extend_from_slice(&[id, sampling, u8::from(id > 1)]);
+            }
+            frame
+        };
+        assert_eq!(
+            frame_sampling(&frame([0x22, 0x11, 0x11])),
+            SamplingFactor::F_2_2
+        );
+        assert_eq!(
+            frame_sampling(&frame([0x21, 0x11, 0x11])),
+            SamplingFactor::F_2_1
+        );
+        assert_eq!(
+            frame_sampling(&frame([0x11, 0x11, 0x11])),
+            SamplingFactor::F_1_1
+        );
+        // Unusual layouts, grey and truncated headers are encoded at full chroma.
+        assert_eq!(
+            frame_sampling(&frame([0x22, 0x21, 0x11])),
+            SamplingFactor::F_1_1
+        );
+        assert_eq!(
+            frame_sampling(&[8, 0, 16, 0, 16, 1, 1, 0x11, 0]),
+            SamplingFactor::F_1_1
+        );
+        assert_eq!(frame_sampling(&[8, 0, 16]), SamplingFactor::F_1_1);
     }
 
     #[test]

@@ -19,6 +19,18 @@ fn detail(image: &image::GrayImage, x: u32, y: u32, width: u32, height: u32) -> 
     total
 }
 
+/// The sampling byte of each component in a JPEG's baseline frame header.
+fn frame_sampling(jpeg: &[u8]) -> Vec<u8> {
+    let at = jpeg
+        .windows(2)
+        .position(|marker| marker == [0xFF, 0xC0])
+        .expect("a baseline frame header");
+    let count = usize::from(jpeg[at + 9]);
+    (0..count)
+        .map(|component| jpeg[at + 11 + 3 * component])
+        .collect()
+}
+
 #[test]
 fn a_blurred_photo_keeps_its_metadata_and_loses_the_detail_of_its_faces() {
     let Some(blurrer) = recall::default_blurrer() else {
@@ -61,6 +73,9 @@ fn a_blurred_photo_keeps_its_metadata_and_loses_the_detail_of_its_faces() {
             .fields()
             .all(|field| field.ifd_num != exif::In::THUMBNAIL)
     );
+    // The camera's chroma sampling (4:2:0) is kept: luma sampled 2 x 2, both chroma 1 x 1.
+    assert_eq!(frame_sampling(&original), [0x22, 0x11, 0x11]);
+    assert_eq!(frame_sampling(&blurred.jpeg), [0x22, 0x11, 0x11]);
 
     // Inside every region the detail is gone (`pixels.rs` shows a checkerboard turned
     // uniform); outside, the picture is the original's up to re-encoding.
