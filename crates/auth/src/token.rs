@@ -453,6 +453,32 @@ impl AuthStore {
         self.check_token(&token)
     }
 
+    /// [`AuthStore::authenticate`] when it needs no database read: a request without a
+    /// usable token, or whose token this process found valid a moment ago (the cache);
+    /// `None` when the token must be read, which the caller does off its async workers.
+    pub fn authenticate_cached(
+        &self,
+        parts: &http::request::Parts,
+    ) -> Option<Result<Principal, AuthError>> {
+        let token = match request_token(parts) {
+            Ok(token) => token,
+            Err(error) => return Some(Err(error)),
+        };
+        let principal = self.token_cache.get(&digest(&token))?;
+        Some(self.unexpired(principal))
+    }
+
+    /// `principal` unless its token has expired by this store's clock.
+    fn unexpired(&self, principal: Principal) -> Result<Principal, AuthError> {
+        if principal
+            .expires_at
+            .is_some_and(|expires_at| expires_at <= self.now())
+        {
+            return Err(AuthError::ExpiredToken);
+        }
+        Ok(principal)
+    }
+
     /// Checks one access token (see [`AuthStore::authenticate`]). A token found valid is
     /// remembered for [`Config::token_cache_ttl`](crate::Config::token_cache_ttl) at most and
     /// forgotten at once when this store revokes a token; its expiry is checked on every use.
@@ -481,13 +507,7 @@ impl AuthStore {
                 .insert(token_digest, principal.clone(), generation);
             principal
         };
-        if principal
-            .expires_at
-            .is_some_and(|expires_at| expires_at <= self.now())
-        {
-            return Err(AuthError::ExpiredToken);
-        }
-        Ok(principal)
+        self.unexpired(principal)
     }
 
     /// A user access token for the official uploader's sign-in: `client` must hold an app's

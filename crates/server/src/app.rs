@@ -6,7 +6,7 @@ use std::borrow::Cow;
 use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, PoisonError, RwLock, TryLockError};
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -61,6 +61,13 @@ pub trait Authenticator: Send + Sync {
     /// The caller of a request to the entity or tile surfaces, from `?access_token=` or
     /// `Authorization: OAuth|Bearer`; [`Error::Unauthorized`] when missing or invalid.
     fn authenticate(&self, parts: &Parts) -> Result<Caller, Error>;
+
+    /// [`Authenticator::authenticate`] when it needs no database read (a request without a
+    /// usable token, or a token found valid a moment ago); `None` when it does, so that the
+    /// caller runs the check off the async workers.
+    fn authenticate_cached(&self, _parts: &Parts) -> Option<Result<Caller, Error>> {
+        None
+    }
 
     /// `POST /token` (spec 5.4): the JSON response body.
     fn exchange_token(&self, parts: &Parts, body: &Bytes) -> Result<serde_json::Value, Error>;
@@ -427,8 +434,42 @@ impl App {
                     .map(Dispatched::Reply)
             }
             Route::Tile { .. } => self.tile(&route, parts).await,
-            route => catch(|| self.handle(&route, parts, &query)).map(Dispatched::Reply),
+            route => self.api_route(route, parts, query).await,
         }
+    }
+
+    /// An entity, search or detections request. The token check and the store's read lock
+    /// run here when they wait for nothing (a token found valid a moment ago, a lock no
+    /// writer holds or waits for); otherwise they run off the async workers, so that a
+    /// database read or an import's write never stalls the requests sharing this worker.
+    async fn api_route(
+        self: &Arc<Self>,
+        route: Route,
+        parts: &Parts,
+        query: Query,
+    ) -> Result<Dispatched, Error> {
+        let usage = self.admit_without_waiting(&route, parts).await?;
+        let inline = match self.services.store.try_read() {
+            Ok(store) => Some(catch(|| self.answer(&route, parts, &query, usage, store))),
+            Err(TryLockError::Poisoned(poisoned)) => Some(catch(|| {
+                self.answer(&route, parts, &query, usage, poisoned.into_inner())
+            })),
+            Err(TryLockError::WouldBlock) => None,
+        };
+        if let Some(reply) = inline {
+            return reply.map(Dispatched::Reply);
+        }
+        let (app, parts) = (Arc::clone(self), parts.clone());
+        run_blocking(move || {
+            let store = app
+                .services
+                .store
+                .read()
+                .unwrap_or_else(PoisonError::into_inner);
+            app.answer(&route, &parts, &query, usage, store)
+        })
+        .await
+        .map(Dispatched::Reply)
     }
 
     /// A takedown (erasing, hiding, restoring) the route names, off the async workers: it
@@ -461,12 +502,12 @@ impl App {
     }
 
     /// A tile: hits answer here; rendering runs on blocking threads inside the cache.
-    async fn tile(&self, route: &Route, parts: &Parts) -> Result<Dispatched, Error> {
+    async fn tile(self: &Arc<Self>, route: &Route, parts: &Parts) -> Result<Dispatched, Error> {
         let Route::Tile { tileset, z, x, y } = route else {
             return Err(Error::UnknownPath(parts.uri.path().to_owned()));
         };
         // Rendering runs on blocking threads inside the cache; hits answer here.
-        let usage = self.admit(route, parts)?;
+        let usage = self.admit_without_waiting(route, parts).await?;
         let tileset = Tileset::from_name(&self.config, tileset)
             .ok_or_else(|| Error::UnknownTileset(tileset.clone()))?;
         let tile_id = tiles::parse_tile(z, x, y)?;
@@ -500,9 +541,31 @@ impl App {
             .map_err(|error| Error::Internal(format!("web page failed: {error}")))
     }
 
+    /// [`App::admit`], on this async worker when the token is decided without the database,
+    /// else off the async workers.
+    async fn admit_without_waiting(
+        self: &Arc<Self>,
+        route: &Route,
+        parts: &Parts,
+    ) -> Result<streetlevel_ratelimit::Usage, Error> {
+        if let Some(caller) = self.services.auth.authenticate_cached(parts) {
+            return self.admit_caller(route, caller);
+        }
+        let (app, route, parts) = (Arc::clone(self), route.clone(), parts.clone());
+        run_blocking(move || app.admit(&route, &parts)).await
+    }
+
     /// Authenticates the caller and charges the route's quota.
     fn admit(&self, route: &Route, parts: &Parts) -> Result<streetlevel_ratelimit::Usage, Error> {
-        let caller = self.services.auth.authenticate(parts);
+        self.admit_caller(route, self.services.auth.authenticate(parts))
+    }
+
+    /// Charges the route's quota to `caller`, the token check's outcome.
+    fn admit_caller(
+        &self,
+        route: &Route,
+        caller: Result<Caller, Error>,
+    ) -> Result<streetlevel_ratelimit::Usage, Error> {
         let result = match &caller {
             Ok(_) => "ok",
             Err(Error::Unavailable(_)) => "unavailable",
@@ -527,34 +590,48 @@ impl App {
             })
     }
 
-    fn handle(&self, route: &Route, parts: &Parts, query: &Query) -> Result<Reply, Error> {
-        let usage = self.admit(route, parts)?;
-        let store = self
-            .services
-            .store
-            .read()
-            .unwrap_or_else(PoisonError::into_inner);
-        let value = match route {
-            Route::Entity(id) => endpoints::entity(&store, self, id, query)?,
+    /// The document of an entity, search or detections request, read from `store`.
+    fn read_answer(
+        &self,
+        route: &Route,
+        parts: &Parts,
+        query: &Query,
+        store: &Store,
+    ) -> Result<Json, Error> {
+        Ok(match route {
+            Route::Entity(id) => endpoints::entity(store, self, id, query)?,
             Route::DetectionsOf(id) => {
-                Json::Value(endpoints::detections_of(&store, self, id, query)?)
+                Json::Value(endpoints::detections_of(store, self, id, query)?)
             }
-            Route::ImageTiles(id) => Json::Value(endpoints::image_tiles(&store, self, id, query)?),
-            Route::Multiple => Json::Value(endpoints::multiple(&store, self, query)?),
-            Route::ImageIds => Json::Value(endpoints::image_ids(&store, query)?),
-            Route::SearchImages => Json::Value(endpoints::search_images(&store, self, query)?),
+            Route::ImageTiles(id) => Json::Value(endpoints::image_tiles(store, self, id, query)?),
+            Route::Multiple => Json::Value(endpoints::multiple(store, self, query)?),
+            Route::ImageIds => Json::Value(endpoints::image_ids(store, query)?),
+            Route::SearchImages => Json::Value(endpoints::search_images(store, self, query)?),
             Route::SearchMapFeatures => {
-                Json::Value(endpoints::search_map_features(&store, self, query)?)
+                Json::Value(endpoints::search_map_features(store, self, query)?)
             }
             Route::SearchDetections => {
-                Json::Value(endpoints::search_detections(&store, self, query)?)
+                Json::Value(endpoints::search_detections(store, self, query)?)
             }
             _ => {
                 return Err(Error::UnknownPath(parts.uri.path().to_owned()));
             }
-        };
+        })
+    }
+
+    /// The answer of an admitted entity, search or detections request: read under the
+    /// store's read lock `store`, which is released before the body is made.
+    fn answer(
+        &self,
+        route: &Route,
+        parts: &Parts,
+        query: &Query,
+        usage: streetlevel_ratelimit::Usage,
+        store: std::sync::RwLockReadGuard<'_, Store>,
+    ) -> Result<Reply, Error> {
+        let value = self.read_answer(route, parts, query, &store);
         drop(store);
-        let mut reply = match value {
+        let mut reply = match value? {
             Json::Value(value) => Reply::json(&value),
             Json::Written(body) => Reply::json_bytes(StatusCode::OK, body),
         };
@@ -808,10 +885,11 @@ fn catch<F: FnOnce() -> Result<Reply, Error>>(handler: F) -> Result<Reply, Error
     }
 }
 
-/// Runs slow work (image resizing, password hashing) off the async workers.
-async fn run_blocking<F>(work: F) -> Result<Reply, Error>
+/// Runs slow work (image resizing, password hashing, database reads) off the async workers.
+async fn run_blocking<T, F>(work: F) -> Result<T, Error>
 where
-    F: FnOnce() -> Result<Reply, Error> + Send + 'static,
+    T: Send + 'static,
+    F: FnOnce() -> Result<T, Error> + Send + 'static,
 {
     match tokio::task::spawn_blocking(work).await {
         Ok(result) => result,

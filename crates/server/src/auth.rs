@@ -11,13 +11,12 @@ use crate::{Authenticator, Caller, Error};
 
 impl Authenticator for AuthStore {
     fn authenticate(&self, parts: &Parts) -> Result<Caller, Error> {
-        principal(self, parts).map(|principal| Caller {
-            app_id: principal.client_id.0,
-            user_id: principal.user.map(|user| user.0),
-            may_upload: principal.user.is_some() && principal.scopes.contains(Scope::Upload),
-            may_write: principal.user.is_some() && principal.scopes.contains(Scope::Write),
-            may_blur: principal.scopes.contains(Scope::Blur),
-        })
+        principal(self, parts).map(|principal| caller(&principal))
+    }
+
+    fn authenticate_cached(&self, parts: &Parts) -> Option<Result<Caller, Error>> {
+        let checked = AuthStore::authenticate_cached(self, parts)?;
+        Some(refusal(checked).map(|principal| caller(&principal)))
     }
 
     fn upload_login(
@@ -59,9 +58,24 @@ impl Authenticator for AuthStore {
     }
 }
 
+fn caller(principal: &Principal) -> Caller {
+    Caller {
+        app_id: principal.client_id.0,
+        user_id: principal.user.map(|user| user.0),
+        may_upload: principal.user.is_some() && principal.scopes.contains(Scope::Upload),
+        may_write: principal.user.is_some() && principal.scopes.contains(Scope::Write),
+        may_blur: principal.scopes.contains(Scope::Blur),
+    }
+}
+
 /// The principal of a request's token; 401 code 190 when missing or invalid.
 fn principal(auth: &AuthStore, parts: &Parts) -> Result<Principal, Error> {
-    match AuthStore::authenticate(auth, parts) {
+    refusal(AuthStore::authenticate(auth, parts))
+}
+
+/// A token check's error as the server answers it.
+fn refusal(checked: Result<Principal, AuthError>) -> Result<Principal, Error> {
+    match checked {
         Ok(principal) => Ok(principal),
         Err(AuthError::MissingToken) => Err(Error::Unauthorized(String::from(
             "An access token is required: send ?access_token= or 'Authorization: OAuth <token>'",
