@@ -5,8 +5,10 @@
 //! With blurring on, each picture is blurred before its thumbnails are made and its original
 //! written (`blurring.rs`), and its regions are written in its batch's transaction.
 //!
-//! Memory stays bounded by the largest batch's metadata and one file per worker thread: the
-//! bytes are read twice (metadata, then media) rather than held. The store's write lock is
+//! Files are read, blurred and made into thumbnails on the process's CPU pool (`cpu.rs`), one
+//! file per pool thread, however many imports and upload workers run at once. Memory stays
+//! bounded by the largest batch's metadata and one file per pool thread: the bytes are read
+//! twice (metadata, then media) rather than held. The store's write lock is
 //! taken only for the ID reservation and each batch's insert, never while files are read or
 //! thumbnails are made.
 
@@ -221,7 +223,7 @@ impl Run<'_> {
         let n_groups = groups.len();
         for (group_index, group) in groups.into_iter().enumerate() {
             let sequence = (self.sequence_key)(group_index);
-            let media = parallel_map(group.len(), |position| {
+            let media = crate::cpu::map(group.len(), |position| {
                 let index = group[position];
                 let result = self.write_media(
                     sources,
@@ -368,7 +370,7 @@ impl Run<'_> {
         let total = sources.len();
         let done = AtomicUsize::new(0);
         (self.progress)(Progress::Reading { done: 0, total });
-        let reads = parallel_map(total, |index| {
+        let reads = crate::cpu::map(total, |index| {
             let read = sources.read(index).and_then(|bytes| {
                 let mut metadata =
                     streetlevel_ingest::read_metadata(&bytes).map_err(|error| error.to_string())?;
@@ -720,40 +722,6 @@ fn bearing(from: &Metadata, to: &Metadata) -> Option<f64> {
     Some(if degrees >= 360.0 { 0.0 } else { degrees })
 }
 
-/// `work(0..count)` on as many threads as the machine has cores, results in index order.
-fn parallel_map<T: Send>(count: usize, work: impl Fn(usize) -> T + Sync) -> Vec<T> {
-    let threads = std::thread::available_parallelism()
-        .map_or(1, std::num::NonZero::get)
-        .min(count.max(1));
-    let next = AtomicUsize::new(0);
-    let mut results: Vec<(usize, T)> = std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..threads)
-            .map(|_| {
-                scope.spawn(|| {
-                    let mut done = Vec::new();
-                    loop {
-                        let index = next.fetch_add(1, Ordering::Relaxed);
-                        if index >= count {
-                            return done;
-                        }
-                        done.push((index, work(index)));
-                    }
-                })
-            })
-            .collect();
-        workers
-            .into_iter()
-            .flat_map(|worker| {
-                worker
-                    .join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-            })
-            .collect()
-    });
-    results.sort_by_key(|(index, _)| *index);
-    results.into_iter().map(|(_, result)| result).collect()
-}
-
 pub(crate) fn read_lock(store: &RwLock<Store>) -> std::sync::RwLockReadGuard<'_, Store> {
     store
         .read()
@@ -769,16 +737,6 @@ pub(crate) fn write_lock(store: &RwLock<Store>) -> std::sync::RwLockWriteGuard<'
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn parallel_map_keeps_order() {
-        let squares = parallel_map(100, |index| index * index);
-        assert_eq!(
-            squares,
-            (0..100).map(|index| index * index).collect::<Vec<_>>()
-        );
-        assert!(parallel_map(0, |index| index).is_empty());
-    }
 
     fn at(latitude: f64, longitude: f64, compass_angle: Option<f64>) -> Metadata {
         Metadata {

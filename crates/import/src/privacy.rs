@@ -980,7 +980,7 @@ fn to_blur_region(region: &BlurRegion) -> Region {
 }
 
 fn blur(jpeg: &[u8], regions: &[Region]) -> Result<Vec<u8>, ImportError> {
-    streetlevel_blur::blur_regions(jpeg, regions)
+    crate::cpu::run(|| streetlevel_blur::blur_regions(jpeg, regions))
         .map_err(|error| refused(PrivacyRefusal::Impossible(error.to_string())))
 }
 

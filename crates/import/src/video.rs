@@ -129,8 +129,12 @@ pub(crate) fn frames_named(
     std::fs::create_dir_all(scratch)
         .map_err(|error| format!("cannot make a scratch folder for its frames: {error}"))?;
     let indices: Vec<usize> = plan.iter().map(|frame| frame.frame).collect();
-    let written = extract_frames(path, video.video_track, &indices, scratch, &options.limits)
-        .map_err(|error| error.to_string())?;
+    // ffmpeg decodes on the CPU pool's account: its thread waits for it, and the child
+    // inherits that thread's lower priority (`cpu.rs`).
+    let written = crate::cpu::run(|| {
+        extract_frames(path, video.video_track, &indices, scratch, &options.limits)
+    })
+    .map_err(|error| error.to_string())?;
     let time_source = match video.clock.basis {
         TimeBasis::Gps => TimeSource::Gps,
         TimeBasis::CreationTime => TimeSource::VideoCreationTime,

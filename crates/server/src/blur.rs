@@ -51,17 +51,17 @@ impl App {
             .into_iter()
             .find(|part| part.name == protocol::PICTURE_PART)
             .ok_or_else(|| Error::BadBody(String::from("the part 'picture' is missing")))?;
+        // On the process's CPU pool, with the upload queue's decoding and blurring.
         let blurred =
-            blurrer
-                .blur(&picture.body, Hints::default())
+            streetlevel_import::run_on_cpu_pool(|| blurrer.blur(&picture.body, Hints::default()))
                 .map_err(|error| match error {
-                    BlurError::Decode(_) | BlurError::TooManyPixels { .. } => {
-                        Error::BadBody(format!("the picture cannot be blurred: {error}"))
-                    }
-                    // This server's own blurrer is a service that is away: the caller retries.
-                    BlurError::Unavailable(reason) => Error::Unavailable(reason),
-                    other => Error::Internal(format!("blurring failed: {other}")),
-                })?;
+                BlurError::Decode(_) | BlurError::TooManyPixels { .. } => {
+                    Error::BadBody(format!("the picture cannot be blurred: {error}"))
+                }
+                // This server's own blurrer is a service that is away: the caller retries.
+                BlurError::Unavailable(reason) => Error::Unavailable(reason),
+                other => Error::Internal(format!("blurring failed: {other}")),
+            })?;
         answer(parts, blurred)
     }
 }

@@ -513,13 +513,17 @@ struct Background {
 
 impl Background {
     /// Starts `work.workers` upload workers and the follower; the image decodes of the
-    /// process (the workers') share `work.decode_memory_bytes`.
+    /// process (the workers') share `work.decode_memory_bytes`, and its CPU work the pool of
+    /// `work.cpu_threads`.
     fn start(
         uploads: &Arc<Uploads>,
         store: Arc<RwLock<Store>>,
         work: settings::UploadWork,
     ) -> anyhow::Result<Self> {
         streetlevel_import::set_decode_memory_limit(work.decode_memory_bytes);
+        if let Some(threads) = work.cpu_threads {
+            streetlevel_import::set_cpu_threads(threads);
+        }
         let stop = Arc::new(AtomicBool::new(false));
         let workers = (0..work.workers.max(1))
             .map(|index| {

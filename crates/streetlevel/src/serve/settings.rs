@@ -185,6 +185,11 @@ pub struct Settings {
     /// [default: 1073741824]
     #[arg(long, env = "STREETLEVEL_DECODE_MEMORY_BYTES")]
     pub decode_memory_bytes: Option<u64>,
+    /// Threads of the process's one pool for CPU work: the upload workers' decoding,
+    /// blurring and video decoding and the requests that blur share it, at a lower priority
+    /// than the requests. [default: the number of cores]
+    #[arg(long, env = "STREETLEVEL_CPU_THREADS")]
+    pub cpu_threads: Option<usize>,
     /// How long a valid access token is remembered before it is read from the database
     /// again, seconds: how late a revocation by another process sharing the database takes
     /// effect (this server's own take effect at once); 0 reads every token. [default: 1]
@@ -510,6 +515,8 @@ fn rate_limits(settings: &Settings) -> streetlevel_ratelimit::Config {
 pub struct UploadWork {
     /// The memory the image decodes of the process may hold at once.
     pub decode_memory_bytes: u64,
+    /// The threads of the process's CPU pool; `None`: the number of cores.
+    pub cpu_threads: Option<usize>,
     /// How many upload workers the process runs (at least 1).
     pub workers: usize,
 }
@@ -520,9 +527,10 @@ fn upload_limits(settings: &Settings) -> anyhow::Result<(UploadLimits, UploadWor
         settings.upload_job_time_limit_seconds != Some(0)
             && settings.upload_session_max_age_seconds != Some(0)
             && settings.upload_job_lease_seconds != Some(0)
-            && settings.upload_workers != Some(0),
+            && settings.upload_workers != Some(0)
+            && settings.cpu_threads != Some(0),
         "upload_job_time_limit_seconds, upload_session_max_age_seconds, \
-         upload_job_lease_seconds and upload_workers must be at least 1"
+         upload_job_lease_seconds, upload_workers and cpu_threads must be at least 1"
     );
     let upload_defaults = UploadLimits::default();
     let limits = UploadLimits {
@@ -556,6 +564,7 @@ fn upload_limits(settings: &Settings) -> anyhow::Result<(UploadLimits, UploadWor
         .unwrap_or(streetlevel_import::DEFAULT_DECODE_MEMORY_BYTES);
     let work = UploadWork {
         decode_memory_bytes,
+        cpu_threads: settings.cpu_threads,
         workers: settings.upload_workers.unwrap_or(1),
     };
     Ok((limits, work))
