@@ -37,12 +37,35 @@ pub struct Blurred {
     pub regions: Vec<Region>,
 }
 
+/// The pixels of a blurred picture as stored (not turned upright): `width` x `height`, 3
+/// bytes each, rows top to bottom, exactly what [`Blurred::jpeg`] encodes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlurredPixels {
+    /// Width in pixels.
+    pub width: u32,
+    /// Height in pixels.
+    pub height: u32,
+    /// RGB, 3 bytes a pixel.
+    pub rgb: Vec<u8>,
+}
+
 /// Bytes in, blurred JPEG bytes and regions out: the one seam between the import pipeline
 /// and whatever blurs. [`LocalBlurrer`] runs ONNX models in this process; a client of an
 /// external blur service implements the same trait.
 pub trait Blurrer: Send + Sync {
     /// Blurs one picture. An error means nothing may be published from it.
     fn blur(&self, jpeg: &[u8], hints: Hints) -> Result<Blurred, BlurError>;
+
+    /// [`Blurrer::blur`], and the blurred picture's pixels when the blurrer decoded them
+    /// anyway, so that the caller's thumbnails need no second decode (`None`: decode
+    /// [`Blurred::jpeg`]).
+    fn blur_with_pixels(
+        &self,
+        jpeg: &[u8],
+        hints: Hints,
+    ) -> Result<(Blurred, Option<BlurredPixels>), BlurError> {
+        self.blur(jpeg, hints).map(|blurred| (blurred, None))
+    }
 
     /// What blurs, as recorded with every image it blurred (the models' names and sums, or
     /// the service): `streetlevel reblur` redoes images blurred by anything else.
@@ -258,20 +281,36 @@ impl LocalBlurrer {
 
 impl Blurrer for LocalBlurrer {
     fn blur(&self, jpeg: &[u8], hints: Hints) -> Result<Blurred, BlurError> {
+        self.blur_with_pixels(jpeg, hints)
+            .map(|(blurred, _)| blurred)
+    }
+
+    fn blur_with_pixels(
+        &self,
+        jpeg: &[u8],
+        hints: Hints,
+    ) -> Result<(Blurred, Option<BlurredPixels>), BlurError> {
         let (mut stored, regions) = self.find(jpeg, hints)?;
-        if regions.is_empty() {
-            return Ok(Blurred {
-                jpeg: jpeg.to_vec(),
+        let published = if regions.is_empty() {
+            jpeg.to_vec()
+        } else {
+            for region in &regions {
+                pixelate_and_blur(&mut stored, region.x, region.y, region.width, region.height);
+            }
+            encode_with_metadata(&stored, jpeg)?
+        };
+        let pixels = BlurredPixels {
+            width: stored.width,
+            height: stored.height,
+            rgb: stored.pixels,
+        };
+        Ok((
+            Blurred {
+                jpeg: published,
                 regions,
-            });
-        }
-        for region in &regions {
-            pixelate_and_blur(&mut stored, region.x, region.y, region.width, region.height);
-        }
-        Ok(Blurred {
-            jpeg: encode_with_metadata(&stored, jpeg)?,
-            regions,
-        })
+            },
+            Some(pixels),
+        ))
     }
 
     fn fingerprint(&self) -> String {

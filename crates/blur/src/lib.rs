@@ -11,8 +11,9 @@ mod region;
 mod runtime;
 
 pub use blurrer::{
-    Blurred, Blurrer, CLOSE_UP_PASS_SIDE, Hints, LocalBlurrer, MAIN_PASS_SIDE, PANORAMA_WIDTH,
-    Pass, blur_regions, passes, stored_size, stored_to_upright_shares, upright_shares_to_stored,
+    Blurred, BlurredPixels, Blurrer, CLOSE_UP_PASS_SIDE, Hints, LocalBlurrer, MAIN_PASS_SIDE,
+    PANORAMA_WIDTH, Pass, blur_regions, passes, stored_size, stored_to_upright_shares,
+    upright_shares_to_stored,
 };
 pub use detector::{Detector, Family};
 pub use error::BlurError;

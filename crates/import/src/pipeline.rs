@@ -489,8 +489,8 @@ impl Run<'_> {
         // The process's decode memory is shared by every job and thread (budgets.rs); the
         // permit is held while the picture is blurred and its thumbnails are made.
         let _decoding = crate::budgets::decode_permit(&bytes, read.metadata.orientation)?;
-        let (published, record) = match self.blurring {
-            Blurring::Off => (bytes, None),
+        let (published, record, pixels) = match self.blurring {
+            Blurring::Off => (bytes, None, None),
             Blurring::Unusable(reason) => return Err(format!("not blurred: {reason}")),
             Blurring::On {
                 blurrer,
@@ -501,10 +501,10 @@ impl Run<'_> {
                     panorama: read.metadata.is_pano,
                 };
                 let started = std::time::Instant::now();
-                let blurred = blurrer.blur(&bytes, hints);
+                let blurred = blurrer.blur_with_pixels(&bytes, hints);
                 let elapsed = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
                 self.blur_nanos.fetch_add(elapsed, Ordering::Relaxed);
-                let blurred = blurred.map_err(|error| {
+                let (blurred, pixels) = blurred.map_err(|error| {
                     if error.is_transient() {
                         let mut held = self
                             .held
@@ -523,13 +523,13 @@ impl Run<'_> {
                     blurred_by: blurrer.fingerprint(),
                     unblurred_kept: *keep_unblurred,
                 };
-                (blurred.jpeg, Some(record))
+                (blurred.jpeg, Some(record), pixels)
             }
         };
         write_picture(
             self.media_dir,
             image,
-            &published,
+            (&published, pixels),
             read.metadata.orientation,
             &self.thumbnail_nanos,
         )?;
@@ -573,17 +573,27 @@ impl Run<'_> {
     }
 }
 
-/// Makes the thumbnails of `jpeg` and writes them and `jpeg` as the image's original.
+/// Makes the thumbnails of `jpeg` (from `pixels`, its pixels as the blurrer decoded them,
+/// when given, so that it is not decoded again) and writes them and `jpeg` as the image's
+/// original.
 pub(crate) fn write_picture(
     media_dir: &Path,
     image: ImageId,
-    jpeg: &[u8],
+    (jpeg, pixels): (&[u8], Option<streetlevel_blur::BlurredPixels>),
     orientation: u8,
     thumbnail_nanos: &std::sync::atomic::AtomicU64,
 ) -> Result<(), String> {
     let started = std::time::Instant::now();
-    let thumbnails =
-        streetlevel_ingest::thumbnails(jpeg, orientation).map_err(|error| error.to_string());
+    let thumbnails = match pixels {
+        Some(pixels) => streetlevel_ingest::thumbnails_from_rgb(
+            pixels.width,
+            pixels.height,
+            pixels.rgb,
+            orientation,
+        ),
+        None => streetlevel_ingest::thumbnails(jpeg, orientation),
+    }
+    .map_err(|error| error.to_string());
     let elapsed = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
     thumbnail_nanos.fetch_add(elapsed, Ordering::Relaxed);
     let thumbnails = thumbnails?;

@@ -273,7 +273,13 @@ fn reblur_one(
             },
         )
         .map_err(|error| format!("cannot be blurred: {error}"))?;
-    write_picture(media, image.id, &blurred.jpeg, orientation, thumbnail_nanos)?;
+    write_picture(
+        media,
+        image.id,
+        (&blurred.jpeg, None),
+        orientation,
+        thumbnail_nanos,
+    )?;
     for tile in pyramid_tiles(media, image) {
         match std::fs::remove_file(&tile) {
             Ok(()) => {}

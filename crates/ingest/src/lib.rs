@@ -17,7 +17,9 @@ use sha2::{Digest, Sha256};
 pub use capture_time::TimeSource;
 pub use error::IngestError;
 pub use metadata::{Metadata, read_metadata};
-pub use thumbnail::{MAX_PIXELS, THUMBNAIL_QUALITY, Thumbnail, Thumbnails, thumbnails};
+pub use thumbnail::{
+    MAX_PIXELS, THUMBNAIL_QUALITY, Thumbnail, Thumbnails, thumbnails, thumbnails_from_rgb,
+};
 pub use write::{MAX_EXIF_LEN, WriteTags, write_metadata};
 
 /// The SHA-256 of the file's bytes: importing the same file twice can be recognised and

@@ -93,17 +93,62 @@ pub fn thumbnails(jpeg: &[u8], orientation: u8) -> Result<Thumbnails, IngestErro
         )));
     }
     let (upright_width, upright_height) = upright_size(frame.width, frame.height, orientation);
-    let size_for = |target_width: u32| {
-        let width = target_width.min(upright_width);
-        let height = (f64::from(upright_height) * f64::from(width) / f64::from(upright_width))
-            .round()
-            .max(1.0) as u32;
-        (width, height)
-    };
     let quarter_turn = orientation >= 5;
-
-    let (width_2048, height_2048) = size_for(2048);
+    let (width_2048, _) = size_within(upright_width, upright_height, 2048);
     let decoded = decode(jpeg, width_2048, quarter_turn)?;
+    from_decoded(decoded, (upright_width, upright_height), orientation)
+}
+
+/// [`thumbnails`] of a picture decoded already: `rgb` holds `width` x `height` pixels as
+/// stored (3 bytes each, rows top to bottom), to be turned upright by `orientation`. The
+/// import pipeline passes the pixels the blurrer decoded and blurred, so that a picture is
+/// decoded once.
+pub fn thumbnails_from_rgb(
+    width: u32,
+    height: u32,
+    rgb: Vec<u8>,
+    orientation: u8,
+) -> Result<Thumbnails, IngestError> {
+    if !(1..=8).contains(&orientation) {
+        return Err(IngestError::InvalidMetadata(format!(
+            "orientation {orientation} is not 1 to 8"
+        )));
+    }
+    if width == 0 || height == 0 || rgb.len() as u64 != u64::from(width) * u64::from(height) * 3 {
+        return Err(IngestError::Decode(format!(
+            "{} bytes are not {width} x {height} RGB pixels",
+            rgb.len()
+        )));
+    }
+    let upright = upright_size(width, height, orientation);
+    let decoded = Rgb {
+        width,
+        height,
+        pixels: rgb,
+    };
+    from_decoded(decoded, upright, orientation)
+}
+
+/// The size of a thumbnail `target_width` wide of an upright `upright_width` x
+/// `upright_height` picture: aspect ratio kept, height rounded, at least 1, never upscaled.
+fn size_within(upright_width: u32, upright_height: u32, target_width: u32) -> (u32, u32) {
+    let width = target_width.min(upright_width);
+    let height = (f64::from(upright_height) * f64::from(width) / f64::from(upright_width))
+        .round()
+        .max(1.0) as u32;
+    (width, height)
+}
+
+/// The thumbnails of `decoded` (stored pixels, at full or a DCT scale) of a picture upright
+/// `upright_width` x `upright_height`.
+fn from_decoded(
+    decoded: Rgb,
+    (upright_width, upright_height): (u32, u32),
+    orientation: u8,
+) -> Result<Thumbnails, IngestError> {
+    let size_for = |target_width: u32| size_within(upright_width, upright_height, target_width);
+    let quarter_turn = orientation >= 5;
+    let (width_2048, height_2048) = size_for(2048);
     let stored_size = if quarter_turn {
         (height_2048, width_2048)
     } else {
@@ -244,5 +289,44 @@ mod tests {
         // Turned a quarter, the stored height becomes the width.
         check(1024, true, (2048, 1024));
         check(2048, true, (4096, 2048));
+    }
+
+    #[test]
+    fn thumbnails_of_decoded_pixels_match_those_of_the_jpeg() {
+        // A left-to-right ramp, so that a turn shows in the pixels.
+        let (width, height) = (3000u32, 1000u32);
+        let rgb: Vec<u8> = (0..height)
+            .flat_map(|_| (0..width).flat_map(|x| [(x * 255 / width) as u8; 3]))
+            .collect();
+        let mut jpeg = Vec::new();
+        jpeg_encoder::Encoder::new(&mut jpeg, 95)
+            .encode(&rgb, 3000, 1000, jpeg_encoder::ColorType::Rgb)
+            .unwrap();
+        for orientation in [1, 6] {
+            let from_jpeg = thumbnails(&jpeg, orientation).unwrap();
+            let from_rgb = thumbnails_from_rgb(width, height, rgb.clone(), orientation).unwrap();
+            for (a, b) in [
+                (&from_jpeg.px256, &from_rgb.px256),
+                (&from_jpeg.px1024, &from_rgb.px1024),
+                (&from_jpeg.px2048, &from_rgb.px2048),
+            ] {
+                assert_eq!((a.width, a.height), (b.width, b.height));
+                let decode = |jpeg: &[u8]| jpeg_decoder::Decoder::new(jpeg).decode().unwrap();
+                let (a, b) = (decode(&a.jpeg), decode(&b.jpeg));
+                let difference: u64 = a
+                    .iter()
+                    .zip(&b)
+                    .map(|(a, b)| u64::from(a.abs_diff(*b)))
+                    .sum();
+                assert!(
+                    difference < a.len() as u64 * 2,
+                    "{orientation}: {difference}"
+                );
+            }
+        }
+        // Pixels that are not the size they claim are refused.
+        assert!(thumbnails_from_rgb(10, 10, vec![0; 299], 1).is_err());
+        assert!(thumbnails_from_rgb(0, 10, Vec::new(), 1).is_err());
+        assert!(thumbnails_from_rgb(10, 10, vec![0; 300], 9).is_err());
     }
 }
