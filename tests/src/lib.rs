@@ -48,9 +48,8 @@ pub fn test_models_dir() -> Option<PathBuf> {
     if dir.join("libonnxruntime.so.1.32.0").is_file() && dir.join("centerface.onnx").is_file() {
         return Some(dir);
     }
-    let in_ci = std::env::var_os("CI").is_some_and(|value| !value.is_empty() && value != "false");
     assert!(
-        !in_ci,
+        !in_ci(),
         "the blur models are not in {}: `cargo xtask test` installs them",
         dir.display()
     );
@@ -904,4 +903,10 @@ impl Connection {
         assert!(read > 0, "the server closed the connection mid-response");
         self.buffered.extend_from_slice(&chunk[..read]);
     }
+}
+
+/// Whether the tests run under CI (`CI` set, not empty, not `false`), where a test whose tool
+/// or data is missing fails instead of being skipped, as in xtask.
+pub fn in_ci() -> bool {
+    std::env::var_os("CI").is_some_and(|value| !value.is_empty() && value != "false")
 }

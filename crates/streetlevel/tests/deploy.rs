@@ -22,11 +22,6 @@ const NGINX: &str = "/usr/sbin/nginx";
 /// The configuration under test.
 const SITE: &str = include_str!("../../../deploy/nginx.conf");
 
-/// Whether we run under CI, where a test that cannot run fails (as in xtask).
-fn under_ci() -> bool {
-    std::env::var_os("CI").is_some_and(|value| !value.is_empty() && value != "false")
-}
-
 /// Whether a test that needs `tools` can run; when not, says why (and fails under CI).
 fn tools_present(test: &str, tools: &[&'static str]) -> bool {
     let missing = missing_tools(tools);
@@ -34,7 +29,7 @@ fn tools_present(test: &str, tools: &[&'static str]) -> bool {
         return true;
     }
     assert!(
-        !under_ci(),
+        !streetlevel_tests::in_ci(),
         "the {test} test cannot run under CI: {} missing (.ci/run installs them)",
         missing.join(", ")
     );

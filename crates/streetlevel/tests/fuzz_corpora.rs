@@ -226,8 +226,11 @@ mod random {
         {
             return cases;
         }
-        let in_ci = std::env::var("CI").is_ok_and(|ci| !ci.is_empty() && ci != "false");
-        if in_ci { 500_000 } else { 256 }
+        if streetlevel_tests::in_ci() {
+            500_000
+        } else {
+            256
+        }
     }
 
     fn run(target: &str, check: impl Fn(&[u8]) -> bool) {

@@ -21,15 +21,14 @@ use streetlevel_tests::{Server, create_app};
 
 const BINARY: &str = env!("CARGO_BIN_EXE_streetlevel");
 
-fn in_ci() -> bool {
-    std::env::var_os("CI").is_some_and(|value| !value.is_empty() && value != "false")
-}
-
 /// `None` (after saying why) when something a test needs is missing outside CI; a failure
 /// under CI.
 fn needed<T>(found: Option<T>, what: &str) -> Option<T> {
     if found.is_none() {
-        assert!(!in_ci(), "{what} is missing, and CI must run this test");
+        assert!(
+            !streetlevel_tests::in_ci(),
+            "{what} is missing, and CI must run this test"
+        );
         eprintln!("skipped: {what} is missing");
     }
     found
