@@ -15,7 +15,7 @@ use streetlevel_import::{Blurring, JobState, UploadLimits, Uploads};
 use streetlevel_store::Store;
 
 mod common;
-use common::{Street, scratch, upload};
+use common::{Street, scratch};
 
 const STREET: Street = Street {
     latitude: 48.1,
@@ -131,20 +131,7 @@ fn a_job_is_held_while_the_blur_service_is_down_and_published_once_it_is_up() {
     let job;
     {
         let uploads = open(&data, &url, Duration::from_secs(3600));
-        let handles: Vec<String> = (0..3)
-            .map(|index| {
-                upload(
-                    &uploads,
-                    &format!("mly_tools_{index}.jpg"),
-                    &STREET.photo(index),
-                )
-            })
-            .collect();
-        let manifest = serde_json::json!({"image_handles": handles}).to_string();
-        let manifest = upload(&uploads, "uuid_a.json", manifest.as_bytes());
-        job = uploads
-            .finish(1, "dana", &manifest, "mly_bundle_manifest", None)
-            .unwrap();
+        job = STREET.upload_and_finish(&uploads, 3, "uuid_a.json");
         let store = RwLock::new(Store::open(&data).unwrap());
         assert_eq!(uploads.process_next(&store).unwrap(), Some(job));
         // Held, not failed: waiting in the queue with the reason, nothing published.

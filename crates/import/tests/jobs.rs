@@ -24,20 +24,7 @@ fn a_job_interrupted_by_a_crash_is_redone_with_the_ids_it_reserved() {
         let uploads = Uploads::open(&data, UploadLimits::default())
             .unwrap()
             .with_blurring(Blurring::Off);
-        let handles: Vec<String> = (0..3)
-            .map(|index| {
-                upload(
-                    &uploads,
-                    &format!("mly_tools_{index}.jpg"),
-                    &STREET.photo(index),
-                )
-            })
-            .collect();
-        let manifest = serde_json::json!({"image_handles": handles}).to_string();
-        let manifest = upload(&uploads, "uuid_a.json", manifest.as_bytes());
-        job = uploads
-            .finish(1, "dana", &manifest, "mly_bundle_manifest", None)
-            .unwrap();
+        job = STREET.upload_and_finish(&uploads, 3, "uuid_a.json");
         // What a worker that crashed mid-job leaves: IDs reserved and recorded, the state
         // `processing`, perhaps some media written, nothing in the store.
         let mut store = Store::open(&data).unwrap();

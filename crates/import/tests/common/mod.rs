@@ -46,6 +46,25 @@ impl Street {
         write_metadata(&jpeg, &tags).unwrap()
     }
 
+    /// Uploads the street's first `photos` photos and a manifest `manifest_key` naming them as
+    /// user 1 (`dana`), and finishes it: the job's ID.
+    pub fn upload_and_finish(&self, uploads: &Uploads, photos: u32, manifest_key: &str) -> u64 {
+        let handles: Vec<String> = (0..photos)
+            .map(|index| {
+                upload(
+                    uploads,
+                    &format!("mly_tools_{index}.jpg"),
+                    &self.photo(index),
+                )
+            })
+            .collect();
+        let manifest = serde_json::json!({"image_handles": handles}).to_string();
+        let manifest = upload(uploads, manifest_key, manifest.as_bytes());
+        uploads
+            .finish(1, "dana", &manifest, "mly_bundle_manifest", None)
+            .unwrap()
+    }
+
     /// The IDs of the published images within about a kilometre of the street's start, in
     /// ascending order.
     pub fn images_near(&self, store: &Store) -> Vec<u64> {
