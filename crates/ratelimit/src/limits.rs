@@ -96,6 +96,13 @@ impl RateLimits {
         self.memory.check(app_id, class)
     }
 
+    /// Whether quotas are held in Redis, so that [`RateLimits::check`] may wait on the
+    /// network (at most the configured timeout, then this process's quotas decide). A caller
+    /// on an async worker should then run the check on a blocking thread.
+    pub fn is_shared(&self) -> bool {
+        self.shared.is_some()
+    }
+
     /// How many times the shared quota backend (Redis) failed to answer: each failed call
     /// was decided by this process's quotas instead. Always 0 without Redis.
     pub fn backend_errors(&self) -> u64 {

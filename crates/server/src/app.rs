@@ -541,15 +541,21 @@ impl App {
             .map_err(|error| Error::Internal(format!("web page failed: {error}")))
     }
 
-    /// [`App::admit`], on this async worker when the token is decided without the database,
-    /// else off the async workers.
+    /// [`App::admit`], on this async worker when neither the token nor the quota needs a
+    /// wait (the token decided without the database, the quota held in this process), else
+    /// off the async workers.
     async fn admit_without_waiting(
         self: &Arc<Self>,
         route: &Route,
         parts: &Parts,
     ) -> Result<streetlevel_ratelimit::Usage, Error> {
         if let Some(caller) = self.services.auth.authenticate_cached(parts) {
-            return self.admit_caller(route, caller);
+            if !self.services.rate_limits.is_shared() {
+                return self.admit_caller(route, caller);
+            }
+            // A quota in Redis is a network round trip: never on an async worker.
+            let (app, route) = (Arc::clone(self), route.clone());
+            return run_blocking(move || app.admit_caller(&route, caller)).await;
         }
         let (app, route, parts) = (Arc::clone(self), route.clone(), parts.clone());
         run_blocking(move || app.admit(&route, &parts)).await
