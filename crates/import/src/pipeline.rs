@@ -548,8 +548,10 @@ impl Run<'_> {
         notes: &[ReadNotes],
         first_id: u64,
     ) -> Result<BatchOutcome, ImportError> {
-        let mut store = write_lock(self.store);
-        let outcome = store.insert_batch(batch, |transaction, outcome| {
+        // The transaction runs under no lock of the store, so requests keep reading it;
+        // only adding the written images to memory takes the write lock.
+        let prepared = read_lock(self.store).prepare_batch(batch)?;
+        let written = prepared.write(|transaction, outcome| {
             // What blurring found becomes visible with the images it belongs to.
             for (image, record) in blur_records {
                 if outcome.inserted.contains(image) {
@@ -569,7 +571,7 @@ impl Run<'_> {
                 None => Ok(()),
             }
         })?;
-        Ok(outcome)
+        Ok(write_lock(self.store).add_written(written))
     }
 }
 

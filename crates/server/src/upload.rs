@@ -282,6 +282,10 @@ impl App {
             ))
         })?;
         let jobs = self.uploads()?.jobs_of(user_id)?;
+        // A job read as published is served as soon as the answer says so: its images may
+        // have committed a moment ago and not be in memory yet.
+        streetlevel_store::catch_up(&self.services.store)
+            .map_err(|error| Error::storage(error.is_unavailable(), &error))?;
         let data: Vec<Value> = jobs.iter().map(job_json).collect();
         let mut reply = Reply::json(&json!({ "data": data }));
         reply.cache_control = Some(Cow::Borrowed("no-store"));

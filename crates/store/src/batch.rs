@@ -5,12 +5,15 @@
 //!
 //! Invariants: a batch is all or nothing, in the database and in memory; an image whose hash is
 //! already stored is never inserted again; IDs handed out are above every ID ever stored or
-//! handed out, so cursors stay valid (see the crate docs on paging).
+//! handed out, so cursors stay valid (see the crate docs on paging); a written batch reaches
+//! memory once, whether its own addition or a follow of the write log brings it, and never
+//! brings back an image erased since it was written.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
-use streetlevel_db::{Conn, DbError, Notifications};
-use streetlevel_model::{Creator, CreatorId, Image, ImageId, Sequence};
+use streetlevel_db::{Conn, Database, DbError, Notifications};
+use streetlevel_model::{Creator, CreatorId, EntityId, Image, ImageId, Sequence};
 
 use crate::image_record::{RecordNames, RecordValues};
 use crate::{Store, StoreError, sql};
@@ -40,6 +43,136 @@ pub struct BatchOutcome {
     pub inserted: Vec<ImageId>,
     /// Images left out because their original was stored before: (batch ID, stored ID).
     pub duplicates: Vec<(ImageId, ImageId)>,
+}
+
+/// Read-your-writes for a state read from the database, such as an upload job that says its
+/// images are published: loads into `store` every image write committed before this call
+/// that it does not hold yet (this process's batches between their commit and
+/// [`Store::add_written`], other processes' before the follower's next round). Call it after
+/// reading that state. Returns how many images were added.
+pub fn catch_up(store: &std::sync::RwLock<Store>) -> Result<usize, StoreError> {
+    let pending = store
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .has_writes_to_follow()?;
+    if !pending {
+        return Ok(0);
+    }
+    store
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .follow()
+}
+
+/// A batch checked by [`Store::prepare_batch`], to be written by [`PreparedBatch::write`]
+/// without holding the store.
+#[derive(Debug)]
+pub struct PreparedBatch<'b> {
+    batch: &'b ImportBatch,
+    /// The store's count of erasures when the batch was prepared.
+    erasures: u64,
+    database: Option<Arc<Database>>,
+    /// For each image, the stored image with its hash that the store knows without a
+    /// database.
+    known_in_memory: Vec<Option<ImageId>>,
+}
+
+/// A batch in the database, not yet in memory: give it to [`Store::add_written`].
+#[derive(Debug)]
+#[must_use = "the batch is in the database but not yet served: add it with Store::add_written"]
+pub struct WrittenBatch {
+    erasures: u64,
+    outcome: BatchOutcome,
+    sequences: Vec<Sequence>,
+    images: Vec<ImportedImage>,
+}
+
+impl PreparedBatch<'_> {
+    /// Writes the batch in one transaction (which excludes every other writer of the
+    /// database), leaving out images whose original is stored already or appears earlier in
+    /// the batch and sequences left without images; `also` runs in the same transaction with
+    /// the outcome. Without a database nothing is written and only the store's own hashes
+    /// find duplicates.
+    pub fn write(
+        self,
+        also: impl FnOnce(&mut dyn Conn, &BatchOutcome) -> Result<(), DbError>,
+    ) -> Result<WrittenBatch, StoreError> {
+        let PreparedBatch {
+            batch,
+            erasures,
+            database,
+            known_in_memory,
+        } = self;
+        let Some(database) = database else {
+            let stored = vec![None; batch.images.len()];
+            return Ok(choose(batch, erasures, &stored, &known_in_memory));
+        };
+        database.write(|connection| {
+            let hashes: Vec<[u8; 32]> = batch
+                .images
+                .iter()
+                .map(|imported| imported.content_hash)
+                .collect();
+            let stored = sql::images_with_hashes(connection, &hashes)?;
+            let written = choose(batch, erasures, &stored, &known_in_memory);
+            let images: Vec<Image> = written
+                .images
+                .iter()
+                .map(|imported| imported.image.clone())
+                .collect();
+            sql::insert_sequences(connection, &written.sequences)?;
+            sql::insert_images(connection, &images)?;
+            let pairs: Vec<([u8; 32], ImageId)> = written
+                .images
+                .iter()
+                .map(|imported| (imported.content_hash, imported.image.id))
+                .collect();
+            sql::insert_image_hashes(connection, &pairs)?;
+            also(connection, &written.outcome)?;
+            Ok::<_, StoreError>(written)
+        })
+    }
+}
+
+/// What of `batch` is new: images whose hash is neither `stored` (in the database), nor
+/// `known` (in memory), nor earlier in the batch, and the sequences they name.
+fn choose(
+    batch: &ImportBatch,
+    erasures: u64,
+    stored: &[Option<ImageId>],
+    known: &[Option<ImageId>],
+) -> WrittenBatch {
+    let mut outcome = BatchOutcome::default();
+    let mut images = Vec::new();
+    let mut in_batch: HashMap<[u8; 32], ImageId> = HashMap::new();
+    for ((imported, stored), known) in batch.images.iter().zip(stored).zip(known) {
+        let earlier = stored
+            .or(*known)
+            .or_else(|| in_batch.get(&imported.content_hash).copied());
+        if let Some(existing) = earlier {
+            outcome.duplicates.push((imported.image.id, existing));
+        } else {
+            in_batch.insert(imported.content_hash, imported.image.id);
+            outcome.inserted.push(imported.image.id);
+            images.push(imported.clone());
+        }
+    }
+    let used: HashSet<_> = images
+        .iter()
+        .map(|imported: &ImportedImage| &imported.image.sequence)
+        .collect();
+    let sequences = batch
+        .sequences
+        .iter()
+        .filter(|sequence| used.contains(&sequence.id))
+        .cloned()
+        .collect();
+    WrittenBatch {
+        erasures,
+        outcome,
+        sequences,
+        images,
+    }
 }
 
 impl Store {
@@ -118,11 +251,26 @@ impl Store {
     /// appears earlier in the batch) are left out, as are sequences left without images.
     /// `also` runs inside the same transaction with the outcome, so an importer can record
     /// its own progress (a job marked done) atomically with the images.
+    ///
+    /// This holds `&mut self` through the transaction; a store shared behind a lock is better
+    /// written in three steps, [`Store::prepare_batch`] under a read lock,
+    /// [`PreparedBatch::write`] under none and [`Store::add_written`] under the write lock.
     pub fn insert_batch(
         &mut self,
         batch: &ImportBatch,
         also: impl FnOnce(&mut dyn Conn, &BatchOutcome) -> Result<(), DbError>,
     ) -> Result<BatchOutcome, StoreError> {
+        let written = self.prepare_batch(batch)?.write(also)?;
+        Ok(self.add_written(written))
+    }
+
+    /// Checks `batch` against what the store holds (new IDs, new sequence keys, every image's
+    /// sequence in the batch, room) and takes what its write needs: the database handle and
+    /// the hashes known in memory. Nothing is written.
+    pub fn prepare_batch<'b>(
+        &self,
+        batch: &'b ImportBatch,
+    ) -> Result<PreparedBatch<'b>, StoreError> {
         let mut ids = HashSet::new();
         for imported in &batch.images {
             self.check_new_image(&imported.image, &mut ids)?;
@@ -148,57 +296,50 @@ impl Store {
             });
         }
         Self::check_capacity(self.records.images().len() + batch.images.len(), "images")?;
-        let mut outcome = BatchOutcome::default();
-        let mut kept: Vec<&ImportedImage> = Vec::new();
-        let mut kept_sequences: Vec<Sequence> = Vec::new();
-        let known_in_memory = |hash: &[u8; 32]| self.persistence.image_with_hash(hash);
-        self.write(|connection| {
-            let hashes: Vec<[u8; 32]> = batch
+        Ok(PreparedBatch {
+            batch,
+            erasures: self.erasures,
+            database: self.persistence.database().cloned(),
+            known_in_memory: batch
                 .images
                 .iter()
-                .map(|imported| imported.content_hash)
-                .collect();
-            let stored = sql::images_with_hashes(connection, &hashes)?;
-            let mut in_batch: HashMap<[u8; 32], ImageId> = HashMap::new();
-            for (imported, stored) in batch.images.iter().zip(stored) {
-                let earlier = stored
-                    .or_else(|| known_in_memory(&imported.content_hash))
-                    .or_else(|| in_batch.get(&imported.content_hash).copied());
-                if let Some(existing) = earlier {
-                    outcome.duplicates.push((imported.image.id, existing));
-                } else {
-                    in_batch.insert(imported.content_hash, imported.image.id);
-                    outcome.inserted.push(imported.image.id);
-                    kept.push(imported);
-                }
-            }
-            let used: HashSet<_> = kept
-                .iter()
-                .map(|imported| &imported.image.sequence)
-                .collect();
-            kept_sequences = batch
-                .sequences
-                .iter()
-                .filter(|sequence| used.contains(&sequence.id))
-                .cloned()
-                .collect();
-            let images: Vec<Image> = kept.iter().map(|imported| imported.image.clone()).collect();
-            sql::insert_sequences(connection, &kept_sequences)?;
-            sql::insert_images(connection, &images)?;
-            let pairs: Vec<([u8; 32], ImageId)> = kept
-                .iter()
-                .map(|imported| (imported.content_hash, imported.image.id))
-                .collect();
-            sql::insert_image_hashes(connection, &pairs)?;
-            also(connection, &outcome)?;
-            Ok(())
-        })?;
-        for sequence in &kept_sequences {
+                .map(|imported| self.persistence.image_with_hash(&imported.content_hash))
+                .collect(),
+        })
+    }
+
+    /// Adds to memory the images and sequences `written` wrote, leaving out those the store
+    /// holds already (a [`Store::follow`] of the write log may have loaded them since the
+    /// write committed), and returns the batch's outcome.
+    ///
+    /// If images were erased from this store since the batch was prepared, one of them may
+    /// have been the batch's (loaded by a follow, then erased), which the store no longer
+    /// knows: the batch is then loaded from the database by [`Store::follow`], which has only
+    /// what is still there. Should that read fail, the images are in the database and the
+    /// next follow (or the next start) loads them.
+    pub fn add_written(&mut self, written: WrittenBatch) -> BatchOutcome {
+        let WrittenBatch {
+            erasures,
+            outcome,
+            sequences,
+            images,
+        } = written;
+        if erasures != self.erasures && self.persistence.database().is_some() {
+            // The follower thread logs its own failures; this one is retried by it.
+            let _loaded = self.follow().ok();
+            return outcome;
+        }
+        for sequence in &sequences {
             self.records.push_sequence(sequence);
         }
         let first_new = self.records.images().len();
-        for imported in &kept {
+        for imported in &images {
             let image = &imported.image;
+            let held = self.kind_of(EntityId(image.id.0)).is_some()
+                || self.records.hidden_slot(image.id.0).is_some();
+            if held {
+                continue;
+            }
             self.records
                 .push_image(&RecordValues::of(image), &RecordNames::of(image));
             self.persistence
@@ -207,7 +348,7 @@ impl Store {
         self.index_new_images(first_new);
         self.bump_generation();
         self.record_new_images(first_new);
-        Ok(outcome)
+        outcome
     }
 
     /// Loads what other processes wrote to the database since this store loaded or

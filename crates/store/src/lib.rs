@@ -20,7 +20,7 @@ mod store;
 mod takedown;
 mod tiles;
 
-pub use batch::{BatchOutcome, ImportBatch, ImportedImage};
+pub use batch::{BatchOutcome, ImportBatch, ImportedImage, PreparedBatch, WrittenBatch, catch_up};
 pub use changes::{TouchedArea, TouchedContent};
 pub use error::StoreError;
 pub use filter::{

@@ -49,6 +49,9 @@ pub struct Store {
     /// The database written through, the write log position, the ID allocator's floor.
     pub(crate) persistence: Persistence,
     generation: u64,
+    /// How many times images were erased from memory: a batch written meanwhile is loaded
+    /// from the database instead of from itself (see [`Store::add_written`]).
+    pub(crate) erasures: u64,
     /// The areas recent writes touched, for tile caches (`changes.rs`).
     pub(crate) changes: ChangeLog,
 }
@@ -62,6 +65,7 @@ impl Store {
             overview: OverviewPyramid::default(),
             persistence: Persistence::default(),
             generation: 0,
+            erasures: 0,
             changes: ChangeLog::default(),
         }
     }

@@ -362,6 +362,7 @@ impl Store {
         }
         let gone: HashSet<u64> = ids.iter().map(|id| id.0).collect();
         self.records.unlink_images(&gone);
+        self.erasures += 1;
         self.bump_generation();
         self.record_removed_images(&removed, &touched);
     }

@@ -7,6 +7,7 @@
 mod common;
 
 use std::path::PathBuf;
+use std::sync::RwLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use common::{dataset, insert_all};
@@ -384,6 +385,106 @@ fn a_second_store_follows_the_writes_of_the_first() {
             [Some(images[0].id), None]
         );
         assert_eq!(second.follow().unwrap(), 0);
+    }
+}
+
+/// A batch written the way a shared store is (checked under a read lock, written under none,
+/// added under the write lock): not served until it is added or caught up with, then served
+/// once whichever loads it first, and an image of it erased in between stays erased.
+#[test]
+fn a_batch_written_outside_the_lock_is_served_once_and_stays_erased() {
+    for place in Place::every("split-batch") {
+        let template = dataset(17, 1).images.remove(0);
+        let store = RwLock::new(place.open().unwrap());
+        let read = || store.read().unwrap();
+        let someone = store.write().unwrap().ensure_creator("someone").unwrap();
+        let batch = |key: &str, first_hash: u8| {
+            let start = store.write().unwrap().reserve_ids(3).unwrap();
+            let sequence = Sequence {
+                id: SequenceId::from(key),
+                creator: someone,
+                organization: None,
+                image_ids: Vec::new(),
+            };
+            let images: Vec<Image> = (0..3)
+                .map(|offset| Image {
+                    id: ImageId(start + offset),
+                    creator: someone,
+                    sequence: sequence.id.clone(),
+                    ..template.clone()
+                })
+                .collect();
+            let ids: Vec<ImageId> = images.iter().map(|image| image.id).collect();
+            let batch = ImportBatch {
+                sequences: vec![sequence],
+                images: (0u8..)
+                    .zip(&images)
+                    .map(|(offset, image)| imported(image, first_hash + offset))
+                    .collect(),
+            };
+            (batch, ids)
+        };
+        let served = |ids: &[ImageId]| -> Vec<bool> {
+            let store = read();
+            let found: Vec<ImageId> = store
+                .search_images(&ImageFilter::default(), 100_000, None)
+                .items
+                .into_iter()
+                .map(|image| image.id)
+                .collect();
+            ids.iter()
+                .map(|id| {
+                    let times = found.iter().filter(|found| *found == id).count();
+                    assert!(times <= 1, "{id} found {times} times");
+                    assert_eq!(store.image(*id).is_some(), times == 1);
+                    times == 1
+                })
+                .collect()
+        };
+
+        // Added by itself.
+        let (plain, plain_ids) = batch("plain", 10);
+        let written = read().prepare_batch(&plain).unwrap();
+        let written = written.write(|_, _| Ok(())).unwrap();
+        assert_eq!(served(&plain_ids), [false; 3], "served before it is added");
+        let outcome = store.write().unwrap().add_written(written);
+        assert_eq!(outcome.inserted, plain_ids);
+        assert_eq!(served(&plain_ids), [true; 3]);
+
+        // Caught up with first (an upload's status read meanwhile), then added: once.
+        let (caught, caught_ids) = batch("caught", 20);
+        let written = read().prepare_batch(&caught).unwrap();
+        let written = written.write(|_, _| Ok(())).unwrap();
+        assert!(streetlevel_store::catch_up(&store).unwrap() >= 3);
+        assert_eq!(served(&caught_ids), [true; 3]);
+        let outcome = store.write().unwrap().add_written(written);
+        assert_eq!(outcome.inserted, caught_ids);
+        assert_eq!(served(&caught_ids), [true; 3]);
+        assert_eq!(
+            read().sequence_image_ids(&SequenceId::from("caught")),
+            Some(caught_ids.clone())
+        );
+
+        // Caught up with, one image erased, then added: the erased one is not brought back.
+        let (erased, erased_ids) = batch("erased", 30);
+        let written = read().prepare_batch(&erased).unwrap();
+        let written = written.write(|_, _| Ok(())).unwrap();
+        streetlevel_store::catch_up(&store).unwrap();
+        let note = TakedownNote {
+            actor: "user alice",
+            subject: "one",
+            at: streetlevel_model::Timestamp(1_700_000_000_000),
+        };
+        store
+            .write()
+            .unwrap()
+            .delete_images(&erased_ids[..1], &note, |_, _| Ok(()))
+            .unwrap();
+        store.write().unwrap().add_written(written);
+        assert_eq!(served(&erased_ids), [false, true, true]);
+        // What a restart loads agrees.
+        let reopened = place.open().unwrap();
+        assert_eq!(answers(&reopened), answers(&read()));
     }
 }
 

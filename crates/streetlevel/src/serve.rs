@@ -609,19 +609,7 @@ async fn follow_other_writers(store: Arc<RwLock<Store>>) {
                 }
                 None => std::thread::sleep(FOLLOW_INTERVAL),
             }
-            let followed = (|| {
-                let pending = store
-                    .read()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .has_writes_to_follow()?;
-                if !pending {
-                    return Ok(0);
-                }
-                store
-                    .write()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .follow()
-            })();
+            let followed = streetlevel_store::catch_up(&store);
             (listening, followed)
         })
         .await;
