@@ -287,7 +287,9 @@ fn upload_sized_bodies_arrive_whole(scratch: &Path, public: &str, upload_app: &s
     let size: usize = 8 << 20;
     std::fs::write(
         &payload,
-        (0..size).map(|i| (i % 251) as u8).collect::<Vec<_>>(),
+        (0..size)
+            .map(|i| u8::try_from(i % 251).unwrap())
+            .collect::<Vec<_>>(),
     )
     .unwrap();
     let key = "mly_tools_nginx.jpg";
