@@ -204,6 +204,7 @@ fn tile_of(lon: f64, lat: f64) -> (u32, u32) {
     let lat = lat.to_radians();
     let y = ((1.0 - (lat.tan() + 1.0 / lat.cos()).ln() / std::f64::consts::PI) / 2.0 * n).floor();
     #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    // a tile on the map: in range
     (x as u32, y as u32)
 }
 
