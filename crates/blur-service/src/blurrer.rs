@@ -37,6 +37,13 @@ impl Blurrer for ServiceClient {
     }
 }
 
+/// A service's coordinate rounded to the nearest pixel edge and clamped to `0..=limit`
+/// (`NaN` is 0).
+#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // clamped to `0..=limit` first
+fn to_pixel(value: f64, limit: u32) -> u32 {
+    value.round().clamp(0.0, f64::from(limit)) as u32
+}
+
 /// The regions of the service's annotations, in a `width` x `height` picture.
 pub fn regions(metadata: &Metadata, url: &str, width: u32, height: u32) -> Vec<Region> {
     let model = match &metadata.service_name {
@@ -52,12 +59,11 @@ pub fn regions(metadata: &Metadata, url: &str, width: u32, height: u32) -> Vec<R
                 Found::Plate => RegionClass::Plate,
             };
             let (x0, y0, x1, y1) = annotation.bounds()?;
-            let clamp = |value: f64, limit: u32| value.round().clamp(0.0, f64::from(limit)) as u32;
             let (x0, y0, x1, y1) = (
-                clamp(x0, width),
-                clamp(y0, height),
-                clamp(x1, width),
-                clamp(y1, height),
+                to_pixel(x0, width),
+                to_pixel(y0, height),
+                to_pixel(x1, width),
+                to_pixel(y1, height),
             );
             (x1 > x0 && y1 > y0).then(|| Region {
                 class,

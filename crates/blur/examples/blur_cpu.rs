@@ -77,7 +77,7 @@ fn main() {
     let cpu = cpu_seconds() - started;
     println!(
         "{count} pictures: {cpu:.2} s CPU, {:.3} s per picture, {regions} regions, peak RSS {} MB",
-        cpu / count as f64,
+        cpu / f64::from(u32::try_from(count).unwrap_or(u32::MAX)),
         peak_rss_mb()
     );
 }

@@ -52,7 +52,7 @@ fn main() {
             let (found, total) = figures.recall(kind);
             println!(
                 "  {name}: {found} of {total} found ({:.0} %)",
-                100.0 * found as f64 / total.max(1) as f64
+                100.0 * recall::count_f64(found) / recall::count_f64(total.max(1))
             );
             for (low, high) in [(0, 16), (16, 32), (32, 64), (64, u32::MAX)] {
                 let sized: Vec<_> = figures
@@ -72,7 +72,7 @@ fn main() {
             }
         }
         let shares: Vec<f64> = figures.shares.iter().map(|(_, share)| *share).collect();
-        let mean = shares.iter().sum::<f64>() / shares.len() as f64;
+        let mean = shares.iter().sum::<f64>() / recall::count_f64(shares.len());
         let (worst_name, worst) = figures
             .shares
             .iter()
@@ -90,7 +90,7 @@ fn main() {
             "  {:.2} s for {} pictures on one thread ({:.3} s each)",
             total,
             figures.seconds.len(),
-            total / figures.seconds.len() as f64
+            total / recall::count_f64(figures.seconds.len())
         );
     }
 }

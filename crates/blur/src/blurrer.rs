@@ -7,6 +7,7 @@ use crate::pixels::{
     crop, decode, make_upright, pixelate_and_blur, resize, to_stored, upright_size,
 };
 use crate::region::{Candidate, Region, suppress};
+use crate::units::{to_f32, to_u32};
 use crate::{BlurError, Bounds};
 
 /// What a blurrer is told about a picture besides its bytes (read from its metadata).
@@ -105,27 +106,27 @@ pub fn passes(width: u32, height: u32, panorama: bool) -> Vec<Pass> {
 }
 
 fn passes_with(width: u32, height: u32, panorama: bool, main_side: u32) -> Vec<Pass> {
-    let longest = width.max(height).max(1) as f32;
-    let main = (main_side as f32 / longest).min(1.0);
+    let longest = to_f32(width.max(height).max(1));
+    let main = (to_f32(main_side) / longest).min(1.0);
     let mut passes = vec![Pass {
         scale: main,
         crop: None,
     }];
-    let close_up = (CLOSE_UP_PASS_SIDE as f32 / longest).min(1.0);
+    let close_up = (to_f32(CLOSE_UP_PASS_SIDE) / longest).min(1.0);
     if close_up < main * 0.6 {
         passes.push(Pass {
             scale: close_up,
             crop: None,
         });
     }
-    let full = (PANORAMA_WIDTH as f32 / width.max(1) as f32).min(1.0);
+    let full = (to_f32(PANORAMA_WIDTH) / to_f32(width.max(1))).min(1.0);
     if panorama && full > main * 1.25 {
-        let scaled_height = (height as f32 * full).round();
-        let top = (scaled_height * PANORAMA_BAND.0) as u32;
-        let bottom = (scaled_height * PANORAMA_BAND.1) as u32;
+        let scaled_height = (to_f32(height) * full).round();
+        let top = to_u32(scaled_height * PANORAMA_BAND.0);
+        let bottom = to_u32(scaled_height * PANORAMA_BAND.1);
         passes.push(Pass {
             scale: full,
-            crop: Some((0, top, (width as f32 * full).round() as u32, bottom - top)),
+            crop: Some((0, top, to_u32((to_f32(width) * full).round()), bottom - top)),
         });
     }
     passes
@@ -193,8 +194,8 @@ impl LocalBlurrer {
         let (width, height) = upright_size(stored.width, stored.height, hints.orientation);
         let mut found: Vec<(usize, Candidate)> = Vec::new();
         for pass in passes_with(width, height, hints.panorama, self.main_pass_side) {
-            let scaled_width = ((width as f32 * pass.scale).round() as u32).max(1);
-            let scaled_height = ((height as f32 * pass.scale).round() as u32).max(1);
+            let scaled_width = to_u32((to_f32(width) * pass.scale).round()).max(1);
+            let scaled_height = to_u32((to_f32(height) * pass.scale).round()).max(1);
             // Scaled while stored (fewer pixels to turn), then upright.
             let (stored_width, stored_height) =
                 upright_size(scaled_width, scaled_height, hints.orientation);
@@ -220,7 +221,7 @@ impl LocalBlurrer {
                         Some(crop(&part, tile_left, tile_top, tile_width, tile_height))
                     };
                     let candidates = detector.detect(tile.as_ref().unwrap_or(&part))?;
-                    let (offset_x, offset_y) = ((left + tile_left) as f32, (top + tile_top) as f32);
+                    let (offset_x, offset_y) = (to_f32(left + tile_left), to_f32(top + tile_top));
                     found.extend(candidates.into_iter().map(|candidate| {
                         let bounds = candidate.bounds;
                         (
@@ -249,16 +250,16 @@ impl LocalBlurrer {
             for candidate in suppress(candidates, 0.3) {
                 let grown = candidate.bounds.grown(detector.class().growth());
                 let upright = Bounds {
-                    x0: grown.x0.clamp(0.0, width as f32),
-                    y0: grown.y0.clamp(0.0, height as f32),
-                    x1: grown.x1.clamp(0.0, width as f32),
-                    y1: grown.y1.clamp(0.0, height as f32),
+                    x0: grown.x0.clamp(0.0, to_f32(width)),
+                    y0: grown.y0.clamp(0.0, to_f32(height)),
+                    x1: grown.x1.clamp(0.0, to_f32(width)),
+                    y1: grown.y1.clamp(0.0, to_f32(height)),
                 };
                 let bounds = to_stored(upright, stored.width, stored.height, hints.orientation);
-                let (x, y) = (bounds.x0.floor() as u32, bounds.y0.floor() as u32);
+                let (x, y) = (to_u32(bounds.x0.floor()), to_u32(bounds.y0.floor()));
                 let (right, bottom) = (
-                    (bounds.x1.ceil() as u32).min(stored.width),
-                    (bounds.y1.ceil() as u32).min(stored.height),
+                    to_u32(bounds.x1.ceil()).min(stored.width),
+                    to_u32(bounds.y1.ceil()).min(stored.height),
                 );
                 if right <= x || bottom <= y {
                     continue;
@@ -365,10 +366,12 @@ pub fn upright_shares_to_stored(
     orientation: u8,
 ) -> (u32, u32, u32, u32) {
     let (upright_width, upright_height) = upright_size(stored_width, stored_height, orientation);
+    // A share in [0, 1] as the nearest `f32`.
+    #[allow(clippy::cast_possible_truncation)] // clamped to [0, 1]; only precision is lost
     let clamp = |share: f64| share.clamp(0.0, 1.0) as f32;
     let (x0, y0) = (clamp(left), clamp(top));
     let (x1, y1) = (clamp(left + width), clamp(top + height));
-    let (w, h) = (upright_width as f32, upright_height as f32);
+    let (w, h) = (to_f32(upright_width), to_f32(upright_height));
     let upright = Bounds {
         x0: x0 * w,
         y0: y0 * h,
@@ -376,10 +379,10 @@ pub fn upright_shares_to_stored(
         y1: y1 * h,
     };
     let stored = to_stored(upright, stored_width, stored_height, orientation);
-    let x = (stored.x0.floor().max(0.0) as u32).min(stored_width.saturating_sub(1));
-    let y = (stored.y0.floor().max(0.0) as u32).min(stored_height.saturating_sub(1));
-    let right = (stored.x1.ceil() as u32).clamp(x + 1, stored_width.max(x + 1));
-    let bottom = (stored.y1.ceil() as u32).clamp(y + 1, stored_height.max(y + 1));
+    let x = to_u32(stored.x0.floor().max(0.0)).min(stored_width.saturating_sub(1));
+    let y = to_u32(stored.y0.floor().max(0.0)).min(stored_height.saturating_sub(1));
+    let right = to_u32(stored.x1.ceil()).clamp(x + 1, stored_width.max(x + 1));
+    let bottom = to_u32(stored.y1.ceil()).clamp(y + 1, stored_height.max(y + 1));
     (x, y, right - x, bottom - y)
 }
 
@@ -400,10 +403,10 @@ pub fn stored_to_upright_shares(
         other => other,
     };
     let stored = Bounds {
-        x0: x as f32,
-        y0: y as f32,
-        x1: x.saturating_add(width) as f32,
-        y1: y.saturating_add(height) as f32,
+        x0: to_f32(x),
+        y0: to_f32(y),
+        x1: to_f32(x.saturating_add(width)),
+        y1: to_f32(y.saturating_add(height)),
     };
     let upright = to_stored(stored, upright_width, upright_height, inverse);
     let (w, h) = (

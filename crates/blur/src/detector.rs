@@ -18,6 +18,7 @@ use ort::value::{Tensor, ValueType};
 use crate::model::ModelFile;
 use crate::pixels::{Rgb, resize};
 use crate::region::{Bounds, Candidate, RegionClass};
+use crate::units::{index_to_f32, to_f32, to_u32};
 use crate::{BlurError, onnx_shape};
 
 /// How a family's model is fed and read.
@@ -109,7 +110,7 @@ impl Detector {
             Family::Yolo => {
                 let fixed = match input.as_slice() {
                     [_, _, height, width] if *height > 0 && *width > 0 => {
-                        Some((*width as u32, *height as u32))
+                        u32::try_from(*width).ok().zip(u32::try_from(*height).ok())
                     }
                     _ => None,
                 };
@@ -296,8 +297,8 @@ fn run_centerface(session: &mut Session, image: &Rgb) -> Result<Vec<Candidate>, 
             }
             let box_height = scale[cell].exp() * 4.0;
             let box_width = scale[plane + cell].exp() * 4.0;
-            let x0 = (column as f32 + offset[plane + cell] + 0.5) * 4.0 - box_width / 2.0;
-            let y0 = (row as f32 + offset[cell] + 0.5) * 4.0 - box_height / 2.0;
+            let x0 = (index_to_f32(column) + offset[plane + cell] + 0.5) * 4.0 - box_width / 2.0;
+            let y0 = (index_to_f32(row) + offset[cell] + 0.5) * 4.0 - box_height / 2.0;
             found.push(Candidate {
                 bounds: Bounds {
                     x0,
@@ -334,13 +335,13 @@ fn run_yunet(session: &mut Session, image: &Rgb) -> Result<Vec<Candidate>, Strin
                 "YuNet's outputs are smaller than its input says",
             ));
         }
-        let stride = stride as f32;
+        let stride = to_f32(stride);
         for cell in 0..cells {
             let score = (classes[cell].clamp(0.0, 1.0) * objects[cell].clamp(0.0, 1.0)).sqrt();
             if score < MIN_SCORE {
                 continue;
             }
-            let (column, row) = ((cell % columns) as f32, (cell / columns) as f32);
+            let (column, row) = (index_to_f32(cell % columns), index_to_f32(cell / columns));
             let centre_x = (column + boxes[cell * 4]) * stride;
             let centre_y = (row + boxes[cell * 4 + 1]) * stride;
             let box_width = boxes[cell * 4 + 2].exp() * stride;
@@ -367,13 +368,13 @@ fn run_yolo(
     // Letterboxed into a fixed input: scaled to fit, the rest padded.
     let (input, width, height, factor) = match fixed_input {
         Some((width, height)) => {
-            let factor = (width as f32 / image.width as f32)
-                .min(height as f32 / image.height as f32)
+            let factor = (to_f32(width) / to_f32(image.width))
+                .min(to_f32(height) / to_f32(image.height))
                 .min(1.0);
             let scaled = resize(
                 image,
-                ((image.width as f32 * factor).round() as u32).clamp(1, width),
-                ((image.height as f32 * factor).round() as u32).clamp(1, height),
+                to_u32((to_f32(image.width) * factor).round()).clamp(1, width),
+                to_u32((to_f32(image.height) * factor).round()).clamp(1, height),
             )
             .map_err(|error| error.to_string())?;
             (scaled, width, height, factor)
@@ -396,7 +397,11 @@ fn run_yolo(
     let (shape, data) = outputs[0]
         .try_extract_tensor::<f32>()
         .map_err(|error| error.to_string())?;
-    let dims: Vec<usize> = shape.iter().map(|&dim| dim.max(0) as usize).collect();
+    // Negative (unknown) dimensions as 0; the sizes are then checked against the data.
+    let dims: Vec<usize> = shape
+        .iter()
+        .map(|&dim| usize::try_from(dim.max(0)).unwrap_or(usize::MAX))
+        .collect();
     let mut found = decode_yolo(&dims, data)?;
     for candidate in &mut found {
         let bounds = &mut candidate.bounds;

@@ -9,6 +9,7 @@ mod onnx_shape;
 mod pixels;
 mod region;
 mod runtime;
+mod units;
 
 pub use blurrer::{
     Blurred, BlurredPixels, Blurrer, CLOSE_UP_PASS_SIDE, Hints, LocalBlurrer, MAIN_PASS_SIDE,

@@ -54,11 +54,12 @@ fn read_varint(bytes: &[u8], at: &mut usize) -> Result<u64, String> {
 }
 
 fn write_varint(mut value: u64, out: &mut Vec<u8>) {
+    // The low byte each time (`to_le_bytes()[0]` is `as u8`'s truncation, spelt out).
     while value >= 0x80 {
-        out.push((value as u8) | 0x80);
+        out.push(value.to_le_bytes()[0] | 0x80);
         value >>= 7;
     }
-    out.push(value as u8);
+    out.push(value.to_le_bytes()[0]);
 }
 
 fn fields(message: &[u8]) -> Result<Vec<Field<'_>>, String> {

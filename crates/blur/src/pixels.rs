@@ -9,6 +9,7 @@ use jpeg_decoder::PixelFormat;
 
 use crate::BlurError;
 use crate::region::Bounds;
+use crate::units::to_f32;
 
 /// The most pixels (stored width times height) a picture may have to be decoded: the same
 /// bound as the thumbnailer's, about 300 MB of RGB.
@@ -27,7 +28,7 @@ pub(crate) struct Rgb {
 pub(crate) fn decode(jpeg: &[u8]) -> Result<Rgb, BlurError> {
     let decode_error = |error: jpeg_decoder::Error| BlurError::Decode(error.to_string());
     let mut decoder = jpeg_decoder::Decoder::new(jpeg);
-    decoder.set_max_decoding_buffer_size(MAX_PIXELS as usize * 3);
+    decoder.set_max_decoding_buffer_size(usize::try_from(MAX_PIXELS * 3).unwrap_or(usize::MAX));
     let decoded = catch_unwind(AssertUnwindSafe(|| {
         decoder.read_info().map_err(decode_error)?;
         let info = decoder
@@ -154,8 +155,16 @@ pub(crate) fn make_upright(stored: Rgb, orientation: u8) -> Rgb {
         }
     }
     Rgb {
-        width: upright_width as u32,
-        height: upright_height as u32,
+        width: if orientation >= 5 {
+            stored.height
+        } else {
+            stored.width
+        },
+        height: if orientation >= 5 {
+            stored.width
+        } else {
+            stored.height
+        },
         pixels,
     }
 }
@@ -163,7 +172,7 @@ pub(crate) fn make_upright(stored: Rgb, orientation: u8) -> Rgb {
 /// A box in upright pixels mapped to the stored pixels of a picture stored `width` x
 /// `height` with Exif `orientation` (the same mappings as [`make_upright`], on edges).
 pub(crate) fn to_stored(bounds: Bounds, width: u32, height: u32, orientation: u8) -> Bounds {
-    let (w, h) = (width as f32, height as f32);
+    let (w, h) = (to_f32(width), to_f32(height));
     let map = |u: f32, v: f32| match orientation {
         2 => (w - u, v),
         3 => (w - u, h - v),
@@ -211,7 +220,8 @@ pub(crate) fn pixelate_and_blur(image: &mut Rgb, x: u32, y: u32, width: u32, hei
                 }
             }
             let count = ((end_x - cell_x) * (end_y - cell_y)) as u64;
-            let mean = sum.map(|total| (total / count) as u8);
+            // A mean of bytes: a byte.
+            let mean = sum.map(|total| u8::try_from(total / count).unwrap_or(u8::MAX));
             for row in cell_y..end_y {
                 for column in cell_x..end_x {
                     let at = row * stride + column * 3;
@@ -227,6 +237,15 @@ pub(crate) fn pixelate_and_blur(image: &mut Rgb, x: u32, y: u32, width: u32, hei
 
 /// A moving average of `2 * radius + 1` pixels along rows (`horizontal`) or columns, inside
 /// the box only, with the window clamped at the box's edges.
+/// The mean of `count` bytes summing to `total`, in 32-bit arithmetic: `count` is at most a
+/// box's width (`2 * radius + 1`, far below 2^32) and a mean of bytes is a byte, so neither
+/// conversion loses anything; a per-pixel step, kept to the same instructions as before.
+#[inline]
+#[allow(clippy::cast_possible_truncation)] // both bounded, as documented
+fn byte_mean(total: u32, count: usize) -> u8 {
+    (total / count as u32) as u8
+}
+
 fn box_filter(
     image: &mut Rgb,
     (x0, y0, x1, y1): (usize, usize, usize, usize),
@@ -265,11 +284,10 @@ fn box_filter(
         for position in 0..length {
             let start = position.saturating_sub(radius);
             let end = (position + radius + 1).min(length);
-            let count = (end - start) as u32;
             let to = at(line, position);
             let (high, low) = (prefix[end], prefix[start]);
             for ((target, high), low) in image.pixels[to..to + 3].iter_mut().zip(high).zip(low) {
-                *target = ((high - low) / count) as u8;
+                *target = byte_mean(high - low, end - start);
             }
         }
     }
@@ -278,6 +296,7 @@ fn box_filter(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::units::index_to_f32;
 
     #[test]
     fn boxes_map_back_to_the_stored_pixels_for_every_orientation() {
@@ -308,8 +327,8 @@ mod tests {
                 .unwrap()
                 / 3;
             let (u, v) = (
-                (index % upright.width as usize) as f32,
-                (index / upright.width as usize) as f32,
+                index_to_f32(index % upright.width as usize),
+                index_to_f32(index / upright.width as usize),
             );
             let found = Bounds {
                 x0: u,

@@ -351,13 +351,13 @@ impl ToSql for Param<'_> {
                 Type::INT4 => i32::try_from(number)?.to_sql(ty, out),
                 Type::INT2 => i16::try_from(number)?.to_sql(ty, out),
                 Type::BOOL => (number != 0).to_sql(ty, out),
-                #[allow(clippy::cast_precision_loss)]
+                #[allow(clippy::cast_precision_loss)] // the nearest f64, as PostgreSQL's own cast
                 Type::FLOAT8 => (number as f64).to_sql(ty, out),
                 _ => Err(format!("an integer parameter where {ty} is wanted").into()),
             },
             Param::Real(number) => match *ty {
                 Type::FLOAT8 => number.to_sql(ty, out),
-                #[allow(clippy::cast_possible_truncation)]
+                #[allow(clippy::cast_possible_truncation)] // the nearest f32, as PostgreSQL's cast
                 Type::FLOAT4 => (number as f32).to_sql(ty, out),
                 _ => Err(format!("a real parameter where {ty} is wanted").into()),
             },

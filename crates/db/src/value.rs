@@ -211,7 +211,7 @@ impl dyn Row + '_ {
     pub fn real(&self, index: usize) -> Result<f64, DbError> {
         match self.value(index)? {
             ValueRef::Real(number) => Ok(number),
-            #[allow(clippy::cast_precision_loss)]
+            #[allow(clippy::cast_precision_loss)] // a whole REAL SQLite kept as an integer: exact
             ValueRef::Int(number) => Ok(number as f64),
             other => Err(wrong_kind(index, "real", other)),
         }
@@ -226,7 +226,7 @@ impl dyn Row + '_ {
     pub fn real_or_null(&self, index: usize) -> Result<Option<f64>, DbError> {
         match self.value(index)? {
             ValueRef::Real(number) => Ok(Some(number)),
-            #[allow(clippy::cast_precision_loss)]
+            #[allow(clippy::cast_precision_loss)] // a whole REAL SQLite kept as an integer: exact
             ValueRef::Int(number) => Ok(Some(number as f64)),
             ValueRef::Null => Ok(None),
             other => Err(wrong_kind(index, "real", other)),
@@ -342,7 +342,7 @@ impl FromValue for f64 {
         match value {
             ValueRef::Real(number) => Ok(number),
             // SQLite stores a whole REAL as an integer when it can.
-            #[allow(clippy::cast_precision_loss)]
+            #[allow(clippy::cast_precision_loss)] // from an f64, so exact
             ValueRef::Int(number) => Ok(number as f64),
             _ => Err("real"),
         }

@@ -12,10 +12,10 @@ fn main() {
     divan::main();
 }
 
-fn circle(center_x: f64, center_y: f64, radius: f64, vertices: usize) -> LineString<f64> {
+fn circle(center_x: f64, center_y: f64, radius: f64, vertices: u32) -> LineString<f64> {
     (0..vertices)
         .map(|index| {
-            let angle = index as f64 / vertices as f64 * std::f64::consts::TAU;
+            let angle = f64::from(index) / f64::from(vertices) * std::f64::consts::TAU;
             Coord {
                 x: center_x + radius * angle.cos(),
                 y: center_y + radius * angle.sin(),

@@ -123,6 +123,12 @@ fn decode_scaled(
         .collect())
 }
 
+/// A finite coordinate in grid units, rounded to the nearest one and clamped to `0..=extent`.
+#[allow(clippy::cast_possible_truncation)] // clamped to `DETECTION_EXTENT`, far below `i32::MAX`
+fn to_extent(value: f64, extent: f64) -> i32 {
+    value.round().clamp(0.0, extent) as i32
+}
+
 fn encode_scaled(
     polygons: &MultiPolygon<f64>,
     width: f64,
@@ -136,8 +142,8 @@ fn encode_scaled(
                     return Err(DetectionError::NonFiniteCoordinate);
                 }
                 Ok(Coord {
-                    x: (coord.x / width * extent).round().clamp(0.0, extent) as i32,
-                    y: (coord.y / height * extent).round().clamp(0.0, extent) as i32,
+                    x: to_extent(coord.x / width * extent, extent),
+                    y: to_extent(coord.y / height * extent, extent),
                 })
             })
             .collect()

@@ -48,13 +48,13 @@ fn assert_ring_close(original: &LineString<f64>, decoded: &LineString<f64>) {
 /// A simple ring around `centre` (normalized image coordinates): vertices at increasing
 /// angles with varying radii, in either winding.
 fn star(centre: (f64, f64), radii: &[f64], jitter: &[f64], clockwise: bool) -> LineString<f64> {
-    let count = radii.len() as f64;
+    let count = f64::from(u32::try_from(radii.len()).unwrap());
     let mut ring: Vec<Coord<f64>> = radii
         .iter()
         .zip(jitter)
-        .enumerate()
-        .map(|(index, (radius, jitter))| {
-            let angle = std::f64::consts::TAU * (index as f64 + jitter) / count;
+        .zip(0_u32..)
+        .map(|((radius, jitter), index)| {
+            let angle = std::f64::consts::TAU * (f64::from(index) + jitter) / count;
             Coord {
                 x: centre.0 + radius * angle.cos(),
                 y: centre.1 + radius * angle.sin(),

@@ -115,7 +115,9 @@ pub fn import_paths(
     let arrival = streetlevel_model::Timestamp(
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |elapsed| elapsed.as_millis() as i64),
+            .map_or(0, |elapsed| {
+                i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX)
+            }),
     );
     let mut entries = Vec::with_capacity(files.len());
     for (index, file) in files.into_iter().enumerate() {

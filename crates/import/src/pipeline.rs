@@ -633,7 +633,9 @@ fn file_outcomes(
 /// Files the store left out because another writer stored the same bytes meanwhile are
 /// duplicates; the others are imported.
 fn record(outcomes: &mut [Option<Outcome>], outcome: &BatchOutcome, first_id: u64) {
-    let index = |id: ImageId| (id.0 - first_id) as usize;
+    let index = |id: ImageId| {
+        usize::try_from(id.0 - first_id).expect("the store answers with IDs of the batch reserved")
+    };
     for &id in &outcome.inserted {
         outcomes[index(id)] = Some(Outcome::Imported(id));
     }

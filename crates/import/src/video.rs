@@ -120,8 +120,8 @@ pub(crate) fn frames_named(
     arrival: Timestamp,
 ) -> Result<Vec<Frame>, String> {
     let gpx = gpx_beside(path)?;
-    let video = Video::read(path, gpx.as_deref(), arrival.millis() as f64 / 1000.0)
-        .map_err(|error| error.to_string())?;
+    let video =
+        Video::read(path, gpx.as_deref(), arrival.seconds()).map_err(|error| error.to_string())?;
     let plan = video.plan(options.sampling);
     if plan.is_empty() {
         return Err(String::from("no frame lies within the video's GPS track"));

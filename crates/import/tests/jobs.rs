@@ -33,7 +33,7 @@ fn a_job_interrupted_by_a_crash_is_redone_with_the_ids_it_reserved() {
         connection
             .execute(
                 "UPDATE import_jobs SET state = 'processing', first_id = ?2 WHERE id = ?1",
-                rusqlite::params![job as i64, first_id as i64],
+                rusqlite::params![job.cast_signed(), first_id.cast_signed()],
             )
             .unwrap();
         std::fs::create_dir_all(data.join("media/images")).unwrap();
@@ -92,12 +92,13 @@ fn a_job_another_worker_holds_is_taken_over_only_when_its_lease_runs_out() {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
-        .as_millis() as i64;
+        .as_millis();
+    let now = i64::try_from(now).unwrap();
     connection
         .execute(
             "UPDATE import_jobs SET state = 'processing', worker = 'elsewhere', lease_until = ?2
              WHERE id = ?1",
-            rusqlite::params![job as i64, now + 60_000],
+            rusqlite::params![job.cast_signed(), now + 60_000],
         )
         .unwrap();
     for _ in 0..3 {
@@ -113,7 +114,7 @@ fn a_job_another_worker_holds_is_taken_over_only_when_its_lease_runs_out() {
     connection
         .execute(
             "UPDATE import_jobs SET lease_until = ?2 WHERE id = ?1",
-            rusqlite::params![job as i64, now - 1],
+            rusqlite::params![job.cast_signed(), now - 1],
         )
         .unwrap();
     assert_eq!(second.process_next(&store).unwrap(), Some(job));
@@ -125,7 +126,7 @@ fn a_job_another_worker_holds_is_taken_over_only_when_its_lease_runs_out() {
     let holder: Option<String> = connection
         .query_row(
             "SELECT worker FROM import_jobs WHERE id = ?1",
-            rusqlite::params![job as i64],
+            rusqlite::params![job.cast_signed()],
             |row| row.get(0),
         )
         .unwrap();
@@ -250,7 +251,7 @@ fn a_job_is_published_with_its_final_counts() {
     let published_as: (i64, i64, String) = connection
         .query_row(
             "SELECT images, duplicates, refused FROM published_as WHERE job = ?1",
-            [second as i64],
+            [second.cast_signed()],
             |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
         )
         .unwrap();

@@ -19,8 +19,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     std::fs::create_dir_all(&dir)?;
     let (width, height) = (32_u16, 16_u16);
-    let pixels: Vec<u8> = (0..u32::from(width) * u32::from(height))
-        .flat_map(|n| [(n % 32 * 8) as u8, (n / 32 * 16) as u8, 128])
+    let pixels: Vec<u8> = (0..16_u8)
+        .flat_map(|row| (0..32_u8).flat_map(move |column| [column * 8, row * 16, 128]))
         .collect();
     let mut plain = Vec::new();
     jpeg_encoder::Encoder::new(&mut plain, 75).encode(

@@ -319,17 +319,17 @@ fn main() -> Result<(), Error> {
     ];
 
     let mut manifest = Vec::new();
-    let mut place = 0_usize;
+    let mut place = 0_u32;
     let mut previous_kind = "";
     for kind in kinds {
         if kind.what != previous_kind && !previous_kind.is_empty() {
             place += 1;
         }
         previous_kind = kind.what;
-        let latitude = ORIGIN.0 + 0.01 * place as f64;
+        let latitude = ORIGIN.0 + 0.01 * f64::from(place);
         let longitude = ORIGIN.1 + kind.east;
         // Each kind an hour after the one before: a sequence of its own.
-        let captured_at = START_MILLIS + 3_600_000 * place as i64 + 1000 * kind.seconds;
+        let captured_at = START_MILLIS + 3_600_000 * i64::from(place) + 1000 * kind.seconds;
         let jpeg = match &kind.pixels {
             Some(pixels) => pixels.encode()?,
             None => read(kind.sources[0])?,

@@ -10,6 +10,7 @@
 use std::ops::RangeInclusive;
 
 use chrono::NaiveDate;
+use num_traits::ToPrimitive as _;
 use serde_json::{Map, Value};
 use streetlevel_model::Timestamp;
 
@@ -83,8 +84,10 @@ impl UploaderDescription {
         read.camera_uuid = reader.text("MAPCameraUUID");
         read.orientation = reader.read("MAPOrientation", "an orientation 1 to 8", |value| {
             let orientation = number(value)?;
-            (orientation.fract() == 0.0 && (1.0..=8.0).contains(&orientation))
-                .then_some(orientation as u8)
+            (orientation.fract() == 0.0)
+                .then(|| orientation.to_u8())
+                .flatten()
+                .filter(|orientation| (1..=8).contains(orientation))
         });
         Some(read)
     }

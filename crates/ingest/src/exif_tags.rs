@@ -3,6 +3,7 @@
 
 use chrono::{NaiveDate, NaiveDateTime, TimeDelta};
 use exif::{Exif, Field, In, Reader, Tag, Value};
+use num_traits::ToPrimitive as _;
 
 use crate::IngestError;
 use crate::capture_time::CameraTime;
@@ -228,7 +229,8 @@ impl ExifTags {
         };
         // As the uploader: whole hours and minutes, seconds with their fraction.
         let (hours, minutes, seconds) = (part(0)?.trunc(), part(1)?.trunc(), part(2)?);
-        let micros = ((hours * 3600.0 + minutes * 60.0) * 1e6 + (seconds * 1e6).round()) as i64;
+        let micros =
+            ((hours * 3600.0 + minutes * 60.0) * 1e6 + (seconds * 1e6).round()).to_i64()?;
         date.and_hms_opt(0, 0, 0)?
             .checked_add_signed(TimeDelta::microseconds(micros))
     }

@@ -137,7 +137,7 @@ mod tests {
         let mut bytes = vec![0xFF, 0xD8];
         for &(marker, contents) in segments {
             bytes.extend_from_slice(&[0xFF, marker]);
-            bytes.extend_from_slice(&(contents.len() as u16 + 2).to_be_bytes());
+            bytes.extend_from_slice(&u16::try_from(contents.len() + 2).unwrap().to_be_bytes());
             bytes.extend_from_slice(contents);
         }
         bytes.extend_from_slice(tail);

@@ -51,8 +51,16 @@ pub(crate) fn make_upright(stored: Rgb, orientation: u8) -> Rgb {
         }
     }
     Rgb {
-        width: upright_width as u32,
-        height: upright_height as u32,
+        width: if orientation >= 5 {
+            stored.height
+        } else {
+            stored.width
+        },
+        height: if orientation >= 5 {
+            stored.width
+        } else {
+            stored.height
+        },
         pixels,
     }
 }

@@ -253,7 +253,7 @@ fn split_by_distance_and_length(
 }
 
 fn seconds_between(earlier: &Metadata, later: &Metadata) -> f64 {
-    (later.captured_at.millis() as f64 - earlier.captured_at.millis() as f64) / 1000.0
+    later.captured_at.seconds() - earlier.captured_at.seconds()
 }
 
 /// The difference of two compass angles, 0 to 180 degrees.

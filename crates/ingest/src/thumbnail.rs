@@ -133,9 +133,11 @@ pub fn thumbnails_from_rgb(
 /// `upright_height` picture: aspect ratio kept, height rounded, at least 1, never upscaled.
 fn size_within(upright_width: u32, upright_height: u32, target_width: u32) -> (u32, u32) {
     let width = target_width.min(upright_width);
-    let height = (f64::from(upright_height) * f64::from(width) / f64::from(upright_width))
-        .round()
-        .max(1.0) as u32;
+    // Rounded half up in integers: at most `upright_height`, so it fits.
+    let height = (2 * u64::from(upright_height) * u64::from(width) + u64::from(upright_width))
+        .checked_div(2 * u64::from(upright_width))
+        .unwrap_or(0);
+    let height = u32::try_from(height.max(1)).unwrap_or(upright_height);
     (width, height)
 }
 
@@ -169,7 +171,7 @@ fn from_decoded(
 fn decode(jpeg: &[u8], upright_width: u32, quarter_turn: bool) -> Result<Rgb, IngestError> {
     let decode_error = |error: jpeg_decoder::Error| IngestError::Decode(error.to_string());
     let mut decoder = jpeg_decoder::Decoder::new(jpeg);
-    decoder.set_max_decoding_buffer_size(MAX_PIXELS as usize * 3);
+    decoder.set_max_decoding_buffer_size(usize::try_from(MAX_PIXELS * 3).unwrap_or(usize::MAX));
     // `jpeg-decoder` picks the smallest scale that reaches either requested length, so the
     // axis that must not decide asks for the most it can.
     let wanted = u16::try_from(upright_width).unwrap_or(u16::MAX);
@@ -296,7 +298,7 @@ mod tests {
         // A left-to-right ramp, so that a turn shows in the pixels.
         let (width, height) = (3000u32, 1000u32);
         let rgb: Vec<u8> = (0..height)
-            .flat_map(|_| (0..width).flat_map(|x| [(x * 255 / width) as u8; 3]))
+            .flat_map(|_| (0..width).flat_map(|x| [u8::try_from(x * 255 / width).unwrap(); 3]))
             .collect();
         let mut jpeg = Vec::new();
         jpeg_encoder::Encoder::new(&mut jpeg, 95)

@@ -10,6 +10,7 @@ use exif::experimental::Writer;
 use exif::{Field, In, Rational, Tag, Value};
 use img_parts::ImageEXIF;
 use img_parts::jpeg::{JpegSegment, markers};
+use num_traits::ToPrimitive as _;
 use streetlevel_model::Timestamp;
 
 use crate::IngestError;
@@ -214,16 +215,12 @@ fn degrees_minutes_seconds(name: &str, degrees: f64) -> Result<Value, IngestErro
 }
 
 fn rational(name: &str, value: f64, denom: u32) -> Result<Rational, IngestError> {
-    let num = (value * f64::from(denom)).round();
-    if !(0.0..=f64::from(u32::MAX)).contains(&num) {
-        return Err(IngestError::InvalidMetadata(format!(
+    let num = (value * f64::from(denom)).round().to_u32().ok_or_else(|| {
+        IngestError::InvalidMetadata(format!(
             "{name} {value} cannot be written as an exif rational"
-        )));
-    }
-    Ok(Rational {
-        num: num as u32,
-        denom,
-    })
+        ))
+    })?;
+    Ok(Rational { num, denom })
 }
 
 /// An XMP packet that marks a `width` x `height` image as a full equirectangular panorama.

@@ -2,6 +2,7 @@
 
 #![allow(clippy::unwrap_used, clippy::panic, clippy::float_cmp)] // Helpers of tests fail loudly; values are exact.
 
+use num_traits::ToPrimitive as _;
 use streetlevel_ingest::sequence::{Cut, CutRules, DropReason, cut};
 use streetlevel_ingest::{Metadata, TimeSource};
 use streetlevel_model::{CameraType, Timestamp};
@@ -16,7 +17,7 @@ fn image(seconds: f64, meters: f64, compass: Option<f64>) -> Metadata {
         longitude: 11.0,
         altitude: None,
         compass_angle: compass,
-        captured_at: Timestamp(1_600_000_000_000 + (seconds * 1000.0) as i64),
+        captured_at: Timestamp(1_600_000_000_000 + (seconds * 1000.0).round().to_i64().unwrap()),
         time_source: TimeSource::Gps,
         make: Some(String::from("GoPro")),
         model: Some(String::from("MAX")),
@@ -31,9 +32,9 @@ fn image(seconds: f64, meters: f64, compass: Option<f64>) -> Metadata {
 }
 
 /// Images every 2 s, 5 m apart, facing north.
-fn walk(n: usize) -> Vec<Metadata> {
+fn walk(n: u32) -> Vec<Metadata> {
     (0..n)
-        .map(|i| image(2.0 * i as f64, 5.0 * i as f64, Some(0.0)))
+        .map(|i| image(2.0 * f64::from(i), 5.0 * f64::from(i), Some(0.0)))
         .collect()
 }
 

@@ -6,6 +6,7 @@
 mod support;
 
 use image::RgbImage;
+use num_traits::ToPrimitive as _;
 use streetlevel_ingest::{
     IngestError, MAX_PIXELS, Thumbnail, WriteTags, read_metadata, thumbnails, write_metadata,
 };
@@ -106,7 +107,10 @@ fn every_orientation_ends_upright_with_the_corners_where_exif_says() {
                 (480, 288)
             }
         );
-        let small_height = (f64::from(upright.1) * 256.0 / f64::from(upright.0)).round() as u32;
+        let small_height = (f64::from(upright.1) * 256.0 / f64::from(upright.0))
+            .round()
+            .to_u32()
+            .unwrap();
         assert_eq!(
             sizes(&made),
             [(256, small_height), upright, upright],

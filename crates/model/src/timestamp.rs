@@ -20,6 +20,12 @@ impl Timestamp {
         self.0
     }
 
+    /// Seconds since the epoch, with the milliseconds as the fraction.
+    #[allow(clippy::cast_precision_loss)] // exact below 2^53 ms, 285,000 years from 1970
+    pub fn seconds(self) -> f64 {
+        self.0 as f64 / 1000.0
+    }
+
     /// Parses an ISO 8601 date-time as clients send it in filters:
     /// `2021-05-01T10:00:00Z`, with an offset (`+02:00`, `+0200`), fractional seconds, or a
     /// bare date (`2021-05-01`, midnight UTC). A date-time without an offset is taken as UTC.

@@ -18,6 +18,7 @@ fn main() {
 struct Lcg(u64);
 
 impl Lcg {
+    #[allow(clippy::cast_precision_loss)] // 53 bits and 2^53: both exact
     fn next(&mut self) -> f64 {
         self.0 = self
             .0
@@ -46,17 +47,18 @@ fn point_tile() -> TileId {
 fn point_rows() -> Vec<PointRow> {
     let bounds = point_tile().bounds();
     let mut random = Lcg(1);
-    (0..5000u64)
-        .map(|index| PointRow {
+    (0..5000_u32)
+        .map(|index| (u64::from(index), i64::from(index)))
+        .map(|(index, signed)| PointRow {
             lon: bounds.min_lon + random.next() * (bounds.max_lon - bounds.min_lon),
             lat: bounds.min_lat + random.next() * (bounds.max_lat - bounds.min_lat),
             id: (1 << 60) + index,
-            captured_at: 1_600_000_000_000 + index as i64 * 1000,
+            captured_at: 1_600_000_000_000 + signed * 1000,
             creator_id: 100_000_000_000 + index % 50,
             sequence_id: format!("sequence{:06}", index / 100),
             organization_id: 1 + index % 5,
             is_pano: index % 7 == 0,
-            compass_angle: (index % 360) as i64,
+            compass_angle: signed % 360,
         })
         .collect()
 }

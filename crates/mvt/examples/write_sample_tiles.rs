@@ -8,6 +8,7 @@
 
 use std::path::PathBuf;
 
+use num_traits::ToPrimitive as _;
 use serde_json::{Value as Json, json};
 use streetlevel_mvt::geo::{Coord, LineString, MultiLineString, line_string, point, polygon};
 use streetlevel_mvt::{DecodedTile, Geometry, MvtError, TileBuilder, Value};
@@ -36,21 +37,25 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 fn coverage() -> Result<Vec<u8>, MvtError> {
     let mut tile = TileBuilder::new();
     let image = tile.layer("image", 4096)?;
-    for index in 0..20u64 {
-        let id = (1u64 << 60) + index;
-        let point: Geometry = point!(x: index as i32 * 200, y: 4095 - index as i32 * 200).into();
+    for index in 0..20_u16 {
+        let id = (1u64 << 60) + u64::from(index);
+        let point: Geometry =
+            point!(x: i32::from(index) * 200, y: 4095 - i32::from(index) * 200).into();
         image.add_feature(
             Some(id),
             &point,
             &[
                 ("id", Value::Uint(id)),
-                ("captured_at", Value::Int(1_620_000_000_000 + index as i64)),
-                ("creator_id", Value::Uint(u64::MAX - index)),
+                (
+                    "captured_at",
+                    Value::Int(1_620_000_000_000 + i64::from(index)),
+                ),
+                ("creator_id", Value::Uint(u64::MAX - u64::from(index))),
                 ("sequence_id", Value::String(format!("seq-{}", index % 3))),
                 ("is_pano", Value::Bool(index % 2 == 0)),
-                ("compass_angle", Value::Sint(-(index as i64) * 10)),
-                ("quality", Value::Float(0.25 * index as f32)),
-                ("altitude", Value::Double(100.125 + index as f64)),
+                ("compass_angle", Value::Sint(-i64::from(index) * 10)),
+                ("quality", Value::Float(0.25 * f32::from(index))),
+                ("altitude", Value::Double(100.125 + f64::from(index))),
             ],
         )?;
     }
@@ -77,8 +82,16 @@ fn shapes() -> Result<Vec<u8>, MvtError> {
             let angle = f64::from(index) / 10.0 * std::f64::consts::TAU;
             let radius = if index % 2 == 0 { 1000.0 } else { 400.0 };
             Coord {
-                x: 2048 + (radius * angle.cos()).round() as i32,
-                y: 2048 + (radius * angle.sin()).round() as i32,
+                x: 2048
+                    + (radius * angle.cos())
+                        .round()
+                        .to_i32()
+                        .expect("within the tile"),
+                y: 2048
+                    + (radius * angle.sin())
+                        .round()
+                        .to_i32()
+                        .expect("within the tile"),
             }
         })
         .collect();
@@ -102,11 +115,11 @@ fn shapes() -> Result<Vec<u8>, MvtError> {
             .into(),
         ),
     ];
-    for (index, geometry) in geometries.iter().enumerate() {
+    for (geometry, index) in geometries.iter().zip(0_u32..) {
         layer.add_feature(
-            Some(index as u64 + 1),
+            Some(u64::from(index) + 1),
             geometry,
-            &[("index", Value::Int(index as i64))],
+            &[("index", Value::Int(i64::from(index)))],
         )?;
     }
     Ok(tile.encode())

@@ -56,12 +56,12 @@ pub fn parse_command_integer(integer: u32) -> Result<(Command, u32), MvtError> {
 
 /// Zigzag encoding of a parameter: small magnitudes become small unsigned numbers.
 pub fn zigzag_encode(value: i32) -> u32 {
-    ((value << 1) ^ (value >> 31)) as u32
+    ((value << 1) ^ (value >> 31)).cast_unsigned()
 }
 
 /// The inverse of [`zigzag_encode`].
 pub fn zigzag_decode(value: u32) -> i32 {
-    ((value >> 1) as i32) ^ -((value & 1) as i32)
+    (value >> 1).cast_signed() ^ -(value & 1).cast_signed()
 }
 
 /// Writes the command stream of a geometry and returns its MVT type, or `None` when nothing

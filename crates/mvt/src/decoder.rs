@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use crate::command::decode_geometry;
 use crate::wire::{
-    FIXED32, FIXED64, LEN, RECURSION_LIMIT, Reader, VARINT, expect_wire_type, malformed,
+    FIXED32, FIXED64, LEN, RECURSION_LIMIT, Reader, VARINT, expect_wire_type, low_u32, malformed,
 };
 use crate::{Geometry, MvtError, Value};
 
@@ -277,11 +277,11 @@ fn read_layer(bytes: &[u8]) -> Result<RawLayer, MvtError> {
             }
             5 => {
                 expect_wire_type(wire_type, VARINT)?;
-                layer.extent = reader.varint()? as u32;
+                layer.extent = low_u32(reader.varint()?);
             }
             15 => {
                 expect_wire_type(wire_type, VARINT)?;
-                layer.version = reader.varint()? as u32;
+                layer.version = low_u32(reader.varint()?);
             }
             _ => reader.skip(field, wire_type, depth)?,
         }
@@ -305,7 +305,7 @@ fn read_feature(bytes: &[u8], layer: &mut RawLayer, depth: u32) -> Result<RawFea
             2 => reader.repeated_u32(wire_type, &mut layer.tags)?,
             3 => {
                 expect_wire_type(wire_type, VARINT)?;
-                geometry_type = reader.varint()? as i32;
+                geometry_type = low_u32(reader.varint()?).cast_signed();
             }
             4 => reader.repeated_u32(wire_type, &mut layer.geometry)?,
             _ => reader.skip(field, wire_type, depth)?,
@@ -341,7 +341,7 @@ fn read_value(bytes: &[u8], depth: u32) -> Result<Result<Value, usize>, MvtError
             }
             4 => {
                 expect_wire_type(wire_type, VARINT)?;
-                Value::Int(reader.varint()? as i64)
+                Value::Int(reader.varint()?.cast_signed())
             }
             5 => {
                 expect_wire_type(wire_type, VARINT)?;
@@ -350,7 +350,7 @@ fn read_value(bytes: &[u8], depth: u32) -> Result<Result<Value, usize>, MvtError
             6 => {
                 expect_wire_type(wire_type, VARINT)?;
                 let raw = reader.varint()?;
-                Value::Sint(((raw >> 1) as i64) ^ -((raw & 1) as i64))
+                Value::Sint((raw >> 1).cast_signed() ^ -(raw & 1).cast_signed())
             }
             7 => {
                 expect_wire_type(wire_type, VARINT)?;
@@ -487,7 +487,7 @@ fn keep_last_values_of_repeated_keys(
         if !pairs.len().is_multiple_of(2) {
             continue;
         }
-        let stamp = (index as u32).wrapping_add(1);
+        let stamp = low_u32(index as u64).wrapping_add(1);
         let mut repeated = false;
         let mut valid = true;
         for pair in pairs.chunks_exact(2) {

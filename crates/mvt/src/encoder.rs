@@ -23,6 +23,11 @@ pub const VERSION: u32 = 2;
 /// Up to this many keys, a layer finds a key by comparing instead of hashing.
 const SMALL_KEY_TABLE: usize = 16;
 
+/// The index of a layer's key as the tile writes it (a `uint32` tag).
+fn key_index(index: usize) -> u32 {
+    u32::try_from(index).expect("a layer has fewer than 2^32 keys")
+}
+
 /// A tile under construction.
 ///
 /// ```
@@ -326,12 +331,12 @@ impl LayerBuilder {
         // Layers have a handful of keys: comparing them beats hashing the key.
         if self.keys.len() <= SMALL_KEY_TABLE {
             if let Some(index) = self.keys.iter().position(|known| known == key) {
-                return index as u32;
+                return key_index(index);
             }
         } else if let Some(index) = self.key_index.get(key) {
             return *index;
         }
-        let index = self.keys.len() as u32;
+        let index = key_index(self.keys.len());
         self.keys.push(key.to_owned());
         self.key_index.insert(key.to_owned(), index);
         index
@@ -431,10 +436,10 @@ fn write_value(out: &mut Vec<u8>, value: &Value) {
             put_key(out, 3, FIXED64);
             out.extend_from_slice(&number.to_le_bytes());
         }
-        Value::Int(number) => write_varint_value(out, 4, *number as u64),
+        Value::Int(number) => write_varint_value(out, 4, number.cast_unsigned()),
         Value::Uint(number) => write_varint_value(out, 5, *number),
         Value::Sint(number) => {
-            write_varint_value(out, 6, ((*number << 1) ^ (*number >> 63)) as u64);
+            write_varint_value(out, 6, ((*number << 1) ^ (*number >> 63)).cast_unsigned());
         }
         Value::Bool(flag) => write_varint_value(out, 7, u64::from(*flag)),
     }
@@ -527,8 +532,8 @@ mod tests {
             Value::Sint(i64::MIN),
             Value::Bool(false),
         ];
-        for (index, value) in values.iter().enumerate() {
-            let point: Geometry = point!(x: index as i32, y: -(index as i32)).into();
+        for ((index, value), coordinate) in values.iter().enumerate().zip(0_i32..) {
+            let point: Geometry = point!(x: coordinate, y: -coordinate).into();
             let id = (index % 2 == 0).then_some(u64::MAX >> index);
             layer
                 .add_feature(

@@ -71,7 +71,7 @@ impl LineGeneralisation {
             .iter()
             .enumerate()
             .map(|(position, line)| (length(line), position))
-            .filter(|(length, _)| *length >= pixel as f64)
+            .filter(|(length, _)| *length >= f64::from(self.pixel.max(1)))
             .collect();
         // Longest first; `total_cmp` orders the (finite) lengths the same on every machine.
         candidates.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));

@@ -294,9 +294,11 @@ impl FastProjection {
         let mut coefficients = [0.0; DEGREE + 1];
         coefficients[0] = y0;
         let mut factor = 1.0;
+        let mut k_float = 0.0;
         for (power, derivative) in derivatives.iter().enumerate() {
             let k = power + 1;
-            factor *= std::f64::consts::PI / 180.0 / k as f64;
+            k_float += 1.0;
+            factor *= std::f64::consts::PI / 180.0 / k_float;
             coefficients[k] = y_per_psi * derivative * factor;
         }
         coefficients

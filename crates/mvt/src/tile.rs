@@ -6,6 +6,8 @@
 
 use std::f64::consts::PI;
 
+use num_traits::ToPrimitive as _;
+
 use crate::MvtError;
 
 /// The largest zoom level accepted: `2^24` tiles fit a `u32` with room to spare.
@@ -167,8 +169,15 @@ impl TileId {
         let (world_x, world_y) = lon_lat_to_world(lon.clamp(-180.0, 180.0), lat);
         let n = f64::from(Self::tiles_per_axis(z));
         let last = Self::tiles_per_axis(z) - 1;
-        let x = ((world_x * n).floor().max(0.0) as u32).min(last);
-        let y = ((world_y * n).floor().max(0.0) as u32).min(last);
+        // Beyond `u32` (or `last`) is the last tile; NaN is made 0 by `max`.
+        let index = |world: f64| {
+            (world * n)
+                .floor()
+                .max(0.0)
+                .to_u32()
+                .map_or(last, |index| index.min(last))
+        };
+        let (x, y) = (index(world_x), index(world_y));
         Self::new(z, x, y)
     }
 
@@ -349,6 +358,7 @@ impl TileTransform {
     }
 
     /// Lon/lat in degrees to integer tile-local coordinates (rounded to the nearest unit).
+    #[allow(clippy::cast_possible_truncation)] // saturates far outside the tile, as documented
     pub fn to_local_integer(&self, lon: f64, lat: f64) -> (i64, i64) {
         let (x, y) = self.to_local(lon, lat);
         (x.round() as i64, y.round() as i64)

@@ -107,9 +107,9 @@ impl Value {
             Value::String(_) => ScalarKey(0, 0),
             Value::Float(number) => ScalarKey(1, u64::from(number.to_bits())),
             Value::Double(number) => ScalarKey(2, number.to_bits()),
-            Value::Int(number) => ScalarKey(3, number as u64),
+            Value::Int(number) => ScalarKey(3, number.cast_unsigned()),
             Value::Uint(number) => ScalarKey(4, number),
-            Value::Sint(number) => ScalarKey(5, number as u64),
+            Value::Sint(number) => ScalarKey(5, number.cast_unsigned()),
             Value::Bool(flag) => ScalarKey(6, u64::from(flag)),
         }
     }

@@ -163,7 +163,7 @@ impl<'a> Reader<'a> {
     ) -> Result<(), MvtError> {
         match wire_type {
             VARINT => {
-                out.push(self.varint()? as u32);
+                out.push(low_u32(self.varint()?));
                 Ok(())
             }
             LEN => {
@@ -171,13 +171,22 @@ impl<'a> Reader<'a> {
                 // Every value takes at least one byte.
                 out.reserve(packed.bytes.len());
                 while !packed.is_empty() {
-                    out.push(packed.varint()? as u32);
+                    out.push(low_u32(packed.varint()?));
                 }
                 Ok(())
             }
             _ => Err(malformed("invalid wire type for a repeated uint32")),
         }
     }
+}
+
+/// A varint as a `uint32` (or, reinterpreted, an `int32`) field reads it: its low 32 bits,
+/// as prost does.
+#[inline]
+pub(crate) fn low_u32(value: u64) -> u32 {
+    #[allow(clippy::cast_possible_truncation)] // the truncation is protobuf's
+    let low = value as u32;
+    low
 }
 
 /// Checks a field's wire type against the schema's.
@@ -203,11 +212,12 @@ pub(crate) fn varint_len(value: u64) -> usize {
 /// Appends a varint.
 #[inline]
 pub(crate) fn put_varint(out: &mut Vec<u8>, mut value: u64) {
+    // The low byte each time (`to_le_bytes()[0]` is `as u8`'s truncation, spelt out).
     while value >= 0x80 {
-        out.push((value as u8) | 0x80);
+        out.push(value.to_le_bytes()[0] | 0x80);
         value >>= 7;
     }
-    out.push(value as u8);
+    out.push(value.to_le_bytes()[0]);
 }
 
 /// Appends a field key.

@@ -82,20 +82,24 @@ fn check_against_mvt_reader(bytes: &[u8]) {
 fn coverage_like_tile_matches_mvt_reader() {
     let mut tile = TileBuilder::new();
     let image = tile.layer("image", 4096).unwrap();
-    for index in 0..50u64 {
-        let id = (1u64 << 60) + index;
-        let point: Geometry = geo::Point::new(index as i32 * 80, 4000 - index as i32 * 80).into();
+    for index in 0..50_u16 {
+        let id = (1u64 << 60) + u64::from(index);
+        let point: Geometry =
+            geo::Point::new(i32::from(index) * 80, 4000 - i32::from(index) * 80).into();
         image
             .add_feature(
                 Some(id),
                 &point,
                 &[
                     ("id", Value::Uint(id)),
-                    ("captured_at", Value::Int(1_600_000_000_000 + index as i64)),
-                    ("creator_id", Value::Uint(u64::MAX - index)),
+                    (
+                        "captured_at",
+                        Value::Int(1_600_000_000_000 + i64::from(index)),
+                    ),
+                    ("creator_id", Value::Uint(u64::MAX - u64::from(index))),
                     ("sequence_id", Value::String(format!("seq{}", index % 3))),
                     ("is_pano", Value::Bool(index % 2 == 0)),
-                    ("compass_angle", Value::Sint(-(index as i64))),
+                    ("compass_angle", Value::Sint(-i64::from(index))),
                     ("quality", Value::Float(0.5)),
                     ("altitude", Value::Double(12.25)),
                 ],

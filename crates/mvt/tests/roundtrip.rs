@@ -128,7 +128,10 @@ proptest! {
         prop_assert!((-1e-6..=f64::from(extent) + 1e-6).contains(&x));
         prop_assert!((-1e-6..=f64::from(extent) + 1e-6).contains(&y));
         let (integer_x, integer_y) = transform.to_local_integer(lon, lat);
-        let (back_lon, back_lat) = transform.to_lon_lat(integer_x as f64, integer_y as f64);
+        let (back_lon, back_lat) = transform.to_lon_lat(
+            f64::from(i32::try_from(integer_x).unwrap()),
+            f64::from(i32::try_from(integer_y).unwrap()),
+        );
         let (again_x, again_y) = transform.to_local(back_lon, back_lat);
         prop_assert!((again_x - x).abs() <= 0.5 + 1e-6, "x {x} -> {again_x}");
         prop_assert!((again_y - y).abs() <= 0.5 + 1e-6, "y {y} -> {again_y}");

@@ -283,7 +283,7 @@ impl App {
             method = %parts.method,
             path = parts.uri.path(),
             status = response.status().as_u16(),
-            micros = elapsed.as_micros() as u64,
+            micros = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX),
             "request"
         );
         crate::metrics::request(class, response.status(), elapsed);

@@ -485,9 +485,11 @@ pub fn resize_jpeg(original: &[u8], width: u32) -> Result<Vec<u8>, Error> {
     if decoded.width() <= width {
         return Ok(original.to_vec());
     }
+    // Below the original's height (`width` is below its width), so it fits.
     let height = (u64::from(decoded.height()) * u64::from(width))
         .div_ceil(u64::from(decoded.width()))
-        .max(1) as u32;
+        .max(1);
+    let height = u32::try_from(height).unwrap_or(decoded.height());
     let resized = decoded.resize_exact(width, height, image::imageops::FilterType::Triangle);
     encode_jpeg(&resized)
 }
@@ -550,20 +552,24 @@ fn pyramid_tile(original: &[u8], z: u32, x: u32, y: u32) -> Result<Option<Vec<u8
         return Ok(None);
     }
     if z > max_level {
-        let block = (1024_u64 >> (z - max_level)).max(1);
-        let (left, top) = (u64::from(x) * block, u64::from(y) * block);
-        if left >= u64::from(decoded.width()) || top >= u64::from(decoded.height()) {
+        let block = 1024_u32.checked_shr(z - max_level).unwrap_or(0).max(1);
+        let (Some(left), Some(top)) = (x.checked_mul(block), y.checked_mul(block)) else {
+            return Ok(None);
+        };
+        if left >= decoded.width() || top >= decoded.height() {
             return Ok(None);
         }
-        let block_width = (u64::from(decoded.width()) - left).min(block) as u32;
-        let block_height = (u64::from(decoded.height()) - top).min(block) as u32;
-        let part = decoded.crop_imm(left as u32, top as u32, block_width, block_height);
+        let block_width = (decoded.width() - left).min(block);
+        let block_height = (decoded.height() - top).min(block);
+        let part = decoded.crop_imm(left, top, block_width, block_height);
         return encode_jpeg(&part).map(Some);
     }
     let (scaled_width, scaled_height) =
         pyramid_level_size(decoded.width(), decoded.height(), max_level, z);
-    let (left, top) = (u64::from(x) * 1024, u64::from(y) * 1024);
-    if left >= u64::from(scaled_width) || top >= u64::from(scaled_height) {
+    let (Some(left), Some(top)) = (x.checked_mul(1024), y.checked_mul(1024)) else {
+        return Ok(None);
+    };
+    if left >= scaled_width || top >= scaled_height {
         return Ok(None);
     }
     let scaled = if z == max_level {
@@ -575,9 +581,9 @@ fn pyramid_tile(original: &[u8], z: u32, x: u32, y: u32) -> Result<Option<Vec<u8
             image::imageops::FilterType::Triangle,
         )
     };
-    let block_width = (u64::from(scaled_width) - left).min(1024) as u32;
-    let block_height = (u64::from(scaled_height) - top).min(1024) as u32;
-    let block = scaled.crop_imm(left as u32, top as u32, block_width, block_height);
+    let block_width = (scaled_width - left).min(1024);
+    let block_height = (scaled_height - top).min(1024);
+    let block = scaled.crop_imm(left, top, block_width, block_height);
     encode_jpeg(&block).map(Some)
 }
 
@@ -772,7 +778,11 @@ mod tests {
             }
         }
         let count = u64::from(width) * u64::from(height);
-        (width, height, sums.map(|sum| (sum / count) as u8))
+        (
+            width,
+            height,
+            sums.map(|sum| u8::try_from(sum / count).unwrap()),
+        )
     }
 
     #[test]

@@ -35,7 +35,7 @@ const BROTLI_QUALITY: i32 = 5;
 /// Brotli windows (log2 of bytes): a window just above the body's size, which saves
 /// allocating and clearing 4 MiB for a 60 KB tile (1.8 ms instead of 3.0–3.7 ms at z14), but
 /// not below 18: at quality 5 windows of 16 and 17 bits were 1.5–20 times slower.
-const BROTLI_WINDOWS: std::ops::RangeInclusive<u32> = 18..=22;
+const BROTLI_WINDOWS: std::ops::RangeInclusive<i32> = 18..=22;
 /// Gzip level for stored bodies: on the same tiles level 4 was within 1 % of level 6's size
 /// in half its time.
 const STORED_GZIP_LEVEL: u32 = 4;
@@ -344,10 +344,11 @@ fn gzip(body: &[u8], level: Compression) -> Option<Vec<u8>> {
 
 /// `body` in brotli.
 fn brotli(body: &[u8]) -> Option<Vec<u8>> {
-    let bits = usize::BITS - body.len().leading_zeros() + 1;
+    // At most 65: the bits of the body's length, and one.
+    let bits = i32::try_from(usize::BITS - body.len().leading_zeros() + 1).unwrap_or(i32::MAX);
     let params = brotli::enc::BrotliEncoderParams {
         quality: BROTLI_QUALITY,
-        lgwin: bits.clamp(*BROTLI_WINDOWS.start(), *BROTLI_WINDOWS.end()) as i32,
+        lgwin: bits.clamp(*BROTLI_WINDOWS.start(), *BROTLI_WINDOWS.end()),
         size_hint: body.len(),
         ..brotli::enc::BrotliEncoderParams::default()
     };

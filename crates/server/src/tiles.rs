@@ -1,6 +1,7 @@
 //! Vector tiles (spec 4.1 and 2.6): the four tile sets, their layers and properties with the
 //! exact MVT value types. `cache.rs` keeps them encoded and compressed.
 
+use num_traits::ToPrimitive as _;
 use streetlevel_model::ObjectType;
 use streetlevel_mvt::{DEFAULT_EXTENT, ProjectionConfig, TileBuilder, TileId, Value};
 use streetlevel_store::{GeometryVariant, Store, TileImage};
@@ -195,8 +196,9 @@ fn add_images(
             if let Some(organization) = image.organization_id {
                 properties.push(("organization_id", Value::Uint(organization.0)));
             }
-            if let Some(angle) = image.compass_angle.filter(|angle| angle.is_finite()) {
-                properties.push(("compass_angle", Value::Int(angle.round() as i64)));
+            // A finite angle, rounded to whole degrees (`None` for NaN and infinities).
+            if let Some(angle) = image.compass_angle.and_then(|angle| angle.round().to_i64()) {
+                properties.push(("compass_angle", Value::Int(angle)));
             }
         }
         layer

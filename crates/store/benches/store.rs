@@ -59,7 +59,7 @@ fn synthetic_images(first: u64, count: u64) -> Vec<Image> {
             } else {
                 CameraType::Perspective
             }),
-            captured_at: Timestamp(1_600_000_000_000 + number as i64 * 1000),
+            captured_at: Timestamp(1_600_000_000_000 + number.cast_signed() * 1000),
             compass_angle: Some(heading.rem_euclid(360.0)),
             computed_altitude: Some(41.0),
             computed_compass_angle: Some(heading.rem_euclid(360.0)),
@@ -148,12 +148,12 @@ fn centre_tile() -> TileId {
 
 fn percentiles(label: &str, mut samples: Vec<Duration>) {
     samples.sort();
-    let at = |fraction: f64| samples[((samples.len() - 1) as f64 * fraction) as usize];
+    let at = |percent: usize| samples[(samples.len() - 1) * percent / 100];
     eprintln!(
         "{label}: p50 {:?}  p99 {:?}  max {:?}  ({} queries)",
-        at(0.5),
-        at(0.99),
-        at(1.0),
+        at(50),
+        at(99),
+        at(100),
         samples.len()
     );
 }

@@ -40,7 +40,7 @@ fn synthetic_images(first: u64, count: u64) -> Vec<Image> {
             atomic_scale: None,
             camera_parameters: None,
             camera_type: None,
-            captured_at: Timestamp(1_600_000_000_000 + number as i64 * 1000),
+            captured_at: Timestamp(1_600_000_000_000 + number.cast_signed() * 1000),
             compass_angle: Some(heading.rem_euclid(360.0)),
             computed_altitude: None,
             computed_compass_angle: Some(heading.rem_euclid(360.0)),
@@ -89,6 +89,12 @@ fn point_config() -> ProjectionConfig {
 }
 
 /// One timing of each query per size, as a server's first request sees it.
+/// Bytes per image, for the report.
+#[allow(clippy::cast_precision_loss)] // a ratio printed to two decimals
+fn per_image(bytes: usize, images: usize) -> f64 {
+    bytes as f64 / images as f64
+}
+
 fn report() {
     for size in SIZES {
         if !wanted(size, size == "1M") {
@@ -102,9 +108,9 @@ fn report() {
             store.image_count(),
             start.elapsed(),
             store.overview_memory_bytes(),
-            store.overview_memory_bytes() as f64 / images as f64,
+            per_image(store.overview_memory_bytes(), images),
             store.sequence_lines_memory_bytes(),
-            store.sequence_lines_memory_bytes() as f64 / images as f64
+            per_image(store.sequence_lines_memory_bytes(), images)
         );
         for z in [0u8, 5] {
             let tile = centre_tile(z);

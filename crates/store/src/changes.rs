@@ -219,9 +219,17 @@ mod tests {
     #[test]
     fn log_forgets_the_oldest_and_merges_large_writes() {
         let mut log = ChangeLog::default();
-        log.record(1, (0..=AREAS_PER_WRITE).map(|i| area(i as f64)).collect());
+        log.record(
+            1,
+            (0..=AREAS_PER_WRITE)
+                .map(|i| area(f64::from(u32::try_from(i).unwrap())))
+                .collect(),
+        );
         assert_eq!(log.entries.len(), 1);
-        assert!((log.entries[0].1.max_lon - AREAS_PER_WRITE as f64).abs() < 1e-9);
+        assert!(
+            (log.entries[0].1.max_lon - f64::from(u32::try_from(AREAS_PER_WRITE).unwrap())).abs()
+                < 1e-9
+        );
         for generation in 2..=(LOG_AREAS as u64 + 1) {
             log.record(generation, vec![area(0.0)]);
         }

@@ -14,6 +14,16 @@ pub(crate) type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::
 /// "No value" for the interned indices.
 pub(crate) const NONE: u32 = u32::MAX;
 
+/// The `u32` slot of the record at `index` in one of the store's vectors (images, sequences,
+/// strings, camera lists...): the store keeps every reference to a record in 32 bits, with
+/// [`NONE`] for none, so it holds fewer than 2^32 - 1 records of a kind.
+pub(crate) fn slot(index: usize) -> u32 {
+    u32::try_from(index)
+        .ok()
+        .filter(|&slot| slot != NONE)
+        .expect("the store holds fewer than 2^32 - 1 records of a kind")
+}
+
 const IS_PANO: u8 = 1;
 const HAS_MERGE_CC: u8 = 2;
 const HAS_MESH: u8 = 4;
@@ -388,13 +398,13 @@ impl CameraPool {
             return index;
         }
         match self.cameras.last() {
-            Some(last) if *last == camera => (self.cameras.len() - 1) as u32,
+            Some(last) if *last == camera => slot(self.cameras.len() - 1),
             _ => self.push(camera),
         }
     }
 
     fn push(&mut self, camera: Camera) -> u32 {
-        let index = self.cameras.len() as u32;
+        let index = slot(self.cameras.len());
         self.cameras.push(camera);
         index
     }
@@ -431,7 +441,7 @@ impl Interner {
         if let Some(&index) = self.index.get(text) {
             return index;
         }
-        let index = self.strings.len() as u32;
+        let index = slot(self.strings.len());
         self.strings.push(text.into());
         self.index.insert(text.into(), index);
         index
@@ -452,7 +462,7 @@ impl Interner {
             .iter()
             .enumerate()
             .filter(|(_, candidate)| candidate.eq_ignore_ascii_case(text))
-            .map(|(index, _)| index as u32)
+            .map(|(index, _)| slot(index))
             .collect()
     }
 }
@@ -476,14 +486,14 @@ impl ParameterPool {
     pub(crate) fn intern(&mut self, parameters: &[f64]) -> u32 {
         if let Some(last) = self.ends.len().checked_sub(1)
             && self
-                .get(last as u32)
+                .get(slot(last))
                 .is_some_and(|stored| same_bits(stored, parameters))
         {
-            return last as u32;
+            return slot(last);
         }
         self.values.extend_from_slice(parameters);
         self.ends.push(self.values.len());
-        (self.ends.len() - 1) as u32
+        slot(self.ends.len() - 1)
     }
 
     pub(crate) fn get(&self, index: u32) -> Option<&[f64]> {
@@ -501,7 +511,7 @@ impl ParameterPool {
         let stored = self.ends.len();
         let repeats_last = match (other.get(0), stored.checked_sub(1)) {
             (Some(first), Some(last)) => self
-                .get(last as u32)
+                .get(slot(last))
                 .is_some_and(|last| same_bits(last, first)),
             _ => false,
         };
@@ -515,7 +525,7 @@ impl ParameterPool {
                 .iter()
                 .map(|&end| base + end - skipped_values),
         );
-        (stored - skip) as u32
+        slot(stored - skip)
     }
 
     /// Gives back the room growing tables left unused.

@@ -12,16 +12,22 @@
 use rstar::primitives::GeomWithData;
 use rstar::{AABB, RStarInsertionStrategy, RTree, RTreeObject, RTreeParams};
 
-use crate::image_record::ImageRecord;
+use crate::image_record::{ImageRecord, slot};
 use crate::records::Records;
 use crate::s2::S2CellId;
 
 /// Batches of at least this many images build their R-tree on a second thread.
 const PARALLEL_INDEXING: usize = 50_000;
 
+/// The `f32` nearest to `value` (infinite beyond `f32`'s range).
+#[allow(clippy::cast_possible_truncation)] // the rounding is the point; callers correct it
+fn nearest_f32(value: f64) -> f32 {
+    value as f32
+}
+
 /// The largest `f32` not above `value`.
 pub(crate) fn lower_f32(value: f64) -> f32 {
-    let rounded = value as f32;
+    let rounded = nearest_f32(value);
     if f64::from(rounded) > value {
         rounded.next_down()
     } else {
@@ -31,7 +37,7 @@ pub(crate) fn lower_f32(value: f64) -> f32 {
 
 /// The smallest `f32` not below `value`.
 pub(crate) fn upper_f32(value: f64) -> f32 {
-    let rounded = value as f32;
+    let rounded = nearest_f32(value);
     if f64::from(rounded) < value {
         rounded.next_up()
     } else {
@@ -347,7 +353,7 @@ impl Indexes {
     /// (loading, ascending inserts), else merged.
     fn extend_id_order(id_order: &mut Vec<u32>, images: &[ImageRecord], first_new: usize) {
         let by_id = |index: &u32| images[*index as usize].id;
-        let mut added: Vec<u32> = (first_new as u32..images.len() as u32)
+        let mut added: Vec<u32> = (slot(first_new)..slot(images.len()))
             .filter(|&index| images[index as usize].is_visible())
             .collect();
         if !added.is_sorted_by_key(by_id) {
@@ -375,7 +381,7 @@ impl Indexes {
             .iter()
             .enumerate()
             .filter(|(_, record)| record.is_visible())
-            .map(|(offset, record)| ImageEntry::new(record, (first_new + offset) as u32));
+            .map(|(offset, record)| ImageEntry::new(record, slot(first_new + offset)));
         if new.len().saturating_mul(4) >= tree.size() {
             // Bulk loading everything beats inserting one by one for batches of this size.
             let mut all: Vec<ImageEntry> = Vec::with_capacity(tree.size() + new.len());
@@ -394,7 +400,7 @@ impl Indexes {
     /// stored, so a merge reads only `log n` old leaves per new image).
     fn extend_s2_index(s2_images: &mut Vec<u32>, images: &[ImageRecord], first_new: usize) {
         let leaf = |index: u32| s2_leaf(images, index);
-        let mut added: Vec<(u64, u32)> = (first_new as u32..images.len() as u32)
+        let mut added: Vec<(u64, u32)> = (slot(first_new)..slot(images.len()))
             .filter(|&index| images[index as usize].is_visible())
             .map(|index| (leaf(index), index))
             .collect();
@@ -457,7 +463,7 @@ impl Indexes {
             .map(|(offset, feature)| {
                 GeomWithData::new(
                     [feature.geometry.lon, feature.geometry.lat],
-                    (first_new + offset) as u32,
+                    slot(first_new + offset),
                 )
             });
         if features.len() - first_new >= self.map_feature_tree.size() {

@@ -1,7 +1,4 @@
 #![doc = include_str!("../README.md")]
-// IDs cross into the database only through `streetlevel_db::id_to_sql` and `id_from_sql`:
-// a sign-changing cast here is a mistake.
-#![warn(clippy::cast_possible_wrap, clippy::cast_sign_loss)]
 
 mod batch;
 mod changes;

@@ -20,16 +20,15 @@
 //! location has that key, found through the image R-tree in the cell's box (widened by a unit,
 //! and to the poles and the antimeridian on the world's edges), or is dropped when none has.
 
-// The sign lints are on in this crate for IDs; here they would flag grid arithmetic on coordinates checked or clamped to the world square, never on IDs.
-#![allow(clippy::cast_sign_loss)]
-
 use std::cmp::Ordering;
+
+use num_traits::ToPrimitive as _;
 
 use streetlevel_mvt::{
     DEFAULT_EXTENT, ProjectionConfig, TileId, lon_lat_to_world, world_to_lon_lat,
 };
 
-use crate::image_record::{GeometryVariant, ImageRecord};
+use crate::image_record::{GeometryVariant, ImageRecord, slot};
 use crate::indexes::{Indexes, lower_f32, upper_f32};
 use crate::records::Records;
 use crate::sequence_lines::SequenceLines;
@@ -42,7 +41,9 @@ pub const OVERVIEW_GRID: u32 = 64;
 pub(crate) const PYRAMID_ZOOMS: usize = 6;
 
 /// Tile-local units per overview cell at the default extent.
-const CELL: i64 = (DEFAULT_EXTENT / OVERVIEW_GRID) as i64;
+const CELL_UNITS: u32 = DEFAULT_EXTENT / OVERVIEW_GRID;
+/// [`CELL_UNITS`] for arithmetic on signed tile-local units.
+const CELL: i64 = CELL_UNITS as i64;
 
 /// The widest buffer answered from the pyramid (larger ones scan): below half a tile the
 /// tile-local subtraction in the projector is exact, which the classes rely on.
@@ -66,13 +67,8 @@ fn pack(column: u32, row: u32, column_class: u32, row_class: u32) -> u32 {
     (row << 18) | (column << 6) | (row_class << 3) | column_class
 }
 
-fn unpack(key: u32) -> (i64, i64, u32, u32) {
-    (
-        i64::from((key >> 6) & 0xfff),
-        i64::from(key >> 18),
-        key & 7,
-        (key >> 3) & 7,
-    )
+fn unpack(key: u32) -> (u32, u32, u32, u32) {
+    ((key >> 6) & 0xfff, key >> 18, key & 7, (key >> 3) & 7)
 }
 
 /// The global cell and class of one coordinate in global units, or `None` outside the world
@@ -82,8 +78,8 @@ fn axis(global: f64, world_units: f64) -> Option<(u32, u32)> {
     if !(0.0..=world_units).contains(&rounded) {
         return None;
     }
-    let unit = rounded as u32;
-    let column = unit / CELL as u32;
+    let unit = rounded.to_u32()?;
+    let column = unit / CELL_UNITS;
     // `partial_cmp` so that −0.0 counts as on 0, as the projector's clip test has it.
     let class = if i64::from(unit) % CELL != 0 {
         PLAIN
@@ -343,7 +339,7 @@ impl Pyramid {
         let mut runs: Vec<Runs> = (0..PYRAMID_ZOOMS * 2).map(|_| Runs::default()).collect();
         let mut exact = true;
         for (offset, record) in new.iter().enumerate() {
-            let index = (first_new + offset) as u32;
+            let index = slot(first_new + offset);
             let original = GeometryVariant::Original.point(record);
             let computed = GeometryVariant::Computed.point(record);
             let original_world = lon_lat_to_world(original[0], original[1]);
@@ -470,23 +466,32 @@ impl Pyramid {
         let origin_x = i64::from(tile.x()) * grid;
         let origin_y = i64::from(tile.y()) * grid;
         let span = grid + 2 * buffer_cells + 1;
-        let mut best: Vec<Option<(u64, u32)>> = vec![None; (span * span) as usize];
+        let mut best: Vec<Option<(u64, u32)>> = vec![None; usize::try_from(span * span).ok()?];
         let first_column = (origin_x - buffer_cells).max(0);
         let last_column = (origin_x + grid + buffer_cells).min(last);
         for row in (origin_y - buffer_cells).max(0)..=(origin_y + grid + buffer_cells).min(last) {
-            let low = pack(first_column as u32, row as u32, 0, 0);
-            let high = pack(last_column as u32, row as u32, 7, 7);
+            // All three at least 0 and at most `last`, 12 bits.
+            let (first_column, last_column, row) = (
+                u32::try_from(first_column).ok()?,
+                u32::try_from(last_column).ok()?,
+                u32::try_from(row).ok()?,
+            );
+            let low = pack(first_column, row, 0, 0);
+            let high = pack(last_column, row, 7, 7);
             let start = level.keys.partition_point(|&key| key < low);
             let end = level.keys.partition_point(|&key| key <= high);
             for (&key, &index) in level.keys[start..end].iter().zip(&level.images[start..end]) {
                 let (column, row, column_class, row_class) = unpack(key);
-                let Some(x) = local_cell(column - origin_x, column_class, buffer_cells) else {
+                let local_x = i64::from(column) - origin_x;
+                let Some(x) = local_cell(local_x, column_class, buffer_cells) else {
                     continue;
                 };
-                let Some(y) = local_cell(row - origin_y, row_class, buffer_cells) else {
+                let Some(y) = local_cell(i64::from(row) - origin_y, row_class, buffer_cells) else {
                     continue;
                 };
-                let slot = &mut best[((y + buffer_cells) * span + x + buffer_cells) as usize];
+                // `local_cell` keeps `x` and `y` within the buffer: never negative.
+                let slot = &mut best
+                    [usize::try_from((y + buffer_cells) * span + x + buffer_cells).ok()?];
                 let id = id_of(index);
                 if slot.is_none_or(|(kept, _)| id < kept) {
                     *slot = Some((id, index));
@@ -510,11 +515,11 @@ impl Pyramid {
 /// projection's latitude limit are clamped onto its edge rows).
 fn cell_candidates(indexes: &Indexes, key: u32, units: f64) -> impl Iterator<Item = u32> + '_ {
     let (column, row, _, _) = unpack(key);
-    let cell = CELL as f64;
-    let west = (column as f64 * cell - 1.0) / units;
-    let east = ((column + 1) as f64 * cell + 1.0) / units;
-    let north = (row as f64 * cell - 1.0) / units;
-    let south = ((row + 1) as f64 * cell + 1.0) / units;
+    let cell = f64::from(CELL_UNITS);
+    let west = (f64::from(column) * cell - 1.0) / units;
+    let east = (f64::from(column + 1) * cell + 1.0) / units;
+    let north = (f64::from(row) * cell - 1.0) / units;
+    let south = (f64::from(row + 1) * cell + 1.0) / units;
     let (min_lon, max_lat) = world_to_lon_lat(west.clamp(0.0, 1.0), north.clamp(0.0, 1.0));
     let (max_lon, min_lat) = world_to_lon_lat(east.clamp(0.0, 1.0), south.clamp(0.0, 1.0));
     let min_lon = if west <= 0.0 { -180.0 } else { min_lon };
@@ -544,10 +549,7 @@ mod tests {
             (4095, 4095, 7, 7),
         ] {
             let key = pack(column, row, column_class, row_class);
-            assert_eq!(
-                unpack(key),
-                (i64::from(column), i64::from(row), column_class, row_class)
-            );
+            assert_eq!(unpack(key), (column, row, column_class, row_class));
         }
     }
 

@@ -25,7 +25,7 @@ use streetlevel_model::{
 
 use crate::image_record::{
     Camera, CameraPool, FastMap, ImageRecord, Interner, NONE, ParameterPool, RecordLinks,
-    RecordNames, RecordValues, ResolvedNames,
+    RecordNames, RecordValues, ResolvedNames, slot,
 };
 
 /// Batches of at least this many images drop the slack of their lists after sorting.
@@ -340,7 +340,7 @@ impl Records {
         if let Some(&index) = self.creator_index.get(&id.0) {
             return index;
         }
-        let index = self.creators.len() as u32;
+        let index = slot(self.creators.len());
         self.creators.push(CreatorRecord {
             id,
             creator: None,
@@ -354,7 +354,7 @@ impl Records {
         if let Some(&index) = self.organization_index.get(&id.0) {
             return index;
         }
-        let index = self.organizations.len() as u32;
+        let index = slot(self.organizations.len());
         self.organizations.push(OrganizationRecord {
             id,
             organization: None,
@@ -369,12 +369,12 @@ impl Records {
         if let Some(last) = self.sequences.last()
             && last.id.as_str() == id
         {
-            return (self.sequences.len() - 1) as u32;
+            return slot(self.sequences.len() - 1);
         }
         if let Some(&index) = self.sequence_index.get(id) {
             return index;
         }
-        let index = self.sequences.len() as u32;
+        let index = slot(self.sequences.len());
         self.sequences.push(SequenceRecord {
             id: SequenceId(id.to_owned()),
             explicit: None,
@@ -421,7 +421,7 @@ impl Records {
         names: &RecordNames<'_>,
         hidden: bool,
     ) {
-        let index = self.images.len() as u32;
+        let index = slot(self.images.len());
         let creator = self.creator_slot(names.creator);
         let organization = names
             .organization
@@ -568,7 +568,7 @@ impl Records {
         self.hidden.remove(&record.id);
         self.restore_detections_of(record.id);
         record.set_hidden(false);
-        let index = self.images.len() as u32;
+        let index = crate::image_record::slot(self.images.len());
         self.images.push(record);
         self.join_lists(index);
         self.images[slot as usize].clear();
@@ -606,14 +606,14 @@ impl Records {
         }
         self.drop_detection_links(&gone);
         let mut changed = Vec::new();
-        for (slot, feature) in self.map_features.iter_mut().enumerate() {
+        for (index, feature) in self.map_features.iter_mut().enumerate() {
             if feature
                 .images
                 .iter()
                 .any(|image| image_ids.contains(&image.0))
             {
                 feature.images.retain(|image| !image_ids.contains(&image.0));
-                changed.push(slot as u32);
+                changed.push(slot(index));
             }
         }
         changed
@@ -674,7 +674,7 @@ impl Records {
             .collect();
         self.images.reserve_exact(other.images.len());
         for record in &other.images {
-            let index = self.images.len() as u32;
+            let index = slot(self.images.len());
             let mut record = *record;
             record.sequence = sequences[record.sequence as usize];
             record.creator = creators[record.creator as usize];
@@ -738,7 +738,7 @@ impl Records {
         // `NONE` (no organization) becomes the slot after the last, left out below.
         let organizations_touched = touched(
             new.iter()
-                .map(|record| record.organization.min(organizations.len() as u32)),
+                .map(|record| record.organization.min(slot(organizations.len()))),
             organizations.len() + 1,
         );
         for &organization in &organizations_touched {
@@ -767,7 +767,7 @@ impl Records {
             features
                 .iter()
                 .enumerate()
-                .map(|(offset, feature)| (feature.id.0, (first + offset) as u32)),
+                .map(|(offset, feature)| (feature.id.0, slot(first + offset))),
         );
         append(&mut self.map_features, features);
     }
@@ -779,7 +779,7 @@ impl Records {
         self.detections_by_image.reserve(detections.len());
         let hidden = &self.hidden;
         for (offset, detection) in detections.iter().enumerate() {
-            let index = (first + offset) as u32;
+            let index = slot(first + offset);
             if hidden.contains_key(&detection.image.0) {
                 // Out of view with its image (sorted when the image is restored).
                 push_slot(&mut self.hidden_detections, detection.image.0, index);
@@ -796,7 +796,7 @@ impl Records {
                 .iter()
                 .enumerate()
                 .filter(|(_, detection)| !hidden.contains_key(&detection.image.0))
-                .map(|(offset, detection)| (detection.id.0, (first + offset) as u32)),
+                .map(|(offset, detection)| (detection.id.0, slot(first + offset))),
         );
         append(&mut self.detections, detections);
     }
@@ -843,12 +843,10 @@ fn append<T>(table: &mut Vec<T>, new: Vec<T>) {
 fn touched(slots: impl ExactSizeIterator<Item = u32>, count: usize) -> Vec<u32> {
     if slots.len() >= count {
         let mut seen = vec![false; count];
-        for slot in slots {
-            seen[slot as usize] = true;
+        for marked in slots {
+            seen[marked as usize] = true;
         }
-        return (0..count as u32)
-            .filter(|&slot| seen[slot as usize])
-            .collect();
+        return (0..count).filter(|&index| seen[index]).map(slot).collect();
     }
     let mut slots: Vec<u32> = slots.collect();
     slots.sort_unstable();
@@ -869,7 +867,8 @@ mod tests {
             id: ImageId(100 + number),
             altitude: None,
             atomic_scale: None,
-            camera_parameters: (number % 7 != 6).then(|| vec![0.8, (number / 3) as f64]),
+            camera_parameters: (number % 7 != 6)
+                .then(|| vec![0.8, f64::from(u32::try_from(number / 3).unwrap())]),
             camera_type: number.is_multiple_of(5).then_some(CameraType::Fisheye),
             captured_at: Timestamp(1_000 - number.cast_signed()),
             compass_angle: None,
@@ -911,7 +910,7 @@ mod tests {
         for split in [0, 1, 7, 8, 20, 33, 59, 60] {
             let mut halves = pushed(&images[..split]);
             halves.append_images(&pushed(&images[split..]));
-            for index in 0..images.len() as u32 {
+            for index in 0..u32::try_from(images.len()).unwrap() {
                 assert_eq!(halves.image_at(index), images[index as usize], "{split}");
             }
             // The same pools: a run that the split cuts is still stored once.

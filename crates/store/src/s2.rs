@@ -5,9 +5,6 @@
 //! of leaf IDs, so an index sorted by leaf ID answers "what lies in this cell" at any level
 //! with one range scan.
 
-// The sign lints are on in this crate for IDs; here they would flag cell arithmetic on values clamped to their non-negative ranges, never on IDs.
-#![allow(clippy::cast_sign_loss)]
-
 use std::fmt;
 
 use crate::StoreError;
@@ -20,7 +17,7 @@ const MAX_SIZE: u32 = 1 << MAX_LEVEL;
 const SWAP_MASK: usize = 1;
 const INVERT_MASK: usize = 2;
 /// Hilbert position (0..4) of the child at (i bit, j bit), by orientation.
-const IJ_TO_POS: [[u64; 4]; 4] = [[0, 1, 3, 2], [0, 3, 1, 2], [2, 3, 1, 0], [2, 1, 3, 0]];
+const IJ_TO_POS: [[usize; 4]; 4] = [[0, 1, 3, 2], [0, 3, 1, 2], [2, 3, 1, 0], [2, 1, 3, 0]];
 /// How the orientation changes when descending into the child at a Hilbert position.
 const POS_TO_ORIENTATION: [usize; 4] = [SWAP_MASK, 0, 0, INVERT_MASK | SWAP_MASK];
 /// Levels looked up at once in [`LOOKUP_POS`].
@@ -30,6 +27,7 @@ const LOOKUP_BITS: u32 = 4;
 /// levels and the orientation after them (`positions << 2 | orientation`).
 static LOOKUP_POS: [u16; 1 << (2 * LOOKUP_BITS + 2)] = lookup_pos();
 
+#[allow(clippy::cast_possible_truncation)] // 4 levels' positions (8 bits), an orientation (2)
 const fn lookup_pos() -> [u16; 1 << (2 * LOOKUP_BITS + 2)] {
     let mut table = [0; 1 << (2 * LOOKUP_BITS + 2)];
     let mut index = 0;
@@ -42,8 +40,8 @@ const fn lookup_pos() -> [u16; 1 << (2 * LOOKUP_BITS + 2)] {
             bit -= 1;
             let quadrant = ((i >> bit) & 1) << 1 | ((j >> bit) & 1);
             let child = IJ_TO_POS[orientation][quadrant];
-            orientation ^= POS_TO_ORIENTATION[child as usize];
-            positions = (positions << 2) | child as usize;
+            orientation ^= POS_TO_ORIENTATION[child];
+            positions = (positions << 2) | child;
         }
         table[index] = (positions << 2 | orientation) as u16;
         index += 1;
@@ -90,7 +88,8 @@ impl S2CellId {
 
     /// The level: 0 for a face, 30 for a leaf.
     pub fn level(self) -> u8 {
-        (u32::from(MAX_LEVEL) - self.0.trailing_zeros() / 2) as u8
+        // At most 32 (the trailing zeros of a `u64`, halved): it fits.
+        MAX_LEVEL - u8::try_from(self.0.trailing_zeros() / 2).unwrap_or(u8::MAX)
     }
 
     /// The face, 0 to 5.
@@ -186,6 +185,7 @@ fn uv_to_st(u: f64) -> f64 {
     }
 }
 
+#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // clamped to `0..MAX_SIZE`
 fn st_to_ij(s: f64) -> u32 {
     let scaled = (f64::from(MAX_SIZE) * s).floor();
     scaled.clamp(0.0, f64::from(MAX_SIZE - 1)) as u32

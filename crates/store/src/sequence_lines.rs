@@ -179,7 +179,11 @@ fn compute(images: &[ImageRecord], members: &[u32]) -> Box<[u16]> {
                     // Not a subsequence after all: keep nothing precomputed.
                     return Box::default();
                 }
-                positions.push(next as u16);
+                let Ok(position) = u16::try_from(next) else {
+                    // Too long for 16-bit positions: keep nothing precomputed.
+                    return Box::default();
+                };
+                positions.push(position);
                 next += 1;
             }
             lists.push(positions);

@@ -18,7 +18,7 @@ use streetlevel_model::{
 };
 
 use crate::changes::ChangeLog;
-use crate::image_record::{NONE, RecordNames, RecordValues};
+use crate::image_record::{NONE, RecordNames, RecordValues, slot};
 use crate::indexes::Indexes;
 use crate::overview::OverviewPyramid;
 use crate::persistence::Persistence;
@@ -197,7 +197,7 @@ impl Store {
             .images()
             .iter()
             .position(|record| record.is_visible() && record.mesh_id() == Some(mesh))?;
-        Some(self.image_at(index as u32))
+        Some(self.image_at(slot(index)))
     }
 
     /// One image of this `SfM` cluster (clusters are runs of one sequence, so the sequence's
@@ -207,7 +207,7 @@ impl Store {
             self.records.images().iter().position(|record| {
                 record.is_visible() && record.sfm_cluster_id() == Some(cluster)
             })?;
-        Some(self.image_at(index as u32))
+        Some(self.image_at(slot(index)))
     }
 
     /// The images with these IDs that exist, in the order asked.
@@ -699,7 +699,10 @@ mod tests {
             computed_rotation: None,
             creator: CreatorId(1),
             exif_orientation: None,
-            geometry: Point::new(13.0 + number as f64 * 1e-3, 55.0),
+            geometry: Point::new(
+                13.0 + f64::from(u32::try_from(number).unwrap()) * 1e-3,
+                55.0,
+            ),
             height: 1,
             width: 1,
             is_pano: false,
@@ -733,7 +736,7 @@ mod tests {
             + std::mem::size_of::<(Box<str>, u32)>()
             + std::mem::size_of::<SequenceEntry>();
         assert!(
-            own_sequences >= one_sequence + (N_IMAGES as usize - 1) * per_sequence,
+            own_sequences >= one_sequence + (usize::try_from(N_IMAGES).unwrap() - 1) * per_sequence,
             "{one_sequence} {own_sequences} {per_sequence}"
         );
     }

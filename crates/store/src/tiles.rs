@@ -10,6 +10,7 @@
 
 use std::collections::HashMap;
 
+use num_traits::ToPrimitive as _;
 use rstar::AABB;
 use streetlevel_model::{
     CreatorId, ImageId, MapFeature, ObjectType, OrganizationId, SequenceId, Timestamp,
@@ -459,7 +460,7 @@ pub(crate) fn overview_cell(geometry: &Geometry, cell_size: f64) -> Option<(i64,
     };
     let point = points.0.first()?;
     Some((
-        (f64::from(point.x()) / cell_size).floor() as i64,
-        (f64::from(point.y()) / cell_size).floor() as i64,
+        (f64::from(point.x()) / cell_size).floor().to_i64()?,
+        (f64::from(point.y()) / cell_size).floor().to_i64()?,
     ))
 }

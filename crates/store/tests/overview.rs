@@ -70,10 +70,12 @@ fn image(id: u64, geometry: Point, computed: Option<Point>, sequence: u64) -> Im
         atomic_scale: None,
         camera_parameters: None,
         camera_type: None,
-        captured_at: Timestamp(id as i64 & 0xffff),
-        compass_angle: (!id.is_multiple_of(4)).then_some((id % 360) as f64 + 0.5),
+        captured_at: Timestamp(i64::try_from(id & 0xffff).unwrap()),
+        compass_angle: (!id.is_multiple_of(4))
+            .then_some(f64::from(u32::try_from(id % 360).unwrap()) + 0.5),
         computed_altitude: None,
-        computed_compass_angle: (!id.is_multiple_of(3)).then_some((id % 359) as f64 + 0.25),
+        computed_compass_angle: (!id.is_multiple_of(3))
+            .then_some(f64::from(u32::try_from(id % 359).unwrap()) + 0.25),
         computed_geometry: computed,
         computed_rotation: None,
         creator: CreatorId(1 + id % 3),
@@ -145,7 +147,7 @@ fn random_tile(rng: &mut StdRng, images: &[Image]) -> TileId {
     let last = i64::from(TileId::tiles_per_axis(z)) - 1;
     let x = (i64::from(tile.x()) + rng.random_range(-1..=1)).clamp(0, last);
     let y = (i64::from(tile.y()) + rng.random_range(-1..=1)).clamp(0, last);
-    TileId::new(z, x as u32, y as u32).unwrap()
+    TileId::new(z, u32::try_from(x).unwrap(), u32::try_from(y).unwrap()).unwrap()
 }
 
 proptest! {
@@ -371,7 +373,7 @@ proptest! {
             let tile = TileId::containing(anchor.geometry.lon, anchor.geometry.lat, z).unwrap();
             let last = i64::from(TileId::tiles_per_axis(z)) - 1;
             let x = (i64::from(tile.x()) + rng.random_range(-1..=1)).clamp(0, last);
-            let tile = TileId::new(z, x as u32, tile.y()).unwrap();
+            let tile = TileId::new(z, u32::try_from(x).unwrap(), tile.y()).unwrap();
             let config = ProjectionConfig {
                 buffer: [64, 64, 0, 256][rng.random_range(0..4)],
                 tolerance: [1.0, 1.0, 1.0, 0.5][rng.random_range(0..4)],

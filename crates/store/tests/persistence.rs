@@ -238,7 +238,7 @@ fn postgis_finds_the_images_and_map_features_the_store_finds() {
             let point = image.geometry;
             (west..=east).contains(&point.lon) && (south..=north).contains(&point.lat)
         })
-        .map(|image| image.id.0 as i64)
+        .map(|image| image.id.0.cast_signed())
         .collect();
     assert!(!expected.is_empty());
     let database = place.database();
@@ -268,7 +268,7 @@ fn postgis_finds_the_images_and_map_features_the_store_finds() {
         })
         .unwrap()
         .unwrap();
-    assert_eq!(either, in_store.items.len() as i64);
+    assert_eq!(either, i64::try_from(in_store.items.len()).unwrap());
     let features: i64 = database
         .read(|connection| {
             connection.query_value(
@@ -287,7 +287,7 @@ fn postgis_finds_the_images_and_map_features_the_store_finds() {
         100_000,
         None,
     );
-    assert_eq!(features, in_store.items.len() as i64);
+    assert_eq!(features, i64::try_from(in_store.items.len()).unwrap());
     // The indexes GIS queries use are there.
     let indexes = place.count(
         "SELECT count(*) FROM pg_indexes WHERE indexname IN
@@ -491,7 +491,7 @@ fn a_batch_written_outside_the_lock_is_served_once_and_stays_erased() {
 /// Nothing of the images `ids` is left in the database: rows, detections, hashes.
 fn assert_erased_from(database: &Database, ids: &[ImageId]) {
     for id in ids {
-        let id = id.0 as i64;
+        let id = id.0.cast_signed();
         let count = |sql: &str| -> i64 {
             database
                 .read(|connection| connection.query_value::<i64>(sql, params![id]))
@@ -616,7 +616,7 @@ fn takedowns_persist_and_are_followed() {
             })
             .unwrap()
             .unwrap();
-        assert!(next as u64 > greatest.0);
+        assert!(next.cast_unsigned() > greatest.0);
     }
 }
 
@@ -739,7 +739,7 @@ fn processes_opening_a_new_directory_at_once_all_succeed() {
 /// Makes the database refuse rows of `table` with this ID, which the store's own checks know
 /// nothing about (a trigger on `SQLite`, a check constraint on PostgreSQL).
 fn refuse_in_database(place: &Place, table: &str, id: u64) {
-    let id = id as i64;
+    let id = id.cast_signed();
     let sql = match place.backend() {
         Backend::Sqlite => format!(
             "CREATE TRIGGER refuse_{table} BEFORE INSERT ON {table} WHEN NEW.id = {id}
@@ -868,7 +868,7 @@ fn a_write_the_database_refuses(place: &Place) {
 
 /// Raw rows with the columns a table requires, for writing what the store never would.
 fn raw_insert(place: &Place, table: &str, id: u64) {
-    let id = id as i64;
+    let id = id.cast_signed();
     let sql = match table {
         "store_images" => {
             "INSERT INTO store_images (id, captured_at, lon, lat, creator, height, width,
@@ -976,7 +976,7 @@ fn an_id_held_by_two_kinds_fails_the_load(backend: Backend) {
     raw_insert(&place, "store_map_features", 77);
     place.execute(
         "DELETE FROM store_detections WHERE id = ?1",
-        params![(u64::MAX - 5) as i64],
+        params![(u64::MAX - 5).cast_signed()],
     );
     let store = place.open().unwrap();
     assert_eq!(store.kind_of(EntityId(77)), Some(EntityKind::MapFeature));

@@ -127,13 +127,13 @@ fn a_sequence_leaving_and_reentering_a_tile_has_several_lines() {
     let xs = [0.5, 1.6, 0.4, 1.7, 0.3];
     let images: Vec<Image> = xs
         .iter()
-        .enumerate()
-        .map(|(step, fraction)| {
+        .zip(0_u32..)
+        .map(|(fraction, step)| {
             image_at(
-                100 + step as u64,
+                100 + u64::from(step),
                 bounds.min_lon + fraction * width,
-                middle_lat + step as f64 * 1e-5,
-                step as i64,
+                middle_lat + f64::from(step) * 1e-5,
+                i64::from(step),
             )
         })
         .collect();
@@ -169,10 +169,10 @@ fn a_sequence_leaving_and_reentering_a_tile_has_several_lines() {
 fn overview_tiles_stay_small_and_deterministic() {
     // 60,000 images packed into one z5 tile.
     let mut images = Vec::new();
-    for number in 0..60_000u64 {
-        let lon = 13.0 + (number % 300) as f64 * 0.002;
-        let lat = 55.5 + (number / 300) as f64 * 0.002;
-        let mut image = image_at(1000 + number, lon, lat, number as i64);
+    for number in 0..60_000_u32 {
+        let lon = 13.0 + f64::from(number % 300) * 0.002;
+        let lat = 55.5 + f64::from(number / 300) * 0.002;
+        let mut image = image_at(1000 + u64::from(number), lon, lat, i64::from(number));
         image.sequence = SequenceId(format!("s{}", number / 500));
         images.push(image);
     }

@@ -151,7 +151,7 @@ fn cpu_seconds(pid: u32) -> f64 {
     // utime and stime are fields 14 and 15 of proc(5), in clock ticks (100 per second on
     // Linux, what `getconf CLK_TCK` prints).
     let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
-    ticks as f64 / 100.0
+    f64::from(u32::try_from(ticks).unwrap()) / 100.0
 }
 
 fn wrk_command(

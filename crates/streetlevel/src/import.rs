@@ -209,7 +209,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         total.as_secs_f64(),
         total.saturating_sub(storing).as_secs_f64(),
         storing.as_secs_f64(),
-        report.imported() as f64 / total.as_secs_f64().max(1e-9),
+        f64::from(u32::try_from(report.imported()).unwrap_or(u32::MAX))
+            / total.as_secs_f64().max(1e-9),
         report.blur_time.as_secs_f64(),
         report.thumbnail_time.as_secs_f64(),
     )?;

@@ -52,7 +52,9 @@ fn open(data: &DataArgs) -> anyhow::Result<Privacy> {
 fn now_millis() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |elapsed| elapsed.as_millis() as i64)
+        .map_or(0, |elapsed| {
+            i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX)
+        })
 }
 
 fn line(request: &PrivacyRequest, now: i64) -> String {

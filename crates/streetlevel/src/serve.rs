@@ -201,10 +201,16 @@ async fn load_store(data: &Path, database: &Database) -> anyhow::Result<Store> {
         images = store.image_count(),
         map_features = store.map_feature_count(),
         detections = store.detection_count(),
-        millis = started.elapsed().as_millis() as u64,
+        millis = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
         "loaded the store"
     );
     Ok(store)
+}
+
+/// A count as a gauge's value (an `f64`).
+#[allow(clippy::cast_precision_loss)] // exact up to 2^53; a larger count is only rounded
+fn gauge_value(count: u64) -> f64 {
+    count as f64
 }
 
 /// Installs the Prometheus recorder and serves it on `metrics_addr`, announced on standard
@@ -236,14 +242,15 @@ async fn start_metrics(
                 ("map_features", store.map_feature_count()),
                 ("detections", store.detection_count()),
             ] {
-                ::metrics::gauge!(metrics::STORE_ENTITIES, "kind" => kind).set(count as f64);
+                ::metrics::gauge!(metrics::STORE_ENTITIES, "kind" => kind)
+                    .set(gauge_value(count as u64));
             }
         }
         match uploads.job_counts() {
             Ok(counts) => {
                 for (state, count) in counts {
                     ::metrics::gauge!(metrics::UPLOAD_JOBS, "state" => state.as_str())
-                        .set(count as f64);
+                        .set(gauge_value(count));
                 }
             }
             Err(error) => tracing::warn!(%error, "cannot count upload jobs for metrics"),

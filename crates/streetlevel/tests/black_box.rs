@@ -1836,7 +1836,7 @@ fn z14_point_layers_hold_only_points_inside_the_tile() {
         let Some(decoded_layer) = decoded.layer(layer) else {
             continue;
         };
-        let extent = decoded_layer.extent as i32;
+        let extent = i32::try_from(decoded_layer.extent).unwrap();
         for feature in &decoded_layer.features {
             let streetlevel_mvt::Geometry::Points(points) = &feature.geometry else {
                 panic!("{tileset}/{layer} holds a feature that is not a point");

@@ -129,7 +129,8 @@ fn an_import_with_the_defaults_publishes_the_photo_blurred_and_records_what_was_
         for (_, x, y, width, height, _, _) in &regions {
             for row in *y..y + height {
                 for column in x + 1..x + width {
-                    let (column, row) = (column as u32, row as u32);
+                    let (column, row) =
+                        (u32::try_from(column).unwrap(), u32::try_from(row).unwrap());
                     total += u64::from(
                         picture.get_pixel(column, row)[0]
                             .abs_diff(picture.get_pixel(column - 1, row)[0]),
@@ -148,19 +149,20 @@ fn an_import_with_the_defaults_publishes_the_photo_blurred_and_records_what_was_
     )
     .unwrap()
     .to_luma8();
-    let scale = f64::from(thumbnail.width()) / f64::from(before.width());
+    let (small_width, large_width) = (u64::from(thumbnail.width()), u64::from(before.width()));
     let (mut to_published, mut to_uploaded) = (0u64, 0u64);
     for (_, x, y, width, height, _, _) in &regions {
         for row in (*y..y + height).step_by(2) {
             for column in (*x..x + width).step_by(2) {
+                let (column, row) = (u32::try_from(column).unwrap(), u32::try_from(row).unwrap());
+                let scaled =
+                    |at: u32| u32::try_from(u64::from(at) * small_width / large_width).unwrap();
                 let small = thumbnail.get_pixel(
-                    ((column as f64 * scale) as u32).min(thumbnail.width() - 1),
-                    ((row as f64 * scale) as u32).min(thumbnail.height() - 1),
+                    scaled(column).min(thumbnail.width() - 1),
+                    scaled(row).min(thumbnail.height() - 1),
                 )[0];
-                to_published +=
-                    u64::from(small.abs_diff(after.get_pixel(column as u32, row as u32)[0]));
-                to_uploaded +=
-                    u64::from(small.abs_diff(before.get_pixel(column as u32, row as u32)[0]));
+                to_published += u64::from(small.abs_diff(after.get_pixel(column, row)[0]));
+                to_uploaded += u64::from(small.abs_diff(before.get_pixel(column, row)[0]));
             }
         }
     }

@@ -204,6 +204,7 @@ fn tile_of(lon: f64, lat: f64) -> (u32, u32) {
     let lat = lat.to_radians();
     let y = ((1.0 - (lat.tan() + 1.0 / lat.cos()).ln() / std::f64::consts::PI) / 2.0 * n).floor();
     #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    // a tile on the map: in range
     (x as u32, y as u32)
 }
 
@@ -287,7 +288,9 @@ fn upload_sized_bodies_arrive_whole(scratch: &Path, public: &str, upload_app: &s
     let size: usize = 8 << 20;
     std::fs::write(
         &payload,
-        (0..size).map(|i| (i % 251) as u8).collect::<Vec<_>>(),
+        (0..size)
+            .map(|i| u8::try_from(i % 251).unwrap())
+            .collect::<Vec<_>>(),
     )
     .unwrap();
     let key = "mly_tools_nginx.jpg";

@@ -267,9 +267,9 @@ fn compare(a: &image::RgbImage, b: &image::RgbImage, shares: [f64; 4], inside: b
         greys.push(other.0.iter().map(|&value| f64::from(value)).sum::<f64>() / 3.0);
     }
     assert!(count > 0.0);
-    let mean = greys.iter().sum::<f64>() / greys.len() as f64;
-    let deviation =
-        (greys.iter().map(|grey| (grey - mean).powi(2)).sum::<f64>() / greys.len() as f64).sqrt();
+    let samples = f64::from(u32::try_from(greys.len()).unwrap());
+    let mean = greys.iter().sum::<f64>() / samples;
+    let deviation = (greys.iter().map(|grey| (grey - mean).powi(2)).sum::<f64>() / samples).sqrt();
     (difference / count, deviation)
 }
 

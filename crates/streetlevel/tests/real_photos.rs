@@ -426,11 +426,11 @@ fn capture_times_are_the_official_uploaders_gps_first_then_the_camera_clock() {
     let folder = root.join("photos");
     std::fs::create_dir_all(&folder).unwrap();
     let mut paths = Vec::new();
-    for (index, clocks) in CLOCKS.iter().enumerate() {
+    for (clocks, index) in CLOCKS.iter().zip(0_u32..) {
         let tags = WriteTags {
-            latitude: Some(55.60 + index as f64 * 0.0005),
+            latitude: Some(55.60 + f64::from(index) * 0.0005),
             longitude: Some(13.00),
-            direction: Some(10.0 * index as f64),
+            direction: Some(10.0 * f64::from(index)),
             gps_date_stamp: clocks.gps.map(|(date, _)| date.to_owned()),
             gps_time_stamp: clocks.gps.map(|(_, time)| time),
             date_time_original: clocks.camera.map(|(time, _, _)| time.to_owned()),
@@ -470,10 +470,10 @@ fn capture_times_are_the_official_uploaders_gps_first_then_the_camera_clock() {
 
     let images = served_images(&data, "12.9,55.5,13.1,55.7");
     assert_eq!(images.len(), CLOCKS.len());
-    for (index, clocks) in CLOCKS.iter().enumerate() {
+    for (clocks, index) in CLOCKS.iter().zip(0_u32..) {
         let oracle = &described[clocks.name];
         assert!(oracle.get("error").is_none(), "{}: {oracle}", clocks.name);
-        let latitude = 55.60 + index as f64 * 0.0005;
+        let latitude = 55.60 + f64::from(index) * 0.0005;
         let image = images
             .iter()
             .find(|image| (coordinates(image).0 - latitude).abs() < 1e-7)

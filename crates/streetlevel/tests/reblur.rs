@@ -35,16 +35,16 @@ fn street_photos(dir: &Path, count: usize) {
         "before_berlin_images_03.jpg",
         "before_lund_images_01.jpg",
     ];
-    for (index, name) in names.iter().take(count).enumerate() {
+    for (name, index) in names.iter().take(count).zip(0_u32..) {
         let bytes = std::fs::read(shared.join(name))
             .unwrap_or_else(|error| panic!("{name}: {error} (the shared data is missing)"));
         let mut tags = WriteTags {
-            latitude: Some(52.519 + index as f64 * 30.0 / 111_320.0),
+            latitude: Some(52.519 + f64::from(index) * 30.0 / 111_320.0),
             longitude: Some(13.401),
             direction: Some(0.0),
             ..WriteTags::default()
         };
-        tags.set_capture_time_utc(Timestamp(1_404_000_000_000 + index as i64 * 10_000));
+        tags.set_capture_time_utc(Timestamp(1_404_000_000_000 + i64::from(index) * 10_000));
         std::fs::write(
             dir.join(format!("{index}.jpg")),
             write_metadata(&bytes, &tags).unwrap(),

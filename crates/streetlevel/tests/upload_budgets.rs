@@ -388,7 +388,7 @@ fn overlapping_zip(inflated: usize, copies: usize, same_name: bool) -> Vec<u8> {
             format!("{copy}.jpg")
         };
         bytes.extend_from_slice(&entry[..28]);
-        bytes.extend_from_slice(&(name.len() as u16).to_le_bytes());
+        bytes.extend_from_slice(&u16::try_from(name.len()).unwrap().to_le_bytes());
         // No extra field, no comment.
         bytes.extend_from_slice(&[0, 0, 0, 0]);
         bytes.extend_from_slice(&entry[34..46]);
@@ -396,22 +396,22 @@ fn overlapping_zip(inflated: usize, copies: usize, same_name: bool) -> Vec<u8> {
     }
     let directory_size = bytes.len() - directory_start;
     bytes.extend_from_slice(b"PK\x05\x06\0\0\0\0");
-    bytes.extend_from_slice(&(copies as u16).to_le_bytes());
-    bytes.extend_from_slice(&(copies as u16).to_le_bytes());
-    bytes.extend_from_slice(&(directory_size as u32).to_le_bytes());
-    bytes.extend_from_slice(&(directory_start as u32).to_le_bytes());
+    bytes.extend_from_slice(&u16::try_from(copies).unwrap().to_le_bytes());
+    bytes.extend_from_slice(&u16::try_from(copies).unwrap().to_le_bytes());
+    bytes.extend_from_slice(&u32::try_from(directory_size).unwrap().to_le_bytes());
+    bytes.extend_from_slice(&u32::try_from(directory_start).unwrap().to_le_bytes());
     bytes.extend_from_slice(&[0, 0]);
     bytes
 }
 
 /// Photos along a street near `(lat, lon)`, 5 m and 2 s apart.
-fn street(lat: f64, lon: f64, count: usize, seed: u8) -> Vec<Vec<u8>> {
+fn street(lat: f64, lon: f64, count: u8, seed: u8) -> Vec<Vec<u8>> {
     (0..count)
         .map(|index| {
             photo(
-                seed + index as u8,
-                Some((lat + index as f64 * 5.0 / 111_320.0, lon)),
-                index as i64 * 2,
+                seed + index,
+                Some((lat + f64::from(index) * 5.0 / 111_320.0, lon)),
+                i64::from(index) * 2,
             )
         })
         .collect()
@@ -623,7 +623,9 @@ fn a_session_has_one_writer_at_a_time() {
         token: &world.mallory,
     };
     let key = "mly_tools_contended.jpg";
-    let first: Vec<u8> = (0..4 << 20).map(|index| (index % 251) as u8).collect();
+    let first: Vec<u8> = (0..4 << 20)
+        .map(|index| u8::try_from(index % 251).unwrap())
+        .collect();
     let second = vec![7_u8; 4 << 20];
     // The first writer sends half its body and pauses; a second at the same offset is refused
     // while it holds the session, and at the stored offset too.
@@ -807,7 +809,7 @@ fn the_pending_limit_holds_under_parallel_uploads_and_abandoned_sessions_are_rel
         (tree_size(&world.data.join("uploads")) == 0).then_some(())
     });
     assert_eq!(mallory.offset("mly_tools_p0.jpg"), 0);
-    let whole = vec![2_u8; limit as usize];
+    let whole = vec![2_u8; usize::try_from(limit).unwrap()];
     let response = mallory.append("mly_tools_whole.jpg", 0, &whole);
     assert_eq!(
         response.status,

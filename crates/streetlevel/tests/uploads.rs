@@ -29,11 +29,11 @@ fn temp_dir(name: &str) -> PathBuf {
 }
 
 /// Photos `count` along a street going north from `start`, 5 m and 2 s apart.
-fn street(start: (f64, f64), count: usize, seed: u8) -> Vec<Vec<u8>> {
+fn street(start: (f64, f64), count: u8, seed: u8) -> Vec<Vec<u8>> {
     (0..count)
         .map(|index| {
-            let lat = start.0 + index as f64 * 5.0 / 111_320.0;
-            photo(seed + index as u8, Some((lat, start.1)), index as i64 * 2)
+            let lat = start.0 + f64::from(index) * 5.0 / 111_320.0;
+            photo(seed + index, Some((lat, start.1)), i64::from(index) * 2)
         })
         .collect()
 }
@@ -134,7 +134,7 @@ fn tile_image_ids(server: &Server, token: &str, lon: f64, lat: f64) -> Vec<u64> 
         .flat_map(|layer| layer.features.iter())
         .filter_map(|feature| match feature.properties.get("id") {
             Some(TileValue::Uint(id)) => Some(*id),
-            Some(TileValue::Int(id)) => Some(*id as u64),
+            Some(TileValue::Int(id)) => Some(id.cast_unsigned()),
             _ => None,
         })
         .collect()
@@ -204,12 +204,12 @@ fn imported_images_are_served_with_their_sequence_thumbnails_and_tiles() {
     assert_eq!(images.len(), 5);
     images.sort_by_key(|image| image["captured_at"].as_i64().unwrap());
     let sequence = images[0]["sequence"].as_str().unwrap().to_owned();
-    for (index, image) in images.iter().enumerate() {
+    for (image, index) in images.iter().zip(0_u32..) {
         assert_eq!(image["sequence"], sequence.as_str());
         assert_eq!(image["creator"]["username"], "alice");
         assert_eq!(
             image["captured_at"].as_i64().unwrap(),
-            START_MILLIS + index as i64 * 2000
+            START_MILLIS + i64::from(index) * 2000
         );
         assert!((image["compass_angle"].as_f64().unwrap() - 45.0).abs() < 1e-9);
         assert_eq!(image["camera_type"], "perspective");
@@ -219,7 +219,7 @@ fn imported_images_are_served_with_their_sequence_thumbnails_and_tiles() {
         );
         let lat = image["geometry"]["coordinates"][1].as_f64().unwrap();
         assert!(
-            (lat - (55.7 + index as f64 * 5.0 / 111_320.0)).abs() < 1e-6,
+            (lat - (55.7 + f64::from(index) * 5.0 / 111_320.0)).abs() < 1e-6,
             "{image}"
         );
     }
@@ -360,7 +360,7 @@ impl Uploader<'_> {
 
     fn upload(&self, key: &str, bytes: &[u8]) -> String {
         let offset = self.offset(key);
-        let response = self.append(key, offset, &bytes[offset as usize..]);
+        let response = self.append(key, offset, &bytes[usize::try_from(offset).unwrap()..]);
         assert_eq!(
             response.status,
             200,
@@ -737,14 +737,18 @@ fn a_video_interrupted_mid_upload_resumes_and_is_published() {
     );
     // A second cut, from the stored offset, further on.
     let second = bytes.len() * 4 / 5;
-    uploader.append_chunked_and_drop(&key, stored, &bytes[stored as usize..second]);
+    uploader.append_chunked_and_drop(
+        &key,
+        stored,
+        &bytes[usize::try_from(stored).unwrap()..second],
+    );
     let stored = eventually(Duration::from_secs(20), || {
         let offset = uploader.offset(&key);
         (offset == second as u64).then_some(offset)
     });
     // The uploader's resume: the offset, then the rest (a writer still ending is retried).
     let rest = eventually(Duration::from_secs(20), || {
-        let response = uploader.append(&key, stored, &bytes[stored as usize..]);
+        let response = uploader.append(&key, stored, &bytes[usize::try_from(stored).unwrap()..]);
         (response.status != 409).then_some(response)
     });
     assert_eq!(rest.status, 200, "{}", String::from_utf8_lossy(&rest.body));

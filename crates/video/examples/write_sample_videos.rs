@@ -19,6 +19,8 @@ use std::fmt::Write as _;
 use std::io::Cursor;
 use std::path::{Path, PathBuf};
 
+use num_traits::ToPrimitive as _;
+
 use mp4_atom::{
     Avc1, Avcc, Camm, Co64, Codec, Ctts, CttsEntry, Dinf, Dref, DrefEntry, Edts, Elst, ElstEntry,
     Encode, FourCC, Ftyp, Hdlr, Mdhd, Mdia, MetaData, Minf, Moov, Mvhd, Nmhd, Stbl, Stco, Stsc,
@@ -134,10 +136,12 @@ fn nested(key: [u8; 4], body: &[u8]) -> Vec<u8> {
 /// Scaled integer degrees and millimetres.
 fn scaled(n: u32) -> [i32; 3] {
     let (lat, lon) = position(n);
+    // Seconds of a short walk: every value is far inside `i32`.
+    let n = i32::try_from(n).unwrap_or(i32::MAX);
     [
-        (lat * 1e7).round() as i32,
-        (lon * 1e7).round() as i32,
-        519_500 + n as i32 * 1000,
+        (lat * 1e7).round().to_i32().unwrap_or(i32::MAX),
+        (lon * 1e7).round().to_i32().unwrap_or(i32::MAX),
+        519_500 + n * 1000,
     ]
 }
 
@@ -187,7 +191,7 @@ fn gps9_payload() -> Vec<u8> {
             11_100,
             0,
             7791,
-            36_000_000 + n as i32 * 500,
+            36_000_000 + i32::try_from(n).unwrap_or(i32::MAX) * 500,
         ]));
         rows.extend_from_slice(&150_u16.to_be_bytes());
         rows.extend_from_slice(&3_u16.to_be_bytes());
@@ -290,15 +294,21 @@ fn write_video(dir: &Path, name: &str, metadata: &Metadata<'_>, co64: bool) -> R
 fn append_udta(moov: &mut Vec<u8>) {
     let mut udta = Vec::new();
     for (kind, text) in [(b"@mak", "streetlevel"), (b"@mod", "seed writer")] {
-        udta.extend_from_slice(&(8 + text.len() as u32).to_be_bytes());
+        udta.extend_from_slice(&box_size(text.len()).to_be_bytes());
         udta.extend_from_slice(kind);
         udta.extend_from_slice(text.as_bytes());
     }
-    moov.extend_from_slice(&(8 + udta.len() as u32).to_be_bytes());
+    moov.extend_from_slice(&box_size(udta.len()).to_be_bytes());
     moov.extend_from_slice(b"udta");
     moov.extend_from_slice(&udta);
-    let size = moov.len() as u32;
+    let size = u32::try_from(moov.len()).unwrap_or(u32::MAX);
     moov[..4].copy_from_slice(&size.to_be_bytes());
+}
+
+/// The size of a box holding `body_len` bytes after its 8-byte header (the small boxes
+/// written here are far below 4 GiB).
+fn box_size(body_len: usize) -> u32 {
+    u32::try_from(8 + body_len).unwrap_or(u32::MAX)
 }
 
 fn chunk_offsets(offset: u64, co64: bool) -> (Option<Stco>, Option<Co64>) {
@@ -431,7 +441,7 @@ fn data_trak(
     metadata_at: u64,
     co64: bool,
 ) -> Trak {
-    let count = samples.len() as u32;
+    let count = u32::try_from(samples.len()).unwrap_or(u32::MAX);
     let duration = u64::from(count * sample_ms);
     let (stco, co64_box) = chunk_offsets(metadata_at, co64);
     let handler = match metadata {
@@ -494,7 +504,10 @@ fn data_trak(
                     stsc: one_chunk(count),
                     stsz: Stsz {
                         samples: StszSamples::Different {
-                            sizes: samples.iter().map(|sample| sample.len() as u32).collect(),
+                            sizes: samples
+                                .iter()
+                                .map(|sample| u32::try_from(sample.len()).unwrap_or(u32::MAX))
+                                .collect(),
                         },
                     },
                     stco,

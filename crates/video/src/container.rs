@@ -14,6 +14,7 @@ use std::io::{Read, Seek, SeekFrom};
 use mp4_atom::{Codec, Decode, Moov, StszSamples, Trak};
 
 use crate::VideoError;
+use crate::time::{approximate, approximate_unsigned};
 
 /// The largest `moov` box read: the tables of an hour of 60 fps video take a few MiB.
 pub const MAX_MOOV_BYTES: u64 = 64 << 20;
@@ -46,7 +47,10 @@ impl Sample {
     /// The composition (presentation) time in the track's timescale, as the uploader computes
     /// it: decode time plus composition offset, without the edit list.
     pub fn composition_time(&self) -> i64 {
-        self.decode_time as i64 + self.composition_offset
+        // Below 2^52: at most `MAX_SAMPLES` durations of 32 bits each.
+        i64::try_from(self.decode_time)
+            .unwrap_or(i64::MAX)
+            .saturating_add(self.composition_offset)
     }
 }
 
@@ -79,7 +83,7 @@ impl Track {
 
     /// The time of a track time value in seconds.
     pub fn seconds(&self, time: i64) -> f64 {
-        time as f64 / f64::from(self.timescale.max(1))
+        approximate(time) / f64::from(self.timescale.max(1))
     }
 }
 
@@ -128,7 +132,8 @@ pub fn read_container<R: Read + Seek>(
         file_len,
         movie_timescale,
         creation_time,
-        duration_seconds: decoded.mvhd.duration as f64 / f64::from(movie_timescale.max(1)),
+        duration_seconds: approximate_unsigned(decoded.mvhd.duration)
+            / f64::from(movie_timescale.max(1)),
         tracks,
         make,
         model,
@@ -295,13 +300,17 @@ fn find_moov<R: Read + Seek>(reader: &mut R, file_len: u64) -> Result<Vec<u8>, V
                     file_len - position
                 )));
             }
-            if size > MAX_MOOV_BYTES {
-                return Err(VideoError::TooLarge(format!(
+            let too_large = || {
+                VideoError::TooLarge(format!(
                     "a moov box of {size} bytes (at most {MAX_MOOV_BYTES})"
-                )));
+                ))
+            };
+            if size > MAX_MOOV_BYTES {
+                return Err(too_large());
             }
+            let size = usize::try_from(size).map_err(|_| too_large())?;
             reader.seek(SeekFrom::Start(position))?;
-            let mut moov = vec![0u8; size as usize];
+            let mut moov = vec![0u8; size];
             reader.read_exact(&mut moov)?;
             return Ok(moov);
         }
@@ -333,7 +342,7 @@ fn track(index: usize, trak: &Trak, movie_timescale: u32) -> Result<Track, Video
                 .find(|entry| entry.media_time.is_none())
         })
         .map_or(0.0, |entry| {
-            entry.segment_duration as f64 / f64::from(movie_timescale.max(1))
+            approximate_unsigned(entry.segment_duration) / f64::from(movie_timescale.max(1))
         });
     let wanted = &handler == b"vide" || matches!(&format, b"camm" | b"gpmd");
     let samples = if wanted {
@@ -378,12 +387,15 @@ fn sample_table(trak: &Trak) -> Result<Vec<Sample>, VideoError> {
         StszSamples::Identical { count, .. } => u64::from(*count),
         StszSamples::Different { sizes } => sizes.len() as u64,
     };
-    if count > MAX_SAMPLES {
-        return Err(VideoError::TooLarge(format!(
+    let too_many = || {
+        VideoError::TooLarge(format!(
             "a track of {count} samples (at most {MAX_SAMPLES})"
-        )));
+        ))
+    };
+    if count > MAX_SAMPLES {
+        return Err(too_many());
     }
-    let count = count as usize;
+    let count = usize::try_from(count).map_err(|_| too_many())?;
     let size_of = |sample: usize| match &stbl.stsz.samples {
         StszSamples::Identical { size, .. } => *size,
         StszSamples::Different { sizes } => sizes[sample],

@@ -11,6 +11,8 @@
 //! uploader's `GOPRO_GPS_FIXES` and `GOPRO_MAX_DOP100`). Nesting is bounded and every length is
 //! checked against the bytes there are.
 
+use crate::time::{approximate, approximate_unsigned};
+
 /// One point of a payload, before it is placed in video time.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct GpmfPoint {
@@ -124,8 +126,8 @@ fn number(kind: u8, bytes: &[u8]) -> Option<f64> {
         b'L' => f64::from(u32::from_be_bytes(bytes.try_into().ok()?)),
         b'f' => f64::from(f32::from_be_bytes(bytes.try_into().ok()?)),
         b'd' => f64::from_be_bytes(bytes.try_into().ok()?),
-        b'j' => i64::from_be_bytes(bytes.try_into().ok()?) as f64,
-        b'J' => u64::from_be_bytes(bytes.try_into().ok()?) as f64,
+        b'j' => approximate(i64::from_be_bytes(bytes.try_into().ok()?)),
+        b'J' => approximate_unsigned(u64::from_be_bytes(bytes.try_into().ok()?)),
         _ => return None,
     })
 }
@@ -176,7 +178,7 @@ fn gpsu(text: &[u8]) -> Option<f64> {
     let text = std::str::from_utf8(text).ok()?.trim_matches(char::from(0));
     let date =
         chrono::NaiveDateTime::parse_from_str(&format!("20{text}"), "%Y%m%d%H%M%S%.f").ok()?;
-    Some(date.and_utc().timestamp_micros() as f64 / 1e6)
+    Some(approximate(date.and_utc().timestamp_micros()) / 1e6)
 }
 
 fn stream(bytes: &[u8], out: &mut Payload) {
@@ -288,8 +290,20 @@ mod tests {
             ]),
         ));
         let mut devc = klv(*b"DVNM", b'c', 9, 1, b"GoPro Max");
-        devc.extend(klv(*b"STRM", 0, 1, strm.len() as u16, &strm));
-        let payload = parse(&klv(*b"DEVC", 0, 1, devc.len() as u16, &devc));
+        devc.extend(klv(
+            *b"STRM",
+            0,
+            1,
+            u16::try_from(strm.len()).unwrap(),
+            &strm,
+        ));
+        let payload = parse(&klv(
+            *b"DEVC",
+            0,
+            1,
+            u16::try_from(devc.len()).unwrap(),
+            &devc,
+        ));
         assert_eq!(payload.device_name.as_deref(), Some("GoPro Max"));
         assert_eq!(payload.points.len(), 2);
         assert!((payload.points[0].lat - 33.123_456_7).abs() < 1e-9);
@@ -301,11 +315,23 @@ mod tests {
         let no_fix = strm.clone();
         let mut no_fix_strm = klv(*b"GPSF", b'L', 4, 1, &0u32.to_be_bytes());
         no_fix_strm.extend_from_slice(&no_fix[12..]);
-        let devc = klv(*b"STRM", 0, 1, no_fix_strm.len() as u16, &no_fix_strm);
+        let devc = klv(
+            *b"STRM",
+            0,
+            1,
+            u16::try_from(no_fix_strm.len()).unwrap(),
+            &no_fix_strm,
+        );
         assert!(
-            parse(&klv(*b"DEVC", 0, 1, devc.len() as u16, &devc))
-                .points
-                .is_empty()
+            parse(&klv(
+                *b"DEVC",
+                0,
+                1,
+                u16::try_from(devc.len()).unwrap(),
+                &devc
+            ))
+            .points
+            .is_empty()
         );
     }
 
@@ -323,8 +349,14 @@ mod tests {
         );
         strm.extend(klv(*b"TYPE", b'c', 9, 1, b"lllllllSS"));
         strm.extend(klv(*b"GPS9", b'?', 32, 1, &row));
-        let devc = klv(*b"STRM", 0, 1, strm.len() as u16, &strm);
-        let payload = parse(&klv(*b"DEVC", 0, 1, devc.len() as u16, &devc));
+        let devc = klv(*b"STRM", 0, 1, u16::try_from(strm.len()).unwrap(), &strm);
+        let payload = parse(&klv(
+            *b"DEVC",
+            0,
+            1,
+            u16::try_from(devc.len()).unwrap(),
+            &devc,
+        ));
         assert_eq!(payload.points.len(), 1);
         // Day 9000 after 2000-01-01 is 2024-08-22; 3600.5 s after midnight.
         assert_eq!(

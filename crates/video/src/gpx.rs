@@ -7,6 +7,7 @@ use quick_xml::Reader;
 use quick_xml::events::Event;
 
 use crate::VideoError;
+use crate::time::approximate;
 
 /// The most track points read from one GPX file.
 pub const MAX_GPX_POINTS: usize = 1_000_000;
@@ -80,7 +81,7 @@ pub fn parse(gpx: &[u8]) -> Result<Vec<GpxPoint>, VideoError> {
                         _ => {
                             point.time = chrono::DateTime::parse_from_rfc3339(&text)
                                 .ok()
-                                .map(|time| time.timestamp_micros() as f64 / 1e6);
+                                .map(|time| approximate(time.timestamp_micros()) / 1e6);
                         }
                     }
                 }

@@ -238,7 +238,7 @@ impl Video {
             .map(|((frame, point), direction)| PlannedFrame {
                 frame,
                 seconds: point.time,
-                captured_at_ms: ((self.clock.start + point.time) * 1000.0).round() as i64,
+                captured_at_ms: time::seconds_to_millis(self.clock.start + point.time),
                 lat: point.lat,
                 lon: point.lon,
                 alt: point.alt,
@@ -367,10 +367,11 @@ fn gopro_points<R: Read + Seek>(
         let payload = gpmf::parse(&bytes);
         device = device.or(payload.device_name);
         let start = track.seconds(sample.composition_time());
-        let step = track.seconds(i64::from(sample.duration)) / payload.points.len().max(1) as f64;
-        for (k, point) in payload.points.iter().enumerate() {
+        let count = u32::try_from(payload.points.len().max(1)).unwrap_or(u32::MAX);
+        let step = track.seconds(i64::from(sample.duration)) / f64::from(count);
+        for (point, k) in payload.points.iter().zip(0_u32..) {
             points.push(GpsPoint {
-                time: start + step * k as f64,
+                time: start + step * f64::from(k),
                 lat: point.lat,
                 lon: point.lon,
                 alt: Some(point.alt),

@@ -72,7 +72,7 @@ pub fn choose(
     arrival: f64,
 ) -> Clock {
     let creation = creation_time
-        .map(|seconds| seconds as f64)
+        .map(approximate)
         .filter(|&seconds| seconds >= EARLIEST_PLAUSIBLE && seconds <= arrival + 86_400.0);
     if let Some(start) = gps_start {
         let start = if camm_epoch {
@@ -101,6 +101,26 @@ pub fn choose(
         start: arrival,
         basis: TimeBasis::Arrival,
     }
+}
+
+/// An integer count (of seconds, microseconds, or a track's time units) as an `f64`: exact up
+/// to 2^53, the nearest `f64` beyond (285 years in microseconds, 3,000 years at 90 kHz).
+#[allow(clippy::cast_precision_loss)] // the rounding beyond 2^53 is the documented behaviour
+pub(crate) fn approximate(count: i64) -> f64 {
+    count as f64
+}
+
+/// [`approximate`] for an unsigned count.
+#[allow(clippy::cast_precision_loss)] // as `approximate`
+pub(crate) fn approximate_unsigned(count: u64) -> f64 {
+    count as f64
+}
+
+/// Seconds since 1970 as whole milliseconds, rounded; saturating at `i64`'s ends, and 0 for
+/// NaN (the clock [`choose`] gives is finite).
+#[allow(clippy::cast_possible_truncation)] // the saturation is the documented behaviour
+pub(crate) fn seconds_to_millis(seconds: f64) -> i64 {
+    (seconds * 1000.0).round() as i64
 }
 
 #[cfg(test)]

@@ -85,7 +85,7 @@ fn the_real_moov_reads_and_its_claims_are_bounded() {
 /// `boxes` with the box at `at` (of `len` bytes) replaced by `new`, every box around it
 /// (`moov`, `trak`, `mdia`, `minf`, `stbl`) resized to match.
 fn replace_box(boxes: &[u8], at: usize, len: usize, new: &[u8]) -> Vec<u8> {
-    let delta = new.len() as i64 - len as i64;
+    let delta = i64::try_from(new.len()).unwrap() - i64::try_from(len).unwrap();
     let mut out = boxes.to_vec();
     let mut position = 0;
     let mut end = boxes.len();
@@ -96,8 +96,11 @@ fn replace_box(boxes: &[u8], at: usize, len: usize, new: &[u8]) -> Vec<u8> {
             && at < position + size
             && matches!(kind, b"moov" | b"trak" | b"mdia" | b"minf" | b"stbl")
         {
-            out[position..position + 4]
-                .copy_from_slice(&((size as i64 + delta) as u32).to_be_bytes());
+            out[position..position + 4].copy_from_slice(
+                &u32::try_from(i64::try_from(size).unwrap() + delta)
+                    .unwrap()
+                    .to_be_bytes(),
+            );
             end = position + size;
             position += 8;
         } else {
@@ -118,7 +121,7 @@ proptest! {
         let _ = gpmf::parse(&bytes);
         let _ = gpx::parse(&bytes);
         let mut boxed = b"\0\0\0\x08ftyp".to_vec();
-        boxed.extend_from_slice(&((bytes.len() + 8) as u32).to_be_bytes());
+        boxed.extend_from_slice(&u32::try_from(bytes.len() + 8).unwrap().to_be_bytes());
         boxed.extend_from_slice(b"moov");
         boxed.extend_from_slice(&bytes);
         let _ = read(&boxed);
@@ -188,15 +191,18 @@ fn a_sample_group_claiming_four_billion_entries_is_not_decoded() {
 
 /// [`replace_box`], also resizing a picture sample entry and the sample description around it.
 fn replace_box_in(boxes: &[u8], at: usize, len: usize, new: &[u8]) -> Vec<u8> {
-    let delta = new.len() as i64 - len as i64;
+    let delta = i64::try_from(new.len()).unwrap() - i64::try_from(len).unwrap();
     let mut out = replace_box(boxes, at, len, new);
     for kind in [b"stsd", b"avc1"] {
         let position = boxes.windows(4).position(|window| window == kind).unwrap() - 4;
         let size = u32::from_be_bytes(boxes[position..position + 4].try_into().unwrap()) as usize;
         if position < at && at < position + size {
             let size = u32::from_be_bytes(out[position..position + 4].try_into().unwrap());
-            out[position..position + 4]
-                .copy_from_slice(&((i64::from(size) + delta) as u32).to_be_bytes());
+            out[position..position + 4].copy_from_slice(
+                &u32::try_from(i64::from(size) + delta)
+                    .unwrap()
+                    .to_be_bytes(),
+            );
         }
     }
     out

@@ -17,6 +17,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use num_traits::ToPrimitive as _;
 use streetlevel_video::{
     DecodeLimits, GpsSource, Sampling, TimeBasis, Video, VideoError, extract_frames,
 };
@@ -157,7 +158,7 @@ fn the_gopro_clip_gives_its_gps5_track_and_gps_clock() {
     assert_eq!(video.gps.len(), 191, "GPS5 points kept");
     assert_eq!(video.clock.basis, TimeBasis::Gps);
     // GPSU of the first payload is 2019-11-18T23:45:14Z (the mvhd says 15:45:32, local time).
-    let start = iso((video.clock.start * 1000.0) as i64);
+    let start = iso((video.clock.start * 1000.0).to_i64().unwrap());
     assert!(start.starts_with("2019-11-18T23:45:1"), "{start}");
     let track = video.track();
     assert_eq!(
@@ -206,7 +207,7 @@ fn plain_clips_take_the_gpx_beside_them_h264_and_hevc() {
         );
         assert_eq!(video.clock.basis, TimeBasis::Gps);
         assert_eq!(
-            iso((video.clock.start * 1000.0) as i64),
+            iso((video.clock.start * 1000.0).to_i64().unwrap()),
             "2025-03-14T07:00:00.000Z"
         );
         // 30 km/h is 8.3 m/s: a frame about every 3 m is every 0.36 s or so.

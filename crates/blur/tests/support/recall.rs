@@ -23,7 +23,19 @@
 use std::path::{Path, PathBuf};
 
 use image::GrayImage;
+use num_traits::ToPrimitive as _;
 use streetlevel_blur::{Blurrer as _, Hints, LocalBlurrer, Region};
+
+/// A count (of pixels, regions, pictures) as an `f64`, for shares and means: every count
+/// here is far below 2^32.
+pub fn count_f64(count: usize) -> f64 {
+    f64::from(u32::try_from(count).expect("a count below 2^32"))
+}
+
+/// A block's index (below `columns * rows`, a few thousand) as a `u32`.
+fn block_u32(block: usize) -> u32 {
+    u32::try_from(block).expect("a block index below 2^32")
+}
 
 const DIFFERENCE: i16 = 30;
 const BLOCK: u32 = 16;
@@ -93,8 +105,8 @@ pub fn truth(before: &GrayImage, after: &GrayImage) -> Vec<Truth> {
         while let Some(block) = stack.pop() {
             blocks.push(block);
             let (column, row) = (
-                (block as u32 % columns) as i64,
-                (block as u32 / columns) as i64,
+                i64::from(block_u32(block) % columns),
+                i64::from(block_u32(block) / columns),
             );
             for dy in -1..=1 {
                 for dx in -1..=1 {
@@ -102,7 +114,9 @@ pub fn truth(before: &GrayImage, after: &GrayImage) -> Vec<Truth> {
                     if x < 0 || y < 0 || x >= i64::from(columns) || y >= i64::from(rows) {
                         continue;
                     }
-                    let next = (y * i64::from(columns) + x) as usize;
+                    // Inside the grid (checked above): not negative.
+                    let next = usize::try_from(y * i64::from(columns) + x)
+                        .expect("a block inside the grid");
                     if marked[next] && label[next] == usize::MAX {
                         label[next] = id;
                         stack.push(next);
@@ -112,7 +126,7 @@ pub fn truth(before: &GrayImage, after: &GrayImage) -> Vec<Truth> {
         }
         let mut pixels = Vec::new();
         for block in blocks {
-            let (column, row) = (block as u32 % columns, block as u32 / columns);
+            let (column, row) = (block_u32(block) % columns, block_u32(block) / columns);
             for y in row * BLOCK..(row + 1) * BLOCK {
                 for x in column * BLOCK..(column + 1) * BLOCK {
                     if differs(x, y) {
@@ -123,7 +137,12 @@ pub fn truth(before: &GrayImage, after: &GrayImage) -> Vec<Truth> {
         }
         let spread = |mut values: Vec<u32>| {
             values.sort_unstable();
-            let at = |share: f64| values[((values.len() - 1) as f64 * share) as usize];
+            let last = count_f64(values.len() - 1);
+            let at = |share: f64| {
+                values[(last * share)
+                    .to_usize()
+                    .expect("a share of the last index")]
+            };
             (at(0.05), at(0.95))
         };
         let (left, right) = spread(pixels.iter().map(|&(x, _)| x).collect());
@@ -176,7 +195,7 @@ pub fn blurred_share(width: u32, height: u32, regions: &[Region]) -> f64 {
             }
         }
     }
-    covered.iter().filter(|&&pixel| pixel).count() as f64 / covered.len() as f64
+    count_f64(covered.iter().filter(|&&pixel| pixel).count()) / count_f64(covered.len())
 }
 
 /// The figures of one blurrer over every pair.
@@ -277,7 +296,7 @@ pub fn explain(blurrer: &LocalBlurrer, name: &str) {
             truth.kind,
             truth.height,
             truth.pixels.len(),
-            100.0 * covered as f64 / truth.pixels.len() as f64
+            100.0 * count_f64(covered) / count_f64(truth.pixels.len())
         );
     }
 }

@@ -4,7 +4,7 @@
 use std::io::Read as _;
 
 use streetlevel_db::{DbError, id_from_sql, id_to_sql, params};
-use streetlevel_model::OrganizationId;
+use streetlevel_model::{OrganizationId, Timestamp};
 
 use super::FileType;
 use super::sources::ZipEntries;
@@ -65,7 +65,7 @@ impl Uploads {
                 streetlevel_video::Video::read(
                     &self.session_path(user_id, &key),
                     None,
-                    now_millis() as f64 / 1000.0,
+                    Timestamp(now_millis()).seconds(),
                 )
                 .map_err(|error| ImportError::InvalidUpload(error.to_string()))?;
                 vec![key.clone()]

@@ -303,7 +303,8 @@ impl Uploads {
                     .map(|&id| (id, id))
                     .chain(outcome.duplicates.iter().copied());
                 for (id, image) in pairs {
-                    if let Some(key) = session_keys.get((id.0 - first_id) as usize) {
+                    let index = usize::try_from(id.0 - first_id).ok();
+                    if let Some(key) = index.and_then(|index| session_keys.get(index)) {
                         transaction.execute(
                             "UPDATE import_sessions SET image = ?3 WHERE user_id = ?1 AND key = ?2",
                             streetlevel_db::params![user_id, key, id_to_sql(image.0)],

@@ -30,7 +30,13 @@ impl Street {
     pub fn photo(&self, index: u32) -> Vec<u8> {
         let (width, height) = (320_u16, 240_u16);
         let pixels: Vec<u8> = (0..u32::from(width) * u32::from(height))
-            .flat_map(|pixel| [index as u8 * 40, (pixel % 251) as u8, 90])
+            .flat_map(|pixel| {
+                [
+                    u8::try_from(index * 40).unwrap(),
+                    u8::try_from(pixel % 251).unwrap(),
+                    90,
+                ]
+            })
             .collect();
         let mut jpeg = Vec::new();
         jpeg_encoder::Encoder::new(&mut jpeg, 80)

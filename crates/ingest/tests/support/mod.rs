@@ -25,8 +25,8 @@ pub fn encode(width: u16, height: u16, colour: impl Fn(u32, u32) -> [u8; 3]) -> 
 pub fn gradient(width: u16, height: u16) -> Vec<u8> {
     encode(width, height, |x, y| {
         [
-            (x * 255 / u32::from(width)) as u8,
-            (y * 255 / u32::from(height)) as u8,
+            u8::try_from(x * 255 / u32::from(width)).unwrap(),
+            u8::try_from(y * 255 / u32::from(height)).unwrap(),
             128,
         ]
     })

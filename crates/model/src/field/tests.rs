@@ -512,7 +512,7 @@ proptest! {
         let mut shuffled = names.clone();
         shuffled.sort();
         shuffled.dedup();
-        let rotation = if shuffled.is_empty() { 0 } else { (seed as usize) % shuffled.len() };
+        let rotation = if shuffled.is_empty() { 0 } else { usize::try_from(seed % shuffled.len() as u64).unwrap() };
         shuffled.rotate_left(rotation);
         shuffled.reverse();
         prop_assert_eq!(FieldSelection::parse(&shuffled.join(","), kind), Ok(selection.clone()));

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 use geo::{Coord, LineString, MultiLineString, MultiPoint, MultiPolygon, Point, Polygon};
+use num_traits::ToPrimitive as _;
 use proptest::prelude::*;
 use streetlevel_mvt::{Geometry, Value, geo};
 
@@ -38,15 +39,15 @@ pub fn ring() -> impl Strategy<Value = LineString<i32>> {
         any::<bool>(),
     )
         .prop_map(|(center_x, center_y, spokes, clockwise)| {
-            let count = spokes.len() as f64;
+            let count = f64::from(u32::try_from(spokes.len()).unwrap());
             let mut coords: Vec<Coord<i32>> = spokes
                 .iter()
-                .enumerate()
-                .map(|(index, (radius, jitter))| {
-                    let angle = (index as f64 + jitter * 0.9) / count * std::f64::consts::TAU;
+                .zip(0_u32..)
+                .map(|((radius, jitter), index)| {
+                    let angle = (f64::from(index) + jitter * 0.9) / count * std::f64::consts::TAU;
                     Coord {
-                        x: center_x + (f64::from(*radius) * angle.cos()).round() as i32,
-                        y: center_y + (f64::from(*radius) * angle.sin()).round() as i32,
+                        x: center_x + (f64::from(*radius) * angle.cos()).round().to_i32().unwrap(),
+                        y: center_y + (f64::from(*radius) * angle.sin()).round().to_i32().unwrap(),
                     }
                 })
                 .collect();

@@ -38,7 +38,11 @@ impl Values {
         const ALPHABET: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
         SequenceId(
             (0..22)
-                .map(|_| char::from(ALPHABET[(self.next() % ALPHABET.len() as u64) as usize]))
+                .map(|_| {
+                    char::from(
+                        ALPHABET[usize::try_from(self.next() % ALPHABET.len() as u64).unwrap()],
+                    )
+                })
                 .collect(),
         )
     }

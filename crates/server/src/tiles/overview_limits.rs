@@ -59,7 +59,7 @@ fn dense_images(tile: TileId, values: &mut Values) -> Vec<Image> {
                     camera_type: Some(CameraType::Perspective),
                     // 2014 to 2025, to the millisecond.
                     captured_at: Timestamp(
-                        1_388_534_400_000 + (values.next() % 378_691_200_000) as i64,
+                        1_388_534_400_000 + i64::try_from(values.next() % 378_691_200_000).unwrap(),
                     ),
                     compass_angle: Some(359.9),
                     computed_altitude: Some(13.0),

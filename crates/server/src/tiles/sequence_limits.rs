@@ -32,11 +32,11 @@ fn zigzag_grid(tile: TileId, values: &mut Values) -> Vec<Image> {
             let organization = OrganizationId(values.id());
             let is_pano = values.next() & 1 == 1;
             // 2014 to 2025, to the millisecond.
-            let start = 1_388_534_400_000 + (values.next() % 378_691_200_000) as i64;
+            let start = 1_388_534_400_000 + i64::try_from(values.next() % 378_691_200_000).unwrap();
             for step in 0..IMAGES_PER_SEQUENCE {
                 // Left to right, alternately near the top and the bottom of the box, a few
                 // units of jitter so that no two zigzags are alike.
-                let jitter = (values.next() % 4) as f64;
+                let jitter = f64::from(u32::try_from(values.next() % 4).unwrap());
                 let x = f64::from(column) * BOX_UNITS + 2.0 + f64::from(step) * 4.5 + jitter / 2.0;
                 let y =
                     f64::from(row) * BOX_UNITS + if step % 2 == 0 { 2.0 } else { 30.0 } + jitter;

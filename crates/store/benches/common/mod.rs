@@ -49,7 +49,7 @@ pub fn synthetic_images(
     count: u64,
     mut image: impl FnMut(Step<'_>) -> Image,
 ) -> Vec<Image> {
-    let mut images = Vec::with_capacity(count as usize);
+    let mut images = Vec::with_capacity(usize::try_from(count).unwrap_or_default());
     let mut rng = StdRng::seed_from_u64(first);
     let metres_to_lat = 1.0 / 111_320.0;
     let metres_to_lon = metres_to_lat / CENTRE.1.to_radians().cos();

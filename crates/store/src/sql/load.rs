@@ -468,6 +468,7 @@ mod tests {
 
     fn image(number: u64) -> Image {
         let some = |value: f64| (!number.is_multiple_of(3)).then_some(value);
+        let float = f64::from(u32::try_from(number).unwrap());
         Image {
             // Every fourth ID above `i64::MAX`: stored negative, read first.
             id: ImageId(if number.is_multiple_of(4) {
@@ -475,20 +476,19 @@ mod tests {
             } else {
                 1000 + number
             }),
-            altitude: some(40.0 + number as f64 / 7.0),
+            altitude: some(40.0 + float / 7.0),
             atomic_scale: some(1.0),
-            camera_parameters: (!number.is_multiple_of(5))
-                .then(|| vec![0.85, -0.02, number as f64]),
+            camera_parameters: (!number.is_multiple_of(5)).then(|| vec![0.85, -0.02, float]),
             camera_type: (number.is_multiple_of(2)).then_some(CameraType::Fisheye),
             captured_at: Timestamp(1_600_000_000_000 + number.cast_signed()),
-            compass_angle: some(number as f64 % 360.0),
+            compass_angle: some(float % 360.0),
             computed_altitude: some(41.5),
             computed_compass_angle: some(12.25),
             computed_geometry: (number % 3 == 1).then(|| Point::new(13.2, 55.7)),
             computed_rotation: (number % 2 == 1).then_some([1.5, 0.1, -0.2]),
             creator: CreatorId(number % 7),
             exif_orientation: (number % 4 != 1).then_some(u8::try_from(number % 9).unwrap_or(1)),
-            geometry: Point::new(13.0 + number as f64 / 1e4, 55.0 + number as f64 / 3e4),
+            geometry: Point::new(13.0 + float / 1e4, 55.0 + float / 3e4),
             height: 3000,
             width: u32::try_from(number).unwrap_or(0),
             is_pano: number % 5 == 2,

@@ -12,8 +12,12 @@ pub const SCHEMA_VERSION: i64 = 3;
 /// that other processes following the database wake up (see [`Store::notifications`]).
 pub const WRITES_CHANNEL: &str = "store_writes";
 
+/// [`SCHEMA_VERSION`] as a count of migrations.
+#[allow(clippy::cast_possible_truncation)] // a small positive constant
+const MIGRATION_COUNT: usize = SCHEMA_VERSION as usize;
+
 /// Migration `n` (1-based) brings the `SQLite` schema from version `n - 1` to `n`.
-pub(super) const SQLITE_MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
+pub(super) const SQLITE_MIGRATIONS: [&str; MIGRATION_COUNT] = [
     "
 CREATE TABLE store_creators (
     id INTEGER PRIMARY KEY,
@@ -118,7 +122,7 @@ CREATE TABLE store_takedowns (
 /// `SQLite`), indexed with `GiST`. `CREATE EXTENSION` needs a role that may create it; where the
 /// role may not, an administrator creates PostGIS in the database beforehand and this step
 /// finds it there.
-pub(super) const POSTGRES_MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
+pub(super) const POSTGRES_MIGRATIONS: [&str; MIGRATION_COUNT] = [
     "
 CREATE EXTENSION IF NOT EXISTS postgis;
 CREATE TABLE store_creators (

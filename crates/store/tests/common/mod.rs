@@ -4,6 +4,7 @@
 
 use std::collections::{HashMap, HashSet};
 
+use num_traits::ToPrimitive as _;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use streetlevel_model::{
@@ -300,8 +301,8 @@ pub fn brute_overview<'a>(found: &[TileImage<'a>], extent: u32) -> Vec<TileImage
         };
         let point = points.0[0];
         let cell = (
-            (f64::from(point.x()) / cell_size).floor() as i64,
-            (f64::from(point.y()) / cell_size).floor() as i64,
+            (f64::from(point.x()) / cell_size).floor().to_i64().unwrap(),
+            (f64::from(point.y()) / cell_size).floor().to_i64().unwrap(),
         );
         let slot = best.entry(cell).or_insert(row);
         if row.id < slot.id {

@@ -93,6 +93,11 @@ fn status_with(addr: SocketAddr, token: &str, target: &str) -> u16 {
 }
 
 /// The `q`-quantile of sorted milliseconds (nearest rank).
+#[allow(
+    clippy::cast_possible_truncation,
+    clippy::cast_precision_loss,
+    clippy::cast_sign_loss
+)] // a rank among a few hundred samples
 fn quantile(sorted: &[f64], q: f64) -> f64 {
     let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
     sorted[rank - 1]
@@ -197,7 +202,10 @@ fn image_propagation(
     let mut delays = Vec::with_capacity(IMAGE_WRITES);
     for index in 0..IMAGE_WRITES {
         // One image per write, each in a box of its own away from the fixture's streets.
-        let (lat, lon) = (55.0 + index as f64 * 0.01, place);
+        let (lat, lon) = (
+            55.0 + f64::from(u32::try_from(index).unwrap()) * 0.01,
+            place,
+        );
         let bbox = format!(
             "/images?bbox={},{},{},{}&limit=1&fields=id",
             lon - 0.0005,
@@ -419,8 +427,10 @@ fn print_tables(
     );
     println!("|---|---|---|---|---|---|");
     for (name, lite, pg) in reads {
-        let mean =
-            |loads: &[Load]| loads.iter().map(|l| l.per_second).sum::<f64>() / loads.len() as f64;
+        let mean = |loads: &[Load]| {
+            loads.iter().map(|l| l.per_second).sum::<f64>()
+                / f64::from(u32::try_from(loads.len()).unwrap())
+        };
         let rounds = |loads: &[Load]| {
             loads
                 .iter()
