@@ -9,7 +9,8 @@
 //!
 //! Points with a fix other than 2D or 3D, or a DOP × 100 above 1000, are dropped (the
 //! uploader's `GOPRO_GPS_FIXES` and `GOPRO_MAX_DOP100`). Nesting is bounded and every length is
-//! checked against the bytes there are. [`write`] builds payloads for the tests and fuzz seeds.
+//! checked against the bytes there are. [`mod@write`] builds payloads for the tests and the fuzz
+//! seeds.
 
 pub mod write;
 
