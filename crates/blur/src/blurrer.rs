@@ -1,11 +1,11 @@
 //! The blurrer: what the import pipeline calls with each picture's bytes, and the one that
 //! runs local models.
 
+use streetlevel_ingest::{Rgb, make_upright, upright_size};
+
 use crate::detector::Detector;
 use crate::jpeg::encode_with_metadata;
-use crate::pixels::{
-    crop, decode, make_upright, pixelate_and_blur, resize, to_stored, upright_size,
-};
+use crate::pixels::{crop, decode, pixelate_and_blur, resize, to_stored};
 use crate::region::{Candidate, Region, suppress};
 use crate::units::{to_f32, to_u32};
 use crate::{BlurError, Bounds};
@@ -185,11 +185,7 @@ impl LocalBlurrer {
 
     /// Finds the regions to blur in `jpeg` without blurring: boxes grown and clamped, in the
     /// stored pixels. `Ok` also returns the decoded picture, which [`Blurrer::blur`] blurs.
-    fn find(
-        &self,
-        jpeg: &[u8],
-        hints: Hints,
-    ) -> Result<(crate::pixels::Rgb, Vec<Region>), BlurError> {
+    fn find(&self, jpeg: &[u8], hints: Hints) -> Result<(Rgb, Vec<Region>), BlurError> {
         let stored = decode(jpeg)?;
         let (width, height) = upright_size(stored.width, stored.height, hints.orientation);
         let mut found: Vec<(usize, Candidate)> = Vec::new();

@@ -14,9 +14,10 @@ use std::sync::{Mutex, PoisonError};
 use ort::session::Session;
 use ort::session::builder::GraphOptimizationLevel;
 use ort::value::{Tensor, ValueType};
+use streetlevel_ingest::Rgb;
 
 use crate::model::ModelFile;
-use crate::pixels::{Rgb, resize};
+use crate::pixels::resize;
 use crate::region::{Bounds, Candidate, RegionClass};
 use crate::units::{index_to_f32, to_f32, to_u32};
 use crate::{BlurError, onnx_shape};

@@ -4,9 +4,9 @@
 
 use bytes::Bytes;
 use img_parts::jpeg::{Jpeg, JpegSegment, markers};
+use streetlevel_ingest::Rgb;
 
 use crate::BlurError;
-use crate::pixels::Rgb;
 
 /// JPEG quality of a blurred original (1 to 100): close to what cameras write, so that the
 /// published original stays worth downloading.

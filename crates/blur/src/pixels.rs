@@ -1,11 +1,14 @@
-//! Pixels: decoding a JPEG to RGB, resizing, turning upright for the detectors, mapping boxes
-//! back to the stored pixels, and the irreversible blur itself.
+//! Pixels: decoding a JPEG to RGB, resizing, mapping boxes back to the stored pixels, and the
+//! irreversible blur itself. The RGB buffer and turning it upright for the detectors are
+//! `streetlevel_ingest`'s ([`Rgb`], [`streetlevel_ingest::make_upright`]), which the
+//! thumbnailer uses too.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use fast_image_resize::images::Image;
 use fast_image_resize::{FilterType, PixelType, ResizeAlg, ResizeOptions, Resizer};
 use jpeg_decoder::PixelFormat;
+use streetlevel_ingest::Rgb;
 
 use crate::BlurError;
 use crate::region::Bounds;
@@ -14,14 +17,6 @@ use crate::units::to_f32;
 /// The most pixels (stored width times height) a picture may have to be decoded: the same
 /// bound as the thumbnailer's, about 300 MB of RGB.
 pub const MAX_PIXELS: u64 = 100_000_000;
-
-/// An RGB image, 3 bytes a pixel, rows top to bottom.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Rgb {
-    pub width: u32,
-    pub height: u32,
-    pub pixels: Vec<u8>,
-}
 
 /// Decodes a whole JPEG at full size. A picture over [`MAX_PIXELS`] is refused before its
 /// pixels are decoded; a decoder panic is caught and becomes an error.
@@ -114,63 +109,9 @@ pub(crate) fn crop(image: &Rgb, x: u32, y: u32, width: u32, height: u32) -> Rgb 
     }
 }
 
-/// The size of a stored `width` x `height` picture once upright.
-pub(crate) fn upright_size(width: u32, height: u32, orientation: u8) -> (u32, u32) {
-    if (5..=8).contains(&orientation) {
-        (height, width)
-    } else {
-        (width, height)
-    }
-}
-
-/// The image `stored` turned upright for Exif `orientation` (1 to 8; anything else is 1).
-/// With `(u, v)` an upright pixel and `(x, y)` the stored one it comes from, `w` and `h` the
-/// stored size: 2 `x = w-1-u`; 3 `x = w-1-u, y = h-1-v`; 4 `y = h-1-v`; 5 `x = v, y = u`;
-/// 6 `x = v, y = h-1-u`; 7 `x = w-1-v, y = h-1-u`; 8 `x = w-1-v, y = u`.
-pub(crate) fn make_upright(stored: Rgb, orientation: u8) -> Rgb {
-    if !(2..=8).contains(&orientation) {
-        return stored;
-    }
-    let (width, height) = (stored.width as usize, stored.height as usize);
-    let (upright_width, upright_height) = if orientation >= 5 {
-        (height, width)
-    } else {
-        (width, height)
-    };
-    let mut pixels = vec![0; stored.pixels.len()];
-    for v in 0..upright_height {
-        for u in 0..upright_width {
-            let (x, y) = match orientation {
-                2 => (width - 1 - u, v),
-                3 => (width - 1 - u, height - 1 - v),
-                4 => (u, height - 1 - v),
-                5 => (v, u),
-                6 => (v, height - 1 - u),
-                7 => (width - 1 - v, height - 1 - u),
-                _ => (width - 1 - v, u),
-            };
-            let from = (y * width + x) * 3;
-            let to = (v * upright_width + u) * 3;
-            pixels[to..to + 3].copy_from_slice(&stored.pixels[from..from + 3]);
-        }
-    }
-    Rgb {
-        width: if orientation >= 5 {
-            stored.height
-        } else {
-            stored.width
-        },
-        height: if orientation >= 5 {
-            stored.width
-        } else {
-            stored.height
-        },
-        pixels,
-    }
-}
-
 /// A box in upright pixels mapped to the stored pixels of a picture stored `width` x
-/// `height` with Exif `orientation` (the same mappings as [`make_upright`], on edges).
+/// `height` with Exif `orientation` (the same mappings as
+/// [`streetlevel_ingest::make_upright`], on edges).
 pub(crate) fn to_stored(bounds: Bounds, width: u32, height: u32, orientation: u8) -> Bounds {
     let (w, h) = (to_f32(width), to_f32(height));
     let map = |u: f32, v: f32| match orientation {
@@ -297,6 +238,7 @@ fn box_filter(
 mod tests {
     use super::*;
     use crate::units::index_to_f32;
+    use streetlevel_ingest::make_upright;
 
     #[test]
     fn boxes_map_back_to_the_stored_pixels_for_every_orientation() {

@@ -17,6 +17,7 @@ use sha2::{Digest, Sha256};
 pub use capture_time::TimeSource;
 pub use error::IngestError;
 pub use metadata::{Metadata, read_metadata};
+pub use orientation::{Rgb, make_upright, upright_size};
 pub use thumbnail::{
     MAX_PIXELS, THUMBNAIL_QUALITY, Thumbnail, Thumbnails, thumbnails, thumbnails_from_rgb,
 };

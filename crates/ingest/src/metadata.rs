@@ -9,6 +9,7 @@ use crate::capture_time::{self, TimeSource};
 use crate::description::UploaderDescription;
 use crate::exif_tags::ExifTags;
 use crate::jpeg::JpegFile;
+use crate::orientation::upright_size;
 use crate::xmp;
 
 /// The metadata of one image, validated.
@@ -53,15 +54,6 @@ impl Metadata {
     /// and height.
     pub fn upright_size(&self) -> (u32, u32) {
         upright_size(self.width, self.height, self.orientation)
-    }
-}
-
-/// `(width, height)` once `orientation` is applied.
-pub(crate) fn upright_size(width: u32, height: u32, orientation: u8) -> (u32, u32) {
-    if (5..=8).contains(&orientation) {
-        (height, width)
-    } else {
-        (width, height)
     }
 }
 

@@ -9,8 +9,7 @@ use streetlevel_model::ThumbnailSize;
 
 use crate::IngestError;
 use crate::jpeg::JpegFile;
-use crate::metadata::upright_size;
-use crate::orientation::{Rgb, make_upright};
+use crate::orientation::{Rgb, make_upright, upright_size};
 
 /// The most pixels (stored width times height, from the frame header) an image may have to
 /// be decoded. Decoding needs about 3 bytes a pixel at full scale, and a progressive JPEG keeps

@@ -26,6 +26,7 @@ use mp4_atom::{
     Encode, FourCC, Ftyp, Hdlr, Mdhd, Mdia, MetaData, Minf, Moov, Mvhd, Nmhd, Stbl, Stco, Stsc,
     StscEntry, Stsd, Stsz, StszSamples, Stts, SttsEntry, Tkhd, Trak, Url, Visual, Vmhd,
 };
+use streetlevel_video::gpmf::write::{big_endian, klv, nested};
 use streetlevel_video::{Video, camm, gpmf, gpx};
 
 type Error = Box<dyn std::error::Error>;
@@ -40,6 +41,8 @@ const TIMESCALE: u32 = 1000;
 const START: f64 = 1_619_863_200.0;
 /// Seconds since 1904 of 2021-05-01 10:00:05 UTC (the creation time, at the video's end).
 const CREATED_1904: u64 = 1_619_863_205 + 2_082_844_800;
+/// Why a GPMF payload could not be written (none here comes near the limit).
+const TOO_LONG: &str = "a GPMF container over 65,535 bytes";
 
 fn main() -> Result<(), Error> {
     let dir = PathBuf::from(
@@ -49,7 +52,10 @@ fn main() -> Result<(), Error> {
     );
     let camm6: Vec<Vec<u8>> = (0..FRAMES).map(camm_type6).collect();
     let camm5: Vec<Vec<u8>> = (0..FRAMES).map(camm_type5).collect();
-    let gpmd: Vec<Vec<u8>> = (0..FRAMES / 2).map(gps5_payload).collect();
+    let gpmd: Vec<Vec<u8>> = (0..FRAMES / 2)
+        .map(gps5_payload)
+        .collect::<Option<_>>()
+        .ok_or(TOO_LONG)?;
     write_video(&dir, "camm6.mp4", &Metadata::Camm(&camm6), false)?;
     write_video(&dir, "camm5.mp4", &Metadata::Camm(&camm5), true)?;
     write_video(&dir, "gopro.mp4", &Metadata::Gopro(&gpmd), false)?;
@@ -57,7 +63,7 @@ fn main() -> Result<(), Error> {
     assert!(camm::decode(&camm5[0]).is_some() && camm::decode(&camm6[0]).is_some());
     write(&dir.join("camm_sample/type5.bin"), &camm5[0])?;
     write(&dir.join("camm_sample/type6.bin"), &camm6[0])?;
-    let gps9 = gps9_payload();
+    let gps9 = gps9_payload().ok_or(TOO_LONG)?;
     assert_eq!(gpmf::parse(&gpmd[0]).points.len(), 2);
     assert_eq!(gpmf::parse(&gps9).points.len(), 2);
     write(&dir.join("gpmf_payload/gps5.bin"), &gpmd[0])?;
@@ -108,31 +114,6 @@ fn camm_type6(n: u32) -> Vec<u8> {
     bytes
 }
 
-/// One GPMF key-length-value entry, padded to 4 bytes.
-fn klv(key: [u8; 4], kind: u8, struct_size: u8, repeat: u16, data: &[u8]) -> Vec<u8> {
-    let mut bytes = key.to_vec();
-    bytes.push(kind);
-    bytes.push(struct_size);
-    bytes.extend_from_slice(&repeat.to_be_bytes());
-    bytes.extend_from_slice(data);
-    while !bytes.len().is_multiple_of(4) {
-        bytes.push(0);
-    }
-    bytes
-}
-
-fn be(values: &[i32]) -> Vec<u8> {
-    values
-        .iter()
-        .flat_map(|value| value.to_be_bytes())
-        .collect()
-}
-
-fn nested(key: [u8; 4], body: &[u8]) -> Vec<u8> {
-    let length = u16::try_from(body.len()).unwrap_or(u16::MAX);
-    klv(key, 0, 1, length, body)
-}
-
 /// Scaled integer degrees and millimetres.
 fn scaled(n: u32) -> [i32; 3] {
     let (lat, lon) = position(n);
@@ -147,7 +128,7 @@ fn scaled(n: u32) -> [i32; 3] {
 
 /// The GPMF payload of second `second`: a device name, a `GPS5` stream with its time, fix,
 /// precision and scales, and the two points of that second.
-fn gps5_payload(second: u32) -> Vec<u8> {
+fn gps5_payload(second: u32) -> Option<Vec<u8>> {
     let mut stream = klv(*b"GPSF", b'L', 4, 1, &3_u32.to_be_bytes());
     let time = format!("210501100{second}.000");
     stream.extend(klv(*b"GPSU", b'U', 16, 1, time.as_bytes()));
@@ -157,34 +138,34 @@ fn gps5_payload(second: u32) -> Vec<u8> {
         b'l',
         4,
         5,
-        &be(&[10_000_000, 10_000_000, 1000, 1000, 100]),
+        &big_endian(&[10_000_000, 10_000_000, 1000, 1000, 100]),
     ));
     let mut points = Vec::new();
     for n in [second * 2, second * 2 + 1] {
         let [lat, lon, alt] = scaled(n);
-        points.extend(be(&[lat, lon, alt, 11_100, 0]));
+        points.extend(big_endian(&[lat, lon, alt, 11_100, 0]));
     }
     stream.extend(klv(*b"GPS5", b'l', 20, 2, &points));
     let mut device = klv(*b"DVNM", b'c', 10, 1, b"HERO8 Test");
-    device.extend(nested(*b"STRM", &stream));
+    device.extend(nested(*b"STRM", &stream)?);
     nested(*b"DEVC", &device)
 }
 
 /// A GPMF payload of `GPS9` (HERO11 on): two points with their own day, time, DOP and fix.
-fn gps9_payload() -> Vec<u8> {
+fn gps9_payload() -> Option<Vec<u8>> {
     let mut stream = klv(
         *b"SCAL",
         b'l',
         4,
         9,
-        &be(&[10_000_000, 10_000_000, 1000, 1000, 100, 1, 1000, 100, 1]),
+        &big_endian(&[10_000_000, 10_000_000, 1000, 1000, 100, 1, 1000, 100, 1]),
     );
     stream.extend(klv(*b"TYPE", b'c', 9, 1, b"lllllllSS"));
     let mut rows = Vec::new();
     for n in 0..2 {
         let [lat, lon, alt] = scaled(n);
         // Day 7791 after 2000-01-01 is 2021-05-01; 10:00:00 and a half second later.
-        rows.extend(be(&[
+        rows.extend(big_endian(&[
             lat,
             lon,
             alt,
@@ -197,7 +178,7 @@ fn gps9_payload() -> Vec<u8> {
         rows.extend_from_slice(&3_u16.to_be_bytes());
     }
     stream.extend(klv(*b"GPS9", b'?', 32, 2, &rows));
-    nested(*b"DEVC", &nested(*b"STRM", &stream))
+    nested(*b"DEVC", &nested(*b"STRM", &stream)?)
 }
 
 fn gpx_track() -> String {

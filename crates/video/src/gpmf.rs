@@ -9,7 +9,10 @@
 //!
 //! Points with a fix other than 2D or 3D, or a DOP × 100 above 1000, are dropped (the
 //! uploader's `GOPRO_GPS_FIXES` and `GOPRO_MAX_DOP100`). Nesting is bounded and every length is
-//! checked against the bytes there are.
+//! checked against the bytes there are. [`mod@write`] builds payloads for the tests and the fuzz
+//! seeds.
+
+pub mod write;
 
 use crate::time::{approximate, approximate_unsigned};
 
@@ -238,26 +241,8 @@ fn stream(bytes: &[u8], out: &mut Payload) {
 #[cfg(test)]
 #[allow(clippy::float_cmp)] // values are exact
 mod tests {
+    use super::write::{big_endian, klv, nested};
     use super::*;
-
-    fn klv(key: [u8; 4], kind: u8, struct_size: u8, repeat: u16, data: &[u8]) -> Vec<u8> {
-        let mut bytes = key.to_vec();
-        bytes.push(kind);
-        bytes.push(struct_size);
-        bytes.extend_from_slice(&repeat.to_be_bytes());
-        bytes.extend_from_slice(data);
-        while !bytes.len().is_multiple_of(4) {
-            bytes.push(0);
-        }
-        bytes
-    }
-
-    fn be(values: &[i32]) -> Vec<u8> {
-        values
-            .iter()
-            .flat_map(|value| value.to_be_bytes())
-            .collect()
-    }
 
     #[test]
     fn gps5_is_scaled_and_timed_by_gpsu_and_filtered_by_fix() {
@@ -269,14 +254,14 @@ mod tests {
             b'l',
             4,
             5,
-            &be(&[10_000_000, 10_000_000, 1000, 1000, 100]),
+            &big_endian(&[10_000_000, 10_000_000, 1000, 1000, 100]),
         ));
         strm.extend(klv(
             *b"GPS5",
             b'l',
             20,
             2,
-            &be(&[
+            &big_endian(&[
                 331_234_567,
                 -1_171_234_567,
                 12_500,
@@ -290,20 +275,8 @@ mod tests {
             ]),
         ));
         let mut devc = klv(*b"DVNM", b'c', 9, 1, b"GoPro Max");
-        devc.extend(klv(
-            *b"STRM",
-            0,
-            1,
-            u16::try_from(strm.len()).unwrap(),
-            &strm,
-        ));
-        let payload = parse(&klv(
-            *b"DEVC",
-            0,
-            1,
-            u16::try_from(devc.len()).unwrap(),
-            &devc,
-        ));
+        devc.extend(nested(*b"STRM", &strm).unwrap());
+        let payload = parse(&nested(*b"DEVC", &devc).unwrap());
         assert_eq!(payload.device_name.as_deref(), Some("GoPro Max"));
         assert_eq!(payload.points.len(), 2);
         assert!((payload.points[0].lat - 33.123_456_7).abs() < 1e-9);
@@ -315,29 +288,13 @@ mod tests {
         let no_fix = strm.clone();
         let mut no_fix_strm = klv(*b"GPSF", b'L', 4, 1, &0u32.to_be_bytes());
         no_fix_strm.extend_from_slice(&no_fix[12..]);
-        let devc = klv(
-            *b"STRM",
-            0,
-            1,
-            u16::try_from(no_fix_strm.len()).unwrap(),
-            &no_fix_strm,
-        );
-        assert!(
-            parse(&klv(
-                *b"DEVC",
-                0,
-                1,
-                u16::try_from(devc.len()).unwrap(),
-                &devc
-            ))
-            .points
-            .is_empty()
-        );
+        let devc = nested(*b"STRM", &no_fix_strm).unwrap();
+        assert!(parse(&nested(*b"DEVC", &devc).unwrap()).points.is_empty());
     }
 
     #[test]
     fn gps9_carries_a_time_per_point() {
-        let mut row = be(&[331_234_567, -1_171_234_567, 12_500, 0, 0, 9000, 3_600_500]);
+        let mut row = big_endian(&[331_234_567, -1_171_234_567, 12_500, 0, 0, 9000, 3_600_500]);
         row.extend_from_slice(&150u16.to_be_bytes());
         row.extend_from_slice(&3u16.to_be_bytes());
         let mut strm = klv(
@@ -345,18 +302,12 @@ mod tests {
             b'l',
             4,
             9,
-            &be(&[10_000_000, 10_000_000, 1000, 1000, 100, 1, 1000, 100, 1]),
+            &big_endian(&[10_000_000, 10_000_000, 1000, 1000, 100, 1, 1000, 100, 1]),
         );
         strm.extend(klv(*b"TYPE", b'c', 9, 1, b"lllllllSS"));
         strm.extend(klv(*b"GPS9", b'?', 32, 1, &row));
-        let devc = klv(*b"STRM", 0, 1, u16::try_from(strm.len()).unwrap(), &strm);
-        let payload = parse(&klv(
-            *b"DEVC",
-            0,
-            1,
-            u16::try_from(devc.len()).unwrap(),
-            &devc,
-        ));
+        let devc = nested(*b"STRM", &strm).unwrap();
+        let payload = parse(&nested(*b"DEVC", &devc).unwrap());
         assert_eq!(payload.points.len(), 1);
         // Day 9000 after 2000-01-01 is 2024-08-22; 3600.5 s after midnight.
         assert_eq!(
