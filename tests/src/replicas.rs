@@ -1,7 +1,7 @@
 //! Several `streetlevel serve` processes on one shared backend, behind the round-robin
 //! [`Balancer`], addressed like a single server.
 //!
-//! The backend is chosen in one place, [`replica_setup`]: the replicas share one `SQLite`
+//! The backend is chosen in one place, `replica_setup`: the replicas share one `SQLite`
 //! file ([`Backend::Sqlite`]), or a `PostgreSQL` database ([`Backend::Postgres`]: the fixture is
 //! copied there with `streetlevel migrate` and every replica gets `STREETLEVEL_DATABASE_URL`),
 //! and every replica test runs on either unchanged.

@@ -74,7 +74,7 @@ pub enum Error {
     /// The request body could not be read or parsed.
     #[error("invalid request body: {0}")]
     BadBody(String),
-    /// An upload, a finish call or a job failed (see [`upload_status`] for the statuses).
+    /// An upload, a finish call or a job failed (see `upload_status` for the statuses).
     #[error("upload failed: {0}")]
     Upload(#[from] streetlevel_import::ImportError),
     /// The request body did not arrive within the body read timeout.
@@ -88,7 +88,7 @@ pub enum Error {
     Busy,
     /// The database could not be reached (PostgreSQL down or restarting) or a lock was not
     /// released in time; the details are logged, not sent, and the client retries after
-    /// [`UNAVAILABLE_RETRY_AFTER_SECS`].
+    /// `UNAVAILABLE_RETRY_AFTER_SECS`.
     #[error("database unavailable: {0}")]
     Unavailable(String),
     /// `POST /blur/` on a server that has no blurrer (blurring off, or its model unusable):

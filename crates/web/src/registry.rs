@@ -132,7 +132,7 @@ impl Registry {
     }
 
     /// The embed page's app and read-only token: the stored one while auth still accepts it,
-    /// else a new app named [`EMBED_APP_NAME`] with a new embed token.
+    /// else a new app named `EMBED_APP_NAME` with a new embed token.
     pub fn embed_token(&self, auth: &AuthStore) -> Result<(ClientId, String), WebError> {
         let stored: Option<(i64, String)> = self.db.read(|connection| {
             connection.query_row(

@@ -9,7 +9,7 @@ use crate::StoreError;
 pub const SCHEMA_VERSION: i64 = 3;
 
 /// The channel every image write notifies in its transaction (PostgreSQL's `NOTIFY`), so
-/// that other processes following the database wake up (see [`Store::notifications`]).
+/// that other processes following the database wake up (see [`crate::Store::notifications`]).
 pub const WRITES_CHANNEL: &str = "store_writes";
 
 /// [`SCHEMA_VERSION`] as a count of migrations.
