@@ -587,6 +587,20 @@ fn the_command_line_erases_images_a_running_server_then_answers_as_unknown() {
         out.contains(&format!("image {id}: 1 images deleted")),
         "{out}"
     );
+    // The CDN keys to purge, as the API's answer lists them: the image's media and the
+    // tiles that showed it.
+    let [lon, lat] = [0, 1].map(|axis| image["geometry"]["coordinates"][axis].as_f64().unwrap());
+    let tile = TileId::containing(lon, lat, 14).unwrap();
+    let keys = out
+        .lines()
+        .find_map(|line| line.strip_prefix("surrogate keys to purge: "))
+        .unwrap_or_else(|| panic!("no keys in {out}"));
+    let keys: Vec<&str> = keys.split(' ').collect();
+    assert!(keys.contains(&format!("image/{id}").as_str()), "{out}");
+    assert!(
+        keys.contains(&format!("tile/14/{}/{}", tile.x(), tile.y()).as_str()),
+        "{out}"
+    );
     setup.await_entity_status(image, 404);
     setup.assert_reachable(image, &media_path, false);
     assert_eq!(setup.files_of(id), Vec::<PathBuf>::new());
