@@ -975,3 +975,40 @@ fn a_hidden_image_is_left_out_of_map_features_image_lists() {
         );
     }
 }
+
+/// A flood that gets past the throttles (many addresses, over days) stops at the cap of open
+/// requests: with 10 000 waiting, the form answers 503 and stores nothing; once an
+/// administrator has handled one, it takes requests again.
+#[test]
+fn a_full_queue_refuses_more_requests_until_administrators_handle_some() {
+    let world = world("full");
+    let image = world.images[0].clone();
+    let database = streetlevel_db::Database::open(world.server.database()).unwrap();
+    database
+        .autocommit(|connection| {
+            connection.execute(
+                "INSERT INTO import_privacy_requests (image_id, kind, reason, created_at, state)
+                 WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 10000)
+                 SELECT ?1, 'blur', 'flood', 0, 'open' FROM n",
+                streetlevel_db::params![image.parse::<i64>().unwrap()],
+            )
+        })
+        .unwrap();
+    drop(database);
+    assert_eq!(world.stored_requests(), 10_000);
+    let (csrf, report_cookie) = report_form(&world, &image);
+    let body = format!("csrf={csrf}&kind=blur&reason=my+face");
+    let refused = submit_report(&world, &image, &report_cookie, &body);
+    assert_eq!(refused.status, 503, "{}", text(&refused));
+    assert_eq!(world.stored_requests(), 10_000);
+    // The administrators' queue still opens, and handling one makes room.
+    let carol = world.sign_in("carol");
+    let queue = world.page(&carol, "/dashboard");
+    assert_eq!(queue.status, 200);
+    assert!(text(&queue).contains("data-request=\"1\""));
+    let resolved = world.cli(&["requests", "resolve", "1", "--state", "refused"]);
+    assert!(resolved.contains("\trefused\t"), "{resolved}");
+    let sent = submit_report(&world, &image, &report_cookie, &body);
+    assert_eq!(sent.status, 201, "{}", text(&sent));
+    assert_eq!(world.stored_requests(), 10_001);
+}

@@ -362,6 +362,12 @@ fn tile_image_ids(body: &[u8]) -> BTreeSet<u64> {
         .collect()
 }
 
+/// Every image field but the signed URLs (whose expiry moves at midnight).
+const UNSIGNED_IMAGE_FIELDS: &str = "id,altitude,atomic_scale,camera_parameters,camera_type,\
+captured_at,compass_angle,computed_altitude,computed_compass_angle,computed_geometry,\
+computed_rotation,creator,detections.value,detections.geometry,exif_orientation,geometry,height,\
+is_pano,make,merge_cc,model,organization,quality_score,sequence,width";
+
 fn assert_error(response: &Response, status: u16) {
     assert_eq!(response.status, status, "{}", text(response));
     let body = response.json();
@@ -409,8 +415,34 @@ fn an_owner_deletes_an_image_and_nothing_of_it_is_reachable_afterwards() {
     );
     setup.assert_reachable(image, &media_path, true);
 
+    // What clients see of the other images, before and after: the same bytes.
+    let others: Vec<String> = alices[1..]
+        .iter()
+        .map(|image| image["id"].as_str().unwrap().to_owned())
+        .collect();
+    let seen = || -> Vec<Vec<u8>> {
+        let mut bodies = Vec::new();
+        for other in &others {
+            for target in [
+                format!("/{other}?fields={UNSIGNED_IMAGE_FIELDS}"),
+                format!("/?ids={other}&fields={UNSIGNED_IMAGE_FIELDS}"),
+            ] {
+                let response = with_token(&setup.server, "GET", &target, Some(setup.token()));
+                assert_eq!(response.status, 200, "{}", text(&response));
+                bodies.push(response.body);
+            }
+        }
+        bodies
+    };
+    let before = seen();
+
     let deleted = with_token(&setup.server, "DELETE", &target, Some(&setup.alice));
     assert_eq!(deleted.status, 200, "{}", text(&deleted));
+    assert_eq!(
+        seen(),
+        before,
+        "what clients see of the other images changed"
+    );
     let answer = deleted.json();
     assert_eq!(answer["success"], true);
     assert_eq!(answer["images"], 1);
