@@ -653,6 +653,34 @@ fn the_command_line_erases_images_a_running_server_then_answers_as_unknown() {
         listed.contains(&format!("\tcommand line\timage {id}")),
         "{listed}"
     );
+
+    // The rest of its sequence, by `streetlevel sequences delete`.
+    let sequence = image["sequence"].as_str().unwrap();
+    let rest: Vec<&Value> = bobs[1..]
+        .iter()
+        .filter(|other| other["sequence"] == sequence)
+        .collect();
+    assert!(!rest.is_empty(), "{bobs:?}");
+    let paths: Vec<String> = rest
+        .iter()
+        .map(|other| setup.media_path(other["id"].as_str().unwrap()))
+        .collect();
+    let out = setup.cli(&["sequences", "delete", sequence]);
+    assert!(
+        out.contains(&format!(
+            "sequence {sequence}: {} images deleted",
+            rest.len()
+        )),
+        "{out}"
+    );
+    setup.await_entity_status(rest[0], 404);
+    for (other, path) in rest.iter().zip(&paths) {
+        setup.assert_reachable(other, path, false);
+        assert_eq!(
+            setup.files_of(other["id"].as_str().unwrap()),
+            Vec::<PathBuf>::new()
+        );
+    }
 }
 
 /// Whether a tile shows anything of `sequence` or of the images `ids`, in any layer: a
