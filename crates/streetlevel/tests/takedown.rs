@@ -197,6 +197,20 @@ impl Setup {
     /// Every way an image is reachable, asked of every serving process until each answers as
     /// `present` says (replicas learn of each other's writes within a second), then checked.
     fn assert_reachable(&self, image: &Value, media_path: &str, present: bool) {
+        let deadline =
+            std::time::Instant::now() + streetlevel_tests::replicas::WRITES_VISIBLE_WITHIN;
+        self.assert_reachable_by(image, media_path, present, deadline);
+    }
+
+    /// [`Setup::assert_reachable`] where every process must answer as `present` says by
+    /// `deadline` (asked again until then, once after it).
+    fn assert_reachable_by(
+        &self,
+        image: &Value,
+        media_path: &str,
+        present: bool,
+        deadline: std::time::Instant,
+    ) {
         let id = image["id"].as_str().unwrap();
         let [lon, lat] =
             [0, 1].map(|axis| image["geometry"]["coordinates"][axis].as_f64().unwrap());
@@ -204,10 +218,12 @@ impl Setup {
         let auth = [("Authorization", token.as_str())];
         let expected = if present { 200 } else { 404 };
         let by_status = |target: &str, what: &str| {
-            for response in self
-                .server
-                .get_on_every_process(target, &auth, |response| response.status == expected)
-            {
+            for response in self.server.get_on_every_process_by(
+                target,
+                &auth,
+                |response| response.status == expected,
+                deadline,
+            ) {
                 assert_eq!(
                     response.status,
                     expected,
@@ -220,10 +236,12 @@ impl Setup {
         by_status(&format!("/?ids={id}&fields=id"), "ids=");
         by_status(&format!("/{id}/detections"), "its detections");
         // A media URL signed while the image was public, on every process.
-        for response in self
-            .server
-            .get_on_every_process(media_path, &[], |response| response.status == expected)
-        {
+        for response in self.server.get_on_every_process_by(
+            media_path,
+            &[],
+            |response| response.status == expected,
+            deadline,
+        ) {
             assert_eq!(response.status, expected, "the media of {id}");
         }
         let bbox = format!(
@@ -241,10 +259,12 @@ impl Setup {
                     .iter()
                     .any(|found| found["id"] == id)
         };
-        for response in self
-            .server
-            .get_on_every_process(&bbox, &auth, |response| listed(response) == present)
-        {
+        for response in self.server.get_on_every_process_by(
+            &bbox,
+            &auth,
+            |response| listed(response) == present,
+            deadline,
+        ) {
             assert_eq!(listed(&response), present, "search for {id}");
         }
         let tile = TileId::containing(lon, lat, 14).unwrap();
@@ -253,10 +273,12 @@ impl Setup {
         let in_tile = |response: &Response| {
             response.status == 200 && tile_image_ids(&response.body).contains(&id_number)
         };
-        for response in self
-            .server
-            .get_on_every_process(&target, &auth, |response| in_tile(response) == present)
-        {
+        for response in self.server.get_on_every_process_by(
+            &target,
+            &auth,
+            |response| in_tile(response) == present,
+            deadline,
+        ) {
             assert_eq!(in_tile(&response), present, "the z14 tile of {id}");
             assert!(
                 response
@@ -832,17 +854,22 @@ fn an_owner_deletes_a_sequence_and_no_byte_of_it_is_served_by_any_process_afterw
         Some(&setup.alice),
     );
     assert_eq!(deleted.status, 200, "{}", text(&deleted));
+    // "A second later": every check below may ask again until a second after the answer,
+    // and once after that; it must be settled by then on every process.
+    let deadline = std::time::Instant::now() + streetlevel_tests::replicas::WRITES_VISIBLE_WITHIN;
     assert_eq!(deleted.json()["images"], members.len());
     assert_keys_purge_everything_of(&deleted.json(), &members);
 
     // Afterwards, on every process: nothing.
     for (image, paths) in members.iter().zip(&media) {
-        setup.assert_reachable(image, &paths[0], false);
+        setup.assert_reachable_by(image, &paths[0], false, deadline);
         for path in paths {
-            for response in setup
-                .server
-                .get_on_every_process(path, &[], |response| response.status == 404)
-            {
+            for response in setup.server.get_on_every_process_by(
+                path,
+                &[],
+                |response| response.status == 404,
+                deadline,
+            ) {
                 assert_eq!(response.status, 404, "{path}");
             }
         }
@@ -852,12 +879,12 @@ fn an_owner_deletes_a_sequence_and_no_byte_of_it_is_served_by_any_process_afterw
         );
     }
     for (_, target) in &tiles {
-        for response in setup
-            .server
-            .get_on_every_process(target, &auth, |response| {
-                response.status == 200 && !tile_shows(&response.body, &sequence, &ids)
-            })
-        {
+        for response in setup.server.get_on_every_process_by(
+            target,
+            &auth,
+            |response| response.status == 200 && !tile_shows(&response.body, &sequence, &ids),
+            deadline,
+        ) {
             assert_eq!(response.status, 200, "{target}");
             assert!(
                 !tile_shows(&response.body, &sequence, &ids),
@@ -866,10 +893,12 @@ fn an_owner_deletes_a_sequence_and_no_byte_of_it_is_served_by_any_process_afterw
         }
     }
     let image_ids = format!("/image_ids?sequence_id={sequence}");
-    for response in setup
-        .server
-        .get_on_every_process(&image_ids, &auth, |response| response.status == 404)
-    {
+    for response in setup.server.get_on_every_process_by(
+        &image_ids,
+        &auth,
+        |response| response.status == 404,
+        deadline,
+    ) {
         assert_eq!(response.status, 404, "{}", text(&response));
     }
     // The rest of alice's imagery is served as before.
