@@ -545,6 +545,9 @@ fn an_owners_box_is_blurred_in_every_served_picture_at_once_and_removal_needs_th
 fn another_users_box_waits_for_an_administrator_who_applies_it_from_the_queue() {
     let world = world("review");
     let image = world.images[1].clone();
+    // Imported with blurring off: the served original is the photo as taken.
+    let pristine =
+        std::fs::read(world.data.join("media/images").join(format!("{image}.jpg"))).unwrap();
     let before = world.thumbnail(&image);
     let dave = world.sign_in("dave");
     let shares = [0.05, 0.1, 0.3, 0.3];
@@ -585,8 +588,74 @@ fn another_users_box_waits_for_an_administrator_who_applies_it_from_the_queue() 
     );
     assert_eq!(applied.status, 200, "{}", text(&applied));
     assert!(text(&applied).contains("Edit 1 is applied"));
-    let (change, _) = compare(&before, &world.thumbnail(&image), shares, true);
+    let blurred = world.thumbnail(&image);
+    let (change, _) = compare(&before, &blurred, shares, true);
     assert!(change > 8.0, "the box changed by {change}");
+    proposed_removal_waits_for_review(
+        &world,
+        &dave,
+        &carol,
+        &image,
+        (&pristine, &before, &blurred),
+        shares,
+    );
+}
+
+/// dave proposes removing the blur carol applied (the unblurred original, `pristine`, is kept
+/// now): it waits, the picture unchanged, until carol applies it from the queue and the
+/// detail is back.
+fn proposed_removal_waits_for_review(
+    world: &World,
+    dave: &str,
+    carol: &str,
+    image: &str,
+    (pristine, before, blurred): (&[u8], &image::RgbImage, &image::RgbImage),
+    shares: [f64; 4],
+) {
+    std::fs::create_dir_all(world.data.join("unblurred")).unwrap();
+    std::fs::write(
+        world.data.join("unblurred").join(format!("{image}.jpg")),
+        pristine,
+    )
+    .unwrap();
+    let [x, y, width, height] = edit_region(world, image);
+    let proposed = world.post_form(
+        dave,
+        &format!("/dashboard/image?image_key={image}"),
+        &[
+            ("csrf", &world.csrf(dave, image)),
+            ("action", "remove"),
+            ("x", &x),
+            ("y", &y),
+            ("width", &width),
+            ("height", &height),
+        ],
+    );
+    assert_eq!(proposed.status, 202, "{}", text(&proposed));
+    assert_eq!(&world.thumbnail(image), blurred, "removed without review");
+    let queue = text(&world.page(carol, "/dashboard"));
+    assert!(
+        queue.contains("data-edit=\"2\" data-state=\"pending\""),
+        "{queue}"
+    );
+    let applied = world.post_form(
+        carol,
+        "/dashboard",
+        &[
+            ("csrf", &input_value(&queue, "csrf")),
+            ("action", "blur_edit"),
+            ("edit", "2"),
+            ("decision", "apply"),
+        ],
+    );
+    assert_eq!(applied.status, 200, "{}", text(&applied));
+    assert!(text(&applied).contains("Edit 2 is applied"));
+    let (back, _) = compare(before, &world.thumbnail(image), shares, true);
+    let (blurred_change, _) = compare(before, blurred, shares, true);
+    assert!(
+        back < blurred_change / 2.0,
+        "after the removal the box differs by {back} (blurred: {blurred_change})"
+    );
 }
 
 /// The report page's form token and cookie.
