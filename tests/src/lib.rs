@@ -549,7 +549,20 @@ impl Server {
         headers: &[(&str, &str)],
         settled: impl Fn(&Response) -> bool,
     ) -> Vec<Response> {
-        let started = std::time::Instant::now();
+        let deadline = std::time::Instant::now() + replicas::WRITES_VISIBLE_WITHIN;
+        self.get_on_every_process_by(target, headers, settled, deadline)
+    }
+
+    /// [`Server::get_on_every_process`] asking again only until `deadline` (for a check of
+    /// "within a second of the write", the write's answer plus that second): past it, the
+    /// processes are asked once and their answers returned as they are.
+    pub fn get_on_every_process_by(
+        &self,
+        target: &str,
+        headers: &[(&str, &str)],
+        settled: impl Fn(&Response) -> bool,
+        deadline: std::time::Instant,
+    ) -> Vec<Response> {
         loop {
             let responses: Vec<Response> = self
                 .processes
@@ -558,7 +571,7 @@ impl Server {
                 .collect();
             if !self.replicated
                 || responses.iter().all(&settled)
-                || started.elapsed() >= replicas::WRITES_VISIBLE_WITHIN
+                || std::time::Instant::now() >= deadline
             {
                 return responses;
             }

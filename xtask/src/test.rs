@@ -230,7 +230,7 @@ fn replicas_on_postgres(root: &Path, url: &str) -> Result<()> {
     rerun_test_targets(
         root,
         "crates/streetlevel",
-        &["replicas", "black_box", "takedown"],
+        &["replicas", "black_box", "takedown", "privacy"],
         &[],
         &[
             ("STREETLEVEL_TEST_DATABASE_URL", url),

@@ -102,17 +102,28 @@ fn shared_media_files(data_dir: &Path, image: &Image) -> Vec<PathBuf> {
     files
 }
 
+/// The lowest pyramid level the web viewer asks for (mapillary-js's `TILE_MIN_REQUEST_LEVEL`):
+/// the server serves (and caches) every level up to this one also for an image whose own top
+/// level is lower, enlarged (`streetlevel_server::media::VIEWER_MIN_LEVEL` is this).
+pub const VIEWER_MIN_LEVEL: u32 = 11;
+
 /// The cached tiles of the viewer's image pyramid (`cache/<id>_tile_<z>_<x>_<y>.jpg`, blocks
-/// of 1024 pixels of the image scaled by `2^(z - max)`), every one the image can have: the
-/// server cuts the stored JPEG, whose sides may be the entity's swapped (EXIF orientation),
-/// so both axes take the longer side.
+/// of 1024 pixels of the image scaled by `2^(z - max)`), every one the image can have, up to
+/// its own top level or [`VIEWER_MIN_LEVEL`], whichever is higher (the levels above its own
+/// are the image enlarged: a picture under 2049 pixels has tiles at level 11, the level the
+/// viewer shows first): the server cuts the stored JPEG, whose sides may be the entity's
+/// swapped (EXIF orientation), so both axes take the longer side.
 pub(crate) fn pyramid_tiles(media: &Path, image: &Image) -> Vec<PathBuf> {
     let side = image.width.max(image.height).max(1);
     let max_level = u32::BITS - (side - 1).leading_zeros();
     let mut tiles = Vec::new();
-    for z in 0..=max_level {
-        let shift = max_level - z;
-        let columns = (side >> shift).max(1).div_ceil(1024);
+    for z in 0..=max_level.max(VIEWER_MIN_LEVEL) {
+        let scaled = if z >= max_level {
+            u64::from(side) << (z - max_level)
+        } else {
+            u64::from((side >> (max_level - z)).max(1))
+        };
+        let columns = scaled.div_ceil(1024);
         let rows = columns;
         for x in 0..columns {
             for y in 0..rows {
@@ -271,6 +282,30 @@ mod tests {
             tiles.len(),
             16 + 4 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1
         );
+    }
+
+    #[test]
+    fn the_enlarged_levels_of_a_small_picture_are_listed_up_to_the_viewers_first() {
+        // 1024 x 768: its own top level is 10 (one block); level 11 is it enlarged twice, in
+        // 2 x 2 blocks, which the server serves and caches for the viewer.
+        let mut image = streetlevel_model::Image {
+            width: 1024,
+            height: 768,
+            ..test_image()
+        };
+        image.id = ImageId(9);
+        let tiles = pyramid_tiles(Path::new("/m"), &image);
+        for (x, y) in [(0, 0), (1, 0), (0, 1), (1, 1)] {
+            let tile = PathBuf::from(format!("/m/cache/9_tile_11_{x}_{y}.jpg"));
+            assert!(tiles.contains(&tile), "{}", tile.display());
+        }
+        assert!(tiles.contains(&PathBuf::from("/m/cache/9_tile_10_0_0.jpg")));
+        assert!(
+            !tiles
+                .iter()
+                .any(|tile| tile.to_string_lossy().contains("_tile_12_"))
+        );
+        assert_eq!(tiles.len(), 11 + 4);
     }
 
     fn test_image() -> streetlevel_model::Image {

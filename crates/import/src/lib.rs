@@ -20,7 +20,9 @@ mod video;
 pub use blurring::{Blurring, SOURCE_DETECTOR, unblurred_path};
 pub use budgets::{DEFAULT_DECODE_MEMORY_BYTES, set_decode_memory_limit};
 pub use cpu::{NICE as CPU_POOL_NICE, cpu_threads, run as run_on_cpu_pool, set_cpu_threads};
-pub use erase::{Erasure, UNBLURRED_DIR, erase_images, image_files, remove_image_files};
+pub use erase::{
+    Erasure, UNBLURRED_DIR, VIEWER_MIN_LEVEL, erase_images, image_files, remove_image_files,
+};
 pub use error::ImportError;
 pub use files::{ImportOptions, import_paths};
 pub use jobs::{FileType, Job, JobState};

@@ -512,7 +512,8 @@ pub fn pyramid_max_level(width: u32, height: u32) -> u32 {
 
 /// The lowest pyramid level the web viewer asks for (mapillary-js's `TILE_MIN_REQUEST_LEVEL`),
 /// also of an image smaller than 2048 px, whose top level is lower.
-pub const VIEWER_MIN_LEVEL: u32 = 11;
+/// The import crate lists the cached tiles an erasure or a blur edit removes up to this level.
+pub const VIEWER_MIN_LEVEL: u32 = streetlevel_import::VIEWER_MIN_LEVEL;
 
 /// The highest level served for an image whose top level is `max_level`: its own, or
 /// [`VIEWER_MIN_LEVEL`] for a small image (levels above its own are the image enlarged).

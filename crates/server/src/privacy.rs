@@ -20,6 +20,48 @@ const MAX_LIMIT: usize = 1000;
 /// Requests listed without `limit`.
 const DEFAULT_LIMIT: usize = 100;
 
+/// The members of a request as the API answers it, which `fields=` selects from.
+const REQUEST_FIELDS: [&str; 11] = [
+    "id",
+    "image_id",
+    "kind",
+    "reason",
+    "box",
+    "contact",
+    "state",
+    "created_at",
+    "resolved_at",
+    "resolved_by",
+    "handling_seconds",
+];
+
+/// The members `fields=` selects (`id` always), `None` for every member when it is absent or
+/// empty; a member a request does not have is the interface's 400 for an unknown field.
+fn selected_fields(query: &Query) -> Result<Option<Vec<&'static str>>, Error> {
+    let text = query.get("fields").unwrap_or("");
+    if text.trim().is_empty() {
+        return Ok(None);
+    }
+    let mut selected = vec!["id"];
+    for field in text
+        .split(',')
+        .map(str::trim)
+        .filter(|field| !field.is_empty())
+    {
+        let known = REQUEST_FIELDS
+            .iter()
+            .find(|known| **known == field)
+            .ok_or_else(|| Error::UnknownField {
+                field: field.to_owned(),
+                node_type: String::from("PrivacyRequest"),
+            })?;
+        if !selected.contains(known) {
+            selected.push(known);
+        }
+    }
+    Ok(Some(selected))
+}
+
 /// A request as the API answers it.
 fn request_json(request: &PrivacyRequest, now: i64) -> Value {
     let mut object = json!({
@@ -63,14 +105,6 @@ fn privacy_error(error: ImportError, raw: &str) -> Error {
     }
 }
 
-fn now_millis() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |elapsed| {
-            i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX)
-        })
-}
-
 impl App {
     /// The administrator calling, as the record names them; 401/403 otherwise.
     fn privacy_administrator(&self, parts: &Parts) -> Result<String, Error> {
@@ -91,9 +125,10 @@ impl App {
             .ok_or_else(|| Error::UnknownPath(String::from("privacy requests are not enabled")))
     }
 
-    /// `GET /privacy_requests?state=open|done|refused&limit=N`.
+    /// `GET /privacy_requests?state=open|done|refused&limit=N&fields=...`.
     pub(crate) fn privacy_requests(&self, parts: &Parts, query: &Query) -> Result<Reply, Error> {
         self.privacy_administrator(parts)?;
+        let fields = selected_fields(query)?;
         let state = match query.get("state") {
             None | Some("") => None,
             Some(text) => Some(RequestState::parse(text).ok_or_else(|| {
@@ -114,10 +149,16 @@ impl App {
             .privacy()?
             .requests(state, limit)
             .map_err(|error| privacy_error(error, ""))?;
-        let now = now_millis();
+        let now = self.services.clock.now().0;
         let data: Vec<Value> = requests
             .iter()
-            .map(|request| request_json(request, now))
+            .map(|request| {
+                let mut object = request_json(request, now);
+                if let (Some(fields), Value::Object(members)) = (&fields, &mut object) {
+                    members.retain(|name, _| fields.contains(&name.as_str()));
+                }
+                object
+            })
             .collect();
         let mut reply = Reply::json(&json!({ "data": data }));
         reply.cache_control = Some(std::borrow::Cow::Borrowed("no-store"));
@@ -154,7 +195,7 @@ impl App {
             .map_err(|error| privacy_error(error, raw))?;
         let mut body = json!({
             "success": true,
-            "request": request_json(&request, now_millis()),
+            "request": request_json(&request, self.services.clock.now().0),
             "surrogate_keys": [],
         });
         if let Some(edit) = &edit {

@@ -14,7 +14,7 @@ use http::request::Parts;
 use serde_json::json;
 use streetlevel_model::{ImageId, SequenceId};
 use streetlevel_mvt::TileId;
-use streetlevel_store::{Store, TakedownNote, TouchedArea};
+use streetlevel_store::{Store, TakedownNote};
 
 use crate::Error;
 use crate::app::App;
@@ -41,26 +41,14 @@ impl Action {
     }
 }
 
-/// The highest zoom whose tiles carry surrogate keys (coverage ends at 14, map features are
-/// at 14).
-const MAX_KEYED_ZOOM: u8 = 14;
-/// A zoom whose touched tiles are more than this is purged whole (`tiles/<z>`).
-const MAX_TILE_KEYS_PER_ZOOM: u64 = 64;
-
 /// The `Surrogate-Key` of a tile reply: the tile's own key, its zoom's and all tiles'.
 pub(crate) fn tile_surrogate_keys(tile: TileId) -> String {
-    format!(
-        "tile/{}/{}/{} tiles/{} tiles",
-        tile.z(),
-        tile.x(),
-        tile.y(),
-        tile.z()
-    )
+    streetlevel_store::surrogate::tile_keys(tile)
 }
 
 /// The `Surrogate-Key` of an image's media replies.
 pub(crate) fn image_surrogate_key(image: ImageId) -> String {
-    format!("image/{image}")
+    streetlevel_store::surrogate::image_key(image)
 }
 
 /// The images a request names, and who they belong to.
@@ -240,7 +228,7 @@ impl App {
         };
         let keys = {
             let store = self.read_store();
-            surrogate_keys(&store, before, &done)
+            store.surrogate_keys_since(before, &done)
         };
         tracing::info!(
             actor = %actor,
@@ -325,57 +313,4 @@ fn resolve(store: &Store, raw: &str) -> Result<Target, Error> {
         hidden,
         owners,
     })
-}
-
-/// The surrogate keys of what changed since generation `before`: the media of `images` and
-/// the tiles of the areas the store's change log names.
-fn surrogate_keys(store: &Store, before: u64, images: &[ImageId]) -> Vec<String> {
-    let mut keys: Vec<String> = images.iter().map(|&id| image_surrogate_key(id)).collect();
-    let Some(areas) = store.touched_since(before) else {
-        keys.push(String::from("tiles"));
-        return keys;
-    };
-    let areas: Vec<TouchedArea> = areas.into_iter().map(|(_, area)| area).collect();
-    let mut tiles = BTreeSet::new();
-    for z in 0..=MAX_KEYED_ZOOM {
-        let mut zoom = BTreeSet::new();
-        let mut whole = false;
-        for area in &areas {
-            let (Ok(north_west), Ok(south_east)) = (
-                TileId::containing(area.min_lon, area.max_lat, z),
-                TileId::containing(area.max_lon, area.min_lat, z),
-            ) else {
-                whole = true;
-                continue;
-            };
-            // A tile's buffer shows what lies just beyond its edges: its neighbours change too.
-            let last = TileId::tiles_per_axis(z) - 1;
-            let (west, east) = (
-                north_west.x().saturating_sub(1),
-                (south_east.x() + 1).min(last),
-            );
-            let (north, south) = (
-                north_west.y().saturating_sub(1),
-                (south_east.y() + 1).min(last),
-            );
-            let columns = u64::from(east - west) + 1;
-            let rows = u64::from(south - north) + 1;
-            if columns * rows > MAX_TILE_KEYS_PER_ZOOM {
-                whole = true;
-                continue;
-            }
-            for x in west..=east {
-                for y in north..=south {
-                    zoom.insert(format!("tile/{z}/{x}/{y}"));
-                }
-            }
-        }
-        if whole || zoom.len() as u64 > MAX_TILE_KEYS_PER_ZOOM {
-            tiles.insert(format!("tiles/{z}"));
-        } else {
-            tiles.extend(zoom);
-        }
-    }
-    keys.extend(tiles);
-    keys
 }

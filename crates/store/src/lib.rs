@@ -14,6 +14,7 @@ mod search;
 mod sequence_lines;
 mod sql;
 mod store;
+pub mod surrogate;
 mod takedown;
 mod tiles;
 

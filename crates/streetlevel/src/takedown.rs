@@ -4,6 +4,8 @@
 //! write log within a second and answer the images as unknown from then on).
 //!
 //! Each command loads the store (as `serve` does), so it takes as long as a server's start.
+//! After each target it prints the CDN surrogate keys to purge (`surrogate keys to purge:
+//! image/<id> tile/<z>/<x>/<y> ...`), the keys the API's answer lists for the same change.
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -133,7 +135,11 @@ pub fn run(kind: Kind, action: &Action) -> anyhow::Result<()> {
             subject: &subject,
             at: streetlevel_model::Clock::now(&SystemClock),
         };
-        let count = match action {
+        let before = store
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .generation();
+        let done: Vec<ImageId> = match action {
             Action::Delete(_) => {
                 let erasure = streetlevel_import::erase_images(
                     &store,
@@ -144,21 +150,34 @@ pub fn run(kind: Kind, action: &Action) -> anyhow::Result<()> {
                 for (file, error) in &erasure.failures {
                     eprintln!("warning: cannot remove {}: {error}", file.display());
                 }
-                erasure.images.len()
+                erasure.images.iter().map(|image| image.id).collect()
             }
             Action::Hide(_) => store
                 .write()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .hide_images(&ids, &note)?
-                .len(),
+                .iter()
+                .map(|image| image.id)
+                .collect(),
             Action::Restore(_) => store
                 .write()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .restore_images(&ids, &note)?
-                .len(),
+                .iter()
+                .map(|image| image.id)
+                .collect(),
         };
+        let count = done.len();
+        // What a CDN in front of the servers purges, as the API's answer lists it.
+        let keys = store
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .surrogate_keys_since(before, &done);
         total += count;
         writeln!(out, "{subject}: {count} images {verb}")?;
+        if count > 0 {
+            writeln!(out, "surrogate keys to purge: {}", keys.join(" "))?;
+        }
     }
     anyhow::ensure!(
         unknown.is_empty(),

@@ -1288,8 +1288,29 @@ fn privacy_requests(
     expect(401, "GET", "/privacy_requests", &[]);
     expect(403, "GET", "/privacy_requests", as_client);
     expect(400, "GET", "/privacy_requests?state=lost", as_administrator);
+    let unknown = expect(
+        400,
+        "GET",
+        "/privacy_requests?fields=id,secret",
+        as_administrator,
+    );
+    assert_eq!(unknown.json()["error"]["code"], 100, "{unknown:?}");
     let listed = expect(200, "GET", "/privacy_requests?state=open", as_administrator);
     assert_eq!(listed.json()["data"][0]["reason"], "a face");
+    // `fields=` selects members, `id` always among them.
+    let selected = expect(
+        200,
+        "GET",
+        "/privacy_requests?state=open&fields=state,handling_seconds",
+        as_administrator,
+    );
+    let members: Vec<String> = selected.json()["data"][0]
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
+    assert_eq!(members, ["handling_seconds", "id", "state"], "{selected:?}");
     expect(403, "POST", "/privacy_requests/1?state=refused", as_client);
     expect(
         404,

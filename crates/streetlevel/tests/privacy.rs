@@ -1,17 +1,21 @@
 //! Blur edits and privacy requests through the real binary, on real photos
 //! (`../shared/data/opensfm-blur-pairs`, a walk in Lund): a box drawn on the dashboard's image
-//! page shows in the served thumbnails' pixels (the owner's at once, another user's after an
-//! administrator applies it), removing a blur needs the kept unblurred original, a passer-by's
-//! request from the report form reaches the administrators' API and `streetlevel requests`,
-//! and is applied from there; the form refuses floods, forged and huge submissions and keeps
-//! script inert. Blurring with models is off here (`BLUR_OFF`): the box blur needs no model.
-//! Also: a hidden image's ID is left out of map features' image lists.
+//! page shows in the pixels of every served thumbnail, the original and the viewer's pyramid
+//! tile (the owner's at once, another user's after an administrator applies it), on every
+//! serving process; removing a blur needs the kept unblurred original; a passer-by's request
+//! from the report form reaches the administrators' API and `streetlevel requests`, and is
+//! applied from there; the form refuses floods, forged and huge submissions and keeps script
+//! inert. Blurring with models is off here (`BLUR_OFF`): the box blur needs no model. Also: a
+//! hidden image's ID is left out of map features' image lists. With
+//! `STREETLEVEL_TEST_TOPOLOGY=replicas` every server here is two replicas on PostgreSQL (an
+//! edit made through one is seen in the pixels the other serves), and the admin commands reach
+//! their tables through `Server::admin_env`.
 #![allow(clippy::unwrap_used, clippy::panic, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
-use streetlevel_tests::{Response, Server, auth, create_user, run, run_with_env};
+use streetlevel_tests::{Response, Server, auth, create_user, run_with_env};
 
 const BINARY: &str = env!("CARGO_BIN_EXE_streetlevel");
 const PASSWORD: &str = "correct horse battery";
@@ -203,20 +207,112 @@ impl World {
         )
     }
 
-    /// The image's 256 px thumbnail as served (through its signed URL), decoded.
+    /// The image's 256 px thumbnail as served, decoded.
     fn thumbnail(&self, image: &str) -> image::RgbImage {
+        self.served(image, "256")
+    }
+
+    /// The image's `size` thumbnail (`256`, `1024`, `2048` or `original`) as served through
+    /// its signed URL, decoded; asked of every serving process, which must serve the same
+    /// bytes (on replicas, an edit made through one is seen by the other at once: they share
+    /// `media/`).
+    fn served(&self, image: &str, size: &str) -> image::RgbImage {
         let entity = self.server.request(
             "GET",
-            &format!("/{image}?fields=thumb_256_url"),
+            &format!("/{image}?fields=thumb_{size}_url"),
             &[("Authorization", &format!("OAuth {}", self.token))],
             b"",
         );
         assert_eq!(entity.status, 200, "{}", text(&entity));
-        let url = entity.json()["thumb_256_url"].as_str().unwrap().to_owned();
+        let url = entity.json()[format!("thumb_{size}_url")]
+            .as_str()
+            .unwrap()
+            .to_owned();
         let target = url.strip_prefix(&self.server.base()).unwrap();
-        let response = self.server.get(target);
-        assert_eq!(response.status, 200, "{}", text(&response));
-        image::load_from_memory(&response.body).unwrap().to_rgb8()
+        self.same_on_every_process(target)
+    }
+
+    /// The viewer's image pyramid at level `z` as served on every process, its tiles put
+    /// together into one picture: a Lund photo (1024 x 768) is one tile at level 10, its own
+    /// top level, and four at level 11, the lowest level the viewer asks for (the picture
+    /// enlarged twice, served as four blocks of 512 pixels at most).
+    fn pyramid(&self, image: &str, z: u32) -> image::RgbImage {
+        let listed = self.server.request(
+            "GET",
+            &format!("/{image}/tiles?z={z}&fields=url,x,y"),
+            &[("Authorization", &format!("OAuth {}", self.token))],
+            b"",
+        );
+        assert_eq!(listed.status, 200, "{}", text(&listed));
+        let tiles: Vec<(u32, u32, image::RgbImage)> = listed.json()["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|tile| {
+                let url = tile["url"].as_str().unwrap();
+                let block = |axis: &str| u32::try_from(tile[axis].as_u64().unwrap()).unwrap();
+                (
+                    block("x"),
+                    block("y"),
+                    self.same_on_every_process(url.strip_prefix(&self.server.base()).unwrap()),
+                )
+            })
+            .collect();
+        // Each tile is its block of the picture at the picture's resolution (the viewer
+        // stretches it), so the blocks of an enlarged level are smaller than 1024 pixels: the
+        // first tile's sides are the block's.
+        let block = tiles
+            .iter()
+            .find(|(x, y, _)| (*x, *y) == (0, 0))
+            .map(|(_, _, tile)| tile.width().max(tile.height()))
+            .unwrap();
+        let (width, height) = tiles.iter().fold((0, 0), |(width, height), (x, y, tile)| {
+            (
+                width.max(x * block + tile.width()),
+                height.max(y * block + tile.height()),
+            )
+        });
+        let mut whole = image::RgbImage::new(width, height);
+        for (x, y, tile) in &tiles {
+            image::imageops::replace(&mut whole, tile, i64::from(x * block), i64::from(y * block));
+        }
+        whole
+    }
+
+    /// `GET target` (a signed media path) on every serving process: each answers 200 with
+    /// the same bytes; decoded.
+    fn same_on_every_process(&self, target: &str) -> image::RgbImage {
+        let responses: Vec<Response> = self
+            .server
+            .processes()
+            .iter()
+            .map(|addr| streetlevel_tests::request(*addr, "GET", target, &[], b""))
+            .collect();
+        for (process, response) in responses.iter().enumerate() {
+            assert_eq!(response.status, 200, "{target} on process {process}");
+            assert!(
+                response.body == responses[0].body,
+                "process {process} serves other bytes for {target}"
+            );
+        }
+        image::load_from_memory(&responses[0].body)
+            .unwrap()
+            .to_rgb8()
+    }
+
+    /// An admin command on this world's data, where the server keeps its tables.
+    fn cli(&self, args: &[&str]) -> String {
+        let mut all = args.to_vec();
+        let data = self.data.to_string_lossy().into_owned();
+        all.extend(["--data", &data]);
+        run_with_env(Path::new(BINARY), &all, &self.server.admin_env())
+    }
+
+    /// How many privacy requests are stored, as `streetlevel requests list` shows them.
+    fn stored_requests(&self) -> usize {
+        self.cli(&["requests", "list", "--limit", "100000"])
+            .lines()
+            .count()
     }
 }
 
@@ -273,8 +369,86 @@ fn compare(a: &image::RgbImage, b: &image::RgbImage, shares: [f64; 4], inside: b
     (difference / count, deviation)
 }
 
+/// What an image looks like as served: its three thumbnails, its original and its viewer's
+/// pyramid at levels 10 and 11, in that order.
+const SERVED: [&str; 6] = [
+    "256",
+    "1024",
+    "2048",
+    "original",
+    "pyramid 10",
+    "pyramid 11",
+];
+
+impl World {
+    /// Every picture of `image` as served (`SERVED`), each the same on every process.
+    fn every_picture(&self, image: &str) -> Vec<image::RgbImage> {
+        SERVED
+            .iter()
+            .map(|&size| match size.strip_prefix("pyramid ") {
+                Some(level) => self.pyramid(image, level.parse().unwrap()),
+                None => self.served(image, size),
+            })
+            .collect()
+    }
+}
+
+/// Checks each picture of `after` against `before` (`SERVED`): the box (`shares`) lost its
+/// detail and nothing else changed but for the new original's JPEG encoding (quality 90), a
+/// few grey levels at most and far less than inside. The 256 px thumbnail's change inside the
+/// box and its detail there before.
+fn assert_blurred_only_in(
+    before: &[image::RgbImage],
+    after: &[image::RgbImage],
+    shares: [f64; 4],
+) -> (f64, f64) {
+    let mut changes = Vec::new();
+    for ((name, before), after) in SERVED.iter().zip(before).zip(after) {
+        let (inside_change, inside_deviation) = compare(before, after, shares, true);
+        let (_, before_deviation) = compare(before, before, shares, true);
+        let (outside_change, _) = compare(before, after, shares, false);
+        assert!(
+            inside_change > 8.0,
+            "{name}: the box changed by {inside_change} grey levels on average"
+        );
+        assert!(
+            inside_deviation < before_deviation * 0.6,
+            "{name}: detail left in the box: deviation {inside_deviation} (was {before_deviation})"
+        );
+        assert!(
+            outside_change < 6.0 && inside_change > 2.5 * outside_change,
+            "{name}: the rest of the picture changed by {outside_change}, the box by {inside_change}"
+        );
+        changes.push((inside_change, before_deviation));
+    }
+    changes[0]
+}
+
+/// The box of the image's blur edit, in the original's pixels, as recorded where the server
+/// keeps its tables (read through `streetlevel-db`, on `SQLite` or PostgreSQL).
+fn edit_region(world: &World, image: &str) -> [String; 4] {
+    let database = streetlevel_db::Database::open(world.server.database()).unwrap();
+    database
+        .read(|connection| {
+            connection.query_row(
+                "SELECT x, y, width, height FROM import_blur_regions
+                 WHERE image_id = ?1 AND source = 'edit'",
+                streetlevel_db::params![image.parse::<i64>().unwrap()],
+                |row| {
+                    let mut area = [0_i64; 4];
+                    for (index, value) in area.iter_mut().enumerate() {
+                        *value = row.get(index)?;
+                    }
+                    Ok::<_, streetlevel_db::DbError>(area.map(|value| value.to_string()))
+                },
+            )
+        })
+        .unwrap()
+        .expect("the edit's region")
+}
+
 #[test]
-fn an_owners_box_is_blurred_in_the_served_thumbnail_at_once_and_removal_needs_the_unblurred_original()
+fn an_owners_box_is_blurred_in_every_served_picture_at_once_and_removal_needs_the_unblurred_original()
  {
     let world = world("owner");
     let image = world.images[0].clone();
@@ -282,13 +456,15 @@ fn an_owners_box_is_blurred_in_the_served_thumbnail_at_once_and_removal_needs_th
     // Imported with blurring off: the served original is the photo as taken.
     let pristine =
         std::fs::read(world.data.join("media/images").join(format!("{image}.jpg"))).unwrap();
-    let before = world.thumbnail(&image);
-    // The thumbnail is cached on disk from here on: the edit must replace it.
-    let cached = world
-        .data
-        .join("media/cache")
-        .join(format!("{image}_256.jpg"));
-    assert!(cached.is_file());
+    // Every picture is cached on disk from here on: the edit must replace each.
+    let before = world.every_picture(&image);
+    for name in ["256", "1024", "2048"] {
+        let cached = world
+            .data
+            .join("media/cache")
+            .join(format!("{image}_{name}.jpg"));
+        assert!(cached.is_file(), "{}", cached.display());
+    }
 
     // No unblurred original is kept: the page says only adding is possible.
     let page = world.page(&alice, &format!("/dashboard/image?image_key={image}"));
@@ -309,34 +485,14 @@ fn an_owners_box_is_blurred_in_the_served_thumbnail_at_once_and_removal_needs_th
     assert_eq!(drawn.status, 200, "{}", text(&drawn));
     assert!(text(&drawn).contains("Applied edit"), "{}", text(&drawn));
 
-    let after = world.thumbnail(&image);
-    let (inside_change, inside_deviation) = compare(&before, &after, shares, true);
-    let (_, before_deviation) = compare(&before, &before, shares, true);
-    let (outside_change, _) = compare(&before, &after, shares, false);
-    assert!(
-        inside_change > 8.0,
-        "the box changed by {inside_change} grey levels on average"
-    );
-    assert!(
-        inside_deviation < before_deviation * 0.6,
-        "detail left in the box: deviation {inside_deviation} (was {before_deviation})"
-    );
-    // Outside, only the new original's JPEG encoding (quality 90) differs, a few grey levels
-    // at most and far less than inside.
-    assert!(
-        outside_change < 6.0 && inside_change > 2.5 * outside_change,
-        "the rest of the picture changed by {outside_change}, the box by {inside_change}"
-    );
+    // In every picture served, on every process: the box lost its detail and nothing else
+    // changed but for the new original's JPEG encoding (quality 90), a few grey levels at
+    // most and far less than inside.
+    let after = world.every_picture(&image);
+    let (inside_change, before_deviation) = assert_blurred_only_in(&before, &after, shares);
 
     // The region is recorded, and removing it is refused without the unblurred original.
-    let database = rusqlite::Connection::open(world.data.join("streetlevel.sqlite")).unwrap();
-    let (x, y, width, height): (i64, i64, i64, i64) = database
-        .query_row(
-            "SELECT x, y, width, height FROM import_blur_regions WHERE image_id = ?1 AND source = 'edit'",
-            [image.parse::<i64>().unwrap()],
-            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)),
-        )
-        .unwrap();
+    let [x, y, width, height] = edit_region(&world, &image);
     let csrf = world.csrf(&alice, &image);
     let removal = world.post_form(
         &alice,
@@ -344,14 +500,14 @@ fn an_owners_box_is_blurred_in_the_served_thumbnail_at_once_and_removal_needs_th
         &[
             ("csrf", &csrf),
             ("action", "remove"),
-            ("x", &x.to_string()),
-            ("y", &y.to_string()),
-            ("width", &width.to_string()),
-            ("height", &height.to_string()),
+            ("x", &x),
+            ("y", &y),
+            ("width", &width),
+            ("height", &height),
         ],
     );
     assert_eq!(removal.status, 422, "{}", text(&removal));
-    assert_eq!(world.thumbnail(&image), after);
+    assert_eq!(world.thumbnail(&image), after[0]);
 
     // With the unblurred original kept (as `--keep-unblurred true` keeps it), the owner
     // removes the blur and the thumbnail shows the picture as it was.
@@ -367,17 +523,17 @@ fn an_owners_box_is_blurred_in_the_served_thumbnail_at_once_and_removal_needs_th
         &[
             ("csrf", &csrf),
             ("action", "remove"),
-            ("x", &x.to_string()),
-            ("y", &y.to_string()),
-            ("width", &width.to_string()),
-            ("height", &height.to_string()),
+            ("x", &x),
+            ("y", &y),
+            ("width", &width),
+            ("height", &height),
         ],
     );
     assert_eq!(removal.status, 200, "{}", text(&removal));
     // The detail is back: the thumbnail is made anew from the unblurred original (by the
     // server's resizer, where the import made the first one: they differ a little).
     let restored = world.thumbnail(&image);
-    let (back, restored_deviation) = compare(&before, &restored, shares, true);
+    let (back, restored_deviation) = compare(&before[0], &restored, shares, true);
     assert!(
         back < inside_change / 2.0 && restored_deviation > before_deviation * 0.85,
         "after the removal the box differs by {back} (blurred: {inside_change}), deviation \
@@ -389,6 +545,9 @@ fn an_owners_box_is_blurred_in_the_served_thumbnail_at_once_and_removal_needs_th
 fn another_users_box_waits_for_an_administrator_who_applies_it_from_the_queue() {
     let world = world("review");
     let image = world.images[1].clone();
+    // Imported with blurring off: the served original is the photo as taken.
+    let pristine =
+        std::fs::read(world.data.join("media/images").join(format!("{image}.jpg"))).unwrap();
     let before = world.thumbnail(&image);
     let dave = world.sign_in("dave");
     let shares = [0.05, 0.1, 0.3, 0.3];
@@ -429,8 +588,74 @@ fn another_users_box_waits_for_an_administrator_who_applies_it_from_the_queue() 
     );
     assert_eq!(applied.status, 200, "{}", text(&applied));
     assert!(text(&applied).contains("Edit 1 is applied"));
-    let (change, _) = compare(&before, &world.thumbnail(&image), shares, true);
+    let blurred = world.thumbnail(&image);
+    let (change, _) = compare(&before, &blurred, shares, true);
     assert!(change > 8.0, "the box changed by {change}");
+    proposed_removal_waits_for_review(
+        &world,
+        &dave,
+        &carol,
+        &image,
+        (&pristine, &before, &blurred),
+        shares,
+    );
+}
+
+/// dave proposes removing the blur carol applied (the unblurred original, `pristine`, is kept
+/// now): it waits, the picture unchanged, until carol applies it from the queue and the
+/// detail is back.
+fn proposed_removal_waits_for_review(
+    world: &World,
+    dave: &str,
+    carol: &str,
+    image: &str,
+    (pristine, before, blurred): (&[u8], &image::RgbImage, &image::RgbImage),
+    shares: [f64; 4],
+) {
+    std::fs::create_dir_all(world.data.join("unblurred")).unwrap();
+    std::fs::write(
+        world.data.join("unblurred").join(format!("{image}.jpg")),
+        pristine,
+    )
+    .unwrap();
+    let [x, y, width, height] = edit_region(world, image);
+    let proposed = world.post_form(
+        dave,
+        &format!("/dashboard/image?image_key={image}"),
+        &[
+            ("csrf", &world.csrf(dave, image)),
+            ("action", "remove"),
+            ("x", &x),
+            ("y", &y),
+            ("width", &width),
+            ("height", &height),
+        ],
+    );
+    assert_eq!(proposed.status, 202, "{}", text(&proposed));
+    assert_eq!(&world.thumbnail(image), blurred, "removed without review");
+    let queue = text(&world.page(carol, "/dashboard"));
+    assert!(
+        queue.contains("data-edit=\"2\" data-state=\"pending\""),
+        "{queue}"
+    );
+    let applied = world.post_form(
+        carol,
+        "/dashboard",
+        &[
+            ("csrf", &input_value(&queue, "csrf")),
+            ("action", "blur_edit"),
+            ("edit", "2"),
+            ("decision", "apply"),
+        ],
+    );
+    assert_eq!(applied.status, 200, "{}", text(&applied));
+    assert!(text(&applied).contains("Edit 2 is applied"));
+    let (back, _) = compare(before, &world.thumbnail(image), shares, true);
+    let (blurred_change, _) = compare(before, blurred, shares, true);
+    assert!(
+        back < blurred_change / 2.0,
+        "after the removal the box differs by {back} (blurred: {blurred_change})"
+    );
 }
 
 /// The report page's form token and cookie.
@@ -445,8 +670,13 @@ fn report_form(world: &World, image: &str) -> (String, String) {
     )
 }
 
+/// Sends the form to the first serving process: each counts its own submissions (on replicas
+/// a client reaching both may send each its allowance; docs/PRIVACY.md says so), so a flood is
+/// refused where it lands. The form's page and token come through the balancer: any process
+/// takes a token another handed out.
 fn submit_report(world: &World, image: &str, cookie: &str, body: &str) -> Response {
-    world.server.request(
+    streetlevel_tests::request(
+        world.server.processes()[0],
         "POST",
         &format!("/report?image_key={image}"),
         &[
@@ -486,7 +716,7 @@ fn a_passers_by_request_reaches_the_api_and_the_command_line_and_is_applied_from
 
     // Administrators' API: a user token with the write scope of erin (an administrator with
     // no password); frank's is refused.
-    let app = create_app_with_secret(&world.data);
+    let app = create_app_with_secret(&world);
     let carol = user_token(&world, &app, "erin");
     let alice = user_token(&world, &app, "frank");
     let listed = world.server.request(
@@ -514,10 +744,7 @@ fn a_passers_by_request_reaches_the_api_and_the_command_line_and_is_applied_from
     assert_eq!(world.server.get("/privacy_requests").status, 401);
 
     // The command line lists it too.
-    let listed = run(
-        Path::new(BINARY),
-        &["requests", "list", "--data", &world.data.to_string_lossy()],
-    );
+    let listed = world.cli(&["requests", "list"]);
     let line = listed.lines().next().unwrap();
     let columns: Vec<&str> = line.split('\t').collect();
     assert_eq!(columns[0], "1", "{line}");
@@ -550,19 +777,10 @@ fn a_passers_by_request_reaches_the_api_and_the_command_line_and_is_applied_from
     handled_on_the_command_line(&world, &image);
 }
 
-/// The resolved request is listed as done, and a second one is refused, on the command line.
+/// The resolved request is listed as done; a second one is refused and a third applied
+/// (its box blurred in the served thumbnail), on the command line.
 fn handled_on_the_command_line(world: &World, image: &str) {
-    let done = run(
-        Path::new(BINARY),
-        &[
-            "requests",
-            "list",
-            "--state",
-            "done",
-            "--data",
-            &world.data.to_string_lossy(),
-        ],
-    );
+    let done = world.cli(&["requests", "list", "--state", "done"]);
     assert!(done.starts_with("1\t"), "{done}");
     // A second request is refused from the command line.
     let (csrf, report_cookie) = report_form(world, image);
@@ -573,38 +791,51 @@ fn handled_on_the_command_line(world: &World, image: &str) {
         &format!("csrf={csrf}&kind=remove&reason=my+house"),
     );
     assert_eq!(sent.status, 201, "{}", text(&sent));
-    let resolved = run(
-        Path::new(BINARY),
-        &[
-            "requests",
-            "resolve",
-            "--data",
-            &world.data.to_string_lossy(),
-            "2",
-            "--state",
-            "refused",
-        ],
-    );
+    let resolved = world.cli(&["requests", "resolve", "2", "--state", "refused"]);
     assert!(resolved.starts_with("2\t"), "{resolved}");
     assert!(resolved.contains("\trefused\t"), "{resolved}");
+    // A third asks for a box blurred, which the command line applies.
+    let before = world.thumbnail(image);
+    let shares = [0.05, 0.05, 0.3, 0.3];
+    let sent = submit_report(
+        world,
+        image,
+        &report_cookie,
+        &format!(
+            "csrf={csrf}&kind=blur&reason=a+plate&box_left=0.05&box_top=0.05&box_width=0.3&box_height=0.3"
+        ),
+    );
+    assert_eq!(sent.status, 201, "{}", text(&sent));
+    let applied = world.cli(&[
+        "requests",
+        "resolve",
+        "3",
+        "--state",
+        "done",
+        "--apply-blur",
+    ]);
+    assert!(applied.starts_with("3\t"), "{applied}");
+    assert!(
+        applied.contains(&format!(
+            "applied on image {image} (purge the CDN key image/{image})"
+        )),
+        "{applied}"
+    );
+    let (change, _) = compare(&before, &world.thumbnail(image), shares, true);
+    assert!(change > 8.0, "the box changed by {change}");
 }
 
-fn create_app_with_secret(data: &Path) -> (String, String) {
-    let created = run(
-        Path::new(BINARY),
-        &[
-            "apps",
-            "create",
-            "--data",
-            &data.to_string_lossy(),
-            "--name",
-            "privacy tooling",
-            "--callback",
-            "http://127.0.0.1/callback",
-            "--scopes",
-            "read,write",
-        ],
-    );
+fn create_app_with_secret(world: &World) -> (String, String) {
+    let created = world.cli(&[
+        "apps",
+        "create",
+        "--name",
+        "privacy tooling",
+        "--callback",
+        "http://127.0.0.1/callback",
+        "--scopes",
+        "read,write",
+    ]);
     let field = |name: &str| {
         created
             .lines()
@@ -641,14 +872,7 @@ fn user_token(world: &World, (id, secret): &(String, String), username: &str) ->
 fn the_report_form_refuses_forgeries_floods_and_huge_bodies_and_keeps_script_inert() {
     let world = world("abuse");
     let image = world.images[0].clone();
-    let count = || -> i64 {
-        rusqlite::Connection::open(world.data.join("streetlevel.sqlite"))
-            .unwrap()
-            .query_row("SELECT COUNT(*) FROM import_privacy_requests", [], |row| {
-                row.get(0)
-            })
-            .unwrap()
-    };
+    let count = || world.stored_requests();
     let (csrf, report_cookie) = report_form(&world, &image);
     // No cookie, or a token of another form: refused, nothing stored.
     let forged = submit_report(
@@ -757,8 +981,8 @@ fn a_hidden_image_is_left_out_of_map_features_image_lists() {
         .as_str()
         .unwrap()
         .to_owned();
-    drop(server);
-    run(
+    // Hidden by the command line while the server runs: every serving process follows.
+    run_with_env(
         Path::new(BINARY),
         &[
             "images",
@@ -767,22 +991,93 @@ fn a_hidden_image_is_left_out_of_map_features_image_lists() {
             &fixture.dir.to_string_lossy(),
             &image,
         ],
+        &server.admin_env(),
     );
-    let server = Server::start(Path::new(BINARY), &fixture.dir, &[]);
-    let after = server.request(
-        "GET",
+    let lists = |response: &Response| -> Vec<Value> {
+        response.json()["images"]["data"]
+            .as_array()
+            .unwrap()
+            .clone()
+    };
+    let without = |response: &Response| {
+        response.status == 200
+            && lists(response)
+                .iter()
+                .all(|listed| listed["id"] != image.as_str())
+    };
+    // The command line's write reaches a server when it next follows the database (within a
+    // second on SQLite): asked until then, for at most 30 s; the checks below say whether.
+    let started = std::time::Instant::now();
+    while started.elapsed() < std::time::Duration::from_secs(30) {
+        let answers: Vec<Response> = server
+            .processes()
+            .iter()
+            .map(|addr| {
+                streetlevel_tests::request(
+                    *addr,
+                    "GET",
+                    &format!("/{feature_id}?fields=images"),
+                    &[("Authorization", &header)],
+                    b"",
+                )
+            })
+            .collect();
+        if answers.iter().all(without) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    for after in server.get_on_every_process(
         &format!("/{feature_id}?fields=images"),
         &[("Authorization", &header)],
-        b"",
-    );
-    assert_eq!(after.status, 200, "{}", text(&after));
-    let listed: Vec<Value> = after.json()["images"]["data"].as_array().unwrap().clone();
-    assert!(
-        listed.iter().all(|listed| listed["id"] != image.as_str()),
-        "{listed:?}"
-    );
-    assert_eq!(
-        listed.len() + 1,
-        feature["images"]["data"].as_array().unwrap().len()
-    );
+        without,
+    ) {
+        assert_eq!(after.status, 200, "{}", text(&after));
+        let listed = lists(&after);
+        assert!(
+            listed.iter().all(|listed| listed["id"] != image.as_str()),
+            "{listed:?}"
+        );
+        assert_eq!(
+            listed.len() + 1,
+            feature["images"]["data"].as_array().unwrap().len()
+        );
+    }
+}
+
+/// A flood that gets past the throttles (many addresses, over days) stops at the cap of open
+/// requests: with 10 000 waiting, the form answers 503 and stores nothing; once an
+/// administrator has handled one, it takes requests again.
+#[test]
+fn a_full_queue_refuses_more_requests_until_administrators_handle_some() {
+    let world = world("full");
+    let image = world.images[0].clone();
+    let database = streetlevel_db::Database::open(world.server.database()).unwrap();
+    database
+        .autocommit(|connection| {
+            connection.execute(
+                "INSERT INTO import_privacy_requests (image_id, kind, reason, created_at, state)
+                 WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 10000)
+                 SELECT ?1, 'blur', 'flood', 0, 'open' FROM n",
+                streetlevel_db::params![image.parse::<i64>().unwrap()],
+            )
+        })
+        .unwrap();
+    drop(database);
+    assert_eq!(world.stored_requests(), 10_000);
+    let (csrf, report_cookie) = report_form(&world, &image);
+    let body = format!("csrf={csrf}&kind=blur&reason=my+face");
+    let refused = submit_report(&world, &image, &report_cookie, &body);
+    assert_eq!(refused.status, 503, "{}", text(&refused));
+    assert_eq!(world.stored_requests(), 10_000);
+    // The administrators' queue still opens, and handling one makes room.
+    let carol = world.sign_in("carol");
+    let queue = world.page(&carol, "/dashboard");
+    assert_eq!(queue.status, 200);
+    assert!(text(&queue).contains("data-request=\"1\""));
+    let resolved = world.cli(&["requests", "resolve", "1", "--state", "refused"]);
+    assert!(resolved.contains("\trefused\t"), "{resolved}");
+    let sent = submit_report(&world, &image, &report_cookie, &body);
+    assert_eq!(sent.status, 201, "{}", text(&sent));
+    assert_eq!(world.stored_requests(), 10_001);
 }

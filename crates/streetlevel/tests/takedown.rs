@@ -197,6 +197,20 @@ impl Setup {
     /// Every way an image is reachable, asked of every serving process until each answers as
     /// `present` says (replicas learn of each other's writes within a second), then checked.
     fn assert_reachable(&self, image: &Value, media_path: &str, present: bool) {
+        let deadline =
+            std::time::Instant::now() + streetlevel_tests::replicas::WRITES_VISIBLE_WITHIN;
+        self.assert_reachable_by(image, media_path, present, deadline);
+    }
+
+    /// [`Setup::assert_reachable`] where every process must answer as `present` says by
+    /// `deadline` (asked again until then, once after it).
+    fn assert_reachable_by(
+        &self,
+        image: &Value,
+        media_path: &str,
+        present: bool,
+        deadline: std::time::Instant,
+    ) {
         let id = image["id"].as_str().unwrap();
         let [lon, lat] =
             [0, 1].map(|axis| image["geometry"]["coordinates"][axis].as_f64().unwrap());
@@ -204,10 +218,12 @@ impl Setup {
         let auth = [("Authorization", token.as_str())];
         let expected = if present { 200 } else { 404 };
         let by_status = |target: &str, what: &str| {
-            for response in self
-                .server
-                .get_on_every_process(target, &auth, |response| response.status == expected)
-            {
+            for response in self.server.get_on_every_process_by(
+                target,
+                &auth,
+                |response| response.status == expected,
+                deadline,
+            ) {
                 assert_eq!(
                     response.status,
                     expected,
@@ -220,10 +236,12 @@ impl Setup {
         by_status(&format!("/?ids={id}&fields=id"), "ids=");
         by_status(&format!("/{id}/detections"), "its detections");
         // A media URL signed while the image was public, on every process.
-        for response in self
-            .server
-            .get_on_every_process(media_path, &[], |response| response.status == expected)
-        {
+        for response in self.server.get_on_every_process_by(
+            media_path,
+            &[],
+            |response| response.status == expected,
+            deadline,
+        ) {
             assert_eq!(response.status, expected, "the media of {id}");
         }
         let bbox = format!(
@@ -241,10 +259,12 @@ impl Setup {
                     .iter()
                     .any(|found| found["id"] == id)
         };
-        for response in self
-            .server
-            .get_on_every_process(&bbox, &auth, |response| listed(response) == present)
-        {
+        for response in self.server.get_on_every_process_by(
+            &bbox,
+            &auth,
+            |response| listed(response) == present,
+            deadline,
+        ) {
             assert_eq!(listed(&response), present, "search for {id}");
         }
         let tile = TileId::containing(lon, lat, 14).unwrap();
@@ -253,10 +273,12 @@ impl Setup {
         let in_tile = |response: &Response| {
             response.status == 200 && tile_image_ids(&response.body).contains(&id_number)
         };
-        for response in self
-            .server
-            .get_on_every_process(&target, &auth, |response| in_tile(response) == present)
-        {
+        for response in self.server.get_on_every_process_by(
+            &target,
+            &auth,
+            |response| in_tile(response) == present,
+            deadline,
+        ) {
             assert_eq!(in_tile(&response), present, "the z14 tile of {id}");
             assert!(
                 response
@@ -362,6 +384,12 @@ fn tile_image_ids(body: &[u8]) -> BTreeSet<u64> {
         .collect()
 }
 
+/// Every image field but the signed URLs (whose expiry moves at midnight).
+const UNSIGNED_IMAGE_FIELDS: &str = "id,altitude,atomic_scale,camera_parameters,camera_type,\
+captured_at,compass_angle,computed_altitude,computed_compass_angle,computed_geometry,\
+computed_rotation,creator,detections.value,detections.geometry,exif_orientation,geometry,height,\
+is_pano,make,merge_cc,model,organization,quality_score,sequence,width";
+
 fn assert_error(response: &Response, status: u16) {
     assert_eq!(response.status, status, "{}", text(response));
     let body = response.json();
@@ -409,8 +437,34 @@ fn an_owner_deletes_an_image_and_nothing_of_it_is_reachable_afterwards() {
     );
     setup.assert_reachable(image, &media_path, true);
 
+    // What clients see of the other images, before and after: the same bytes.
+    let others: Vec<String> = alices[1..]
+        .iter()
+        .map(|image| image["id"].as_str().unwrap().to_owned())
+        .collect();
+    let seen = || -> Vec<Vec<u8>> {
+        let mut bodies = Vec::new();
+        for other in &others {
+            for target in [
+                format!("/{other}?fields={UNSIGNED_IMAGE_FIELDS}"),
+                format!("/?ids={other}&fields={UNSIGNED_IMAGE_FIELDS}"),
+            ] {
+                let response = with_token(&setup.server, "GET", &target, Some(setup.token()));
+                assert_eq!(response.status, 200, "{}", text(&response));
+                bodies.push(response.body);
+            }
+        }
+        bodies
+    };
+    let before = seen();
+
     let deleted = with_token(&setup.server, "DELETE", &target, Some(&setup.alice));
     assert_eq!(deleted.status, 200, "{}", text(&deleted));
+    assert_eq!(
+        seen(),
+        before,
+        "what clients see of the other images changed"
+    );
     let answer = deleted.json();
     assert_eq!(answer["success"], true);
     assert_eq!(answer["images"], 1);
@@ -587,6 +641,20 @@ fn the_command_line_erases_images_a_running_server_then_answers_as_unknown() {
         out.contains(&format!("image {id}: 1 images deleted")),
         "{out}"
     );
+    // The CDN keys to purge, as the API's answer lists them: the image's media and the
+    // tiles that showed it.
+    let [lon, lat] = [0, 1].map(|axis| image["geometry"]["coordinates"][axis].as_f64().unwrap());
+    let tile = TileId::containing(lon, lat, 14).unwrap();
+    let keys = out
+        .lines()
+        .find_map(|line| line.strip_prefix("surrogate keys to purge: "))
+        .unwrap_or_else(|| panic!("no keys in {out}"));
+    let keys: Vec<&str> = keys.split(' ').collect();
+    assert!(keys.contains(&format!("image/{id}").as_str()), "{out}");
+    assert!(
+        keys.contains(&format!("tile/14/{}/{}", tile.x(), tile.y()).as_str()),
+        "{out}"
+    );
     setup.await_entity_status(image, 404);
     setup.assert_reachable(image, &media_path, false);
     assert_eq!(setup.files_of(id), Vec::<PathBuf>::new());
@@ -605,6 +673,243 @@ fn the_command_line_erases_images_a_running_server_then_answers_as_unknown() {
     let listed = setup.cli(&["takedowns", "list"]);
     assert!(
         listed.contains(&format!("\tcommand line\timage {id}")),
+        "{listed}"
+    );
+
+    // The rest of its sequence, by `streetlevel sequences delete`.
+    let sequence = image["sequence"].as_str().unwrap();
+    let rest: Vec<&Value> = bobs[1..]
+        .iter()
+        .filter(|other| other["sequence"] == sequence)
+        .collect();
+    assert!(!rest.is_empty(), "{bobs:?}");
+    let paths: Vec<String> = rest
+        .iter()
+        .map(|other| setup.media_path(other["id"].as_str().unwrap()))
+        .collect();
+    let out = setup.cli(&["sequences", "delete", sequence]);
+    assert!(
+        out.contains(&format!(
+            "sequence {sequence}: {} images deleted",
+            rest.len()
+        )),
+        "{out}"
+    );
+    setup.await_entity_status(rest[0], 404);
+    for (other, path) in rest.iter().zip(&paths) {
+        setup.assert_reachable(other, path, false);
+        assert_eq!(
+            setup.files_of(other["id"].as_str().unwrap()),
+            Vec::<PathBuf>::new()
+        );
+    }
+}
+
+/// Whether a tile shows anything of `sequence` or of the images `ids`, in any layer: a
+/// feature whose `sequence_id` or string `id` is the key, or whose `id` or `image_id` is one of
+/// the images.
+fn tile_shows(body: &[u8], sequence: &str, ids: &BTreeSet<u64>) -> bool {
+    let decoded = streetlevel_mvt::decode(body).unwrap();
+    decoded
+        .layers
+        .iter()
+        .flat_map(|layer| layer.features.iter())
+        .any(|feature| {
+            feature.properties.iter().any(|(name, value)| match value {
+                TileValue::String(text) => {
+                    (name == "sequence_id" || name == "id") && text == sequence
+                }
+                TileValue::Uint(id) => (name == "id" || name == "image_id") && ids.contains(id),
+                TileValue::Int(id) => {
+                    (name == "id" || name == "image_id")
+                        && u64::try_from(*id).is_ok_and(|id| ids.contains(&id))
+                }
+                _ => false,
+            })
+        })
+}
+
+impl Setup {
+    /// Every signed media path of an image (its three thumbnails, its original and the viewer
+    /// pyramid's tiles at level 11), each fetched once so that it is cached on disk.
+    fn every_media_path(&self, id: &str) -> Vec<String> {
+        let sizes = ["256", "1024", "2048", "original"];
+        let fields: Vec<String> = sizes
+            .iter()
+            .map(|size| format!("thumb_{size}_url"))
+            .collect();
+        let entity = with_token(
+            &self.server,
+            "GET",
+            &format!("/{id}?fields={}", fields.join(",")),
+            Some(self.token()),
+        );
+        assert_eq!(entity.status, 200, "{}", text(&entity));
+        let mut urls: Vec<String> = fields
+            .iter()
+            .map(|field| entity.json()[field].as_str().unwrap().to_owned())
+            .collect();
+        let pyramid = with_token(
+            &self.server,
+            "GET",
+            &format!("/{id}/tiles?z=11&fields=url"),
+            Some(self.token()),
+        );
+        assert_eq!(pyramid.status, 200, "{}", text(&pyramid));
+        urls.extend(
+            pyramid.json()["data"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|tile| tile["url"].as_str().unwrap().to_owned()),
+        );
+        urls.iter()
+            .map(|url| {
+                let path = url[url.find("/media/").unwrap()..].to_owned();
+                let media = self.server.get(&path);
+                assert_eq!(media.status, 200, "{path}");
+                path
+            })
+            .collect()
+    }
+}
+
+/// Checks that a takedown's answer names the surrogate key of every image's media and, at
+/// every zoom from 0 to 14, of the tile that showed each image (or the zoom's `tiles/<z>`).
+fn assert_keys_purge_everything_of(answer: &Value, images: &[&Value]) {
+    let keys: BTreeSet<String> = answer["surrogate_keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|key| key.as_str().unwrap().to_owned())
+        .collect();
+    for image in images {
+        let id = image["id"].as_str().unwrap();
+        assert!(keys.contains(&format!("image/{id}")), "{keys:?}");
+        let [lon, lat] =
+            [0, 1].map(|axis| image["geometry"]["coordinates"][axis].as_f64().unwrap());
+        for z in 0..=14 {
+            let tile = TileId::containing(lon, lat, z).unwrap();
+            assert!(
+                keys.contains(&format!("tile/{z}/{}/{}", tile.x(), tile.y()))
+                    || keys.contains(&format!("tiles/{z}")),
+                "no key purges the z{z} tile of {id}: {keys:?}"
+            );
+        }
+    }
+}
+
+/// The issue's "done when": an owner deletes a sequence and, a second later, no replica
+/// serves a byte of it: no entity, search hit, `image_ids`, tile feature (images, line or
+/// overview point at any zoom), or media file by a URL signed before; the answer names a
+/// surrogate key for every tile that showed it, at every zoom, and for every image's media.
+#[test]
+fn an_owner_deletes_a_sequence_and_no_byte_of_it_is_served_by_any_process_afterwards() {
+    let setup = setup("owner-sequence");
+    let alices = setup.images_of("alice");
+    let sequence = alices[0]["sequence"].as_str().unwrap().to_owned();
+    let members: Vec<&Value> = alices
+        .iter()
+        .filter(|image| image["sequence"] == sequence.as_str())
+        .collect();
+    let ids: BTreeSet<u64> = members
+        .iter()
+        .map(|image| image["id"].as_str().unwrap().parse().unwrap())
+        .collect();
+    let media: Vec<Vec<String>> = members
+        .iter()
+        .map(|image| setup.every_media_path(image["id"].as_str().unwrap()))
+        .collect();
+    let location =
+        |image: &Value| [0, 1].map(|axis| image["geometry"]["coordinates"][axis].as_f64().unwrap());
+    let token = format!("OAuth {}", setup.token());
+    let auth = [("Authorization", token.as_str())];
+    // The coverage tiles that show the sequence: its first image's at every zoom.
+    let [lon, lat] = location(members[0]);
+    let tiles: Vec<(TileId, String)> = (0..=14)
+        .map(|z| {
+            let tile = TileId::containing(lon, lat, z).unwrap();
+            let target = format!("/maps/vtp/svc1_public/2/{z}/{}/{}", tile.x(), tile.y());
+            (tile, target)
+        })
+        .collect();
+    // Before: the z14 tile shows its images and line, an overview tile its images.
+    for (tile, target) in &tiles {
+        let shown = setup.server.get_on_every_process(target, &auth, |_| true);
+        if matches!(tile.z(), 3 | 14) {
+            for response in shown {
+                assert_eq!(response.status, 200);
+                assert!(
+                    tile_shows(&response.body, &sequence, &ids),
+                    "{target} does not show the sequence before"
+                );
+            }
+        }
+    }
+
+    let deleted = with_token(
+        &setup.server,
+        "DELETE",
+        &format!("/{sequence}"),
+        Some(&setup.alice),
+    );
+    assert_eq!(deleted.status, 200, "{}", text(&deleted));
+    // "A second later": every check below may ask again until a second after the answer,
+    // and once after that; it must be settled by then on every process.
+    let deadline = std::time::Instant::now() + streetlevel_tests::replicas::WRITES_VISIBLE_WITHIN;
+    assert_eq!(deleted.json()["images"], members.len());
+    assert_keys_purge_everything_of(&deleted.json(), &members);
+
+    // Afterwards, on every process: nothing.
+    for (image, paths) in members.iter().zip(&media) {
+        setup.assert_reachable_by(image, &paths[0], false, deadline);
+        for path in paths {
+            for response in setup.server.get_on_every_process_by(
+                path,
+                &[],
+                |response| response.status == 404,
+                deadline,
+            ) {
+                assert_eq!(response.status, 404, "{path}");
+            }
+        }
+        assert_eq!(
+            setup.files_of(image["id"].as_str().unwrap()),
+            Vec::<PathBuf>::new()
+        );
+    }
+    for (_, target) in &tiles {
+        for response in setup.server.get_on_every_process_by(
+            target,
+            &auth,
+            |response| response.status == 200 && !tile_shows(&response.body, &sequence, &ids),
+            deadline,
+        ) {
+            assert_eq!(response.status, 200, "{target}");
+            assert!(
+                !tile_shows(&response.body, &sequence, &ids),
+                "{target} still shows the sequence"
+            );
+        }
+    }
+    let image_ids = format!("/image_ids?sequence_id={sequence}");
+    for response in setup.server.get_on_every_process_by(
+        &image_ids,
+        &auth,
+        |response| response.status == 404,
+        deadline,
+    ) {
+        assert_eq!(response.status, 404, "{}", text(&response));
+    }
+    // The rest of alice's imagery is served as before.
+    let left = setup.images_of("alice");
+    assert_eq!(left.len(), alices.len() - members.len());
+    let listed = setup.cli(&["takedowns", "list", "--limit", "1"]);
+    assert!(
+        listed.contains(&format!(
+            "\tdeleted\t{}\tuser alice\tsequence {sequence}",
+            members.len()
+        )),
         "{listed}"
     );
 }

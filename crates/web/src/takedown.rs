@@ -55,6 +55,42 @@ fn read(store: &RwLock<Store>) -> std::sync::RwLockReadGuard<'_, Store> {
     store.read().unwrap_or_else(PoisonError::into_inner)
 }
 
+impl Takedowns {
+    /// Deletes (`action` `delete`), hides (`hide`) or restores (anything else) the images
+    /// `named`: the IDs changed, or whether the database could not be reached.
+    fn apply(
+        &self,
+        action: &str,
+        named: &Named,
+        note: &TakedownNote<'_>,
+    ) -> Result<Vec<ImageId>, bool> {
+        let ids =
+            |images: Vec<streetlevel_model::Image>| images.iter().map(|image| image.id).collect();
+        match action {
+            "delete" => {
+                let ids: Vec<ImageId> = named.public.iter().chain(&named.hidden).copied().collect();
+                streetlevel_import::erase_images(&self.store, self.data_dir.as_deref(), &ids, note)
+                    .map(|erasure| erasure.images.iter().map(|image| image.id).collect())
+                    .map_err(|error| error.is_unavailable())
+            }
+            "hide" => self
+                .store
+                .write()
+                .unwrap_or_else(PoisonError::into_inner)
+                .hide_images(&named.public, note)
+                .map(ids)
+                .map_err(|error| error.is_unavailable()),
+            _ => self
+                .store
+                .write()
+                .unwrap_or_else(PoisonError::into_inner)
+                .restore_images(&named.hidden, note)
+                .map(ids)
+                .map_err(|error| error.is_unavailable()),
+        }
+    }
+}
+
 /// The images `raw` names: an image (public or hidden) by ID, else a sequence by key.
 fn named(store: &Store, raw: &str) -> Option<Named> {
     if raw.is_empty() || raw.len() > 256 {
@@ -157,38 +193,25 @@ impl Web {
             subject: &named.subject,
             at: self.auth.clock().now(),
         };
-        let done = match action {
-            "delete" => {
-                let ids: Vec<ImageId> = named.public.iter().chain(&named.hidden).copied().collect();
-                streetlevel_import::erase_images(
-                    &takedowns.store,
-                    takedowns.data_dir.as_deref(),
-                    &ids,
-                    &note,
-                )
-                .map(|erasure| erasure.images.len())
-                .map_err(|error| error.is_unavailable())
-            }
-            "hide" => takedowns
-                .store
-                .write()
-                .unwrap_or_else(PoisonError::into_inner)
-                .hide_images(&named.public, &note)
-                .map(|images| images.len())
-                .map_err(|error| error.is_unavailable()),
-            _ => takedowns
-                .store
-                .write()
-                .unwrap_or_else(PoisonError::into_inner)
-                .restore_images(&named.hidden, &note)
-                .map(|images| images.len())
-                .map_err(|error| error.is_unavailable()),
-        };
+        let before = read(&takedowns.store).generation();
+        let done = takedowns.apply(action, &named, &note);
         match done {
-            Ok(count) => (
-                StatusCode::OK,
-                format!("{verb} {count} images ({}).", named.subject),
-            ),
+            Ok(ids) => {
+                // The CDN keys to purge, logged as the API's takedowns log them.
+                let keys = read(&takedowns.store).surrogate_keys_since(before, &ids);
+                tracing::info!(
+                    actor = %actor,
+                    subject = %named.subject,
+                    action,
+                    images = ids.len(),
+                    surrogate_keys = %keys.join(" "),
+                    "takedown"
+                );
+                (
+                    StatusCode::OK,
+                    format!("{verb} {} images ({}).", ids.len(), named.subject),
+                )
+            }
             Err(true) => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 String::from(
