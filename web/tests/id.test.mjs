@@ -11,8 +11,9 @@
 // answered by the harness (no OSM data, the API online), the background is `none`, and any
 // other request fails the test.
 //
-// Each test has its own browser context and asserts that every request to a Mapillary host was
-// answered with a 2xx, and that no page or console error occurred.
+// Each test has its own browser context and asserts that every request iD and its viewer made
+// was answered with a 2xx (those to a Mapillary host, streetlevel's media URLs, iD's own files
+// and what the harness answers alike), and that no page or console error occurred.
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -225,6 +226,29 @@ describe('iD with its Mapillary layers against streetlevel', () => {
       refused.push(`${request.method()} ${url.href}`);
       return route.abort('blockedbyclient');
     });
+    // Every answer the browser got, from any host (iD's own files, streetlevel's signed media
+    // URLs, the Mapillary hosts routed to streetlevel, what the harness answers): not a 2xx is
+    // a failure. Routing turns the browser's HTTP cache off, so there are no 304s. A request
+    // that got no answer fails too, unless the page itself gave it up (`net::ERR_ABORTED`: iD
+    // and its viewer cancel the loads of tiles and images they no longer need) or the harness
+    // refused it (listed in `refused`).
+    const not2xx = [];
+    const unanswered = [];
+    let [answered, cancelled] = [0, 0];
+    context.on('response', (response) => {
+      answered += 1;
+      if (response.status() < 200 || response.status() > 299) {
+        not2xx.push(`${response.status()} ${response.request().method()} ${response.url()}`);
+      }
+    });
+    context.on('requestfailed', (request) => {
+      const failure = request.failure()?.errorText ?? 'unknown';
+      if (failure === 'net::ERR_ABORTED') {
+        cancelled += 1;
+      } else if (failure !== 'net::ERR_BLOCKED_BY_CLIENT') {
+        unanswered.push(`${failure} ${request.method()} ${request.url()}`);
+      }
+    });
     const page = await context.newPage();
     const problems = [];
     page.on('pageerror', (error) => problems.push(`page error: ${error.message}`));
@@ -234,6 +258,8 @@ describe('iD with its Mapillary layers against streetlevel', () => {
     // What went wrong besides the test's own assertions, for a failure's message.
     const report = () => JSON.stringify({
       mapillaryNot2xx: mapillary.filter((record) => !(typeof record.status === 'number' && record.status >= 200 && record.status < 300)),
+      not2xx,
+      unanswered,
       refused,
       problems,
     }, null, 1);
@@ -253,10 +279,12 @@ describe('iD with its Mapillary layers against streetlevel', () => {
           throw error;
         }
         try {
-          t.diagnostic(`${mapillary.length} requests to Mapillary hosts, ${stubbed.length} answered by the harness`);
+          t.diagnostic(`${answered} answers, ${mapillary.length} of them from Mapillary hosts and ${stubbed.length} from the harness; ${cancelled} requests cancelled by the page`);
           assert.ok(mapillary.length > 0, 'iD asked the Mapillary hosts for something');
           const failed = mapillary.filter((record) => !(typeof record.status === 'number' && record.status >= 200 && record.status < 300));
           assert.deepEqual(failed, [], 'requests to the Mapillary hosts not answered with a 2xx');
+          assert.deepEqual(not2xx, [], 'answers that are not a 2xx, from any host');
+          assert.deepEqual(unanswered, [], 'requests that got no answer');
           assert.deepEqual(refused, [], 'requests to hosts other than 127.0.0.1 that the harness does not answer');
           assert.deepEqual(problems, [], 'page and console errors');
         } finally {

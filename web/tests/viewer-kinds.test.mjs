@@ -11,8 +11,8 @@
 // the picture in three viewers: the embed page alone (`photo`), the embed page with its map
 // (`split`) and the official viewer, mapillary-js, on a bare page with its default components,
 // as third-party sites and map editors embed it. The viewer's canvas must show the image (few
-// near-black pixels, the mean colour of the thumbnail's middle), with no page or console error
-// and no request leaving this machine.
+// near-black pixels, the mean colour of the thumbnail's middle) upright (the bands around the
+// middle in their places), with no page or console error and no request leaving this machine.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -261,43 +261,103 @@ describe('every kind of imported image in the viewers', () => {
     }
   });
 
-  // The viewer's canvas shows the image: its middle has about the thumbnail middle's share of
-  // near-black pixels and its mean colour.
+  // Bands of the viewer, as [left, top, width, height] fractions of its box: above, below, left
+  // and right of its middle. Their colours against the same parts of the thumbnail tell an
+  // upright picture from a turned or mirrored one, which the middle's colour cannot.
+  const BANDS = [[0.3, 0.05, 0.4, 0.25], [0.3, 0.7, 0.4, 0.25], [0.05, 0.3, 0.25, 0.4], [0.7, 0.3, 0.25, 0.4]];
+  const BAND_NAMES = ['top', 'bottom', 'left', 'right'];
+  // A panorama's viewer looks at the horizon, about 100 degrees wide and 56 high: the middle
+  // 40 % of the viewer's upper and lower halves (about 40 by 28 degrees) against the
+  // thumbnail's part above and below its horizon (a partial panorama is stretched over the
+  // whole sphere, so the same fractions hold).
+  const PANO_BANDS = [[0.3, 0, 0.4, 0.5], [0.3, 0.5, 0.4, 0.5]];
+  const PANO_THUMBNAIL_BANDS = [[0.445, 0.345, 0.11, 0.155], [0.445, 0.5, 0.11, 0.155]];
+
+  function viewerRegion(box, [left, top, width, height]) {
+    return {
+      x: box.x + Math.floor(box.width * left),
+      y: box.y + Math.floor(box.height * top),
+      width: Math.floor(box.width * width),
+      height: Math.floor(box.height * height),
+    };
+  }
+
+  // Whether the viewer's bands are the thumbnail's in their places: each opposite pair whose
+  // thumbnail colours differ by over 25 (the pair can tell a turn) is closer to the
+  // thumbnail's same bands than to the opposite ones; perspective bands each within `limit`.
+  function bandsMatch(viewerBands, thumbnailBands, limit, perspective) {
+    const pairs = [];
+    for (let index = 0; index < viewerBands.length; index += 2) {
+      const [a, b] = [index, index + 1];
+      const apart = distance(thumbnailBands[a], thumbnailBands[b]);
+      const straight = distance(viewerBands[a], thumbnailBands[a]) + distance(viewerBands[b], thumbnailBands[b]);
+      const turned = distance(viewerBands[a], thumbnailBands[b]) + distance(viewerBands[b], thumbnailBands[a]);
+      pairs.push({ apart, straight, turned, telling: apart > 25 });
+    }
+    const upright = pairs.some((pair) => pair.telling)
+      && pairs.every((pair) => !pair.telling || pair.straight < pair.turned)
+      && (!perspective || viewerBands.every((band, index) => distance(band, thumbnailBands[index]) < limit));
+    return { upright, pairs };
+  }
+
+  // The viewer's canvas shows the image upright: its middle has about the thumbnail middle's
+  // share of near-black pixels and its mean colour, and the bands around it are the
+  // thumbnail's in their places.
   async function assertShowsTheImage(t, page, firstShot, kind, selector) {
     let box = await boxOf(page, selector, firstShot);
     // The part of the image the viewer's middle 40 % shows. A perspective image fills the
     // viewer: all of its height shows when it is wider than the viewer, else all of its width.
     // A panorama's viewer shows about 100 of its 360 degrees: a tenth of its width.
     let [partWidth, partHeight] = [0.12, 0.12];
+    // The part of the image the whole viewer shows, in each direction.
+    let [shownWidth, shownHeight] = [1, 1];
     if (!kind.is_pano) {
       const imageAspect = kind.width / kind.height;
       const viewerAspect = box.width / box.height;
-      partWidth = 0.4 * Math.min(1, viewerAspect / imageAspect);
-      partHeight = 0.4 * Math.min(1, imageAspect / viewerAspect);
+      shownWidth = Math.min(1, viewerAspect / imageAspect);
+      shownHeight = Math.min(1, imageAspect / viewerAspect);
+      partWidth = 0.4 * shownWidth;
+      partHeight = 0.4 * shownHeight;
     }
+    const toImage = ([left, top, width, height]) => [
+      0.5 + (left - 0.5) * shownWidth, 0.5 + (top - 0.5) * shownHeight, width * shownWidth, height * shownHeight,
+    ];
     const url = kind.is_pano ? kind.image.thumb_2048_url : kind.image.thumb_1024_url;
     const region = [0.5 - partWidth / 2, 0.5 - partHeight / 2, partWidth, partHeight];
-    const thumbnail = (await jpegRegions(page, url, [region])).regions[0];
+    const viewerBandBoxes = kind.is_pano ? PANO_BANDS : BANDS;
+    const thumbnailBandBoxes = kind.is_pano ? PANO_THUMBNAIL_BANDS : BANDS.map(toImage);
+    const [thumbnail, ...thumbnailBands] = (await jpegRegions(page, url, [region, ...thumbnailBandBoxes])).regions
+      .map((part, index) => (index === 0 ? part : part.mean));
     // The viewer blends an image in and sharpens it as its tiles arrive after its load event:
     // a few more screenshots, half a second apart, until it has settled.
     const limit = kind.is_pano ? 50 : 40;
     let shot = firstShot;
-    let viewer, whole;
+    let viewer, whole, viewerBands, bands;
     for (let attempt = 0; ; attempt += 1) {
       box = await boxOf(page, selector, shot);
       viewer = colourStats(shot, middle(box, 0.4));
       whole = colourStats(shot, box);
+      viewerBands = viewerBandBoxes.map((band) => colourStats(shot, viewerRegion(box, band)).mean);
+      bands = bandsMatch(viewerBands, thumbnailBands, limit, !kind.is_pano);
       const settled = whole.black < 0.25 && viewer.black <= thumbnail.black + 0.02
-        && distance(viewer.mean, thumbnail.mean) < limit;
+        && distance(viewer.mean, thumbnail.mean) < limit && bands.upright;
       if (settled || attempt === 6) break;
       await new Promise((resolve) => setTimeout(resolve, 500));
       shot = await screenshot(page, `settle-${kind.file.replace('.jpg', '')}-${attempt}`);
     }
-    const report = rounded({ viewer, whole, thumbnail });
+    const names = kind.is_pano ? ['upper', 'lower'] : BAND_NAMES;
+    const report = rounded({
+      viewer,
+      whole,
+      thumbnail,
+      bands: Object.fromEntries(names.map((name, index) => [name, { viewer: viewerBands[index], thumbnail: thumbnailBands[index] }])),
+      pairs: bands.pairs,
+    });
     t.diagnostic(`${kind.file} in ${selector}: ${report}`);
     assert.ok(whole.black < 0.25, `the viewer is mostly black: ${report}`);
     assert.ok(viewer.black <= thumbnail.black + 0.02, `the viewer's centre is black where the image is not: ${report}`);
     assert.ok(distance(viewer.mean, thumbnail.mean) < limit, `the viewer's centre is not the image's colour: ${report}`);
+    assert.ok(bands.upright, `the viewer's bands are not the thumbnail's in their places (turned, mirrored or elsewhere): ${report}`);
   }
 
   async function waitForEmbedImage(page, problems, imageId) {

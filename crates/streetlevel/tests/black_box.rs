@@ -1055,6 +1055,67 @@ fn map_features_detections_and_organizations_by_id() {
     );
 }
 
+/// compat.md's nested defaults: a detection's `image` named alone carries the image's ID and
+/// its original location, by the detection's ID and in the lists iD asks for
+/// (`/<image>/detections?fields=id,image,geometry,value`, `/<feature>/detections?fields=id,value,image`);
+/// `image.id` alone carries the ID only.
+#[test]
+fn a_detections_image_named_alone_carries_its_id_and_location() {
+    let world = world();
+    let scan = scan();
+    let image_of = |detection_id: &str| -> Value {
+        let detection = scan
+            .detections
+            .iter()
+            .find(|detection| detection.id.to_string() == detection_id)
+            .unwrap_or_else(|| panic!("detection {detection_id} is in the fixture"));
+        let image = world
+            .store
+            .image(ImageId(detection.image))
+            .expect("a stored image");
+        serde_json::json!({
+            "id": detection.image.to_string(),
+            "geometry": {"type": "Point", "coordinates": [image.geometry.lon, image.geometry.lat]},
+        })
+    };
+    let detection = &scan.detections[0];
+    let by_id = get_json(&format!("/{}?fields=image", detection.id));
+    assert_eq!(
+        by_id["image"],
+        image_of(&detection.id.to_string()),
+        "{by_id}"
+    );
+    let ids_only = get_json(&format!("/{}?fields=image.id", detection.id));
+    assert_eq!(
+        ids_only["image"],
+        serde_json::json!({"id": detection.image.to_string()}),
+        "{ids_only}"
+    );
+    let feature_id = scan
+        .detections
+        .iter()
+        .find_map(|detection| detection.map_feature)
+        .expect("a detection of a map feature");
+    for list in [
+        format!(
+            "/{}/detections?fields=id,image,geometry,value",
+            detection.image
+        ),
+        format!("/{feature_id}/detections?fields=id,value,image"),
+    ] {
+        let body = get_json(&list);
+        let items = body["data"].as_array().unwrap();
+        assert!(!items.is_empty(), "{list}: {body}");
+        for item in items {
+            assert_eq!(
+                item["image"],
+                image_of(item["id"].as_str().unwrap()),
+                "{list}: {item}"
+            );
+        }
+    }
+}
+
 fn first_image_with_organization() -> u64 {
     let store = &world().store;
     all_ids(store, EntityKind::Image)

@@ -3,7 +3,9 @@
 //! `ImageDescription` JSON, numbers as strings), checked against that JSON read here, and the
 //! capture-time rule checked against the official uploader's `mapillary_tools process` (its
 //! description file is an oracle nobody here wrote), on a real photo whose Exif is rewritten
-//! with each combination of GPS time and camera clock.
+//! with each combination of GPS time and camera clock, and on the whole folder of those photos
+//! rewritten as a camera with a GPS receiver writes them (times, headings filled from the track,
+//! duplicates and sequences).
 //!
 //! The data and the uploader (the client suites' venv, `target/venv`, or
 //! `STREETLEVEL_TEST_MAPILLARY_TOOLS`, which `cargo xtask test` sets) must be there under CI;
@@ -74,6 +76,8 @@ fn mapillary_tools() -> Option<PathBuf> {
     )
 }
 
+/// An empty directory for one test, which removes it when it passes (a failure leaves it to
+/// look at).
 fn temp_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!(
         "streetlevel-real-photos-{name}-{}",
@@ -290,6 +294,7 @@ fn the_mobile_apps_photos_import_with_the_times_headings_and_sequences_of_their_
             .count();
         assert_eq!(image["position_in_sequence"], earlier, "{image}");
     }
+    let _ = std::fs::remove_dir_all(data.parent().unwrap());
 }
 
 /// The official uploader's `process` step on `paths` (its own Exif reader; `TZ=UTC`, so a
@@ -348,6 +353,7 @@ fn the_official_uploader_refuses_the_mobile_apps_photos_for_want_of_a_time() {
             "{name}: {item}"
         );
     }
+    let _ = std::fs::remove_dir_all(&root);
 }
 
 /// One way a camera writes its clocks, written onto a real photo.
@@ -499,4 +505,331 @@ fn capture_times_are_the_official_uploaders_gps_first_then_the_camera_clock() {
             clocks.name
         );
     }
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+/// `YYYY_MM_DD_HH_MM_SS_mmm` (UTC) as Exif's `GPSDateStamp` and `GPSTimeStamp` (seconds to
+/// the millisecond) and, in local time `offset_hours` east of UTC, `DateTimeOriginal` and
+/// `SubSecTimeOriginal`.
+fn clocks_of(capture_time: &str, offset_hours: i64) -> (String, [f64; 3], String, String) {
+    use chrono::Timelike as _;
+    let utc = NaiveDateTime::parse_from_str(capture_time, "%Y_%m_%d_%H_%M_%S_%3f").unwrap();
+    let millis = utc.nanosecond() / 1_000_000;
+    let seconds = f64::from(utc.second()) + f64::from(millis) / 1000.0;
+    let local = utc + chrono::TimeDelta::hours(offset_hours);
+    (
+        utc.format("%Y:%m:%d").to_string(),
+        [f64::from(utc.hour()), f64::from(utc.minute()), seconds],
+        local.format("%Y:%m:%d %H:%M:%S").to_string(),
+        format!("{millis:03}"),
+    )
+}
+
+/// `photos` written into `folder` as a camera with a GPS receiver writes them (see the test
+/// below), by file name with the position written.
+fn as_a_gps_camera_writes_them(
+    photos: &[PathBuf],
+    folder: &Path,
+) -> BTreeMap<String, (PathBuf, (f64, f64))> {
+    std::fs::create_dir_all(folder).unwrap();
+    let mut written = BTreeMap::new();
+    for path in photos {
+        let json = app_json(path);
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let (gps_date, gps_time, local, sub_seconds) =
+            clocks_of(json["MAPCaptureTime"].as_str().unwrap(), 2);
+        let position = (number(&json["MAPLatitude"]), number(&json["MAPLongitude"]));
+        let tags = WriteTags {
+            latitude: Some(position.0),
+            longitude: Some(position.1),
+            direction: name
+                .contains("berlin")
+                .then(|| number(&json["MAPCompassHeading"]["TrueHeading"])),
+            gps_date_stamp: Some(gps_date),
+            gps_time_stamp: Some(gps_time),
+            date_time_original: Some(local),
+            subsec_time_original: Some(sub_seconds),
+            make: Some(String::from("Apple")),
+            model: Some(String::from("iPhone 4S")),
+            ..WriteTags::default()
+        };
+        let target = folder.join(&name);
+        let original = std::fs::read(path).unwrap();
+        std::fs::write(&target, write_metadata(&original, &tags).unwrap()).unwrap();
+        written.insert(name, (target, position));
+    }
+    written
+}
+
+#[test]
+fn a_folder_of_real_photos_gets_the_official_uploaders_times_headings_and_sequences() {
+    let (Some(photos), Some(tool)) = (app_photos(), mapillary_tools()) else {
+        return;
+    };
+    // The 32 real photos as a camera with a GPS receiver writes them: the position and the
+    // UTC time (to the millisecond) of the app's JSON in the GPS tags, the camera's clock in
+    // local summer time (UTC+2) without an offset, as action cameras write it, and no JSON.
+    // The Berlin walk keeps the app's compass heading as `GPSImgDirection`; the Lund walk has
+    // none, as from a camera without a compass, so that both tools fill its headings from
+    // the track (and its last three photos, taken at one spot, are duplicates for both).
+    let root = temp_dir("uploader-folder");
+    let folder = root.join("photos");
+    let written = as_a_gps_camera_writes_them(&photos, &folder);
+    let paths: Vec<PathBuf> = written.values().map(|(path, _)| path.clone()).collect();
+
+    let described = uploader_process(&tool, &root, std::slice::from_ref(&folder));
+    assert_eq!(described.len(), photos.len(), "{described:?}");
+    let accepted: BTreeMap<&String, &Value> = described
+        .iter()
+        .filter(|(_, item)| item.get("error").is_none())
+        .collect();
+    let duplicates: BTreeSet<&String> = described
+        .iter()
+        .filter(|(_, item)| {
+            item.get("error")
+                .is_some_and(|error| error["type"] == "MapillaryDuplicationError")
+        })
+        .map(|(name, _)| name)
+        .collect();
+    assert_eq!(
+        accepted.len() + duplicates.len(),
+        photos.len(),
+        "the uploader refuses these only as duplicates: {described:?}"
+    );
+    assert!(!duplicates.is_empty(), "{described:?}");
+
+    let data = root.join("data");
+    let out = import(&data, &paths);
+    let uploader_sequences: BTreeSet<&str> = accepted
+        .values()
+        .map(|item| item["MAPSequenceUUID"].as_str().unwrap())
+        .collect();
+    assert!(
+        out.contains(&format!(
+            "imported {} images in {} sequences, skipped 0 imported before, refused {}",
+            accepted.len(),
+            uploader_sequences.len(),
+            duplicates.len()
+        )),
+        "{out}\nthe uploader's: {described:?}"
+    );
+    assert!(
+        out.contains(&format!("capture times from: {} gps\n", accepted.len())),
+        "{out}"
+    );
+    assert!(!out.contains("warning"), "{out}");
+    for name in &duplicates {
+        assert!(
+            out.lines().any(|line| line.starts_with("refused")
+                && line.contains(name.as_str())
+                && line.contains("duplicate")),
+            "{name} is the uploader's duplicate: {out}"
+        );
+    }
+
+    // Each accepted photo: the same time, heading and position, and the two tools' sequences
+    // are the same sets of files.
+    let images = served_images(&data, "13.0,52.0,14.0,56.0");
+    assert_eq!(images.len(), accepted.len());
+    let mut sequence_pairs = BTreeSet::new();
+    for (name, oracle) in &accepted {
+        let (_, (latitude, longitude)) = &written[name.as_str()];
+        let image = images
+            .iter()
+            .find(|image| {
+                let (lat, lon) = coordinates(image);
+                (lat - latitude).abs() < 1e-7 && (lon - longitude).abs() < 1e-7
+            })
+            .unwrap_or_else(|| panic!("no image at the place of {name}"));
+        assert_eq!(
+            image["captured_at"].as_i64().unwrap(),
+            capture_millis(oracle["MAPCaptureTime"].as_str().unwrap()),
+            "{name}: ours {image}, the uploader's {oracle}"
+        );
+        // The uploader writes a heading it computed to three decimals.
+        let heading = oracle["MAPCompassHeading"]["TrueHeading"].as_f64().unwrap();
+        assert!(
+            (image["compass_angle"].as_f64().unwrap() - heading).abs() <= 0.0005 + 1e-9,
+            "{name}: ours {image}, the uploader's {oracle}"
+        );
+        assert!(
+            (coordinates(image).0 - oracle["MAPLatitude"].as_f64().unwrap()).abs() < 1e-6
+                && (coordinates(image).1 - oracle["MAPLongitude"].as_f64().unwrap()).abs() < 1e-6,
+            "{name}: ours {image}, the uploader's {oracle}"
+        );
+        sequence_pairs.insert((
+            image["sequence"].as_str().unwrap().to_owned(),
+            oracle["MAPSequenceUUID"].as_str().unwrap().to_owned(),
+        ));
+    }
+    // One to one: each of our sequences is one of the uploader's and the other way round.
+    assert_eq!(
+        sequence_pairs.len(),
+        uploader_sequences.len(),
+        "{sequence_pairs:?}"
+    );
+    let ours: BTreeSet<&String> = sequence_pairs.iter().map(|(ours, _)| ours).collect();
+    assert_eq!(ours.len(), uploader_sequences.len(), "{sequence_pairs:?}");
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+/// Writes `photo` to `target` with Exif `tags` and, as its `ImageDescription`, the photo's
+/// own JSON after `change`.
+fn with_spoilt_json(photo: &Path, target: &Path, change: &dyn Fn(&mut Value), tags: WriteTags) {
+    let mut json = app_json(photo);
+    change(&mut json);
+    let tags = WriteTags {
+        description: Some(json.to_string()),
+        ..tags
+    };
+    let original = std::fs::read(photo).unwrap();
+    std::fs::write(target, write_metadata(&original, &tags).unwrap()).unwrap();
+}
+
+/// Three of the app's photos written into `folder`, each with its own JSON spoilt in one way
+/// and Exif written beside it (GPS time an hour after the JSON's, another altitude, another
+/// place), so that where each value came from shows in what is served; with the JSON as the
+/// app wrote it.
+fn spoilt_photos(photos: &[PathBuf], folder: &Path) -> [(PathBuf, Value); 3] {
+    let spoilt = |index: usize, name: &str, change: &dyn Fn(&mut Value), tags: WriteTags| {
+        let path = folder.join(name);
+        with_spoilt_json(&photos[index], &path, change, tags);
+        (path, app_json(&photos[index]))
+    };
+    let an_hour_later =
+        capture_millis(app_json(&photos[3])["MAPCaptureTime"].as_str().unwrap()) + 3_600_000;
+    let an_hour_later = chrono::DateTime::from_timestamp_millis(an_hour_later).unwrap();
+    let (gps_date, gps_time, _, _) = clocks_of(
+        &an_hour_later.format("%Y_%m_%d_%H_%M_%S_%3f").to_string(),
+        0,
+    );
+    // The time and the altitude cannot be read: the GPS time and Exif's altitude count.
+    let (time_spoilt, time_json) = spoilt(
+        3,
+        "time_spoilt.jpg",
+        &|json| {
+            json["MAPCaptureTime"] = Value::from("yesterday");
+            json["MAPAltitude"] = Value::from("high");
+        },
+        WriteTags {
+            latitude: Some(1.0),
+            longitude: Some(1.0),
+            altitude: Some(12.5),
+            gps_date_stamp: Some(gps_date),
+            gps_time_stamp: Some(gps_time),
+            ..WriteTags::default()
+        },
+    );
+    // The latitude cannot be read: the position is Exif's, both coordinates.
+    let (place_spoilt, place_json) = spoilt(
+        10,
+        "place_spoilt.jpg",
+        &|json| json["MAPLatitude"] = Value::from("north"),
+        WriteTags {
+            latitude: Some(55.71),
+            longitude: Some(13.21),
+            ..WriteTags::default()
+        },
+    );
+    // No readable position anywhere: refused, saying so.
+    let nowhere = spoilt(
+        20,
+        "nowhere.jpg",
+        &|json| json["MAPLongitude"] = Value::from("east"),
+        WriteTags::default(),
+    );
+    [
+        (time_spoilt, time_json),
+        (place_spoilt, place_json),
+        nowhere,
+    ]
+}
+
+#[test]
+fn members_of_the_apps_json_that_cannot_be_read_give_way_to_exif_and_are_named_in_the_report() {
+    let Some(photos) = app_photos() else { return };
+    let root = temp_dir("unreadable-members");
+    let folder = root.join("photos");
+    std::fs::create_dir_all(&folder).unwrap();
+    let [
+        (time_spoilt, time_json),
+        (place_spoilt, place_json),
+        (nowhere, _),
+    ] = spoilt_photos(&photos, &folder);
+    let data = root.join("data");
+    let out = import(&data, &[time_spoilt, place_spoilt, nowhere]);
+    assert!(
+        out.contains("imported 2 images in 2 sequences, skipped 0 imported before, refused 1"),
+        "{out}"
+    );
+    assert!(
+        out.contains("capture times from: 1 description, 1 gps\n"),
+        "{out}"
+    );
+    let lines: Vec<&str> = out
+        .lines()
+        .filter(|line| line.starts_with("warning") || line.starts_with("refused"))
+        .collect();
+    for (file, words) in [
+        (
+            "time_spoilt.jpg",
+            ["warning", "ignored MAPCaptureTime \"yesterday\""],
+        ),
+        (
+            "time_spoilt.jpg",
+            ["warning", "ignored MAPAltitude \"high\" is not a number"],
+        ),
+        (
+            "place_spoilt.jpg",
+            ["warning", "ignored MAPLatitude \"north\""],
+        ),
+        ("nowhere.jpg", ["refused", "no gps position"]),
+    ] {
+        assert!(
+            lines
+                .iter()
+                .any(|line| line.contains(file) && words.iter().all(|word| line.contains(word))),
+            "{file} {words:?}: {out}"
+        );
+    }
+    assert_eq!(lines.len(), 4, "{out}");
+
+    let images = served_images(&data, "0.5,0.5,14.0,56.0");
+    assert_eq!(images.len(), 2, "{images:?}");
+    let at = |latitude: f64| {
+        images
+            .iter()
+            .find(|image| (coordinates(image).0 - latitude).abs() < 1e-6)
+            .unwrap_or_else(|| panic!("no image at latitude {latitude}: {images:?}"))
+    };
+    // The JSON's position and heading where they could be read; Exif's time and altitude.
+    let time_image = at(number(&time_json["MAPLatitude"]));
+    assert_eq!(
+        time_image["captured_at"].as_i64().unwrap(),
+        capture_millis(time_json["MAPCaptureTime"].as_str().unwrap()) + 3_600_000,
+        "{time_image}"
+    );
+    assert!(
+        (time_image["altitude"].as_f64().unwrap() - 12.5).abs() < 1e-9,
+        "{time_image}"
+    );
+    assert!(
+        (time_image["compass_angle"].as_f64().unwrap()
+            - number(&time_json["MAPCompassHeading"]["TrueHeading"]))
+        .abs()
+            < 1e-9,
+        "{time_image}"
+    );
+    // Exif's position (both coordinates), the JSON's time.
+    let place_image = at(55.71);
+    assert!(
+        (coordinates(place_image).1 - 13.21).abs() < 1e-6,
+        "{place_image}"
+    );
+    assert_eq!(
+        place_image["captured_at"].as_i64().unwrap(),
+        capture_millis(place_json["MAPCaptureTime"].as_str().unwrap()),
+        "{place_image}"
+    );
+    let _ = std::fs::remove_dir_all(&root);
 }
