@@ -382,6 +382,27 @@ impl Uploader<'_> {
         )
     }
 
+    /// `POST /finish_upload` of the session `handle` as a `file_type`.
+    fn finish(&self, handle: &str, file_type: &str) -> Response {
+        self.post_json(
+            "/finish_upload",
+            &json!({"file_handle": handle, "file_type": file_type}),
+        )
+    }
+
+    /// Finishes the session `handle` as a `file_type`, which must be accepted, and returns
+    /// its job's status once it is no longer waiting or running.
+    fn finish_and_settle(&self, handle: &str, file_type: &str) -> Value {
+        let finished = self.finish(handle, file_type);
+        assert_eq!(
+            finished.status,
+            200,
+            "{}",
+            String::from_utf8_lossy(&finished.body)
+        );
+        self.settled(finished.json()["cluster_id"].as_str().unwrap())
+    }
+
     /// The job's status once it is no longer waiting or running.
     fn settled(&self, cluster_id: &str) -> Value {
         eventually(Duration::from_secs(60), || {
@@ -607,12 +628,7 @@ fn a_session_whose_bytes_miss_the_md5_its_key_names_is_refused_at_finish() {
         "uuid_00000000000000000000000000000001.json",
         manifest.to_string().as_bytes(),
     );
-    let finish = || {
-        uploader.post_json(
-            "/finish_upload",
-            &json!({"file_handle": manifest_handle, "file_type": "mly_bundle_manifest"}),
-        )
-    };
+    let finish = || uploader.finish(&manifest_handle, "mly_bundle_manifest");
     let refused = finish();
     assert_eq!(
         refused.status,
@@ -657,25 +673,12 @@ fn a_session_whose_bytes_miss_the_md5_its_key_names_is_refused_at_finish() {
         "uuid_00000000000000000000000000000002.json",
         manifest.to_string().as_bytes(),
     );
-    let finished = uploader.post_json(
-        "/finish_upload",
-        &json!({"file_handle": manifest_handle, "file_type": "mly_bundle_manifest"}),
-    );
-    assert_eq!(
-        finished.status,
-        200,
-        "{}",
-        String::from_utf8_lossy(&finished.body)
-    );
-    let job = uploader.settled(finished.json()["cluster_id"].as_str().unwrap());
+    let job = uploader.finish_and_settle(&manifest_handle, "mly_bundle_manifest");
     assert_eq!(job["state"], "published", "{job}");
     assert_eq!(job["images"], 2, "{job}");
     // Older uploaders' raw BlackVue videos are refused, saying what to send instead.
     let video = uploader.upload(&md5_key(b"not a video", "mp4"), b"not a video");
-    let blackvue = uploader.post_json(
-        "/finish_upload",
-        &json!({"file_handle": video, "file_type": "mly_blackvue_video"}),
-    );
+    let blackvue = uploader.finish(&video, "mly_blackvue_video");
     assert_eq!(blackvue.status, 400);
     assert_eq!(blackvue.json()["debug_info"]["retriable"], false);
     let message = blackvue.json()["error"]["message"]
@@ -754,17 +757,7 @@ fn a_video_interrupted_mid_upload_resumes_and_is_published() {
     assert_eq!(rest.status, 200, "{}", String::from_utf8_lossy(&rest.body));
     let handle = rest.json()["h"].as_str().unwrap().to_owned();
     assert_eq!(uploader.offset(&key), bytes.len() as u64);
-    let finished = uploader.post_json(
-        "/finish_upload",
-        &json!({"file_handle": handle, "file_type": "mly_camm_video"}),
-    );
-    assert_eq!(
-        finished.status,
-        200,
-        "{}",
-        String::from_utf8_lossy(&finished.body)
-    );
-    let job = uploader.settled(finished.json()["cluster_id"].as_str().unwrap());
+    let job = uploader.finish_and_settle(&handle, "mly_camm_video");
     assert_eq!(job["state"], "published", "{job}");
     assert_eq!(job["file_type"], "mly_camm_video", "{job}");
     assert_eq!(
@@ -802,20 +795,8 @@ fn a_finished_manifest_publishes_one_sequence_once() {
         "uuid_0123456789abcdef.json",
         manifest.to_string().as_bytes(),
     );
-    let finish = |handle: &str| {
-        uploader.post_json(
-            "/finish_upload",
-            &json!({"file_handle": handle, "file_type": "mly_bundle_manifest"}),
-        )
-    };
-    let finished = finish(&manifest_handle);
-    assert_eq!(
-        finished.status,
-        200,
-        "{}",
-        String::from_utf8_lossy(&finished.body)
-    );
-    let job = uploader.settled(finished.json()["cluster_id"].as_str().unwrap());
+    let finish = |handle: &str| uploader.finish(handle, "mly_bundle_manifest");
+    let job = uploader.finish_and_settle(&manifest_handle, "mly_bundle_manifest");
     assert_eq!(job["state"], "published", "{job}");
     assert_eq!(
         (job["images"].as_u64(), job["duplicates"].as_u64()),
@@ -905,12 +886,7 @@ fn a_zip_and_hostile_files_are_processed_without_harm() {
     }
     let archive = archive.finish().unwrap().into_inner();
     let handle = uploader.upload("mly_tools_sequence.zip", &archive);
-    let finished = uploader.post_json(
-        "/finish_upload",
-        &json!({"file_handle": handle, "file_type": "zip"}),
-    );
-    assert_eq!(finished.status, 200);
-    let job = uploader.settled(finished.json()["cluster_id"].as_str().unwrap());
+    let job = uploader.finish_and_settle(&handle, "zip");
     assert_eq!(job["state"], "published", "{job}");
     assert_eq!(job["images"], 3, "{job}");
     assert_eq!(
@@ -944,11 +920,7 @@ fn a_zip_and_hostile_files_are_processed_without_harm() {
         .collect();
     let manifest = json!({"image_handles": handles, "upload_type": "images", "version": "1"});
     let manifest_handle = uploader.upload("uuid_hostile.json", manifest.to_string().as_bytes());
-    let finished = uploader.post_json(
-        "/finish_upload",
-        &json!({"file_handle": manifest_handle, "file_type": "mly_bundle_manifest"}),
-    );
-    let job = uploader.settled(finished.json()["cluster_id"].as_str().unwrap());
+    let job = uploader.finish_and_settle(&manifest_handle, "mly_bundle_manifest");
     assert_eq!(job["state"], "published", "{job}");
     assert_eq!(job["images"], 1, "{job}");
     let refused: Vec<&str> = job["refused"]
@@ -973,10 +945,7 @@ fn a_zip_and_hostile_files_are_processed_without_harm() {
     }));
     // A garbage archive is refused at the finish call, with its reason.
     let handle = uploader.upload("mly_tools_junk.zip", b"PK\x03\x04 not really");
-    let finished = uploader.post_json(
-        "/finish_upload",
-        &json!({"file_handle": handle, "file_type": "zip"}),
-    );
+    let finished = uploader.finish(&handle, "zip");
     assert_eq!(finished.status, 400);
     let body = finished.json();
     assert_eq!(body["debug_info"]["type"], "InvalidUploadError");
@@ -1055,11 +1024,7 @@ fn an_upload_says_where_each_capture_time_came_from_and_what_was_ignored() {
         .collect();
     let manifest = json!({"image_handles": handles, "upload_type": "images", "version": "1"});
     let manifest_handle = uploader.upload("uuid_times.json", manifest.to_string().as_bytes());
-    let finished = uploader.post_json(
-        "/finish_upload",
-        &json!({"file_handle": manifest_handle, "file_type": "mly_bundle_manifest"}),
-    );
-    let job = uploader.settled(finished.json()["cluster_id"].as_str().unwrap());
+    let job = uploader.finish_and_settle(&manifest_handle, "mly_bundle_manifest");
     assert_eq!(job["state"], "published", "{job}");
     assert_eq!(job["images"], 3, "{job}");
     assert_eq!(
