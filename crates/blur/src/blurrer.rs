@@ -310,19 +310,27 @@ impl Blurrer for LocalBlurrer {
         ))
     }
 
+    /// Each detector's class, model file and sum, and the lowest score it keeps (a threshold
+    /// lowered finds more, so the images blurred before are stale as after a model change);
+    /// and the main pass's side when it is not [`MAIN_PASS_SIDE`].
     fn fingerprint(&self) -> String {
-        self.detectors
+        let mut parts: Vec<String> = self
+            .detectors
             .iter()
             .map(|detector| {
                 format!(
-                    "{} {} sha256:{}",
+                    "{} {} sha256:{} threshold {}",
                     detector.class().as_str(),
                     detector.model().name,
-                    detector.model().sha256
+                    detector.model().sha256,
+                    detector.threshold()
                 )
             })
-            .collect::<Vec<_>>()
-            .join("; ")
+            .collect();
+        if self.main_pass_side != MAIN_PASS_SIDE {
+            parts.push(format!("main pass {}", self.main_pass_side));
+        }
+        parts.join("; ")
     }
 }
 

@@ -142,6 +142,11 @@ impl Detector {
         self
     }
 
+    /// The lowest score kept.
+    pub fn threshold(&self) -> f32 {
+        self.threshold
+    }
+
     /// The family recognised.
     pub fn family(&self) -> Family {
         self.family

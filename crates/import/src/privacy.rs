@@ -314,6 +314,8 @@ pub struct Privacy {
     db: Database,
     data_dir: PathBuf,
     store: Arc<RwLock<Store>>,
+    /// The fingerprint of the blurrer configured now, if blurring is on.
+    blurrer: Option<String>,
 }
 
 impl std::fmt::Debug for Privacy {
@@ -405,7 +407,26 @@ impl Privacy {
             db,
             data_dir: data_dir.to_path_buf(),
             store,
+            blurrer: None,
         })
+    }
+
+    /// The same, told the fingerprint of the blurrer configured now ([`Blurrer::fingerprint`];
+    /// `None` with blurring off), against which [`Privacy::blur_status`] counts the images
+    /// blurred by an older one.
+    ///
+    /// [`Blurrer::fingerprint`]: streetlevel_blur::Blurrer::fingerprint
+    #[must_use]
+    pub fn with_blurrer(mut self, fingerprint: Option<String>) -> Self {
+        self.blurrer = fingerprint;
+        self
+    }
+
+    /// How the images stand against the blurrer configured now (what the administrators'
+    /// dashboard shows); `None` with blurring off.
+    pub fn blur_status(&self) -> Option<Result<crate::BlurStatus, ImportError>> {
+        let fingerprint = self.blurrer.as_deref()?;
+        Some(crate::reblur::count_status(&self.store, fingerprint))
     }
 
     /// The image with this ID, public or hidden.
@@ -638,6 +659,17 @@ impl Privacy {
             )))
         })?;
         let unblurred = crate::unblurred_path(&self.data_dir, edit.image);
+        // The picture is rendered within the process's picture memory, taken before the
+        // transaction so that no write waits on it.
+        let _memory = {
+            let base = std::fs::read(if unblurred.is_file() {
+                &unblurred
+            } else {
+                &original
+            })?;
+            crate::budgets::picture_permit(&base, crate::budgets::PictureWork::BlurRegions)
+                .map_err(|reason| refused(PrivacyRefusal::Impossible(reason)))?
+        };
         let now = now_millis();
         self.db.write(|connection| {
             // Taken again inside the transaction: another process may have decided it.
@@ -930,6 +962,19 @@ fn render(
         ))));
     };
     Ok(bytes)
+}
+
+/// The boxes blurred by hand on `image` and not removed since, as regions to blur: what a
+/// re-blur from the unblurred original lays on again.
+pub(crate) fn edit_regions(
+    connection: &mut dyn Conn,
+    image: ImageId,
+) -> Result<Vec<Region>, DbError> {
+    Ok(regions(connection, image, true)?
+        .iter()
+        .filter(|region| region.source == SOURCE_EDIT)
+        .map(to_blur_region)
+        .collect())
 }
 
 /// The regions of `image` (only those not removed with `active_only`).

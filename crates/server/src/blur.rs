@@ -51,7 +51,14 @@ impl App {
             .into_iter()
             .find(|part| part.name == protocol::PICTURE_PART)
             .ok_or_else(|| Error::BadBody(String::from("the part 'picture' is missing")))?;
-        // On the process's CPU pool, with the upload queue's decoding and blurring.
+        // Within the process's picture memory and on its CPU pool, with the upload queue's
+        // decoding and blurring.
+        let orientation = streetlevel_ingest::read_orientation(&picture.body);
+        let _memory = streetlevel_import::picture_permit(
+            &picture.body,
+            streetlevel_import::PictureWork::Blur { orientation },
+        )
+        .map_err(|reason| Error::BadBody(format!("the picture cannot be blurred: {reason}")))?;
         let blurred =
             streetlevel_import::run_on_cpu_pool(|| blurrer.blur(&picture.body, Hints::default()))
                 .map_err(|error| match error {
