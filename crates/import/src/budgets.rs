@@ -17,9 +17,10 @@ use crate::ImportError;
 use crate::pipeline::Sources;
 
 /// The default of [`set_decode_memory_limit`]: enough for the whole working set of the
-/// largest image `ingest` accepts (a progressive JPEG of `MAX_PIXELS`, blurred: about 900 MB),
-/// so no valid file is refused for its size alone.
-pub const DEFAULT_DECODE_MEMORY_BYTES: u64 = 1 << 30;
+/// largest image `ingest` accepts (a progressive JPEG of `MAX_PIXELS` blurred with the default
+/// face model: about 0.8 GB of picture and 0.85 GB of detection), so no valid file is refused
+/// for its size alone, and for two twelve-megapixel photos blurred at once.
+pub const DEFAULT_DECODE_MEMORY_BYTES: u64 = 2 << 30;
 
 /// Stored bytes an image may have beyond what its pixels need: room for its metadata
 /// segments (Exif, XMP, ICC profiles).
@@ -43,12 +44,15 @@ pub enum PictureWork {
         /// Exif orientation, 1 to 8.
         orientation: u8,
     },
-    /// Blurred in this process, as the pipeline and `reblur` do: decoded whole, searched at
-    /// the detectors' sizes, blurred, encoded anew with its metadata, and its thumbnails made
-    /// from its pixels.
+    /// Blurred, as the pipeline and `reblur` do: decoded whole, searched at the detectors'
+    /// sizes, blurred, encoded anew with its metadata, and its thumbnails made from its
+    /// pixels.
     Blur {
         /// Exif orientation, 1 to 8.
         orientation: u8,
+        /// What the blurrer's detection holds beside the picture
+        /// ([`streetlevel_blur::Blurrer::working_memory_bytes`]).
+        detection: u64,
     },
     /// Boxes blurred on it (a blur edit): decoded whole and encoded anew.
     BlurRegions,
@@ -85,16 +89,43 @@ pub fn set_decode_memory_limit(bytes: u64) {
     PICTURES.released.notify_all();
 }
 
+/// A picture of at least this many bytes (its own working set, without the blurrer's) is a
+/// large one: once the process has no picture left to work on after one, the blurrer gives
+/// back what it keeps between pictures.
+const LARGE_PICTURE_BYTES: u64 = 256 << 20;
+
+/// Whether a large picture was worked on since the blurrer last gave its memory back.
+static LARGE_SINCE_RELEASE: AtomicBool = AtomicBool::new(false);
+
 /// A share of the process's picture memory, given back when dropped.
-#[derive(Debug)]
 pub struct PicturePermit {
     bytes: u64,
+    /// The blurrer whose sessions go when the process's pictures are done after a large one.
+    blurrer: Option<std::sync::Arc<dyn streetlevel_blur::Blurrer>>,
+}
+
+impl std::fmt::Debug for PicturePermit {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("PicturePermit")
+            .field("bytes", &self.bytes)
+            .finish_non_exhaustive()
+    }
 }
 
 impl PicturePermit {
     /// The bytes this permit holds.
     pub fn bytes(&self) -> u64 {
         self.bytes
+    }
+
+    /// The same permit, which asks `blurrer` to give back what it keeps between pictures
+    /// (its models' sessions, hundreds of megabytes each) when it is the last one held after
+    /// a large picture, so that the process returns to its idle size.
+    #[must_use]
+    pub fn releasing(mut self, blurrer: std::sync::Arc<dyn streetlevel_blur::Blurrer>) -> Self {
+        self.blurrer = Some(blurrer);
+        self
     }
 }
 
@@ -109,10 +140,11 @@ impl Drop for PicturePermit {
             *in_use == 0
         };
         PICTURES.released.notify_all();
-        if idle && self.bytes >= crate::memory::GIVE_BACK_AFTER_BYTES {
-            // The last large picture at once is done: what the allocator kept of it goes
-            // back to the system, so the process returns to its idle size.
-            crate::memory::give_back();
+        if idle
+            && let Some(blurrer) = &self.blurrer
+            && LARGE_SINCE_RELEASE.swap(false, Ordering::Relaxed)
+        {
+            blurrer.release_memory();
         }
     }
 }
@@ -142,7 +174,17 @@ pub fn picture_permit(jpeg: &[u8], work: PictureWork) -> Result<PicturePermit, S
             .unwrap_or_else(PoisonError::into_inner);
     }
     *in_use += bytes;
-    Ok(PicturePermit { bytes })
+    let own = match work {
+        PictureWork::Blur { detection, .. } => bytes.saturating_sub(detection),
+        _ => bytes,
+    };
+    if own >= LARGE_PICTURE_BYTES {
+        LARGE_SINCE_RELEASE.store(true, Ordering::Relaxed);
+    }
+    Ok(PicturePermit {
+        bytes,
+        blurrer: None,
+    })
 }
 
 /// The bytes `work` on `jpeg` holds at its peak, by what its markers say (the file's own
@@ -272,15 +314,16 @@ impl JpegLayout {
         file_bytes
             + match work {
                 PictureWork::Thumbnails { orientation } => self.thumbnail_decode(orientation >= 5),
-                PictureWork::Blur { .. } => {
+                PictureWork::Blur { detection, .. } => {
                     // Then the detectors' inputs beside the pixels, the encoding, and the
                     // thumbnails scaled from the pixels (the 2048 one at most 2048 x 10000,
                     // its resizer's intermediate rows as large) beside the encoded picture.
                     let thumbnails = encoded + rgb + 2 * 3 * 2048 * self.width.max(self.height);
-                    whole_decode
-                        .max(rgb + DETECTION_INPUT_BYTES)
-                        .max(encode)
-                        .max(thumbnails)
+                    detection
+                        + whole_decode
+                            .max(rgb + DETECTION_INPUT_BYTES)
+                            .max(encode)
+                            .max(thumbnails)
                 }
                 PictureWork::BlurRegions => whole_decode.max(encode),
                 PictureWork::Serve { orientation, size } => self.serve(orientation, size),
@@ -678,9 +721,19 @@ mod tests {
         let refused = picture_permit(&bomb, work).unwrap_err();
         assert!(refused.contains("picture memory"), "{refused}");
         set_decode_memory_limit(DEFAULT_DECODE_MEMORY_BYTES);
-        let blur = picture_memory(&bomb, PictureWork::Blur { orientation: 1 }).unwrap();
-        assert!(blur > one + 300_000_000, "{blur} against {one}");
-        assert!(blur < DEFAULT_DECODE_MEMORY_BYTES, "{blur}");
+        let blur = |detection| {
+            picture_memory(
+                &bomb,
+                PictureWork::Blur {
+                    orientation: 1,
+                    detection,
+                },
+            )
+            .unwrap()
+        };
+        assert!(blur(0) > one + 300_000_000, "{} against {one}", blur(0));
+        assert_eq!(blur(850 << 20) - blur(0), 850 << 20);
+        assert!(blur(850 << 20) < DEFAULT_DECODE_MEMORY_BYTES, "{}", blur(850 << 20));
     }
 
     #[test]

@@ -9,7 +9,6 @@ mod files;
 pub mod fuzzing;
 mod jobs;
 mod media;
-mod memory;
 mod notes;
 mod pipeline;
 mod privacy;

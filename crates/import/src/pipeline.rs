@@ -491,11 +491,19 @@ impl Run<'_> {
         // permit covers the picture's whole working set and is held until its files are
         // written.
         let orientation = read.metadata.orientation;
-        let work = match self.blurring {
-            Blurring::Off | Blurring::Unusable(_) => PictureWork::Thumbnails { orientation },
-            Blurring::On { .. } => PictureWork::Blur { orientation },
+        let _memory = match self.blurring {
+            Blurring::Off | Blurring::Unusable(_) => {
+                crate::budgets::picture_permit(&bytes, PictureWork::Thumbnails { orientation })?
+            }
+            Blurring::On { blurrer, .. } => crate::budgets::picture_permit(
+                &bytes,
+                PictureWork::Blur {
+                    orientation,
+                    detection: blurrer.working_memory_bytes(),
+                },
+            )?
+            .releasing(std::sync::Arc::clone(blurrer)),
         };
-        let _memory = crate::budgets::picture_permit(&bytes, work)?;
         let (published, record, pixels) = match self.blurring {
             Blurring::Off => (bytes, None, None),
             Blurring::Unusable(reason) => return Err(format!("not blurred: {reason}")),

@@ -375,7 +375,13 @@ fn reblur_one(
         .map_or(image.exif_orientation.unwrap_or(1), |metadata| {
             metadata.orientation
         });
-    let _memory = crate::budgets::picture_permit(&bytes, PictureWork::Blur { orientation })?;
+    let _memory = crate::budgets::picture_permit(
+        &bytes,
+        PictureWork::Blur {
+            orientation,
+            detection: blurrer.working_memory_bytes(),
+        },
+    )?;
     let mut blurred = blurrer
         .blur(
             &bytes,

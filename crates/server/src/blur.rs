@@ -56,9 +56,13 @@ impl App {
         let orientation = streetlevel_ingest::read_orientation(&picture.body);
         let _memory = streetlevel_import::picture_permit(
             &picture.body,
-            streetlevel_import::PictureWork::Blur { orientation },
+            streetlevel_import::PictureWork::Blur {
+                orientation,
+                detection: blurrer.working_memory_bytes(),
+            },
         )
-        .map_err(|reason| Error::BadBody(format!("the picture cannot be blurred: {reason}")))?;
+        .map_err(|reason| Error::BadBody(format!("the picture cannot be blurred: {reason}")))?
+        .releasing(std::sync::Arc::clone(&blurrer));
         let blurred =
             streetlevel_import::run_on_cpu_pool(|| blurrer.blur(&picture.body, Hints::default()))
                 .map_err(|error| match error {
