@@ -834,6 +834,80 @@ fn each_uploader_generation_s_zip_key_is_checked_against_what_it_hashed() {
     );
 }
 
+/// A zip uploaded again under the same key (the uploader's history lost; its session was
+/// processed and its bytes deleted): the offset says it is complete, the finish is accepted,
+/// and the job publishes nothing new, counting the pictures found stored. After the upload
+/// is taken down, the same file under the same key is sent anew and published again.
+#[test]
+fn a_zip_uploaded_again_is_found_stored_and_after_its_takedown_is_published_anew() {
+    let (data, server, upload_app, _) = uploading_world("zip-again");
+    let uploader = Uploader {
+        server: &server,
+        token: signed_in(&server, &upload_app),
+    };
+    let sequence_md5 = "c4ca4238a0b923820dcc509a6f75849b";
+    let photos = street((55.7700, 13.2700), 3, 30);
+    let zip = uploader_zip(
+        &photos,
+        &format!(r#"{{"upload_md5sum": "{sequence_md5}"}}"#),
+    );
+    let key = format!("mly_tools_{sequence_md5}.zip");
+    let handle = uploader.upload_with(&key, &zip, ZIP_UP_TO_0_13);
+    let first = uploader.finish_and_settle(&handle, "zip");
+    assert_eq!(
+        (first["state"].as_str(), first["images"].as_u64()),
+        (Some("published"), Some(3)),
+        "{first}"
+    );
+    // Again: nothing to send, nothing new, the three found.
+    assert_eq!(uploader.offset(&key), zip.len() as u64);
+    assert_eq!(uploader.upload_with(&key, &zip, ZIP_UP_TO_0_13), handle);
+    let again = uploader.finish_and_settle(&handle, "zip");
+    assert_eq!(again["state"], "published", "{again}");
+    assert_eq!(
+        (again["images"].as_u64(), again["duplicates"].as_u64()),
+        (Some(0), Some(3)),
+        "{again}"
+    );
+    let bbox = "13.265,55.765,13.275,55.775";
+    assert_eq!(images_in(&server, &uploader.token, bbox).len(), 3);
+    // Taken down: the same file again finds nothing stored; its session is discarded with the
+    // reason, and the uploader's next run sends it anew.
+    let deleted = std::process::Command::new(BINARY)
+        .args(["uploads", "delete", "--data"])
+        .arg(&data)
+        .arg(first["id"].as_str().unwrap())
+        .output()
+        .unwrap();
+    assert!(
+        deleted.status.success(),
+        "{}",
+        String::from_utf8_lossy(&deleted.stderr)
+    );
+    eventually(Duration::from_secs(10), || {
+        images_in(&server, &uploader.token, bbox)
+            .is_empty()
+            .then_some(())
+    });
+    let gone = uploader.finish_and_settle(&handle, "zip");
+    assert_eq!(gone["state"], "failed", "{gone}");
+    assert!(
+        gone["reason"]
+            .as_str()
+            .is_some_and(|reason| reason.contains("upload it again")),
+        "{gone}"
+    );
+    assert_eq!(uploader.offset(&key), 0, "the session was discarded");
+    let handle = uploader.upload_with(&key, &zip, ZIP_UP_TO_0_13);
+    let anew = uploader.finish_and_settle(&handle, "zip");
+    assert_eq!(
+        (anew["state"].as_str(), anew["images"].as_u64()),
+        (Some("published"), Some(3)),
+        "{anew}"
+    );
+    assert_eq!(images_in(&server, &uploader.token, bbox).len(), 3);
+}
+
 /// A video's key: 0.14 names the bytes it sends, 0.13 the camera's file (which the server
 /// never sees), so 0.13's videos are published on the MP4's own checks while a 0.14 video that
 /// misses its key's MD5 is still refused and discarded.
