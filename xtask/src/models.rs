@@ -166,3 +166,26 @@ fn sha256_of(path: &Path) -> Result<String> {
     std::io::copy(&mut std::fs::File::open(path)?, &mut hasher)?;
     Ok(format!("{:x}", hasher.finalize()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::PINNED;
+
+    /// cargo-deny sees only crates: every model and runtime installed here must be in
+    /// `deny.toml`'s hand-written list of what it cannot see, with its licence.
+    #[test]
+    fn every_pinned_file_is_in_the_hand_written_licence_list() {
+        let deny = std::fs::read_to_string(crate::project_root().join("deny.toml")).unwrap();
+        for pinned in &PINNED {
+            let listed = deny
+                .lines()
+                .filter(|line| line.starts_with("# |"))
+                .any(|line| line.contains(pinned.requirement) && line.contains(pinned.file));
+            assert!(
+                listed,
+                "deny.toml's list lacks a row naming {} and {}",
+                pinned.requirement, pinned.file
+            );
+        }
+    }
+}

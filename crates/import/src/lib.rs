@@ -42,7 +42,7 @@ pub use privacy::{
 pub use reblur::{
     BlurStatus, ReblurProgress, ReblurReport, Selection, Source, blur_status, reblur,
 };
-pub use sessions::{Appender, UPLOADS_DIR, UploadLimits, Uploads};
+pub use sessions::{Appender, UPLOADS_DIR, UploadLimits, UploaderGeneration, Uploads};
 /// The blurrer seam and the local blurrer, for callers that configure [`Blurring`].
 pub use streetlevel_blur;
 /// Video reading and sampling, for callers that configure [`VideoOptions`].
