@@ -733,7 +733,11 @@ mod tests {
         };
         assert!(blur(0) > one + 300_000_000, "{} against {one}", blur(0));
         assert_eq!(blur(850 << 20) - blur(0), 850 << 20);
-        assert!(blur(850 << 20) < DEFAULT_DECODE_MEMORY_BYTES, "{}", blur(850 << 20));
+        assert!(
+            blur(850 << 20) < DEFAULT_DECODE_MEMORY_BYTES,
+            "{}",
+            blur(850 << 20)
+        );
     }
 
     #[test]
@@ -776,7 +780,8 @@ mod tests {
             sampling: vec![(2, 2), (1, 1), (1, 1)],
             end: None,
         };
-        let serve = |orientation, size| layout.working_set(0, PictureWork::Serve { orientation, size });
+        let serve =
+            |orientation, size| layout.working_set(0, PictureWork::Serve { orientation, size });
         // Level 12 of an 8000 x 6000 picture is 4000 x 3000: a half-scale decode, far below a
         // whole one; the whole picture (its top level) costs the most.
         let half = serve(1, (4000, 3000));

@@ -53,7 +53,13 @@ fn measured(work: impl FnOnce()) -> u64 {
 
 /// `pixels` (RGB, `width` x `height`) as a JPEG of `quality`, progressive or not, with 4:2:0
 /// chroma or none.
-fn jpeg(pixels: &[u8], (width, height): (u32, u32), quality: u8, progressive: bool, subsampled: bool) -> Vec<u8> {
+fn jpeg(
+    pixels: &[u8],
+    (width, height): (u32, u32),
+    quality: u8,
+    progressive: bool,
+    subsampled: bool,
+) -> Vec<u8> {
     let mut bytes = Vec::new();
     let mut encoder = jpeg_encoder::Encoder::new(&mut bytes, quality);
     encoder.set_progressive(progressive);
@@ -66,7 +72,12 @@ fn jpeg(pixels: &[u8], (width, height): (u32, u32), quality: u8, progressive: bo
         jpeg_encoder::ColorType::Rgb
     };
     encoder
-        .encode(pixels, u16::try_from(width).unwrap(), u16::try_from(height).unwrap(), color)
+        .encode(
+            pixels,
+            u16::try_from(width).unwrap(),
+            u16::try_from(height).unwrap(),
+            color,
+        )
         .unwrap();
     bytes
 }
@@ -74,8 +85,32 @@ fn jpeg(pixels: &[u8], (width, height): (u32, u32), quality: u8, progressive: bo
 /// `jpeg` with an Exif segment whose only tag is `Orientation`.
 fn with_orientation(jpeg: &[u8], orientation: u8) -> Vec<u8> {
     let tiff: [u8; 26] = [
-        b'M', b'M', 0, 42, 0, 0, 0, 8, 0, 1, 0x01, 0x12, 0, 3, 0, 0, 0, 1, 0, orientation, 0, 0,
-        0, 0, 0, 0,
+        b'M',
+        b'M',
+        0,
+        42,
+        0,
+        0,
+        0,
+        8,
+        0,
+        1,
+        0x01,
+        0x12,
+        0,
+        3,
+        0,
+        0,
+        0,
+        1,
+        0,
+        orientation,
+        0,
+        0,
+        0,
+        0,
+        0,
+        0,
     ];
     let mut segment = b"Exif\0\0".to_vec();
     segment.extend_from_slice(&tiff);
@@ -126,9 +161,13 @@ fn blur_as_the_pipeline_does(blurrer: &LocalBlurrer, jpeg: &[u8], orientation: u
         )
         .unwrap();
     let pixels = pixels.unwrap();
-    let thumbnails =
-        streetlevel_ingest::thumbnails_from_rgb(pixels.width, pixels.height, pixels.rgb, orientation)
-            .unwrap();
+    let thumbnails = streetlevel_ingest::thumbnails_from_rgb(
+        pixels.width,
+        pixels.height,
+        pixels.rgb,
+        orientation,
+    )
+    .unwrap();
     blurred.regions.len() + thumbnails.px256.jpeg.len().min(1)
 }
 
@@ -147,7 +186,11 @@ fn serve(jpeg: &[u8], orientation: u8, size: (u32, u32)) {
         height: rows,
         pixels: block,
     };
-    assert!(!streetlevel_ingest::encode_rgb(&block, 85).unwrap().is_empty());
+    assert!(
+        !streetlevel_ingest::encode_rgb(&block, 85)
+            .unwrap()
+            .is_empty()
+    );
 }
 
 #[test]
@@ -159,7 +202,10 @@ fn what_a_permit_charges_covers_what_the_work_holds() {
             "the blur models are not in {}: `cargo xtask test` installs them",
             models.display()
         );
-        eprintln!("skipped: the blur models are not in {} (run `cargo xtask models`)", models.display());
+        eprintln!(
+            "skipped: the blur models are not in {} (run `cargo xtask models`)",
+            models.display()
+        );
         return;
     }
     streetlevel_blur::load_runtime(&models.join(ONNXRUNTIME_LIBRARY)).unwrap();
@@ -203,10 +249,26 @@ fn what_a_permit_charges_covers_what_the_work_holds() {
     let grey_size = (6000, 4000);
     let grey = noise((grey_size.0 * grey_size.1) as usize);
     let pictures: Vec<(&str, Vec<u8>, (u32, u32))> = vec![
-        ("72 MP photo, progressive 4:2:0", jpeg(&photo, photo_size, 90, true, true), photo_size),
-        ("72 MP photo, baseline 4:2:0, turned", with_orientation(&jpeg(&photo, photo_size, 90, false, true), 6), photo_size),
-        ("24 MP noise, progressive 4:4:4", jpeg(&noisy, noisy_size, 95, true, false), noisy_size),
-        ("24 MP grey noise, baseline", jpeg(&grey, grey_size, 90, false, false), grey_size),
+        (
+            "72 MP photo, progressive 4:2:0",
+            jpeg(&photo, photo_size, 90, true, true),
+            photo_size,
+        ),
+        (
+            "72 MP photo, baseline 4:2:0, turned",
+            with_orientation(&jpeg(&photo, photo_size, 90, false, true), 6),
+            photo_size,
+        ),
+        (
+            "24 MP noise, progressive 4:4:4",
+            jpeg(&noisy, noisy_size, 95, true, false),
+            noisy_size,
+        ),
+        (
+            "24 MP grey noise, baseline",
+            jpeg(&grey, grey_size, 90, false, false),
+            grey_size,
+        ),
     ];
     drop((photo, noisy, grey));
     let mut failures = Vec::new();
@@ -218,7 +280,11 @@ fn what_a_permit_charges_covers_what_the_work_holds() {
             charged >> 20
         );
         if held > charged {
-            failures.push(format!("{name}, {work:?}: held {} MB, charged {} MB", held >> 20, charged >> 20));
+            failures.push(format!(
+                "{name}, {work:?}: held {} MB, charged {} MB",
+                held >> 20,
+                charged >> 20
+            ));
         }
     };
     for (name, bytes, (width, height)) in &pictures {
@@ -269,5 +335,9 @@ fn what_a_permit_charges_covers_what_the_work_holds() {
             check(name, bytes, PictureWork::Serve { orientation, size }, held);
         }
     }
-    assert!(failures.is_empty(), "held more than charged:\n{}", failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "held more than charged:\n{}",
+        failures.join("\n")
+    );
 }

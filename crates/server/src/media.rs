@@ -498,7 +498,8 @@ fn picture_shape(original: &[u8]) -> Result<(u32, u32, u8), Error> {
     let (stored_width, stored_height) = streetlevel_blur::stored_size(original)
         .map_err(|error| Error::Internal(format!("cannot decode original: {error}")))?;
     let orientation = streetlevel_ingest::read_orientation(original);
-    let (width, height) = streetlevel_ingest::upright_size(stored_width, stored_height, orientation);
+    let (width, height) =
+        streetlevel_ingest::upright_size(stored_width, stored_height, orientation);
     Ok((width, height, orientation))
 }
 

@@ -525,7 +525,9 @@ fn warn_if_blurred_by_older(privacy: &streetlevel_import::Privacy) {
             "images were blurred by another blurrer than the one configured now, or never: run \
              `streetlevel reblur` to bring them up to date (the dashboard counts them)"
         ),
-        Some(Err(error)) => tracing::error!(%error, "cannot count the images blurred by older models"),
+        Some(Err(error)) => {
+            tracing::error!(%error, "cannot count the images blurred by older models")
+        }
         Some(Ok(_)) | None => {}
     }
 }

@@ -18,9 +18,9 @@ use http::{Response, StatusCode};
 use maud::{Markup, html};
 use streetlevel_auth::verify_csrf;
 use streetlevel_import::{
-    BlurEdit, BlurStatus, BlurRegion, EditKind, EditState, ImportError, MAX_CONTACT_CHARS, MAX_REASON_CHARS,
-    NewRequest, Privacy, PrivacyRefusal, PrivacyRequest, RequestKind, RequestState, Shares,
-    StoredBox,
+    BlurEdit, BlurRegion, BlurStatus, EditKind, EditState, ImportError, MAX_CONTACT_CHARS,
+    MAX_REASON_CHARS, NewRequest, Privacy, PrivacyRefusal, PrivacyRequest, RequestKind,
+    RequestState, Shares, StoredBox,
 };
 use streetlevel_model::{ImageId, Timestamp};
 use streetlevel_ratelimit::{ClientAddr, FormLimits, FormThrottle};
@@ -944,7 +944,6 @@ fn import_failed(error: &ImportError, title: &str) -> Response<Bytes> {
         )
     }
 }
-
 
 /// How the images stand against the blurrer configured now: those an older model (or
 /// another service) blurred, and those never blurred, are what `streetlevel reblur` redoes.
