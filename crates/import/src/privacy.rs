@@ -659,13 +659,38 @@ impl Privacy {
             )))
         })?;
         let unblurred = crate::unblurred_path(&self.data_dir, edit.image);
-        // The picture is rendered within the process's picture memory, taken before the
-        // transaction so that no write waits on it.
+        // On the CPU pool, where the picture is rendered: its memory is waited for on a pool
+        // thread, as the upload queue's pictures wait for it (held while waiting for a pool
+        // thread, it could be what the pool's threads are all waiting for).
+        crate::cpu::run(|| self.render_and_write(id, &edit, decided_by, &unblurred, &original))?;
+        let removed = remove_cached_media(&self.data_dir, &image);
+        tracing::info!(
+            edit = id,
+            image = %edit.image,
+            kind = edit.kind.as_str(),
+            decided_by,
+            cached_files_removed = removed,
+            "blur edit applied"
+        );
+        self.edit(id)?
+            .ok_or_else(|| refused(PrivacyRefusal::Unknown))
+    }
+
+    /// Records `edit` and writes its image's new original, rendered within the process's
+    /// picture memory, taken before the transaction so that no write waits on it.
+    fn render_and_write(
+        &self,
+        id: u64,
+        edit: &BlurEdit,
+        decided_by: &str,
+        unblurred: &Path,
+        original: &Path,
+    ) -> Result<(), ImportError> {
         let _memory = {
             let base = std::fs::read(if unblurred.is_file() {
-                &unblurred
+                unblurred
             } else {
-                &original
+                original
             })?;
             crate::budgets::picture_permit(&base, crate::budgets::PictureWork::BlurRegions)
                 .map_err(|reason| refused(PrivacyRefusal::Impossible(reason)))?
@@ -680,22 +705,11 @@ impl Privacy {
             if state.as_deref() != Some("pending") {
                 return Err(refused(PrivacyRefusal::Handled));
             }
-            record_edit(connection, &edit, decided_by, now)?;
-            let bytes = render(connection, &edit, &unblurred, &original)?;
-            write_atomically(&original, &bytes)?;
+            record_edit(connection, edit, decided_by, now)?;
+            let bytes = render(connection, edit, unblurred, original)?;
+            write_atomically(original, &bytes)?;
             Ok::<_, ImportError>(())
-        })?;
-        let removed = remove_cached_media(&self.data_dir, &image);
-        tracing::info!(
-            edit = id,
-            image = %edit.image,
-            kind = edit.kind.as_str(),
-            decided_by,
-            cached_files_removed = removed,
-            "blur edit applied"
-        );
-        self.edit(id)?
-            .ok_or_else(|| refused(PrivacyRefusal::Unknown))
+        })
     }
 
     /// Stores a request from the form (anyone), bounded: its text and contact within their
