@@ -119,10 +119,9 @@ pub(crate) fn run(root: &Path) -> Result<()> {
         "--offline",
         "--locked",
         "--all-features",
-        "check",
         "--config",
         "deny.toml",
-        "--disable-fetch",
+        "check",
     ];
     args.extend(&checks);
     run_command_with_env(root, &cargo(), &args, &env)?;
