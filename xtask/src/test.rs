@@ -16,7 +16,7 @@ pub(crate) enum Suite {
     Fmt,
     /// `cargo clippy` on the workspace, warnings denied.
     Clippy,
-    /// `cargo deny`: licences, duplicate versions and sources of `Cargo.lock` (`deny.toml`).
+    /// `cargo deny`: licences and sources (duplicate versions listed) of `Cargo.lock` (`deny.toml`).
     Deny,
     /// `cargo test` on the workspace (tidy and the codegen staleness check included).
     Cargo,
