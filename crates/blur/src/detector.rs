@@ -35,9 +35,11 @@ pub enum Family {
 
 impl Family {
     /// What one session of the family holds at its peak on the largest input the passes
-    /// give it (2048 x 2048), its arena included, which it keeps while it lives: measured
-    /// with `blur_cpu` on a square street photo (docs/PERFORMANCE.md, "Picture memory"),
-    /// rounded up. A fixed-input YOLO detector sees tiles of its own size, far smaller.
+    /// give it (2048 x 2048), its arena included, which it keeps while it lives. CenterFace's
+    /// is held above what a new session on a square street photo takes with its picture by
+    /// `crates/import/tests/picture_memory.rs` (docs/PERFORMANCE.md, "Picture memory");
+    /// YuNet's and YOLO's are estimates, not measured. A fixed-input YOLO detector sees tiles
+    /// of its own size, far smaller.
     fn working_memory_bytes(self) -> u64 {
         match self {
             Family::CenterFace => 850 << 20,
