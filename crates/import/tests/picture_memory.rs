@@ -4,7 +4,13 @@
 //! pipeline, `reblur`, a blur edit and the server do it, its peak resident memory read from
 //! `/proc/self/status` (`VmHWM`, reset before each through `/proc/self/clear_refs`). One test,
 //! so that nothing else runs in the process while it measures.
-#![allow(clippy::unwrap_used, clippy::panic, clippy::expect_used)]
+// One test measuring every kind of work in turn, as said above: long by design.
+#![allow(
+    clippy::unwrap_used,
+    clippy::panic,
+    clippy::expect_used,
+    clippy::too_many_lines
+)]
 
 use std::path::{Path, PathBuf};
 

@@ -137,6 +137,7 @@ fn video_options(args: &Args) -> anyhow::Result<streetlevel_import::VideoOptions
 
 /// Imports; fails (non-zero exit) only when no file could be imported or found stored.
 #[allow(clippy::print_stdout)]
+#[allow(clippy::too_many_lines)] // the command's steps in the order they run, then its report
 pub fn run(args: &Args) -> anyhow::Result<()> {
     std::fs::create_dir_all(&args.data)
         .with_context(|| format!("cannot create the data directory {}", args.data.display()))?;

@@ -31,6 +31,7 @@ pub struct Args {
 
 /// Runs `streetlevel reblur`; fails (non-zero exit) when an image could not be blurred again.
 #[allow(clippy::print_stdout)]
+#[allow(clippy::too_many_lines)] // the command's steps and its progress display, in one place
 pub fn run(args: &Args) -> anyhow::Result<()> {
     args.memory.apply();
     let blurrer = match args.blur.blurring() {

@@ -526,7 +526,7 @@ fn warn_if_blurred_by_older(privacy: &streetlevel_import::Privacy) {
              `streetlevel reblur` to bring them up to date (the dashboard counts them)"
         ),
         Some(Err(error)) => {
-            tracing::error!(%error, "cannot count the images blurred by older models")
+            tracing::error!(%error, "cannot count the images blurred by older models");
         }
         Some(Ok(_)) | None => {}
     }

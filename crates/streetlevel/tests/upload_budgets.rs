@@ -888,10 +888,14 @@ fn large_progressive(count: usize, (width, height): (u32, u32)) -> Vec<Vec<u8>> 
         .unwrap();
     (0..count)
         .map(|index| {
-            let index = i64::try_from(index).unwrap();
+            let index = u32::try_from(index).unwrap();
             write_metadata(
                 &jpeg,
-                &tags(55.74 + index as f64 * 5.0 / 111_320.0, 13.24, index * 2),
+                &tags(
+                    55.74 + f64::from(index) * 5.0 / 111_320.0,
+                    13.24,
+                    i64::from(index) * 2,
+                ),
             )
             .unwrap()
         })

@@ -633,11 +633,14 @@ impl Web {
                 }
             }
         };
-        let blur_status = pages.privacy.blur_status().map(|status| match status {
-            Ok(status) => blur_status_section(&status),
-            Err(_) => html! {
-                p role="alert" class="alert" { "The server could not count what each blurrer blurred." }
-            },
+        let blur_status = pages.privacy.blur_status().map(|status| {
+            if let Ok(status) = status {
+                blur_status_section(&status)
+            } else {
+                html! {
+                    p role="alert" class="alert" { "The server could not count what each blurrer blurred." }
+                }
+            }
         });
         Some(html! {
             section aria-labelledby="privacy-queue" {
