@@ -345,9 +345,9 @@ pub(crate) fn delete_cluster(connection: &mut dyn Conn, id: MediaId) -> Result<(
 
 /// The points of `points` that at least [`MIN_OBSERVERS`] of the images `shown` observe, with
 /// only those observers.
-pub fn served_points<'a>(
+pub fn served_points<'a, S: std::hash::BuildHasher>(
     points: &'a [StoredPoint],
-    shown: &'a HashSet<ImageId>,
+    shown: &'a HashSet<ImageId, S>,
 ) -> impl Iterator<Item = (usize, &'a StoredPoint)> + 'a {
     points.iter().enumerate().filter(move |(_, point)| {
         point
@@ -429,7 +429,10 @@ pub fn compress_json(value: &Value) -> Vec<u8> {
 
 /// The points of `points` without the observers `gone`, and without the points fewer than
 /// [`MIN_OBSERVERS`] images observe then.
-pub fn without_observers(points: Vec<StoredPoint>, gone: &HashSet<ImageId>) -> Vec<StoredPoint> {
+pub fn without_observers<S: std::hash::BuildHasher>(
+    points: Vec<StoredPoint>,
+    gone: &HashSet<ImageId, S>,
+) -> Vec<StoredPoint> {
     points
         .into_iter()
         .filter_map(|mut point| {
@@ -461,6 +464,7 @@ fn round3(value: f64) -> f64 {
 }
 
 #[cfg(test)]
+#[allow(clippy::float_cmp)] // values are exact
 mod tests {
     use proptest::prelude::*;
 

@@ -105,18 +105,18 @@ impl Model {
     pub fn parse(cameras: &str, images: &str, points: &str) -> Result<Self, SfmError> {
         let mut model = Model::default();
         for (number, line) in data_lines(cameras) {
-            let camera = parse_camera(line).map_err(|reason| at("cameras.txt", number, reason))?;
+            let camera = parse_camera(line).map_err(|reason| at("cameras.txt", number, &reason))?;
             if model.cameras.len() >= MAX_ITEMS {
-                return Err(at("cameras.txt", number, "too many cameras".into()));
+                return Err(at("cameras.txt", number, "too many cameras"));
             }
             model.cameras.insert(camera.id, camera);
         }
         parse_images(images, &mut model)?;
         for (number, line) in data_lines(points) {
             if model.points.len() >= MAX_ITEMS {
-                return Err(at("points3D.txt", number, "too many points".into()));
+                return Err(at("points3D.txt", number, "too many points"));
             }
-            let point = parse_point(line).map_err(|reason| at("points3D.txt", number, reason))?;
+            let point = parse_point(line).map_err(|reason| at("points3D.txt", number, &reason))?;
             model.points.push(point);
         }
         Ok(model)
@@ -138,7 +138,7 @@ fn read_bounded(path: &Path) -> Result<String, SfmError> {
         .map_err(|_| SfmError::Model(format!("{}: not UTF-8 text", path.display())))
 }
 
-fn at(file: &str, line: usize, reason: String) -> SfmError {
+fn at(file: &str, line: usize, reason: &str) -> SfmError {
     SfmError::Model(format!("{file} line {line}: {reason}"))
 }
 
@@ -204,9 +204,9 @@ fn parse_images(text: &str, model: &mut Model) -> Result<(), SfmError> {
             continue;
         }
         if model.shots.len() >= MAX_ITEMS {
-            return Err(at("images.txt", number, "too many images".into()));
+            return Err(at("images.txt", number, "too many images"));
         }
-        let shot = parse_shot(line).map_err(|reason| at("images.txt", number, reason))?;
+        let shot = parse_shot(line).map_err(|reason| at("images.txt", number, &reason))?;
         model.shots.push(shot);
         // The observations' line (may be missing at the end of the file).
         lines.next();
@@ -279,6 +279,7 @@ fn parse_point(line: &str) -> Result<Point, String> {
 }
 
 #[cfg(test)]
+#[allow(clippy::float_cmp)] // values are exact
 mod tests {
     use proptest::prelude::*;
 

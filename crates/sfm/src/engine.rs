@@ -178,6 +178,7 @@ impl Engine {
     /// report. `stop` is asked every tenth of a second; when it answers true the child is
     /// killed and [`SfmError::Interrupted`] returned. `stage` gets each stage the driver
     /// reaches.
+    #[allow(clippy::too_many_lines)] // the command, then its supervision, in one place
     pub fn run(
         &self,
         work: &Path,
@@ -187,17 +188,14 @@ impl Engine {
         let driver = work.join("driver.py");
         std::fs::write(&driver, DRIVER)?;
         let _ = std::fs::remove_file(work.join("report.json"));
-        let mut command = match &self.setpriv {
-            Some(setpriv) => {
-                let mut command = Command::new(setpriv);
-                command.args(["--pdeathsig", "KILL", "--", "nice", "-n"]);
-                command
-            }
-            None => {
-                let mut command = Command::new("nice");
-                command.arg("-n");
-                command
-            }
+        let mut command = if let Some(setpriv) = &self.setpriv {
+            let mut command = Command::new(setpriv);
+            command.args(["--pdeathsig", "KILL", "--", "nice", "-n"]);
+            command
+        } else {
+            let mut command = Command::new("nice");
+            command.arg("-n");
+            command
         };
         let threads = self.options.threads.max(1).to_string();
         command

@@ -33,16 +33,16 @@ fn ecef(lla: Lla) -> [f64; 3] {
 
 /// The geodetic position of earth-centred coordinates (iterated to below a micrometre).
 fn lla_of(ecef: [f64; 3]) -> Lla {
-    let [x, y, z] = ecef;
-    let lon = y.atan2(x);
-    let p = x.hypot(y);
-    let mut lat = z.atan2(p * (1.0 - E2));
+    let [east_axis, side_axis, polar_axis] = ecef;
+    let lon = side_axis.atan2(east_axis);
+    let radial = east_axis.hypot(side_axis);
+    let mut lat = polar_axis.atan2(radial * (1.0 - E2));
     let mut alt = 0.0;
     for _ in 0..8 {
         let sin_lat = lat.sin();
-        let n = A / (1.0 - E2 * sin_lat * sin_lat).sqrt();
-        alt = p / lat.cos() - n;
-        lat = z.atan2(p * (1.0 - E2 * n / (n + alt)));
+        let normal = A / (1.0 - E2 * sin_lat * sin_lat).sqrt();
+        alt = radial / lat.cos() - normal;
+        lat = polar_axis.atan2(radial * (1.0 - E2 * normal / (normal + alt)));
     }
     Lla {
         lat: lat.to_degrees(),

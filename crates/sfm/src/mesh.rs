@@ -205,6 +205,7 @@ fn triangulate_with_hull(pixels: &[[f64; 2]]) -> (Vec<[u32; 3]>, Vec<[u32; 2]>) 
 }
 
 #[cfg(test)]
+#[allow(clippy::float_cmp)] // values are exact
 mod tests {
     use super::*;
 

@@ -178,6 +178,7 @@ pub fn transpose_times(m: &Matrix, x: [f64; 3]) -> [f64; 3] {
 }
 
 #[cfg(test)]
+#[allow(clippy::float_cmp)] // values are exact
 mod tests {
     use proptest::prelude::*;
 

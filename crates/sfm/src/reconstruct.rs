@@ -243,6 +243,7 @@ impl Reconstructor {
     /// Claims the next job for `worker` (among `only`, when given) and runs it; `None` when
     /// no job waits. `stop` interrupts it (the job is given back and resumed by the next
     /// worker); `progress` hears where it is.
+    #[allow(clippy::too_many_lines)] // the claim, the lease's renewal and every way a job ends
     pub fn run_next(
         &self,
         worker: &str,
@@ -292,7 +293,7 @@ impl Reconstructor {
                     }
                 }
             });
-            let result = self.reconstruct(&sequence, worker, stop, lost, progress);
+            let result = self.reconstruct(sequence, worker, stop, lost, progress);
             drop(working);
             result
         });
@@ -340,7 +341,7 @@ impl Reconstructor {
                     None,
                 )))
             }
-            Err(Err(SfmError::EngineMissing(reason))) | Err(Ok(Ended::Skipped(reason))) => {
+            Err(Err(SfmError::EngineMissing(reason)) | Ok(Ended::Skipped(reason))) => {
                 tracing::info!(sequence, %reason, "a sequence was not reconstructed");
                 self.queue
                     .end(&sequence, worker, JobState::Skipped, &reason, None)?;
@@ -442,33 +443,30 @@ impl Reconstructor {
                 return Err(Err(SfmError::Interrupted));
             }
             let dir = work.join(format!("part-{index:03}"));
-            let report = match finished_report(&dir) {
-                Some(report) => {
-                    reused += 1;
-                    report
-                }
-                None => {
-                    let label = format!("part {} of {parts}", index + 1);
-                    let _ = self
-                        .queue
-                        .progress(sequence, worker, &format!("{label}: pictures"));
-                    progress(sequence, &format!("{label}: pictures"));
-                    self.prepare_part(&plan, members, &dir, engine)
-                        .map_err(Err)?;
-                    engine
-                        .run(&dir, &interrupted, &|stage| {
-                            let text = format!("{label}: {stage}");
-                            let _ = self.queue.progress(sequence, worker, &text);
-                            progress(sequence, &text);
-                        })
-                        .map_err(|error| {
-                            if interrupted() {
-                                Err(SfmError::Interrupted)
-                            } else {
-                                Err(error)
-                            }
-                        })?
-                }
+            let report = if let Some(report) = finished_report(&dir) {
+                reused += 1;
+                report
+            } else {
+                let label = format!("part {} of {parts}", index + 1);
+                let _ = self
+                    .queue
+                    .progress(sequence, worker, &format!("{label}: pictures"));
+                progress(sequence, &format!("{label}: pictures"));
+                self.prepare_part(&plan, members, &dir, engine)
+                    .map_err(Err)?;
+                engine
+                    .run(&dir, &interrupted, &|stage| {
+                        let text = format!("{label}: {stage}");
+                        let _ = self.queue.progress(sequence, worker, &text);
+                        progress(sequence, &text);
+                    })
+                    .map_err(|error| {
+                        if interrupted() {
+                            Err(SfmError::Interrupted)
+                        } else {
+                            Err(error)
+                        }
+                    })?
             };
             let given: Vec<Given> = members
                 .iter()
@@ -514,7 +512,7 @@ impl Reconstructor {
             return Err(Err(SfmError::Interrupted));
         }
         let joined = join(&plan, &pieces);
-        let mut report = self.report(
+        let mut report = Self::report(
             &plan,
             &pieces,
             &joined,
@@ -861,7 +859,6 @@ impl Reconstructor {
     }
 
     fn report(
-        &self,
         plan: &Plan,
         pieces: &[(usize, Piece)],
         joined: &Joined,

@@ -106,6 +106,7 @@ pub struct Piece {
     pub median_gps_distance: f64,
 }
 
+#[allow(clippy::too_many_lines)] // the checks in the order they refuse, each short
 /// Checks `model`, aligned by a similarity of scale `alignment_scale` (metres per engine
 /// unit), against what the engine was given.
 pub fn validate(model: &Model, alignment_scale: f64, given: &[Given]) -> Result<Piece, SfmError> {
@@ -320,7 +321,10 @@ pub fn median(values: impl Iterator<Item = f64>) -> f64 {
 }
 
 #[cfg(test)]
+#[allow(clippy::float_cmp)] // values are exact
 mod tests {
+    use std::fmt::Write as _;
+
     use super::*;
     use crate::colmap::Model;
 
@@ -340,18 +344,22 @@ mod tests {
             let centre = [0.0, 5.0 * f64::from(u32::try_from(index).unwrap()), 0.0];
             // t = -R c; R c = [c.x, -c.z, c.y].
             let t = [-centre[0], centre[2], -centre[1]];
-            images.push_str(&format!(
-                "{} {half} {half} 0 0 {} 1 {index:05}.jpg\n\n",
+            writeln!(
+                images,
+                "{} {half} {half} 0 0 {} 1 {index:05}.jpg\n",
                 index + 1,
                 translation_of(index, t)
-            ));
-            points.push_str(&format!(
-                "{} 1 {} 2 10 20 30 0.5 {} 0 {} 0\n",
+            )
+            .unwrap();
+            writeln!(
+                points,
+                "{} 1 {} 2 10 20 30 0.5 {} 0 {} 0",
                 index + 1,
                 centre[1] + 10.0,
                 index + 1,
                 if index + 2 <= count { index + 2 } else { index }
-            ));
+            )
+            .unwrap();
         }
         (cameras, images, points)
     }
