@@ -1,6 +1,7 @@
 //! The real-client compatibility suites, run by `cargo xtask test` after the cargo tests.
 //!
-//! The Python one (`tests/clients/python/sdk`) runs the official SDK, `mapillary` 1.0.16,
+//! The Python one (`tests/clients/python/sdk`) runs the official SDK, `mapillary` 1.0.16, and
+//! the official uploader in its two generations in use, `mapillary_tools` 0.14.7 and 0.13.3,
 //! unmodified against the real `streetlevel` binary; the blur service one (`tests/blur`) runs
 //! Panoramax's own blur client (`geovisio` 2.15.1) against `POST /blur/`. Where Python cannot
 //! be had a suite is skipped with a one-line hint, except under CI, where a suite that cannot
@@ -28,6 +29,12 @@ const BLUR_REQUIREMENTS: &str = "tests/blur/requirements.txt";
 const BLUR_VENV: &str = "target/venv-blur";
 /// Two blur calls on a real photo and the server's start: well under a minute on two cores.
 const BLUR_DEADLINE: Duration = Duration::from_secs(6 * 60);
+
+/// The official uploader's previous generation, `mapillary_tools` 0.13.3 (BSD-2-Clause), in a
+/// venv of its own (its pins of exifread and gpxpy conflict with 0.14.7's in `target/venv`),
+/// for the uploader tests of the SDK suite, which run every test under both generations.
+const PREVIOUS_UPLOADER_REQUIREMENTS: &str = "tests/clients/python/requirements-uploader-0.13.txt";
+const PREVIOUS_UPLOADER_VENV: &str = "target/venv-uploader-0.13";
 
 /// What the SDK suite runs against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -106,6 +113,23 @@ pub(crate) fn python_sdk(root: &Path, topology: Topology, env: &[(&str, &str)]) 
             );
         }
     };
+    let previous_uploader = match python::ensure_venv_with(
+        root,
+        PREVIOUS_UPLOADER_VENV,
+        PREVIOUS_UPLOADER_REQUIREMENTS,
+    ) {
+        Ok(python) => Some(python.with_file_name("mapillary_tools")),
+        Err(error) => {
+            let _skipped = skip_or_fail(
+                "the uploader tests of mapillary_tools 0.13.3",
+                &format!(
+                    "cannot install {PREVIOUS_UPLOADER_REQUIREMENTS} into \
+                         {PREVIOUS_UPLOADER_VENV} ({error:#}); it needs PyPI"
+                ),
+            )?;
+            None
+        }
+    };
     // The dev-profile binary the cargo tests built (a no-op build after them).
     let built = build_test_binaries(root)?;
     let binary = built.join("streetlevel");
@@ -125,6 +149,13 @@ pub(crate) fn python_sdk(root: &Path, topology: Topology, env: &[(&str, &str)]) 
         models.display(),
         binary.display()
     );
+    if let Some(previous) = &previous_uploader {
+        command.env("STREETLEVEL_TEST_MAPILLARY_TOOLS_0_13", previous);
+        shown = format!(
+            "STREETLEVEL_TEST_MAPILLARY_TOOLS_0_13={} {shown}",
+            previous.display()
+        );
+    }
     for (name, value) in env {
         shown = format!("{name}={value} {shown}");
     }

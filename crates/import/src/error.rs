@@ -61,7 +61,7 @@ pub enum ImportError {
     /// A finish call with a file type this server does not process.
     #[error(
         "file_type {0:?} is not supported: use mly_bundle_manifest, zip or mly_camm_video \
-         (mapillary_tools 0.14 sends every video, BlackVue's too, as mly_camm_video)"
+         (mapillary_tools 0.13 and later send every video, BlackVue's too, as mly_camm_video)"
     )]
     UnsupportedFileType(String),
     /// A session's bytes do not have the MD5 its key names (`mly_tools_<md5>.jpg`): the
@@ -75,6 +75,20 @@ pub enum ImportError {
         key: String,
         /// The MD5 of the bytes that were stored.
         stored: String,
+    },
+    /// A zip upload whose comment names another `upload_md5sum` than its key
+    /// (`mly_tools_<md5>.zip`, as uploaders up to 0.13 name a zip they made): the session
+    /// was discarded, so that it is uploaded again from the start.
+    #[error(
+        "the zip of upload session {key:?} names the MD5 {comment} in its comment \
+         (upload_md5sum), not the one its key names: the session was discarded and nothing \
+         was published; upload the file again"
+    )]
+    CommentMismatch {
+        /// The session's key.
+        key: String,
+        /// The `upload_md5sum` the zip's comment names.
+        comment: String,
     },
     /// A manifest or archive that cannot be read.
     #[error("invalid upload: {0}")]

@@ -37,7 +37,7 @@ pub use privacy::{
     RequestKind, RequestState, SOURCE_EDIT, Shares, StoredBox, remove_cached_media,
 };
 pub use reblur::{ReblurProgress, ReblurReport, Selection, Source, reblur};
-pub use sessions::{Appender, UPLOADS_DIR, UploadLimits, Uploads};
+pub use sessions::{Appender, UPLOADS_DIR, UploadLimits, UploaderGeneration, Uploads};
 /// The blurrer seam and the local blurrer, for callers that configure [`Blurring`].
 pub use streetlevel_blur;
 /// Video reading and sampling, for callers that configure [`VideoOptions`].

@@ -194,7 +194,8 @@ impl Uploads {
     }
 
     /// Starts appending to a session at `offset`, which must be the bytes stored; creates the
-    /// session (and its handle) on first use. The request holds the session alone until the
+    /// session (and its handle) on first use. A session any append of which came from an
+    /// uploader up to 0.13 (`generation`) is remembered as such: see [`UploaderGeneration`]. The request holds the session alone until the
     /// [`Appender`] is finished or dropped: another request gets
     /// [`ImportError::SessionBusy`], in this process or any other sharing the database.
     pub fn append(
@@ -202,6 +203,7 @@ impl Uploads {
         user_id: u64,
         key: &str,
         offset: u64,
+        generation: UploaderGeneration,
     ) -> Result<Appender<'_>, ImportError> {
         check_key(key)?;
         let path = self.session_path(user_id, key);
@@ -263,6 +265,12 @@ impl Uploads {
                     i64::try_from(stored).unwrap_or(i64::MAX)
                 ],
             )?;
+            if generation == UploaderGeneration::UpTo013 {
+                connection.execute(
+                    "UPDATE import_sessions SET legacy_uploader = 1 WHERE user_id = ?1 AND key = ?2",
+                    params![id_to_sql(user_id), key],
+                )?;
+            }
             Ok((handle, false, stored))
         })?;
         if finished && offset != stored {
@@ -333,46 +341,74 @@ impl Uploads {
         })
     }
 
-    /// Checks the bytes of the caller's session `key` against the MD5 its key names, when it
-    /// names one (see [`named_md5`]); a session whose file is gone (processed by an earlier
-    /// job) is not checked again. A session being written is busy; one whose bytes differ is
-    /// discarded (its file, its row and the bytes it held against the user's limit), so that
-    /// the uploader's next run sends it again from offset 0, and the finish is refused.
+    /// Checks the caller's session `key` against the MD5 its key names, as far as the
+    /// uploader that wrote it defines what that MD5 was taken of (see [`KeyDigest`] and
+    /// docs/CLIENTS.md); a session whose file is gone (processed by an earlier job) is not
+    /// checked again. A session being written is busy; one that fails the check is discarded
+    /// (its file, its row and the bytes it held against the user's limit), so that the
+    /// uploader's next run sends it again from offset 0, and the finish is refused.
     pub(crate) fn check_named_md5(&self, user_id: u64, key: &str) -> Result<(), ImportError> {
-        use md5::Digest as _;
-        use std::io::Read as _;
         let Some(named) = named_md5(key) else {
             return Ok(());
         };
         let now = tables::now_millis();
-        let writer_until = self.db.read(|connection| {
-            connection.query_value::<Option<i64>>(
-                "SELECT writer_until FROM import_sessions WHERE user_id = ?1 AND key = ?2",
+        let row = self.db.read(|connection| {
+            connection.query_row(
+                "SELECT writer_until, legacy_uploader FROM import_sessions
+                 WHERE user_id = ?1 AND key = ?2",
                 params![id_to_sql(user_id), key],
+                |row| Ok::<_, DbError>((row.get::<Option<i64>>(0)?, row.get::<i64>(1)?)),
             )
         })?;
-        if writer_until.flatten().is_some_and(|until| until > now) {
+        let Some((writer_until, legacy_uploader)) = row else {
+            return Ok(());
+        };
+        if writer_until.is_some_and(|until| until > now) {
             return Err(ImportError::SessionBusy(key.to_owned()));
         }
+        let generation = if legacy_uploader == 0 {
+            UploaderGeneration::Current
+        } else {
+            UploaderGeneration::UpTo013
+        };
         let path = self.session_path(user_id, key);
-        let mut file = match File::open(&path) {
+        let file = match File::open(&path) {
             Ok(file) => file,
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
             Err(error) => return Err(error.into()),
         };
-        let mut hasher = md5::Md5::new();
-        let mut buffer = vec![0_u8; 1 << 20];
-        loop {
-            let read = file.read(&mut buffer)?;
-            if read == 0 {
-                break;
+        let refusal = match KeyDigest::of(key, generation) {
+            KeyDigest::Bytes => {
+                let stored = md5_of(file)?;
+                (!stored.eq_ignore_ascii_case(named)).then(|| ImportError::DigestMismatch {
+                    key: key.to_owned(),
+                    stored,
+                })
             }
-            hasher.update(&buffer[..read]);
-        }
-        let stored = hex::encode(hasher.finalize());
-        if stored.eq_ignore_ascii_case(named) {
+            KeyDigest::ZipComment => match zip_comment_md5(file) {
+                // A zip without the member is named by its bytes' MD5 (the uploader's
+                // `upload_zipfile` of a zip it did not make).
+                Ok(None) => {
+                    let stored = md5_of(File::open(&path)?)?;
+                    (!stored.eq_ignore_ascii_case(named)).then(|| ImportError::DigestMismatch {
+                        key: key.to_owned(),
+                        stored,
+                    })
+                }
+                Ok(Some(comment)) => {
+                    (!comment.eq_ignore_ascii_case(named)).then(|| ImportError::CommentMismatch {
+                        key: key.to_owned(),
+                        comment,
+                    })
+                }
+                // Not a zip: the finish call's own reading of it says why.
+                Err(()) => None,
+            },
+            KeyDigest::Unseen => None,
+        };
+        let Some(refusal) = refusal else {
             return Ok(());
-        }
+        };
         let discarded = self.db.write(|connection| {
             connection.execute(
                 "DELETE FROM import_sessions WHERE user_id = ?1 AND key = ?2 AND job IS NULL
@@ -389,10 +425,7 @@ impl Uploads {
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
             Err(error) => return Err(error.into()),
         }
-        Err(ImportError::DigestMismatch {
-            key: key.to_owned(),
-            stored,
-        })
+        Err(refusal)
     }
 
     /// Marks the sessions' bytes deleted: they no longer count against the user's limit.
@@ -573,10 +606,88 @@ fn lease_millis() -> i64 {
     i64::try_from(WRITER_LEASE.as_millis()).unwrap_or(i64::MAX)
 }
 
+/// Which generation of the official uploader sent an append, as its headers show. What the
+/// MD5 its session key names was taken of depends on it (see [`KeyDigest`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum UploaderGeneration {
+    /// `mapillary_tools` 0.14 and later, and any other client.
+    #[default]
+    Current,
+    /// `mapillary_tools` up to 0.13, which send `X-Entity-Type` (and up to 0.12 also
+    /// `X-Entity-Length`) with every append.
+    UpTo013,
+}
+
+/// What the MD5 in a session key (`mly_tools_<md5>.<suffix>`) was taken of, by the
+/// uploaders' own code (read from each generation's wheel, 0.10.0 to 0.14.7):
+/// - `.jpg` (0.14's one session per image): the bytes sent;
+/// - `.zip`: up to 0.13, the sequence (an MD5 of its images' own MD5s, of the files before the
+///   uploader rewrote their Exif), which the same uploader writes into the zip's comment as
+///   `{"upload_md5sum": …}`, and for a zip without it (one the uploader did not make) the
+///   bytes; 0.14 names every zip by its bytes (its comment is `{"sequence_md5sum": …}`);
+/// - `.mp4`: 0.14 the bytes sent (the CAMM MP4 it rewrites every video into); up to 0.13 the
+///   camera's file, which the server never sees, for the videos it rewrites, and the bytes for
+///   the raw CAMM and `BlackVue` files up to 0.12 sent unchanged, which the server cannot tell
+///   apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum KeyDigest {
+    /// The MD5 of the session's bytes.
+    Bytes,
+    /// The zip comment's `upload_md5sum` where it has one, else the MD5 of the bytes.
+    ZipComment,
+    /// Something the server never sees: nothing to check the key against (the finish call's
+    /// other checks, and a zip's per-entry CRC-32 when its pictures are read, still hold).
+    Unseen,
+}
+
+impl KeyDigest {
+    /// What the MD5 `key` names was taken of, for a session `generation` wrote.
+    pub(crate) fn of(key: &str, generation: UploaderGeneration) -> Self {
+        let suffix = key.rsplit_once('.').map_or("", |(_, suffix)| suffix);
+        if suffix.eq_ignore_ascii_case("zip") {
+            KeyDigest::ZipComment
+        } else if suffix.eq_ignore_ascii_case("mp4") && generation == UploaderGeneration::UpTo013 {
+            KeyDigest::Unseen
+        } else {
+            KeyDigest::Bytes
+        }
+    }
+}
+
+/// The MD5 of everything `file` holds, in hexadecimal.
+fn md5_of(mut file: File) -> Result<String, ImportError> {
+    use md5::Digest as _;
+    use std::io::Read as _;
+    let mut hasher = md5::Md5::new();
+    let mut buffer = vec![0_u8; 1 << 20];
+    loop {
+        let read = file.read(&mut buffer)?;
+        if read == 0 {
+            break;
+        }
+        hasher.update(&buffer[..read]);
+    }
+    Ok(hex::encode(hasher.finalize()))
+}
+
+/// The `upload_md5sum` an uploader up to 0.13 writes into the comment of the zips it makes
+/// (`{"upload_md5sum": "<md5>"}`): `Ok(None)` for a zip whose comment is not such JSON,
+/// `Err(())` for bytes that are not a zip. Only the archive's directory is read.
+fn zip_comment_md5(file: impl std::io::Read + std::io::Seek) -> Result<Option<String>, ()> {
+    let archive = zip::ZipArchive::new(std::io::BufReader::new(file)).map_err(|_| ())?;
+    let comment: Option<serde_json::Value> = serde_json::from_slice(archive.comment()).ok();
+    Ok(comment
+        .as_ref()
+        .and_then(|comment| comment.get("upload_md5sum"))
+        .and_then(serde_json::Value::as_str)
+        .filter(|named| !named.is_empty())
+        .map(str::to_owned))
+}
+
 /// The MD5 digest (32 hexadecimal digits) a session key names: the official uploader names a
-/// session by the MD5 of the bytes it sends, `mly_tools_<md5>.jpg` (or `.zip`, `.mp4`), unless
-/// run with `--noresume` (`mly_tools_uuid_<hex>.jpg`, and manifests `uuid_<hex>.json`), which
-/// name none.
+/// session `mly_tools_<md5>.jpg` (or `.zip`, `.mp4`; what the MD5 was taken of is
+/// [`KeyDigest`]), unless run with `--noresume` (`mly_tools_uuid_<hex>.jpg`, and manifests
+/// `uuid_<hex>.json`), which name none.
 pub(crate) fn named_md5(key: &str) -> Option<&str> {
     let (digest, suffix) = key.strip_prefix("mly_tools_")?.split_once('.')?;
     let names = digest.len() == 32
@@ -616,7 +727,59 @@ fn new_handle() -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{check_key, named_md5};
+    use super::{KeyDigest, UploaderGeneration, check_key, named_md5, zip_comment_md5};
+
+    #[test]
+    fn what_a_key_names_depends_on_its_suffix_and_the_uploader_generation() {
+        use UploaderGeneration::{Current, UpTo013};
+        let digest = "d41d8cd98f00b204e9800998ecf8427e";
+        let check = |suffix: &str, generation, expected| {
+            let key = format!("mly_tools_{digest}.{suffix}");
+            assert_eq!(
+                KeyDigest::of(&key, generation),
+                expected,
+                "{key} {generation:?}"
+            );
+        };
+        check("jpg", Current, KeyDigest::Bytes);
+        check("jpg", UpTo013, KeyDigest::Bytes);
+        check("zip", Current, KeyDigest::ZipComment);
+        check("ZIP", UpTo013, KeyDigest::ZipComment);
+        check("mp4", Current, KeyDigest::Bytes);
+        check("mp4", UpTo013, KeyDigest::Unseen);
+    }
+
+    #[test]
+    fn a_zip_comment_names_an_upload_md5sum_only_as_the_old_uploaders_write_it() {
+        use std::io::{Cursor, Write as _};
+        let zip_with = |comment: &str| {
+            let mut writer = zip::ZipWriter::new(Cursor::new(Vec::new()));
+            writer
+                .start_file("0.jpg", zip::write::SimpleFileOptions::default())
+                .unwrap();
+            writer.write_all(b"bytes").unwrap();
+            writer.set_comment(comment);
+            let mut zip = writer.finish().unwrap();
+            zip.set_position(0);
+            zip
+        };
+        let named = "0123456789abcdef0123456789abcdef";
+        let comment = format!(r#"{{"upload_md5sum": "{named}"}}"#);
+        assert_eq!(
+            zip_comment_md5(zip_with(&comment)),
+            Ok(Some(named.to_owned()))
+        );
+        // 0.14's comment, and comments that are not that JSON, name nothing.
+        for other in [
+            r#"{"sequence_md5sum": "ab"}"#,
+            "",
+            "not json",
+            r#"{"upload_md5sum": 5}"#,
+        ] {
+            assert_eq!(zip_comment_md5(zip_with(other)), Ok(None), "{other}");
+        }
+        assert_eq!(zip_comment_md5(Cursor::new(b"not a zip at all")), Err(()));
+    }
 
     #[test]
     fn keys_name_an_md5_as_the_uploader_writes_them() {

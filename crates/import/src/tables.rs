@@ -154,6 +154,12 @@ CREATE TABLE import_privacy_requests (
 );
 CREATE INDEX import_privacy_requests_by_state ON import_privacy_requests(state);
 ",
+    "
+-- Whether an uploader up to 0.13 wrote the session (it sends X-Entity-Type, up to 0.12 also
+-- X-Entity-Length, with every append; 0.14 neither): the key of a video it rewrote names the
+-- MD5 of the camera's file, which the server never sees, not of the bytes sent.
+ALTER TABLE import_sessions ADD COLUMN legacy_uploader INTEGER NOT NULL DEFAULT 0;
+",
 ];
 
 /// The same tables in PostgreSQL's types.
@@ -266,6 +272,9 @@ CREATE TABLE import_privacy_requests (
     resolved_by TEXT
 );
 CREATE INDEX import_privacy_requests_by_state ON import_privacy_requests(state);
+",
+    "
+ALTER TABLE import_sessions ADD COLUMN legacy_uploader BIGINT NOT NULL DEFAULT 0;
 ",
 ];
 

@@ -4,7 +4,7 @@
 
 use std::sync::RwLock;
 
-use streetlevel_import::{Blurring, JobState, UploadLimits, Uploads};
+use streetlevel_import::{Blurring, JobState, UploadLimits, UploaderGeneration, Uploads};
 use streetlevel_store::Store;
 
 mod common;
@@ -148,11 +148,15 @@ fn a_session_handed_to_a_job_takes_no_more_bytes() {
         .finish(1, "dana", &manifest, "mly_bundle_manifest", None)
         .unwrap();
     let stored = bytes.len() as u64;
-    let mut appender = uploads.append(1, "mly_tools_5.jpg", stored).unwrap();
+    let mut appender = uploads
+        .append(1, "mly_tools_5.jpg", stored, UploaderGeneration::Current)
+        .unwrap();
     assert!(appender.write(b"more").is_err());
     assert_eq!(uploads.offset(1, "mly_tools_5.jpg").unwrap(), stored);
     // An empty append still answers the handle, as the uploader expects.
-    let appender = uploads.append(1, "mly_tools_5.jpg", stored).unwrap();
+    let appender = uploads
+        .append(1, "mly_tools_5.jpg", stored, UploaderGeneration::Current)
+        .unwrap();
     assert_eq!(appender.finish().unwrap(), handle);
     // Another user's session of the same key is separate.
     assert_eq!(uploads.offset(2, "mly_tools_5.jpg").unwrap(), 0);
@@ -170,7 +174,9 @@ fn limits_refuse_the_excess_and_keep_what_was_stored() {
         },
     )
     .unwrap();
-    let mut appender = uploads.append(1, "a.jpg", 0).unwrap();
+    let mut appender = uploads
+        .append(1, "a.jpg", 0, UploaderGeneration::Current)
+        .unwrap();
     appender.write(&[1; 60]).unwrap();
     assert!(matches!(
         appender.write(&[2; 60]),
@@ -178,7 +184,9 @@ fn limits_refuse_the_excess_and_keep_what_was_stored() {
     ));
     appender.finish().unwrap();
     assert_eq!(uploads.offset(1, "a.jpg").unwrap(), 60);
-    let mut appender = uploads.append(1, "b.jpg", 0).unwrap();
+    let mut appender = uploads
+        .append(1, "b.jpg", 0, UploaderGeneration::Current)
+        .unwrap();
     appender.write(&[3; 90]).unwrap();
     assert!(matches!(
         appender.write(&[4; 10]),
@@ -186,7 +194,9 @@ fn limits_refuse_the_excess_and_keep_what_was_stored() {
     ));
     assert_eq!(uploads.offset(1, "b.jpg").unwrap(), 90);
     // Another user has their own allowance.
-    let mut appender = uploads.append(2, "a.jpg", 0).unwrap();
+    let mut appender = uploads
+        .append(2, "a.jpg", 0, UploaderGeneration::Current)
+        .unwrap();
     appender.write(&[5; 100]).unwrap();
 }
 

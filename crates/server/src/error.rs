@@ -382,6 +382,7 @@ pub fn upload_status(error: &streetlevel_import::ImportError) -> (StatusCode, &'
         | E::SessionIncomplete(_)
         | E::UnknownOrganization(_)
         | E::DigestMismatch { .. }
+        | E::CommentMismatch { .. }
         | E::ReadPath { .. } => (StatusCode::BAD_REQUEST, "InvalidUploadError", false),
         _ if error.is_unavailable() => (
             StatusCode::SERVICE_UNAVAILABLE,

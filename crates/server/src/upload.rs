@@ -13,7 +13,7 @@ use bytes::Bytes;
 use http::request::Parts;
 use http_body_util::BodyExt;
 use serde_json::{Map, Value, json};
-use streetlevel_import::{Job, Uploads};
+use streetlevel_import::{Job, UploaderGeneration, Uploads};
 use streetlevel_model::{OrganizationId, Timestamp};
 use streetlevel_ratelimit::{ClientAddr, SignInRefusal};
 
@@ -143,10 +143,19 @@ impl App {
                     Error::bad_parameter("Offset", "expected a whole number of bytes")
                 })?,
         };
+        // Uploaders up to 0.13 name the type (and up to 0.12 the length) of every append;
+        // what their video keys' MD5 covers differs (docs/CLIENTS.md).
+        let generation = if parts.headers.contains_key("x-entity-type")
+            || parts.headers.contains_key("x-entity-length")
+        {
+            UploaderGeneration::UpTo013
+        } else {
+            UploaderGeneration::Current
+        };
         let uploads = Arc::clone(self.uploads()?);
         let (sender, mut receiver) = tokio::sync::mpsc::channel::<Bytes>(CHUNKS_IN_FLIGHT);
         let writer = tokio::task::spawn_blocking(move || {
-            let mut appender = uploads.append(user_id, &key, offset)?;
+            let mut appender = uploads.append(user_id, &key, offset, generation)?;
             while let Some(chunk) = receiver.blocking_recv() {
                 appender.write(&chunk)?;
             }

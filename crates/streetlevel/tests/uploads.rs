@@ -302,9 +302,14 @@ impl Uploader<'_> {
 
     /// `POST /upload/<key>` with `Offset` and a chunked body, as the uploader sends it.
     fn append(&self, key: &str, offset: u64, bytes: &[u8]) -> Response {
+        self.append_with(key, offset, bytes, "")
+    }
+
+    /// [`Uploader::append`] with `extra` header lines (each ending in CRLF).
+    fn append_with(&self, key: &str, offset: u64, bytes: &[u8], extra: &str) -> Response {
         let mut stream = TcpStream::connect(self.server.addr).unwrap();
         let head = format!(
-            "POST /upload/{key} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n{}Offset: {offset}\r\nX-Entity-Name: {key}\r\nTransfer-Encoding: chunked\r\n\r\n",
+            "POST /upload/{key} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n{}{extra}Offset: {offset}\r\nX-Entity-Name: {key}\r\nTransfer-Encoding: chunked\r\n\r\n",
             self.server.addr,
             self.headers()
         );
@@ -359,8 +364,18 @@ impl Uploader<'_> {
     }
 
     fn upload(&self, key: &str, bytes: &[u8]) -> String {
+        self.upload_with(key, bytes, "")
+    }
+
+    /// [`Uploader::upload`] with `extra` header lines on the append (each ending in CRLF).
+    fn upload_with(&self, key: &str, bytes: &[u8], extra: &str) -> String {
         let offset = self.offset(key);
-        let response = self.append(key, offset, &bytes[usize::try_from(offset).unwrap()..]);
+        let response = self.append_with(
+            key,
+            offset,
+            &bytes[usize::try_from(offset).unwrap()..],
+            extra,
+        );
         assert_eq!(
             response.status,
             200,
@@ -689,6 +704,249 @@ fn a_session_whose_bytes_miss_the_md5_its_key_names_is_refused_at_finish() {
         message.contains("\"mly_blackvue_video\" is not supported")
             && message.contains("mly_camm_video"),
         "{message}"
+    );
+}
+
+/// The header lines with which `mapillary_tools` 0.13 appends a zip and a video (0.12 and
+/// earlier also send `X-Entity-Length`; 0.14 neither).
+const ZIP_UP_TO_0_13: &str = "X-Entity-Type: application/zip\r\n";
+const VIDEO_UP_TO_0_12: &str = "X-Entity-Type: video/mp4\r\nX-Entity-Length: 1\r\n";
+
+/// A zip as the uploader makes it (entries `0.jpg`, `1.jpg`, ... deflated), with `comment`.
+fn uploader_zip(photos: &[Vec<u8>], comment: &str) -> Vec<u8> {
+    let mut archive = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    let options = zip::write::SimpleFileOptions::default()
+        .compression_method(zip::CompressionMethod::Deflated);
+    for (index, photo) in photos.iter().enumerate() {
+        archive.start_file(format!("{index}.jpg"), options).unwrap();
+        archive.write_all(photo).unwrap();
+    }
+    archive.set_comment(comment);
+    archive.finish().unwrap().into_inner()
+}
+
+/// Each uploader generation's zip key is checked against what that generation hashed into it
+/// (docs/CLIENTS.md, read from each generation's own code): 0.13's zips name the sequence's
+/// digest, which they also write into the zip's comment, so the comment is what the key must
+/// match (a zip whose comment names another digest is refused and discarded, a spoilt picture
+/// is refused by the zip's CRC-32); 0.14's zips name their bytes.
+#[test]
+fn each_uploader_generation_s_zip_key_is_checked_against_what_it_hashed() {
+    let (_, server, upload_app, _) = uploading_world("generations");
+    let uploader = Uploader {
+        server: &server,
+        token: signed_in(&server, &upload_app),
+    };
+    // 0.13: the key names the sequence's digest, the comment repeats it; the bytes hash to
+    // something else.
+    let sequence_md5 = "5d41402abc4b2a76b9719d911017c592";
+    let photos = street((55.7400, 13.2400), 3, 60);
+    let zip = uploader_zip(
+        &photos,
+        &format!(r#"{{"upload_md5sum": "{sequence_md5}"}}"#),
+    );
+    let key = format!("mly_tools_{sequence_md5}.zip");
+    assert_ne!(md5_key(&zip, "zip"), key);
+    let handle = uploader.upload_with(&key, &zip, ZIP_UP_TO_0_13);
+    let job = uploader.finish_and_settle(&handle, "zip");
+    assert_eq!(
+        (job["state"].as_str(), job["images"].as_u64()),
+        (Some("published"), Some(3)),
+        "{job}"
+    );
+    assert_eq!(
+        images_in(&server, &uploader.token, "13.235,55.735,13.245,55.745").len(),
+        3
+    );
+
+    // The comment holds, a picture's bytes do not: the zip's CRC-32 refuses that picture,
+    // with its reason, and the rest publish.
+    let photos = street((55.7450, 13.2450), 3, 75);
+    let spoilt_md5 = "e4d909c290d0fb1ca068ffaddf22cbd0";
+    let mut zip = uploader_zip(&photos, &format!(r#"{{"upload_md5sum": "{spoilt_md5}"}}"#));
+    let second = zip
+        .windows(5)
+        .position(|window| window == b"1.jpg")
+        .unwrap();
+    zip[second + 200] ^= 0x01;
+    let key = format!("mly_tools_{spoilt_md5}.zip");
+    let handle = uploader.upload_with(&key, &zip, ZIP_UP_TO_0_13);
+    let job = uploader.finish_and_settle(&handle, "zip");
+    assert_eq!(job["images"], 2, "{job}");
+    let refused = job["refused"].as_array().unwrap();
+    assert_eq!(refused.len(), 1, "{job}");
+    assert_eq!(refused[0]["file"], "1.jpg", "{job}");
+
+    // A zip whose comment names another digest than its key: refused, discarded.
+    let photos = street((55.7500, 13.2500), 2, 90);
+    let other_md5 = "7d793037a0760186574b0282f2f435e7";
+    let zip = uploader_zip(&photos, &format!(r#"{{"upload_md5sum": "{other_md5}"}}"#));
+    let key = String::from("mly_tools_9e107d9d372bb6826bd81d3542a419d6.zip");
+    let handle = uploader.upload_with(&key, &zip, ZIP_UP_TO_0_13);
+    let refused = uploader.finish(&handle, "zip");
+    assert_eq!(
+        refused.status,
+        400,
+        "{}",
+        String::from_utf8_lossy(&refused.body)
+    );
+    let body = refused.json();
+    assert_eq!(body["debug_info"]["type"], "InvalidUploadError", "{body}");
+    assert_eq!(body["debug_info"]["retriable"], false, "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains(&key) && message.contains(other_md5) && message.contains("comment"),
+        "{message}"
+    );
+    assert_eq!(uploader.offset(&key), 0, "the session was discarded");
+
+    // 0.14's zip names its bytes (its comment is the sequence's digest under another name):
+    // one byte changed in transit is refused; the right bytes publish.
+    let photos = street((55.7600, 13.2600), 2, 120);
+    let zip = uploader_zip(&photos, r#"{"sequence_md5sum": "0123"}"#);
+    let key = md5_key(&zip, "zip");
+    let mut spoilt = zip.clone();
+    let middle = spoilt.len() / 2;
+    spoilt[middle] ^= 0x40;
+    let handle = uploader.upload(&key, &spoilt);
+    let refused = uploader.finish(&handle, "zip");
+    assert_eq!(
+        refused.status,
+        400,
+        "{}",
+        String::from_utf8_lossy(&refused.body)
+    );
+    assert!(
+        refused.json()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("MD5"),
+        "{}",
+        String::from_utf8_lossy(&refused.body)
+    );
+    assert_eq!(uploader.offset(&key), 0, "the session was discarded");
+    let handle = uploader.upload(&key, &zip);
+    let job = uploader.finish_and_settle(&handle, "zip");
+    assert_eq!(
+        (job["state"].as_str(), job["images"].as_u64()),
+        (Some("published"), Some(2)),
+        "{job}"
+    );
+}
+
+/// A zip uploaded again under the same key (the uploader's history lost; its session was
+/// processed and its bytes deleted): the offset says it is complete, the finish is accepted,
+/// and the job publishes nothing new, counting the pictures found stored. After the upload
+/// is taken down, the same file under the same key is sent anew and published again.
+#[test]
+fn a_zip_uploaded_again_is_found_stored_and_after_its_takedown_is_published_anew() {
+    let (data, server, upload_app, _) = uploading_world("zip-again");
+    let uploader = Uploader {
+        server: &server,
+        token: signed_in(&server, &upload_app),
+    };
+    let sequence_md5 = "c4ca4238a0b923820dcc509a6f75849b";
+    let photos = street((55.7700, 13.2700), 3, 30);
+    let zip = uploader_zip(
+        &photos,
+        &format!(r#"{{"upload_md5sum": "{sequence_md5}"}}"#),
+    );
+    let key = format!("mly_tools_{sequence_md5}.zip");
+    let handle = uploader.upload_with(&key, &zip, ZIP_UP_TO_0_13);
+    let first = uploader.finish_and_settle(&handle, "zip");
+    assert_eq!(
+        (first["state"].as_str(), first["images"].as_u64()),
+        (Some("published"), Some(3)),
+        "{first}"
+    );
+    // Again: nothing to send, nothing new, the three found.
+    assert_eq!(uploader.offset(&key), zip.len() as u64);
+    assert_eq!(uploader.upload_with(&key, &zip, ZIP_UP_TO_0_13), handle);
+    let again = uploader.finish_and_settle(&handle, "zip");
+    assert_eq!(again["state"], "published", "{again}");
+    assert_eq!(
+        (again["images"].as_u64(), again["duplicates"].as_u64()),
+        (Some(0), Some(3)),
+        "{again}"
+    );
+    let bbox = "13.265,55.765,13.275,55.775";
+    assert_eq!(images_in(&server, &uploader.token, bbox).len(), 3);
+    // Taken down: the same file again finds nothing stored; its session is discarded with the
+    // reason, and the uploader's next run sends it anew.
+    let deleted = std::process::Command::new(BINARY)
+        .args(["uploads", "delete", "--data"])
+        .arg(&data)
+        .arg(first["id"].as_str().unwrap())
+        .output()
+        .unwrap();
+    assert!(
+        deleted.status.success(),
+        "{}",
+        String::from_utf8_lossy(&deleted.stderr)
+    );
+    eventually(Duration::from_secs(10), || {
+        images_in(&server, &uploader.token, bbox)
+            .is_empty()
+            .then_some(())
+    });
+    let gone = uploader.finish_and_settle(&handle, "zip");
+    assert_eq!(gone["state"], "failed", "{gone}");
+    assert!(
+        gone["reason"]
+            .as_str()
+            .is_some_and(|reason| reason.contains("upload it again")),
+        "{gone}"
+    );
+    assert_eq!(uploader.offset(&key), 0, "the session was discarded");
+    let handle = uploader.upload_with(&key, &zip, ZIP_UP_TO_0_13);
+    let anew = uploader.finish_and_settle(&handle, "zip");
+    assert_eq!(
+        (anew["state"].as_str(), anew["images"].as_u64()),
+        (Some("published"), Some(3)),
+        "{anew}"
+    );
+    assert_eq!(images_in(&server, &uploader.token, bbox).len(), 3);
+}
+
+/// A video's key: 0.14 names the bytes it sends, 0.13 the camera's file (which the server
+/// never sees), so 0.13's videos are published on the MP4's own checks while a 0.14 video that
+/// misses its key's MD5 is still refused and discarded.
+#[test]
+fn each_uploader_generation_s_video_key_is_checked_against_what_it_hashed() {
+    let (_, server, upload_app, _) = uploading_world("generation-videos");
+    let uploader = Uploader {
+        server: &server,
+        token: signed_in(&server, &upload_app),
+    };
+    // Videos: the real GoPro clip, named by the MD5 of another file (the camera's, before
+    // the uploader rewrote it).
+    let clip =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/video/max-heromode.mp4");
+    let Ok(video) = std::fs::read(&clip) else {
+        assert!(!streetlevel_tests::in_ci(), "{} is missing", clip.display());
+        eprintln!("skipped: {} is missing", clip.display());
+        return;
+    };
+    let mut camera_file = video.clone();
+    camera_file.extend_from_slice(b"the camera's own file");
+    let key = md5_key(&camera_file, "mp4");
+    // From 0.14, which names the bytes it sends: refused.
+    let handle = uploader.upload(&key, &video);
+    let refused = uploader.finish(&handle, "mly_camm_video");
+    assert_eq!(
+        refused.status,
+        400,
+        "{}",
+        String::from_utf8_lossy(&refused.body)
+    );
+    assert_eq!(uploader.offset(&key), 0, "the session was discarded");
+    // From 0.12 or 0.13: published.
+    let handle = uploader.upload_with(&key, &video, VIDEO_UP_TO_0_12);
+    let job = uploader.finish_and_settle(&handle, "mly_camm_video");
+    assert_eq!(
+        (job["state"].as_str(), job["images"].as_u64()),
+        (Some("published"), Some(5)),
+        "{job}"
     );
 }
 

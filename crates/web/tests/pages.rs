@@ -1095,7 +1095,14 @@ fn a_broken_archive_is_refused_at_finish_and_the_dashboard_lists_nothing() {
 
     // alice (user 1) hands over an archive that is not one: the finish call refuses it with
     // its reason and queues nothing, so the dashboard still lists no upload.
-    let mut appender = uploads.append(1, "mly_tools_broken.zip", 0).unwrap();
+    let mut appender = uploads
+        .append(
+            1,
+            "mly_tools_broken.zip",
+            0,
+            streetlevel_import::UploaderGeneration::Current,
+        )
+        .unwrap();
     appender.write(b"not a zip archive").unwrap();
     let handle = appender.finish().unwrap();
     let refused = uploads

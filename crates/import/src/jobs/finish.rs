@@ -49,12 +49,18 @@ impl Uploads {
         let file_type = FileType::parse(file_type)?;
         let key = self.key_of(user_id, handle)?;
         // What is checked here must be what the job reads: the size is compared again in
-        // the transaction that hands the session over.
-        let checked_size = std::fs::metadata(self.session_path(user_id, &key))
-            .map_err(|_| ImportError::SessionIncomplete(key.clone()))?
-            .len();
+        // the transaction that hands the session over. A zip's or a video's session that an
+        // earlier job processed has no file any more (the same file uploaded again, its key
+        // the same): the transaction checks that an earlier job took it, and the job reports
+        // what that one found.
+        let checked_size = match std::fs::metadata(self.session_path(user_id, &key)) {
+            Ok(metadata) => Some(metadata.len()),
+            Err(_) if file_type != FileType::Manifest => None,
+            Err(_) => return Err(ImportError::SessionIncomplete(key.clone())),
+        };
         self.check_named_md5(user_id, &key)?;
         let sessions = match file_type {
+            FileType::Zip | FileType::CammVideo if checked_size.is_none() => vec![key.clone()],
             FileType::Zip => {
                 // Refused now, with its reason, rather than failing later in the queue.
                 ZipEntries::open(&self.session_path(user_id, &key), self.zip_budget())?;
@@ -103,7 +109,8 @@ impl Uploads {
                 .ok_or_else(|| DbError::Statement("INSERT … RETURNING gave no row".into()))?;
             for session in sessions.iter().chain(std::iter::once(&key)) {
                 let size = self.check_handed_over(connection, user_id, session, now)?;
-                if session == &key && size != Some(i64::try_from(checked_size).unwrap_or(i64::MAX))
+                if session == &key
+                    && size != checked_size.map(|size| i64::try_from(size).unwrap_or(i64::MAX))
                 {
                     return Err(ImportError::SessionBusy(key.clone()));
                 }

@@ -147,6 +147,9 @@ impl Uploads {
         interrupt: &Interrupt<'_>,
     ) -> Result<(), ImportError> {
         let (key, path) = self.single_file(work, "archive")?;
+        if !path.exists() {
+            return self.publish_as_before(store, work, worker, key, "archive");
+        }
         let archive = ZipEntries::open(&path, self.zip_budget())?;
         self.run_single(
             store,
@@ -169,6 +172,9 @@ impl Uploads {
         interrupt: &Interrupt<'_>,
     ) -> Result<(), ImportError> {
         let (key, path) = self.single_file(work, "video")?;
+        if !path.exists() {
+            return self.publish_as_before(store, work, worker, key, "video");
+        }
         let scratch = self
             .data_dir
             .join("video-frames")
@@ -194,7 +200,7 @@ impl Uploads {
     }
 
     /// The one uploaded file of a zip's or a video's job (`what` names it in the refusal): its
-    /// session key and where its bytes are, refused when an earlier job already took them.
+    /// session key and where its bytes are (gone when an earlier job processed them).
     fn single_file<'a>(
         &self,
         work: &'a PendingJob,
@@ -203,13 +209,79 @@ impl Uploads {
         let Some(key) = work.sessions.first() else {
             return Err(ImportError::InvalidUpload(format!("no {what}")));
         };
-        let path = self.session_path(work.user_id, key);
-        if !path.exists() {
+        Ok((key, self.session_path(work.user_id, key)))
+    }
+
+    /// A zip or a video uploaded again under the same key (the uploader's history lost, or
+    /// 0.14's `--reupload`), after an earlier job published it and its bytes were deleted: the
+    /// job is published with nothing new, the earlier job's pictures that are still stored
+    /// (its sequence's images) and its duplicates counted as duplicates, as a manifest counts
+    /// its sessions processed before. When the earlier job did not publish, or every picture
+    /// it published was taken down since, nothing of the file is left: the session is
+    /// discarded (so the uploader's next run sends the file again from offset 0) and the job
+    /// fails saying so.
+    fn publish_as_before(
+        &self,
+        store: &RwLock<Store>,
+        work: &PendingJob,
+        worker: &str,
+        key: &str,
+        what: &str,
+    ) -> Result<(), ImportError> {
+        let earlier = self.db().read(|connection| {
+            connection.query_row(
+                "SELECT j.id, j.state, j.images, j.duplicates FROM import_sessions s
+                 JOIN import_jobs j ON j.id = s.job
+                 WHERE s.user_id = ?1 AND s.key = ?2 AND j.id <> ?3",
+                params![id_to_sql(work.user_id), key, work.id],
+                |row| {
+                    Ok::<_, DbError>((
+                        row.get::<i64>(0)?,
+                        row.get::<String>(1)?,
+                        row.get::<i64>(2)?,
+                        row.get::<i64>(3)?,
+                    ))
+                },
+            )
+        })?;
+        let still_stored = |job: i64| {
+            let store = read_lock(store);
+            let sequence = derived_sequence_key(job, 0);
+            let public = store
+                .sequence_image_ids(&sequence)
+                .map_or(0, |ids| ids.len());
+            public + store.hidden_images_of_sequence(&sequence).len()
+        };
+        let found = earlier.and_then(|(job, state, images, duplicates)| {
+            let kept = i64::try_from(still_stored(job)).unwrap_or(i64::MAX);
+            let published = state == "published" && (images == 0 || kept > 0);
+            published.then_some(kept + duplicates)
+        });
+        let Some(duplicates) = found else {
+            self.db().write(|connection| {
+                connection.execute(
+                    "DELETE FROM import_sessions WHERE user_id = ?1 AND key = ?2",
+                    params![id_to_sql(work.user_id), key],
+                )
+            })?;
             return Err(ImportError::InvalidUpload(format!(
-                "the {what} was processed by an earlier job"
+                "the {what} was uploaded before, and nothing of what an earlier job made of it \
+                 is stored any more: its session was discarded, upload it again"
             )));
+        };
+        let marked = self.db().write(|connection| {
+            connection.execute(
+                "UPDATE import_jobs SET state = 'published', reason = NULL, images = 0,
+                    duplicates = ?2, refused = '[]', updated_at = ?3, lease_until = NULL
+                 WHERE id = ?1 AND state = 'processing' AND worker = ?4",
+                params![work.id, duplicates, now_millis(), worker],
+            )
+        })?;
+        if marked == 1 {
+            Ok(())
+        } else {
+            Err(ImportError::LeaseLost)
         }
-        Ok((key, path))
     }
 
     /// Publishes the `count` pictures `sources` reads from a job's one file, under `worker`'s

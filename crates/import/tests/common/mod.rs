@@ -99,7 +99,9 @@ impl Street {
 
 /// Uploads `bytes` as user 1's whole session `key`: its handle.
 pub fn upload(uploads: &Uploads, key: &str, bytes: &[u8]) -> String {
-    let mut appender = uploads.append(1, key, 0).unwrap();
+    let mut appender = uploads
+        .append(1, key, 0, streetlevel_import::UploaderGeneration::Current)
+        .unwrap();
     appender.write(bytes).unwrap();
     appender.finish().unwrap()
 }
