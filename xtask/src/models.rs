@@ -7,6 +7,7 @@
 //! virtual environment in `target/streetlevel-sfm/` the same way: wheels pinned by SHA-256,
 //! installed offline without dependencies ([`ensure_sfm`]).
 
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -111,6 +112,11 @@ pub(crate) fn ensure(root: &Path) -> Result<PathBuf> {
 }
 
 fn download(wheels: &Path, pinned: &Pinned) -> Result<()> {
+    pip_download(wheels, pinned.requirement, pinned.platform)
+}
+
+/// `pip download` of one wheel (no dependencies, binaries only) into `wheels`.
+fn pip_download(wheels: &Path, requirement: &str, platform: &[&str]) -> Result<()> {
     let mut args = vec![
         "-m",
         "pip",
@@ -123,18 +129,15 @@ fn download(wheels: &Path, pinned: &Pinned) -> Result<()> {
     ];
     let dest = wheels.to_string_lossy();
     args.push(&dest);
-    args.extend(pinned.platform);
-    args.push(pinned.requirement);
+    args.extend(platform);
+    args.push(requirement);
     eprintln!("$ python3 {}", args.join(" "));
     let status = Command::new("python3")
         .args(&args)
         .status()
         .context("could not start python3 (Debian: apt-get install python3 python3-pip)")?;
     if !status.success() {
-        bail!(
-            "pip could not download {} ({status}); it needs PyPI",
-            pinned.requirement
-        );
+        bail!("pip could not download {requirement} ({status}); it needs PyPI");
     }
     Ok(())
 }
@@ -186,7 +189,7 @@ struct EngineWheel {
 
 /// `pycolmap` 4.2.1 (BSD-3-Clause; its wheel bundles GCC's `libgfortran`, `libgomp` and
 /// `libquadmath`, GPL-3.0 with the GCC Runtime Library Exception) and the `numpy` it needs
-/// (BSD-3-Clause, bundling OpenBLAS, BSD-3-Clause), for CPython 3.11 on x86-64 Linux.
+/// (BSD-3-Clause, bundling `OpenBLAS`, BSD-3-Clause), for `CPython` 3.11 on x86-64 Linux.
 const ENGINE_WHEELS: [EngineWheel; 2] = [
     EngineWheel {
         requirement: "pycolmap==4.2.1",
@@ -225,10 +228,10 @@ pub(crate) fn ensure_sfm(root: &Path) -> Result<PathBuf> {
     let dir = root.join(SFM_DIR);
     let venv = dir.join("venv");
     let stamp = venv.join("streetlevel-installed");
-    let wanted: String = ENGINE_WHEELS
-        .iter()
-        .map(|wheel| format!("{} {}\n", wheel.wheel, wheel.wheel_sha256))
-        .collect();
+    let wanted = ENGINE_WHEELS.iter().fold(String::new(), |mut text, wheel| {
+        let _ = writeln!(text, "{} {}", wheel.wheel, wheel.wheel_sha256);
+        text
+    });
     let licences_there = ENGINE_WHEELS
         .iter()
         .all(|wheel| dir.join(wheel.licence.1).is_file());
@@ -238,43 +241,7 @@ pub(crate) fn ensure_sfm(root: &Path) -> Result<PathBuf> {
     let wheels = dir.join("wheels");
     std::fs::create_dir_all(&wheels)?;
     for pinned in &ENGINE_WHEELS {
-        let wheel = wheels.join(pinned.wheel);
-        if !wheel.is_file() || sha256_of(&wheel)? != pinned.wheel_sha256 {
-            let mut args = vec![
-                "-m",
-                "pip",
-                "download",
-                "--quiet",
-                "--disable-pip-version-check",
-                "--no-deps",
-                "--only-binary=:all:",
-                "--dest",
-            ];
-            let dest = wheels.to_string_lossy();
-            args.push(&dest);
-            args.extend(ENGINE_PLATFORM);
-            args.push(pinned.requirement);
-            eprintln!("$ python3 {}", args.join(" "));
-            let status = Command::new("python3")
-                .args(&args)
-                .status()
-                .context("could not start python3 (Debian: apt-get install python3 python3-pip)")?;
-            if !status.success() {
-                bail!(
-                    "pip could not download {} ({status}); it needs PyPI",
-                    pinned.requirement
-                );
-            }
-        }
-        let actual = sha256_of(&wheel)?;
-        if actual != pinned.wheel_sha256 {
-            let _ = std::fs::remove_file(&wheel);
-            bail!(
-                "{} has SHA-256 {actual}, not the pinned {}",
-                pinned.wheel,
-                pinned.wheel_sha256
-            );
-        }
+        let wheel = fetch_engine_wheel(&wheels, pinned)?;
         extract(&wheel, pinned.licence.0, &dir.join(pinned.licence.1))?;
     }
     if venv.exists() {
@@ -330,6 +297,25 @@ pub(crate) fn ensure_sfm(root: &Path) -> Result<PathBuf> {
     Ok(dir)
 }
 
+/// The pinned wheel in `wheels`, downloaded with pip unless it is there, checked against its
+/// SHA-256.
+fn fetch_engine_wheel(wheels: &Path, pinned: &EngineWheel) -> Result<PathBuf> {
+    let wheel = wheels.join(pinned.wheel);
+    if !wheel.is_file() || sha256_of(&wheel)? != pinned.wheel_sha256 {
+        pip_download(wheels, pinned.requirement, &ENGINE_PLATFORM)?;
+    }
+    let actual = sha256_of(&wheel)?;
+    if actual != pinned.wheel_sha256 {
+        let _ = std::fs::remove_file(&wheel);
+        bail!(
+            "{} has SHA-256 {actual}, not the pinned {}",
+            pinned.wheel,
+            pinned.wheel_sha256
+        );
+    }
+    Ok(wheel)
+}
+
 /// The engine's wheels as a pip requirements file, pinned by version and SHA-256, for a
 /// release: `python3.11 -m venv sfm/venv && sfm/venv/bin/pip install --require-hashes
 /// --no-deps -r sfm/requirements.txt` installs the same engine on a server.
@@ -342,10 +328,11 @@ pub(crate) fn engine_requirements() -> String {
          # libquadmath, GPL-3.0 with the GCC Runtime Library Exception); numpy is BSD-3-Clause.\n",
     );
     for wheel in &ENGINE_WHEELS {
-        text.push_str(&format!(
-            "{} --hash=sha256:{}\n",
+        let _ = writeln!(
+            text,
+            "{} --hash=sha256:{}",
             wheel.requirement, wheel.wheel_sha256
-        ));
+        );
     }
     text
 }

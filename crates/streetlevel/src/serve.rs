@@ -407,24 +407,7 @@ async fn serve(args: Args, settings: Settings) -> anyhow::Result<()> {
     let (uploads, blur_api) =
         crate::blur::for_server(&data, database.clone(), upload_limits, &blur)?;
     let media_dir = Store::media_dir(&data);
-    let media: Arc<dyn streetlevel_server::MediaSource> =
-        Arc::new(DataDirMedia::new(&media_dir, Arc::clone(&store)));
-    // Its tables exist before the media source reads them.
-    let reconstructor = Arc::new(crate::sfm::reconstructor(
-        &data,
-        database,
-        Arc::clone(&store),
-        Arc::clone(&media),
-        &sfm.engine,
-        sfm.settle,
-        sfm.lease,
-    )?);
-    if media_dir
-        .join(streetlevel_fixtures::RENDER_ON_REQUEST_MARKER)
-        .is_file()
-    {
-        tracing::info!("fixture data set: missing media are rendered on request");
-    }
+    let (media, reconstructor) = media_and_reconstructions(&data, database, &store, &sfm)?;
 
     let privacy = Arc::new(
         streetlevel_import::Privacy::open(Arc::clone(&store), &data)
@@ -479,6 +462,39 @@ async fn serve(args: Args, settings: Settings) -> anyhow::Result<()> {
     background.stop().await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The media source of the data directory (fixture media rendered on request where the set
+/// is marked so; reconstructions' meshes and clusters from the database) and the
+/// reconstructor, whose tables exist before the media source reads them.
+fn media_and_reconstructions(
+    data: &Path,
+    database: Database,
+    store: &Arc<RwLock<Store>>,
+    sfm: &crate::sfm::Background,
+) -> anyhow::Result<(
+    Arc<dyn streetlevel_server::MediaSource>,
+    Arc<streetlevel_sfm::Reconstructor>,
+)> {
+    let media_dir = Store::media_dir(data);
+    let media: Arc<dyn streetlevel_server::MediaSource> =
+        Arc::new(DataDirMedia::new(&media_dir, Arc::clone(store)));
+    let reconstructor = Arc::new(crate::sfm::reconstructor(
+        data,
+        database,
+        Arc::clone(store),
+        Arc::clone(&media),
+        &sfm.engine,
+        sfm.settle,
+        sfm.lease,
+    )?);
+    if media_dir
+        .join(streetlevel_fixtures::RENDER_ON_REQUEST_MARKER)
+        .is_file()
+    {
+        tracing::info!("fixture data set: missing media are rendered on request");
+    }
+    Ok((media, reconstructor))
 }
 
 /// Descriptors kept for what is not a client connection: the database connections, the

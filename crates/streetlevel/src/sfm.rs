@@ -3,6 +3,7 @@
 //! serves, the original's Exif for the focal length), the server's reconstruction workers,
 //! and the `streetlevel sfm` command.
 
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
@@ -24,25 +25,28 @@ pub struct EngineArgs {
     /// The folder of the structure-from-motion engine's virtual environment
     /// (`venv/bin/python` with pycolmap 4.2.1; default: `sfm/` next to the executable, else
     /// the source tree's `target/streetlevel-sfm`, which `cargo xtask models` fills).
-    #[arg(long, env = "STREETLEVEL_SFM_ENGINE_DIR")]
-    pub sfm_engine_dir: Option<PathBuf>,
+    #[arg(long = "sfm-engine-dir", env = "STREETLEVEL_SFM_ENGINE_DIR")]
+    pub engine_dir: Option<PathBuf>,
     /// Threads one engine run may use. [default: the CPU pool's threads]
-    #[arg(long, env = "STREETLEVEL_SFM_THREADS")]
-    pub sfm_threads: Option<usize>,
+    #[arg(long = "sfm-threads", env = "STREETLEVEL_SFM_THREADS")]
+    pub threads: Option<usize>,
     /// How long one engine run (one part of a sequence) may take, seconds. [default: 3600]
-    #[arg(long, env = "STREETLEVEL_SFM_TIME_LIMIT_SECONDS")]
-    pub sfm_time_limit_seconds: Option<u64>,
+    #[arg(
+        long = "sfm-time-limit-seconds",
+        env = "STREETLEVEL_SFM_TIME_LIMIT_SECONDS"
+    )]
+    pub time_limit_seconds: Option<u64>,
     /// Images per part: a longer sequence is reconstructed in overlapping parts of this many
     /// (a fifth of them shared with the next), joined afterwards. [default: 100]
-    #[arg(long, env = "STREETLEVEL_SFM_PART_IMAGES")]
-    pub sfm_part_images: Option<usize>,
+    #[arg(long = "sfm-part-images", env = "STREETLEVEL_SFM_PART_IMAGES")]
+    pub part_images: Option<usize>,
 }
 
 impl EngineArgs {
     /// How sequences are split and reconstructed.
     pub fn settings(&self) -> anyhow::Result<Settings> {
         let defaults = Settings::default();
-        let part_images = self.sfm_part_images.unwrap_or(defaults.part_images);
+        let part_images = self.part_images.unwrap_or(defaults.part_images);
         anyhow::ensure!(part_images >= 5, "sfm_part_images must be at least 5");
         Ok(Settings {
             part_images,
@@ -55,7 +59,7 @@ impl EngineArgs {
 impl EngineArgs {
     /// The engine these flags name, or why it cannot run.
     pub fn engine(&self) -> Result<Engine, streetlevel_sfm::SfmError> {
-        let dir = self.sfm_engine_dir.clone().unwrap_or_else(|| {
+        let dir = self.engine_dir.clone().unwrap_or_else(|| {
             streetlevel_sfm::default_engine_dir(Path::new(env!("CARGO_MANIFEST_DIR")))
         });
         let defaults = EngineOptions::default();
@@ -63,11 +67,11 @@ impl EngineArgs {
             &dir,
             EngineOptions {
                 threads: self
-                    .sfm_threads
+                    .threads
                     .unwrap_or_else(streetlevel_import::cpu_threads)
                     .max(1),
                 time_limit: self
-                    .sfm_time_limit_seconds
+                    .time_limit_seconds
                     .map_or(defaults.time_limit, Duration::from_secs),
                 ..defaults
             },
@@ -335,48 +339,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         .database()
         .cloned()
         .context("the store has no database")?;
-    let summaries = store.sequence_summaries();
-    let selected: Vec<(String, u64)> = if !args.sequences.is_empty() || args.bbox.is_some() {
-        let mut wanted: std::collections::BTreeSet<String> =
-            args.sequences.iter().cloned().collect();
-        if let Some(bbox) = &args.bbox {
-            anyhow::ensure!(bbox.len() == 4, "--bbox takes west,south,east,north");
-            let filter = streetlevel_store::ImageFilter {
-                bbox: Some(
-                    streetlevel_store::BoundingBox::new(bbox[0], bbox[1], bbox[2], bbox[3])
-                        .map_err(|error| anyhow::anyhow!("--bbox: {error}"))?,
-                ),
-                ..streetlevel_store::ImageFilter::default()
-            };
-            let mut after = None;
-            loop {
-                let page = store.search_images(&filter, 2000, after);
-                wanted.extend(page.items.into_iter().map(|image| image.sequence.0));
-                match page.next {
-                    Some(next) => after = Some(next),
-                    None => break,
-                }
-            }
-        }
-        summaries
-            .iter()
-            .filter(|summary| wanted.contains(summary.sequence.as_str()))
-            .map(|summary| (summary.sequence.0.clone(), summary.newest.0))
-            .collect()
-    } else if args.all {
-        // Own imagery: what was reconstructed before, and what has an image without a mesh.
-        let queue =
-            Queue::open(database.clone()).context("cannot open the reconstruction tables")?;
-        let known: std::collections::BTreeSet<String> =
-            queue.jobs()?.into_iter().map(|job| job.sequence).collect();
-        summaries
-            .iter()
-            .filter(|summary| summary.without_mesh > 0 || known.contains(summary.sequence.as_str()))
-            .map(|summary| (summary.sequence.0.clone(), summary.newest.0))
-            .collect()
-    } else {
-        Vec::new()
-    };
+    let selected = selected_sequences(args, &store, &database)?;
     let store = Arc::new(RwLock::new(store));
     let media: Arc<dyn MediaSource> = Arc::new(crate::serve::media::DataDirMedia::new(
         &Store::media_dir(&args.data),
@@ -448,6 +411,58 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The sequences `args` name (with their greatest image ID): those with an image in the box
+/// and those named, or with `--all` every sequence of own imagery; none by default (then the
+/// queue's own choice: what is not reconstructed yet).
+fn selected_sequences(
+    args: &Args,
+    store: &Store,
+    database: &Database,
+) -> anyhow::Result<Vec<(String, u64)>> {
+    let summaries = store.sequence_summaries();
+    Ok(if !args.sequences.is_empty() || args.bbox.is_some() {
+        let mut wanted: std::collections::BTreeSet<String> =
+            args.sequences.iter().cloned().collect();
+        if let Some(bbox) = &args.bbox {
+            anyhow::ensure!(bbox.len() == 4, "--bbox takes west,south,east,north");
+            let filter = streetlevel_store::ImageFilter {
+                bbox: Some(
+                    streetlevel_store::BoundingBox::new(bbox[0], bbox[1], bbox[2], bbox[3])
+                        .map_err(|error| anyhow::anyhow!("--bbox: {error}"))?,
+                ),
+                ..streetlevel_store::ImageFilter::default()
+            };
+            let mut after = None;
+            loop {
+                let page = store.search_images(&filter, 2000, after);
+                wanted.extend(page.items.into_iter().map(|image| image.sequence.0));
+                match page.next {
+                    Some(next) => after = Some(next),
+                    None => break,
+                }
+            }
+        }
+        summaries
+            .iter()
+            .filter(|summary| wanted.contains(summary.sequence.as_str()))
+            .map(|summary| (summary.sequence.0.clone(), summary.newest.0))
+            .collect()
+    } else if args.all {
+        // Own imagery: what was reconstructed before, and what has an image without a mesh.
+        let queue =
+            Queue::open(database.clone()).context("cannot open the reconstruction tables")?;
+        let known: std::collections::BTreeSet<String> =
+            queue.jobs()?.into_iter().map(|job| job.sequence).collect();
+        summaries
+            .iter()
+            .filter(|summary| summary.without_mesh > 0 || known.contains(summary.sequence.as_str()))
+            .map(|summary| (summary.sequence.0.clone(), summary.newest.0))
+            .collect()
+    } else {
+        Vec::new()
+    })
+}
+
 /// One line per sequence: what was registered, how well, and how far headings moved.
 fn describe(outcome: &Outcome) -> String {
     let Some(report) = &outcome.report else {
@@ -472,7 +487,7 @@ fn describe(outcome: &Outcome) -> String {
         report["heading_change"]["over_15_degrees"],
     );
     if let Some(reason) = &outcome.reason {
-        line.push_str(&format!(" ({reason})"));
+        let _ = write!(line, " ({reason})");
     }
     line
 }

@@ -81,16 +81,17 @@ fn sqlite(data: &Path) -> rusqlite::Connection {
     connection
 }
 
-/// The job rows: sequence, state, reason, progress, report.
-fn jobs(
-    data: &Path,
-) -> Vec<(
-    String,
-    String,
-    Option<String>,
-    Option<String>,
-    Option<String>,
-)> {
+/// A job's row.
+struct JobRow {
+    sequence: String,
+    state: String,
+    reason: Option<String>,
+    progress: Option<String>,
+    report: Option<String>,
+}
+
+/// The job rows.
+fn jobs(data: &Path) -> Vec<JobRow> {
     let connection = sqlite(data);
     let Ok(mut statement) =
         connection.prepare("SELECT sequence, state, reason, progress, report FROM sfm_jobs")
@@ -99,13 +100,13 @@ fn jobs(
     };
     statement
         .query_map([], |row| {
-            Ok((
-                row.get(0)?,
-                row.get(1)?,
-                row.get(2)?,
-                row.get(3)?,
-                row.get(4)?,
-            ))
+            Ok(JobRow {
+                sequence: row.get(0)?,
+                state: row.get(1)?,
+                reason: row.get(2)?,
+                progress: row.get(3)?,
+                report: row.get(4)?,
+            })
         })
         .unwrap()
         .map(Result::unwrap)
@@ -289,13 +290,13 @@ fn the_lund_walk_is_reconstructed_resumed_after_a_crash_served_and_taken_down() 
         "the job reaches its second part",
         Duration::from_secs(600),
         || {
-            jobs(&data)
-                .into_iter()
-                .find_map(|(sequence, state, _, progress, _)| {
-                    (state == "running"
-                        && progress.is_some_and(|progress| progress.starts_with("part 2 of 3")))
-                    .then_some(sequence)
-                })
+            jobs(&data).into_iter().find_map(|job| {
+                (job.state == "running"
+                    && job
+                        .progress
+                        .is_some_and(|progress| progress.starts_with("part 2 of 3")))
+                .then_some(job.sequence)
+            })
         },
     );
     // Killed as a crash kills it: the engine's child dies with it.
@@ -316,12 +317,10 @@ fn the_lund_walk_is_reconstructed_resumed_after_a_crash_served_and_taken_down() 
     drop(first);
     let second = Server::start_captured(Path::new(BINARY), &data, &flags, &[]);
     let (state, reason, report) = wait_for("the job ends", Duration::from_secs(900), || {
-        jobs(&data)
-            .into_iter()
-            .find_map(|(_, state, reason, _, report)| {
-                matches!(state.as_str(), "done" | "failed" | "skipped")
-                    .then_some((state, reason, report))
-            })
+        jobs(&data).into_iter().find_map(|job| {
+            matches!(job.state.as_str(), "done" | "failed" | "skipped")
+                .then_some((job.state, job.reason, job.report))
+        })
     });
     assert_eq!(state, "done", "{reason:?} {report:?}\n{}", second.stderr());
     let report: Value = serde_json::from_str(&report.unwrap()).unwrap();
@@ -551,7 +550,7 @@ fn the_lund_walk_is_reconstructed_resumed_after_a_crash_served_and_taken_down() 
     let hidden_images = images_of(&second, &token, &sequence);
     let hidden_mesh = hidden_images
         .iter()
-        .find(|image| image["id"] == hidden.to_string())
+        .find(|image| image["id"].as_str() == Some(hidden.to_string().as_str()))
         .unwrap()["mesh"]["url"]
         .as_str()
         .unwrap()
@@ -666,10 +665,11 @@ echo "{{\"engine\": \"pycolmap 4.2.1\", \"mapper\": \"global\", \"images\": $cou
     dir
 }
 
+/// An image's location, computed location, computed compass angle and cluster.
+type Values = (f64, f64, Option<f64>, Option<f64>, Option<f64>, Option<i64>);
+
 /// The computed values of the images in the data directory's `SQLite` file, by ID.
-fn computed_values(
-    data: &Path,
-) -> BTreeMap<i64, (f64, f64, Option<f64>, Option<f64>, Option<f64>, Option<i64>)> {
+fn computed_values(data: &Path) -> BTreeMap<i64, Values> {
     let connection = sqlite(data);
     let mut statement = connection
         .prepare("SELECT id, lon, lat, computed_lon, computed_lat, computed_compass_angle, sfm_cluster FROM store_images")
@@ -732,9 +732,9 @@ fn a_model_with_a_nan_or_a_wild_position_is_refused_and_leaves_the_gps_values() 
             before,
             "the GPS values stay: {printed}"
         );
-        let (_, state, reason, _, _) = jobs(&data).into_iter().next().unwrap();
-        assert_eq!(state, "failed");
-        assert!(reason.unwrap().contains(refusal));
+        let job = jobs(&data).into_iter().next().unwrap();
+        assert_eq!(job.state, "failed");
+        assert!(job.reason.unwrap().contains(refusal));
     }
     let _ = std::fs::remove_dir_all(&root);
 }
@@ -789,10 +789,7 @@ fn without_the_engine_nothing_breaks_and_the_job_says_why() {
     );
     let log = server.stderr_once_it_contains("structure from motion cannot run");
     assert!(log.contains("cargo xtask models"), "{log}");
-    let sequences: BTreeSet<String> = jobs(&data)
-        .into_iter()
-        .map(|(sequence, ..)| sequence)
-        .collect();
+    let sequences: BTreeSet<String> = jobs(&data).into_iter().map(|job| job.sequence).collect();
     assert_eq!(sequences.len(), 1);
     let _ = std::fs::remove_dir_all(&root);
 }

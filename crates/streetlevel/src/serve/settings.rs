@@ -372,6 +372,7 @@ pub fn resolve(
     check_public_urls(&settings)?;
     let limits = rate_limits(&settings);
     let (upload_limits, background) = upload_limits(&settings)?;
+    let sfm = sfm_background(&settings);
     let (auth, blur, database_pool) = (
         auth_config(&settings),
         blur_args(&settings),
@@ -465,18 +466,23 @@ pub fn resolve(
         background,
         auth,
         blur,
-        sfm: crate::sfm::Background {
-            workers: settings.sfm_workers.unwrap_or(1),
-            settle: Duration::from_secs(settings.sfm_settle_seconds.unwrap_or(5)),
-            lease: Duration::from_secs(settings.sfm_lease_seconds.unwrap_or(60).max(1)),
-            engine: crate::sfm::EngineArgs {
-                sfm_engine_dir: settings.sfm_engine_dir,
-                sfm_threads: settings.sfm_threads,
-                sfm_time_limit_seconds: settings.sfm_time_limit_seconds,
-                sfm_part_images: settings.sfm_part_images,
-            },
-        },
+        sfm,
     })
+}
+
+/// The reconstruction workers and their engine, the defaults where a setting is missing.
+fn sfm_background(settings: &Settings) -> crate::sfm::Background {
+    crate::sfm::Background {
+        workers: settings.sfm_workers.unwrap_or(1),
+        settle: Duration::from_secs(settings.sfm_settle_seconds.unwrap_or(5)),
+        lease: Duration::from_secs(settings.sfm_lease_seconds.unwrap_or(60).max(1)),
+        engine: crate::sfm::EngineArgs {
+            engine_dir: settings.sfm_engine_dir.clone(),
+            threads: settings.sfm_threads,
+            time_limit_seconds: settings.sfm_time_limit_seconds,
+            part_images: settings.sfm_part_images,
+        },
+    }
 }
 
 /// The PostgreSQL pool's options, the defaults where a setting is missing.
