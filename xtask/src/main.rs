@@ -9,6 +9,7 @@ mod clients;
 // Compiled with the `codegen` feature, and in tests, where the generators are dev-dependencies.
 #[cfg(any(test, feature = "codegen"))]
 mod codegen;
+mod deny;
 mod fixtures;
 mod fuzz;
 mod models;
@@ -36,7 +37,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Task {
-    /// Run every check CI runs: fmt, clippy, tests, tidy and the client suites.
+    /// Run every check CI runs: fmt, clippy, cargo deny, tests, tidy and the client suites.
     Test {
         /// Run only this suite.
         #[arg(long, value_enum)]

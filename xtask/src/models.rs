@@ -334,3 +334,37 @@ pub(crate) fn engine_requirements() -> String {
     }
     text
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{ENGINE_WHEELS, PINNED};
+
+    /// cargo-deny sees only crates: every model and runtime installed here must be in
+    /// `deny.toml`'s hand-written list of what it cannot see, with its licence.
+    #[test]
+    fn every_pinned_file_is_in_the_hand_written_licence_list() {
+        let deny = std::fs::read_to_string(crate::project_root().join("deny.toml")).unwrap();
+        for pinned in &PINNED {
+            let listed = deny
+                .lines()
+                .filter(|line| line.starts_with("# |"))
+                .any(|line| line.contains(pinned.requirement) && line.contains(pinned.file));
+            assert!(
+                listed,
+                "deny.toml's list lacks a row naming {} and {}",
+                pinned.requirement, pinned.file
+            );
+        }
+        for wheel in &ENGINE_WHEELS {
+            let listed = deny
+                .lines()
+                .filter(|line| line.starts_with("# |"))
+                .any(|line| line.contains(wheel.requirement));
+            assert!(
+                listed,
+                "deny.toml's list lacks a row naming {}",
+                wheel.requirement
+            );
+        }
+    }
+}

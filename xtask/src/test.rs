@@ -16,6 +16,8 @@ pub(crate) enum Suite {
     Fmt,
     /// `cargo clippy` on the workspace, warnings denied.
     Clippy,
+    /// `cargo deny`: licences and sources (duplicate versions listed) of `Cargo.lock` (`deny.toml`).
+    Deny,
     /// `cargo test` on the workspace (tidy and the codegen staleness check included).
     Cargo,
     /// Our vector tiles read back by Python's `mapbox-vector-tile`.
@@ -37,9 +39,10 @@ pub(crate) enum Suite {
 
 impl Suite {
     /// Every suite, in the order that fails fastest.
-    const ALL: [Suite; 10] = [
+    const ALL: [Suite; 11] = [
         Suite::Fmt,
         Suite::Clippy,
+        Suite::Deny,
         Suite::Cargo,
         Suite::MvtPython,
         Suite::Openapi,
@@ -55,6 +58,7 @@ impl Suite {
         match self {
             Suite::Fmt => "fmt",
             Suite::Clippy => "clippy",
+            Suite::Deny => "deny",
             Suite::Cargo => "cargo",
             Suite::MvtPython => "mvt-python",
             Suite::Sdk => "sdk",
@@ -127,6 +131,7 @@ fn run_suite(root: &Path, suite: Suite, alone: bool) -> Result<Outcome> {
                 "warnings",
             ],
         )?,
+        Suite::Deny => crate::deny::run(root)?,
         Suite::Cargo => return cargo_suite(root),
         Suite::MvtPython => return mvt_python_cross_check(root),
         Suite::Sdk => return clients::run(root),

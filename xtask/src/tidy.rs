@@ -1,8 +1,15 @@
-//! `cargo xtask tidy`: the layering allow-list of ARCHITECTURE.md, crate READMEs and module
-//! docs, and that the web pages build no HTML by hand. It also runs as a test, so `cargo test`
+//! `cargo xtask tidy`: ARCHITECTURE.md held to the code (the layering block against the
+//! manifests both ways, `layering.rs`; every path it names, `paths.rs`), a line budget per
+//! source file (`budget.rs`), crate READMEs and module docs, database clients only in `db`,
+//! and that the web pages build no HTML by hand. It also runs as a test, so `cargo test`
 //! catches drift.
 
-use std::collections::{BTreeMap, BTreeSet};
+mod budget;
+mod commands;
+mod layering;
+mod paths;
+
+use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -11,9 +18,6 @@ use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
 use crate::cargo;
-
-const LAYERING_START: &str = "<!-- tidy:layering:start -->";
-const LAYERING_END: &str = "<!-- tidy:layering:end -->";
 
 /// The database client crates: only `streetlevel-db` may depend on them (tests may, as
 /// dev-dependencies, to look into a database from outside), so that every crate above it
@@ -33,13 +37,13 @@ const DATABASE_CLIENTS: [&str; 9] = [
 /// The one crate that may depend on [`DATABASE_CLIENTS`].
 const DATABASE_CRATE: &str = "streetlevel-db";
 
-/// The internal crates each crate may depend on, by package name.
-type AllowList = BTreeMap<String, BTreeSet<String>>;
-
 pub(crate) fn run(root: &Path) -> Result<()> {
     let problems = check(root)?;
     if problems.is_empty() {
-        eprintln!("xtask tidy: layering, READMEs, module docs and pages are in order");
+        eprintln!(
+            "xtask tidy: layering, ARCHITECTURE.md's paths, line budgets, READMEs, module docs \
+             and pages are in order"
+        );
         return Ok(());
     }
     for problem in &problems {
@@ -52,9 +56,13 @@ pub(crate) fn run(root: &Path) -> Result<()> {
 fn check(root: &Path) -> Result<Vec<String>> {
     let architecture =
         fs::read_to_string(root.join("ARCHITECTURE.md")).context("reading ARCHITECTURE.md")?;
-    let allow_list = parse_allow_list(&architecture)?;
+    let allow_list = layering::parse_allow_list(&architecture)?;
     let metadata = cargo_metadata(root)?;
-    let mut problems = layering_problems(&metadata, &allow_list)?;
+    let reexports = reexports(&metadata)?;
+    let mut problems = layering::layering_problems(&metadata, &allow_list, &reexports)?;
+    problems.extend(paths::missing_path_problems(root, &architecture)?);
+    problems.extend(commands::command_list_problems(root, &architecture)?);
+    problems.extend(budget::budget_problems(&budgeted_sources(root, &metadata)?));
     problems.extend(unused_dependency_problems(&metadata)?);
     problems.extend(database_client_problems(&metadata)?);
     problems.extend(documentation_problems(root, &metadata)?);
@@ -142,35 +150,6 @@ fn cargo_metadata(root: &Path) -> Result<Value> {
     serde_json::from_slice(&output.stdout).context("parsing cargo metadata")
 }
 
-/// Reads the block between the layering markers: lines `crate -> dep, dep`. A line
-/// `crate (dev) -> dep` allows an edge for tests and benches only (a dev-dependency).
-fn parse_allow_list(architecture: &str) -> Result<AllowList> {
-    let start = architecture
-        .find(LAYERING_START)
-        .context("ARCHITECTURE.md has no layering block")?;
-    let end = architecture[start..]
-        .find(LAYERING_END)
-        .context("ARCHITECTURE.md's layering block is not closed")?;
-    let mut allow_list = AllowList::new();
-    for line in architecture[start + LAYERING_START.len()..start + end].lines() {
-        let line = line.trim();
-        let Some((name, dependencies)) = line.split_once("->") else {
-            continue;
-        };
-        let dependencies = dependencies
-            .split(',')
-            .map(str::trim)
-            .filter(|dependency| !dependency.is_empty())
-            .map(str::to_owned)
-            .collect();
-        allow_list.insert(name.trim().to_owned(), dependencies);
-    }
-    if allow_list.is_empty() {
-        bail!("ARCHITECTURE.md's layering block lists no crate");
-    }
-    Ok(allow_list)
-}
-
 fn packages(metadata: &Value) -> Result<&Vec<Value>> {
     metadata["packages"]
         .as_array()
@@ -185,35 +164,43 @@ fn member_names(metadata: &Value) -> Result<BTreeSet<&str>> {
         .collect())
 }
 
-fn layering_problems(metadata: &Value, allow_list: &AllowList) -> Result<Vec<String>> {
+/// The internal crates each package re-exports whole (`pub use streetlevel_blur;`).
+fn reexports(metadata: &Value) -> Result<layering::Reexports> {
     let members = member_names(metadata)?;
-    let mut problems = Vec::new();
+    let mut reexports = layering::Reexports::new();
     for package in packages(metadata)? {
         let name = package["name"].as_str().unwrap_or_default();
-        let Some(allowed) = allow_list.get(name) else {
-            problems.push(format!("{name} is not in ARCHITECTURE.md's layering block"));
+        let manifest = PathBuf::from(package["manifest_path"].as_str().unwrap_or_default());
+        let Some(package_dir) = manifest.parent() else {
             continue;
         };
-        let dev_allowed = allow_list.get(&format!("{name} (dev)"));
-        let dependencies = package["dependencies"]
-            .as_array()
-            .map_or(&[][..], Vec::as_slice);
-        for dependency in dependencies {
-            let dependency_name = dependency["name"].as_str().unwrap_or_default();
-            let is_dev = dependency["kind"].as_str() == Some("dev");
-            let allowed_for_dev =
-                is_dev && dev_allowed.is_some_and(|dev| dev.contains(dependency_name));
-            if members.contains(dependency_name)
-                && !allowed.contains(dependency_name)
-                && !allowed_for_dev
-            {
-                problems.push(format!(
-                    "{name} depends on {dependency_name}, which ARCHITECTURE.md does not allow"
-                ));
+        let mut found = BTreeSet::new();
+        for (_, text) in sources_of(package_dir)? {
+            found.extend(layering::whole_crate_reexports(&text, &members));
+        }
+        if !found.is_empty() {
+            reexports.insert(name.to_owned(), found);
+        }
+    }
+    Ok(reexports)
+}
+
+/// The source files held to the line budget, relative to `root`, with their texts.
+fn budgeted_sources(root: &Path, metadata: &Value) -> Result<Vec<(String, String)>> {
+    let mut files = Vec::new();
+    for package in packages(metadata)? {
+        let manifest = PathBuf::from(package["manifest_path"].as_str().unwrap_or_default());
+        let Some(package_dir) = manifest.parent() else {
+            continue;
+        };
+        for (source, text) in sources_of(package_dir)? {
+            let relative = source.strip_prefix(root).unwrap_or(&source);
+            if budget::is_budgeted(relative) {
+                files.push((relative.to_string_lossy().replace('\\', "/"), text));
             }
         }
     }
-    Ok(problems)
+    Ok(files)
 }
 
 fn documentation_problems(root: &Path, metadata: &Value) -> Result<Vec<String>> {
@@ -353,26 +340,6 @@ mod tests {
 
     use super::*;
 
-    fn allow_list() -> AllowList {
-        parse_allow_list(&format!(
-            "# Layers\n{LAYERING_START}\n```text\nstreetlevel-model ->\n\
-             streetlevel-model (dev) -> streetlevel-tests\n\
-             streetlevel-server -> streetlevel-model\n```\n{LAYERING_END}\n"
-        ))
-        .unwrap()
-    }
-
-    fn metadata(model_dependencies: &[&str]) -> Value {
-        let dependencies: Vec<Value> = model_dependencies
-            .iter()
-            .map(|name| json!({"name": name}))
-            .collect();
-        json!({"packages": [
-            {"name": "streetlevel-model", "dependencies": dependencies},
-            {"name": "streetlevel-server", "dependencies": [{"name": "streetlevel-model"}]},
-        ]})
-    }
-
     #[test]
     fn a_declared_but_unused_internal_dependency_is_a_problem() {
         let dir = std::env::temp_dir().join(format!("xtask-tidy-unused-{}", std::process::id()));
@@ -437,59 +404,6 @@ mod tests {
     }
 
     #[test]
-    fn an_upward_dependency_is_a_problem() {
-        let problems =
-            layering_problems(&metadata(&["streetlevel-server"]), &allow_list()).unwrap();
-        assert_eq!(
-            problems,
-            [
-                "streetlevel-model depends on streetlevel-server, which ARCHITECTURE.md does not allow"
-            ]
-        );
-    }
-
-    #[test]
-    fn a_dev_only_edge_allows_only_a_dev_dependency() {
-        let dev = json!({"packages": [
-            {"name": "streetlevel-model",
-             "dependencies": [{"name": "streetlevel-tests", "kind": "dev"}]},
-            {"name": "streetlevel-tests", "dependencies": []},
-            {"name": "streetlevel-server", "dependencies": []},
-        ]});
-        let mut allow_list = allow_list();
-        allow_list.insert("streetlevel-tests".to_owned(), BTreeSet::new());
-        assert!(layering_problems(&dev, &allow_list).unwrap().is_empty());
-        let mut normal = dev.clone();
-        normal["packages"][0]["dependencies"][0]["kind"] = Value::Null;
-        assert_eq!(
-            layering_problems(&normal, &allow_list).unwrap(),
-            [
-                "streetlevel-model depends on streetlevel-tests, which ARCHITECTURE.md does not allow"
-            ]
-        );
-    }
-
-    #[test]
-    fn external_and_allowed_dependencies_are_fine() {
-        let problems = layering_problems(&metadata(&["serde"]), &allow_list()).unwrap();
-        assert!(problems.is_empty(), "{problems:?}");
-    }
-
-    #[test]
-    fn a_crate_missing_from_the_block_is_a_problem() {
-        let mut metadata = metadata(&[]);
-        metadata["packages"]
-            .as_array_mut()
-            .unwrap()
-            .push(json!({"name": "streetlevel-new", "dependencies": []}));
-        let problems = layering_problems(&metadata, &allow_list()).unwrap();
-        assert_eq!(
-            problems,
-            ["streetlevel-new is not in ARCHITECTURE.md's layering block"]
-        );
-    }
-
-    #[test]
     fn module_docs_are_recognised() {
         assert!(has_module_doc("\n//! Tiles.\nfn f() {}"));
         assert!(has_module_doc("#![doc = include_str!(\"../README.md\")]"));
@@ -511,10 +425,5 @@ mod tests {
             let e = format!(\"a <b> c\");\n\
             let f = html! { p { (format!(\"x {y}\")) } };\n";
         assert_eq!(hand_built_html_lines(text), [2, 3, 6, 7, 8]);
-    }
-
-    #[test]
-    fn a_missing_block_is_an_error() {
-        assert!(parse_allow_list("# No layering here").is_err());
     }
 }
