@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use sha2::Digest as _;
-use streetlevel_model::{CameraType, Image, ImageId, MediaId, Point, SequenceId};
+use streetlevel_model::{ImageId, MediaId, Point, SequenceId};
 use streetlevel_store::{Computed, ComputedUpdate, Store};
 
 use crate::cluster::{ClusterRow, ShotRow, StoredPoint};
@@ -33,9 +33,15 @@ use crate::colmap::Model;
 use crate::engine::{DriverReport, Engine};
 use crate::geo::{Lla, Topocentric};
 use crate::jobs::{JobState, Queue, mark_done};
-use crate::pose::{Pose, angle_between};
+use crate::pose::angle_between;
 use crate::validate::{Given, Lens, Piece, median, validate};
 use crate::{SfmError, cluster};
+
+mod join;
+mod plan;
+
+use join::{Joined, join};
+use plan::{Plan, Planned, image_name};
 
 /// The folder of the jobs' work directories in the data directory (never served).
 pub const WORK_DIR: &str = "sfm-work";
@@ -102,72 +108,8 @@ impl Default for Settings {
     }
 }
 
-/// Pieces that share at least this many images agreeing within these bounds are one
-/// connected component.
-const LINK_MIN_SHARED: usize = 3;
-const LINK_MAX_METRES: f64 = 5.0;
-const LINK_MAX_DEGREES: f64 = 5.0;
 /// A heading changed by more than this counts in the report.
 const HEADING_CHANGED_DEGREES: f64 = 15.0;
-
-/// The plan of a job: its images and parts, and the frame the engine works in. A work
-/// directory whose plan differs is started afresh.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-struct Plan {
-    sequence: String,
-    reference: [f64; 3],
-    images: Vec<Planned>,
-    parts: Vec<Vec<usize>>,
-    settings: Settings,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-struct Planned {
-    id: u64,
-    gps: [f64; 3],
-    has_altitude: bool,
-    /// The camera's key in clusters: make, model, size and projection.
-    camera: String,
-    spherical: bool,
-    focal_ratio: Option<f64>,
-    width: u32,
-    height: u32,
-    captured_at: i64,
-    compass: Option<f64>,
-}
-
-/// The input the driver reads (`input.json`).
-#[derive(Debug, Serialize)]
-struct DriverInput<'a> {
-    threads: usize,
-    max_image_size: u32,
-    max_features: usize,
-    first_octave: i32,
-    overlap: usize,
-    seed: u64,
-    mappers: &'a [String],
-    refine_intrinsics: bool,
-    min_registered_share: f64,
-    alignment_max_error: f64,
-    cameras: Vec<DriverCamera>,
-    images: Vec<DriverImage>,
-}
-
-#[derive(Debug, Serialize)]
-struct DriverCamera {
-    model: &'static str,
-    width: u32,
-    height: u32,
-    focal: Option<f64>,
-}
-
-#[derive(Debug, Serialize)]
-struct DriverImage {
-    name: String,
-    camera: usize,
-    position: [f64; 3],
-    sigma: f64,
-}
 
 /// How a job ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -721,143 +663,6 @@ impl Reconstructor {
         Ok(report)
     }
 
-    fn plan(&self, sequence: &str, images: &[Image]) -> Plan {
-        let first = &images[0];
-        let reference = [
-            first.geometry.lat,
-            first.geometry.lon,
-            first.altitude.unwrap_or(0.0),
-        ];
-        let frame = Topocentric::new(Lla {
-            lat: reference[0],
-            lon: reference[1],
-            alt: reference[2],
-        });
-        let planned = images
-            .iter()
-            .map(|image| {
-                let spherical =
-                    image.is_pano || image.camera_type == Some(CameraType::Equirectangular);
-                let projection = if spherical {
-                    "equirectangular"
-                } else {
-                    "perspective"
-                };
-                let gps = frame.to_enu(Lla {
-                    lat: image.geometry.lat,
-                    lon: image.geometry.lon,
-                    alt: image.altitude.unwrap_or(reference[2]),
-                });
-                Planned {
-                    id: image.id.0,
-                    gps,
-                    has_altitude: image.altitude.is_some(),
-                    camera: format!(
-                        "v2 {} {} {} {} {projection}",
-                        image.make.as_deref().unwrap_or("unknown").to_lowercase(),
-                        image.model.as_deref().unwrap_or("unknown").to_lowercase(),
-                        image.width,
-                        image.height,
-                    ),
-                    spherical,
-                    focal_ratio: if spherical {
-                        None
-                    } else {
-                        self.pictures
-                            .focal_length_35mm(image.id)
-                            .map(|focal| focal_ratio(focal, image.width, image.height))
-                    },
-                    width: image.width,
-                    height: image.height,
-                    captured_at: image.captured_at.0,
-                    compass: image.compass_angle,
-                }
-            })
-            .collect();
-        Plan {
-            sequence: sequence.to_owned(),
-            reference,
-            images: planned,
-            parts: split(
-                images.len(),
-                self.settings.part_images,
-                self.settings.part_overlap,
-            ),
-            settings: self.settings.clone(),
-        }
-    }
-
-    /// Writes a part's thumbnails and `input.json` into `dir` (afresh).
-    fn prepare_part(
-        &self,
-        plan: &Plan,
-        members: &[usize],
-        dir: &Path,
-        engine: &Engine,
-    ) -> Result<(), SfmError> {
-        let _ = std::fs::remove_dir_all(dir);
-        let images_dir = dir.join("images");
-        std::fs::create_dir_all(&images_dir)?;
-        let mut cameras: Vec<DriverCamera> = Vec::new();
-        let mut camera_index: HashMap<(String, u32, u32), usize> = HashMap::new();
-        let mut inputs = Vec::with_capacity(members.len());
-        for (position, &image) in members.iter().enumerate() {
-            let planned = &plan.images[image];
-            let thumbnail = self
-                .pictures
-                .thumbnail(ImageId(planned.id))
-                .map_err(|reason| SfmError::Picture {
-                    image: planned.id,
-                    reason,
-                })?;
-            let name = image_name(position, planned.id);
-            std::fs::write(images_dir.join(&name), &thumbnail.bytes)?;
-            let key = (planned.camera.clone(), thumbnail.width, thumbnail.height);
-            let camera = *camera_index.entry(key).or_insert_with(|| {
-                cameras.push(DriverCamera {
-                    model: if planned.spherical {
-                        "EQUIRECTANGULAR"
-                    } else {
-                        "RADIAL"
-                    },
-                    width: thumbnail.width,
-                    height: thumbnail.height,
-                    focal: planned
-                        .focal_ratio
-                        .map(|ratio| ratio * f64::from(thumbnail.width.max(thumbnail.height))),
-                });
-                cameras.len() - 1
-            });
-            inputs.push(DriverImage {
-                name,
-                camera,
-                position: planned.gps,
-                sigma: plan.settings.gps_sigma,
-            });
-        }
-        let input = DriverInput {
-            threads: engine.options().threads,
-            max_image_size: plan.settings.max_image_size,
-            max_features: plan.settings.max_features,
-            first_octave: plan.settings.first_octave,
-            overlap: plan.settings.matching_overlap,
-            seed: 0,
-            mappers: &plan.settings.mappers,
-            // Refined only where some camera has no focal length from Exif.
-            refine_intrinsics: cameras
-                .iter()
-                .any(|camera| camera.model == "RADIAL" && camera.focal.is_none()),
-            min_registered_share: plan.settings.min_registered_share,
-            alignment_max_error: plan.settings.alignment_max_error,
-            cameras,
-            images: inputs,
-        };
-        let text =
-            serde_json::to_vec(&input).map_err(|error| SfmError::Engine(error.to_string()))?;
-        std::fs::write(dir.join("input.json"), text)?;
-        Ok(())
-    }
-
     fn report(
         plan: &Plan,
         pieces: &[(usize, Piece)],
@@ -922,20 +727,6 @@ impl Reconstructor {
     }
 }
 
-/// The file name of the image `id` at `position` in its part: in capture order, as the
-/// engine's sequential matching takes them, and ending in the ID, so that an erasure finds
-/// the copy (`takedown.rs`).
-fn image_name(position: usize, id: u64) -> String {
-    format!("{position:05}-{id}.jpg")
-}
-
-/// A 35 mm equivalent focal length (millimetres) as a focal length over the picture's larger
-/// side: the equivalence holds on the diagonal (43.27 mm on a 36 x 24 mm frame).
-fn focal_ratio(focal_35mm: f64, width: u32, height: u32) -> f64 {
-    let (width, height) = (f64::from(width.max(1)), f64::from(height.max(1)));
-    focal_35mm / 36.0_f64.hypot(24.0) * width.hypot(height) / width.max(height)
-}
-
 /// The report of a part whose run finished, if it did.
 fn finished_report(dir: &Path) -> Option<DriverReport> {
     let bytes = std::fs::read(dir.join("report.json")).ok()?;
@@ -963,153 +754,4 @@ fn camera_json(planned: &Planned, lens: Lens) -> Value {
 fn round(value: f64, digits: i32) -> f64 {
     let factor = 10f64.powi(digits);
     (value * factor).round() / factor
-}
-
-/// Overlapping parts of a sequence of `count` images: one part up to `size` images (and a
-/// little more, so a last part is never a sliver), else parts of `size` starting every
-/// `size - overlap`.
-fn split(count: usize, size: usize, overlap: usize) -> Vec<Vec<usize>> {
-    let size = size.max(3);
-    let step = size.saturating_sub(overlap).max(1);
-    if count <= size + step / 2 {
-        return vec![(0..count).collect()];
-    }
-    let mut parts = Vec::new();
-    let mut start = 0;
-    loop {
-        let end = if count - start <= size + step / 2 {
-            count
-        } else {
-            start + size
-        };
-        parts.push((start..end).collect());
-        if end == count {
-            return parts;
-        }
-        start += step;
-    }
-}
-
-/// The pieces joined: for each planned image, the piece (index) and shot that give its pose,
-/// and each piece's connected component (a representative piece index).
-struct Joined {
-    home: Vec<Option<(usize, usize)>>,
-    component: Vec<usize>,
-}
-
-fn join(plan: &Plan, pieces: &[(usize, Piece)]) -> Joined {
-    let mut home: Vec<Option<(usize, usize, usize)>> = vec![None; plan.images.len()];
-    for (piece_index, (part, piece)) in pieces.iter().enumerate() {
-        let members = &plan.parts[*part];
-        for (shot_index, shot) in piece.shots.iter().enumerate() {
-            let position = members
-                .iter()
-                .position(|&image| image == shot.image)
-                .unwrap_or(0);
-            let centrality = position.min(members.len() - 1 - position);
-            if home[shot.image].is_none_or(|(_, _, best)| centrality > best) {
-                home[shot.image] = Some((piece_index, shot_index, centrality));
-            }
-        }
-    }
-    // Union-find over pieces that agree on the images they share.
-    let mut parent: Vec<usize> = (0..pieces.len()).collect();
-    for a in 0..pieces.len() {
-        for b in a + 1..pieces.len() {
-            let poses_b: HashMap<usize, &Pose> = pieces[b]
-                .1
-                .shots
-                .iter()
-                .map(|shot| (shot.image, &shot.pose))
-                .collect();
-            let mut distances = Vec::new();
-            let mut angles = Vec::new();
-            for shot in &pieces[a].1.shots {
-                if let Some(other) = poses_b.get(&shot.image) {
-                    let (p, q) = (shot.pose.centre(), other.centre());
-                    distances.push(
-                        ((p[0] - q[0]).powi(2) + (p[1] - q[1]).powi(2) + (p[2] - q[2]).powi(2))
-                            .sqrt(),
-                    );
-                    angles.push(rotation_difference(&shot.pose, other));
-                }
-            }
-            if distances.len() >= LINK_MIN_SHARED
-                && median(distances.into_iter()) <= LINK_MAX_METRES
-                && median(angles.into_iter()) <= LINK_MAX_DEGREES
-            {
-                let (ra, rb) = (root(&mut parent, a), root(&mut parent, b));
-                parent[ra.max(rb)] = ra.min(rb);
-            }
-        }
-    }
-    let component = (0..pieces.len())
-        .map(|piece| root(&mut parent, piece))
-        .collect();
-    Joined {
-        home: home
-            .into_iter()
-            .map(|home| home.map(|(piece, shot, _)| (piece, shot)))
-            .collect(),
-        component,
-    }
-}
-
-/// The representative of `node`'s set (union-find, halving the path).
-fn root(parent: &mut [usize], mut node: usize) -> usize {
-    while parent[node] != node {
-        parent[node] = parent[parent[node]];
-        node = parent[node];
-    }
-    node
-}
-
-/// The angle (degrees) of the rotation between two poses' orientations.
-fn rotation_difference(a: &Pose, b: &Pose) -> f64 {
-    // trace(Ra Rbᵀ) = 1 + 2 cos θ.
-    let mut trace = 0.0;
-    for row in 0..3 {
-        for column in 0..3 {
-            trace += a.rotation[row][column] * b.rotation[row][column];
-        }
-    }
-    ((trace - 1.0) / 2.0).clamp(-1.0, 1.0).acos().to_degrees()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_35_mm_focal_length_is_a_ratio_on_the_diagonal() {
-        // A 3:2 picture: 36 mm is its width.
-        assert!((focal_ratio(36.0, 3000, 2000) - 1.0).abs() < 1e-12);
-        // The iPhone 4S of the Lund walk: 35 mm on a 4:3 picture.
-        assert!((focal_ratio(35.0, 1024, 768) - 1.011).abs() < 1e-3);
-        assert!((focal_ratio(35.0, 768, 1024) - 1.011).abs() < 1e-3);
-    }
-
-    #[test]
-    fn a_long_sequence_is_split_into_overlapping_parts_that_cover_it() {
-        assert_eq!(split(29, 100, 20), vec![(0..29).collect::<Vec<_>>()]);
-        assert_eq!(
-            split(130, 100, 20).len(),
-            1,
-            "a little more than a part is one part"
-        );
-        let parts = split(350, 100, 20);
-        assert_eq!(parts.len(), 4);
-        assert_eq!(parts[0], (0..100).collect::<Vec<_>>());
-        assert_eq!(parts[1][0], 80);
-        assert_eq!(*parts.last().unwrap().last().unwrap(), 349);
-        for pair in parts.windows(2) {
-            let shared = pair[0]
-                .iter()
-                .filter(|image| pair[1].contains(image))
-                .count();
-            assert_eq!(shared, 20);
-        }
-        let covered: HashSet<usize> = parts.iter().flatten().copied().collect();
-        assert_eq!(covered.len(), 350);
-    }
 }
