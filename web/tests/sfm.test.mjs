@@ -156,6 +156,11 @@ viewer.on('load', () => { window.shown.load = true; });
         const position = await window.viewer.getPosition();
         return [position.lng, position.lat];
       });
+      // The viewer looks the way the camera looked: along the walk, as the reconstruction
+      // says, not where the Exif compass points.
+      const looking = await page.evaluate(() => window.viewer.getBearing());
+      assert.ok(angleBetween(looking, from.computed_compass_angle) < 10, `the viewer looks towards ${looking}°, the computed compass says ${from.computed_compass_angle}°`);
+      assert.ok(angleBetween(looking, walk) < 30, `the viewer looks towards ${looking}°, the walk goes ${walk}°`);
       await page.evaluate(() => window.viewer.moveDir(mapillary.NavigationDirection.Next));
       await page.waitForFunction((id) => window.shown.image === id, to.id, { timeout: WAIT_MS });
       // Let the transition end.

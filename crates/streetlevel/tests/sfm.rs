@@ -261,6 +261,31 @@ fn media(server: &Server, url: &str) -> Response {
     server.get(local(url))
 }
 
+/// The cluster at `url` once its shot of `image` is there (`present`) or not, within 10 s.
+fn cluster_once(server: &Server, url: &str, image: u64, present: bool, what: &str) -> Value {
+    wait_for(what, Duration::from_secs(10), || {
+        let response = media(server, url);
+        if response.status != 200 {
+            return None;
+        }
+        let reconstruction = inflate(&response.body);
+        let has = reconstruction[0]["shots"]
+            .as_object()
+            .unwrap()
+            .contains_key(&image.to_string());
+        (has == present).then_some(reconstruction)
+    })
+}
+
+/// Runs `streetlevel images ACTION ID` on the data directory a server serves.
+fn take_down(server: &Server, data: &str, action: &str, image: u64) {
+    run_with_env(
+        Path::new(BINARY),
+        &["images", action, &image.to_string(), "--data", data],
+        &server.admin_env(),
+    );
+}
+
 #[test]
 #[allow(clippy::too_many_lines)] // one walk through import, a crash, the results and takedowns
 fn the_lund_walk_is_reconstructed_resumed_after_a_crash_served_and_taken_down() {
@@ -302,7 +327,7 @@ fn the_lund_walk_is_reconstructed_resumed_after_a_crash_served_and_taken_down() 
     // Killed as a crash kills it: the engine's child dies with it.
     let work = data.join(streetlevel_sfm::WORK_DIR);
     let work_text = work.to_string_lossy().into_owned();
-    unsafe_free_kill(first.pid());
+    kill_hard(first.pid());
     assert!(
         !first.is_running() || {
             std::thread::sleep(Duration::from_millis(500));
@@ -407,9 +432,13 @@ fn the_lund_walk_is_reconstructed_resumed_after_a_crash_served_and_taken_down() 
     // The computed coverage tiles show the computed positions; the original ones, the GPS.
     let probe = &images[registered[registered.len() / 2]];
     let id: u64 = probe["id"].as_str().unwrap().parse().unwrap();
-    for (tileset, field) in [
-        ("svc1_computed_public", "computed_geometry"),
-        ("svc1_public", "geometry"),
+    for (tileset, field, compass) in [
+        (
+            "svc1_computed_public",
+            "computed_geometry",
+            "computed_compass_angle",
+        ),
+        ("svc1_public", "geometry", "compass_angle"),
     ] {
         let [lon, lat] = point(&probe[field]);
         let tile = streetlevel_mvt::TileId::containing(lon, lat, 14).unwrap();
@@ -446,6 +475,21 @@ fn the_lund_walk_is_reconstructed_resumed_after_a_crash_served_and_taken_down() 
                 && (f64::from(shown.y()) - expected_y).abs() <= 1.0,
             "{tileset} shows {id} at {shown:?}, its {field} is at ({expected_x}, {expected_y})"
         );
+        // Map clients draw the viewing cone from the tile's `compass_angle`: the computed
+        // tiles give the computed heading, the original ones the camera's own.
+        // (Rounded as the tiles round: whole degrees.)
+        let expected: i64 = probe[compass]
+            .as_f64()
+            .unwrap()
+            .round()
+            .to_string()
+            .parse()
+            .unwrap();
+        assert_eq!(
+            feature.properties.get("compass_angle"),
+            Some(&streetlevel_mvt::Value::Int(expected)),
+            "{tileset}: the compass of {id}, its {compass} rounded"
+        );
     }
 
     // The mesh and the cluster through the media routes.
@@ -480,31 +524,19 @@ fn the_lund_walk_is_reconstructed_resumed_after_a_crash_served_and_taken_down() 
 
     // Taking down: an erased image leaves no trace in its cluster; a hidden one is left out
     // until it is restored.
-    let admin = second.admin_env();
     let data_text = data.to_string_lossy().into_owned();
     let members: Vec<u64> = shots.keys().map(|key| key.parse().unwrap()).collect();
     let hidden = *members.iter().find(|&&member| member != id).unwrap();
-    run_with_env(
-        Path::new(BINARY),
-        &["images", "delete", &id.to_string(), "--data", &data_text],
-        &admin,
-    );
-    let gone = wait_for(
+    take_down(&second, &data_text, "delete", id);
+    let reconstruction = cluster_once(
+        &second,
+        &cluster_url,
+        id,
+        false,
         "the erased image's cluster is rebuilt",
-        Duration::from_secs(10),
-        || {
-            let response = media(&second, &cluster_url);
-            (response.status == 200
-                && !inflate(&response.body)[0]["shots"]
-                    .as_object()
-                    .unwrap()
-                    .contains_key(&id.to_string()))
-            .then_some(response)
-        },
     );
     // Image IDs are shot keys and nowhere else in a cluster (points are keyed by index):
     // no shot and no string names it.
-    let reconstruction = inflate(&gone.body);
     assert!(
         !reconstruction[0]["shots"]
             .as_object()
@@ -555,48 +587,22 @@ fn the_lund_walk_is_reconstructed_resumed_after_a_crash_served_and_taken_down() 
         .as_str()
         .unwrap()
         .to_owned();
-    run_with_env(
-        Path::new(BINARY),
-        &["images", "hide", &hidden.to_string(), "--data", &data_text],
-        &admin,
-    );
-    wait_for(
+    take_down(&second, &data_text, "hide", hidden);
+    cluster_once(
+        &second,
+        &cluster_url,
+        hidden,
+        false,
         "the hidden image leaves its cluster",
-        Duration::from_secs(10),
-        || {
-            let response = media(&second, &cluster_url);
-            (response.status == 200
-                && !inflate(&response.body)[0]["shots"]
-                    .as_object()
-                    .unwrap()
-                    .contains_key(&hidden.to_string()))
-            .then_some(())
-        },
     );
     assert_eq!(media(&second, &hidden_mesh).status, 404);
-    run_with_env(
-        Path::new(BINARY),
-        &[
-            "images",
-            "restore",
-            &hidden.to_string(),
-            "--data",
-            &data_text,
-        ],
-        &admin,
-    );
-    wait_for(
+    take_down(&second, &data_text, "restore", hidden);
+    cluster_once(
+        &second,
+        &cluster_url,
+        hidden,
+        true,
         "the restored image is back in its cluster",
-        Duration::from_secs(10),
-        || {
-            let response = media(&second, &cluster_url);
-            (response.status == 200
-                && inflate(&response.body)[0]["shots"]
-                    .as_object()
-                    .unwrap()
-                    .contains_key(&hidden.to_string()))
-            .then_some(())
-        },
     );
     assert_eq!(media(&second, &hidden_mesh).status, 200);
     drop(second);
@@ -621,7 +627,7 @@ fn strings_in(value: &Value) -> BTreeSet<String> {
 }
 
 /// SIGKILL, as a crash or the OOM killer ends a process.
-fn unsafe_free_kill(pid: u32) {
+fn kill_hard(pid: u32) {
     let status = std::process::Command::new("kill")
         .args(["-KILL", &pid.to_string()])
         .status()
@@ -655,10 +661,6 @@ echo "{{\"engine\": \"pycolmap 4.2.1\", \"mapper\": \"global\", \"images\": $cou
     );
     let python = dir.join("venv/bin/python");
     std::fs::write(&python, script).unwrap();
-    std::os::unix::fs::PermissionsExt::set_mode(
-        &mut std::fs::metadata(&python).unwrap().permissions(),
-        0o755,
-    );
     let mut permissions = std::fs::metadata(&python).unwrap().permissions();
     std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
     std::fs::set_permissions(&python, permissions).unwrap();
