@@ -120,7 +120,10 @@ impl Engine {
     /// The engine of the virtual environment in `dir` (`dir/venv/bin/python`), checked by
     /// importing the engine once: the reason when it cannot run.
     pub fn find(dir: &Path, options: EngineOptions) -> Result<Self, SfmError> {
+        // Absolute (symbolic links kept: the environment's `python` is one), since the
+        // driver runs in its work directory.
         let python = dir.join("venv/bin/python");
+        let python = std::path::absolute(&python).unwrap_or(python);
         if !python.exists() {
             return Err(SfmError::EngineMissing(format!(
                 "no {} (install it with `cargo xtask models`, or point --sfm-engine-dir at a \
@@ -362,6 +365,19 @@ mod tests {
         let text = error.to_string();
         assert!(text.contains("/nonexistent/sfm/venv/bin/python"), "{text}");
         assert!(text.contains("cargo xtask models"), "{text}");
+    }
+
+    #[test]
+    fn a_relative_engine_folder_is_taken_from_the_current_directory() {
+        // `--sfm-engine-dir target/streetlevel-sfm`: the driver runs in its work directory,
+        // so the interpreter must be named from the root.
+        let error = Engine::find(Path::new("no-such-folder/sfm"), EngineOptions::default())
+            .unwrap_err()
+            .to_string();
+        let expected = std::env::current_dir()
+            .unwrap()
+            .join("no-such-folder/sfm/venv/bin/python");
+        assert!(error.contains(&expected.display().to_string()), "{error}");
     }
 
     #[test]
