@@ -8,7 +8,7 @@
 //! `STREETLEVEL_TOOLS_CACHE`, or `XDG_CACHE_HOME/streetlevel`); about four minutes on two
 //! cores the first time, nothing after.
 //!
-//! Advisories: the RustSec database is a git repository that cargo-deny clones from GitHub,
+//! Advisories: the `RustSec` database is a git repository that cargo-deny clones from GitHub,
 //! which the machines that build this project cannot reach, and no package registry carries
 //! a copy. So the advisories are checked only where a copy is already on the machine
 //! (`$CARGO_HOME/advisory-dbs`, as `cargo deny fetch` leaves it), never fetched; elsewhere

@@ -60,7 +60,7 @@ fn check(root: &Path) -> Result<Vec<String>> {
     let metadata = cargo_metadata(root)?;
     let reexports = reexports(&metadata)?;
     let mut problems = layering::layering_problems(&metadata, &allow_list, &reexports)?;
-    problems.extend(paths::missing_path_problems(root, &architecture)?);
+    problems.extend(paths::missing_path_problems(root, &architecture));
     problems.extend(commands::command_list_problems(root, &architecture)?);
     problems.extend(budget::budget_problems(&budgeted_sources(root, &metadata)?));
     problems.extend(unused_dependency_problems(&metadata)?);
