@@ -54,8 +54,8 @@ pub(super) fn missing_path_problems(root: &Path, architecture: &str) -> Vec<Stri
     problems
 }
 
-/// The crate folder a code map heading is about (the heading of `crates/import` gives
-/// `crates/import`); `None` for any other heading.
+/// The crate folder a code map heading is about (the heading of `crates/import`'s section
+/// gives `crates/import`); `None` for any other heading.
 fn heading_crate(line: &str) -> Option<String> {
     let (_, rest) = line.split_once("`crates/")?;
     let (name, _) = rest.split_once('`')?;
