@@ -326,6 +326,7 @@ impl Store {
         self.forget_images(&changes.erased);
         self.hide_in_memory(&changes.hidden);
         self.restore_in_memory(&changes.restored);
+        self.replace_in_memory(&changes.updated);
     }
 
     /// Erases images from memory: visible ones leave the indexes and tile structures, every
@@ -395,7 +396,7 @@ impl Store {
     }
 
     /// The visible ones of `slots` with copies of their records as they are now.
-    fn visible_records(&self, slots: &[u32]) -> Vec<(u32, ImageRecord)> {
+    pub(crate) fn visible_records(&self, slots: &[u32]) -> Vec<(u32, ImageRecord)> {
         slots
             .iter()
             .map(|&slot| (slot, *self.records.image(slot)))
@@ -405,7 +406,7 @@ impl Store {
 
     /// Takes `removed` out of the indexes and tile structures, once the records' lists no
     /// longer hold them (the sequences `touched` lost members).
-    fn unindex(&mut self, removed: &[(u32, ImageRecord)], touched: &[u32]) {
+    pub(crate) fn unindex(&mut self, removed: &[(u32, ImageRecord)], touched: &[u32]) {
         let Self {
             records,
             indexes,
