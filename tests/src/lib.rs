@@ -36,6 +36,12 @@ pub struct Fixture {
 /// and the models of [`test_models_dir`].
 pub const BLUR_OFF: (&str, &str) = ("STREETLEVEL_BLUR", "false");
 
+/// The one switch that keeps the servers this crate starts from reconstructing the real
+/// photos other tests import (structure from motion costs about a minute of CPU for the Lund
+/// walk), set before the caller's environment and flags, which win over it: the tests of
+/// reconstruction turn it on with `--sfm-workers 1`.
+pub const SFM_OFF: (&str, &str) = ("STREETLEVEL_SFM_WORKERS", "0");
+
 /// The folder with ONNX Runtime and the default face model: `STREETLEVEL_TEST_MODELS`
 /// (which `cargo xtask test` sets), else where `cargo xtask models` installs them. Under CI a
 /// missing folder fails the test that asks; elsewhere it is `None`, and the test says it
@@ -55,6 +61,30 @@ pub fn test_models_dir() -> Option<PathBuf> {
     );
     eprintln!(
         "skipped: the blur models are not in {} (run `cargo xtask models`)",
+        dir.display()
+    );
+    None
+}
+
+/// The folder of the structure-from-motion engine's virtual environment: `STREETLEVEL_TEST_SFM`
+/// (which `cargo xtask test` sets), else where `cargo xtask models` installs it. Under CI a
+/// missing engine fails the test that asks; elsewhere it is `None`, and the test says it
+/// skipped.
+pub fn test_sfm_engine_dir() -> Option<PathBuf> {
+    let dir = std::env::var_os("STREETLEVEL_TEST_SFM").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/streetlevel-sfm"),
+        PathBuf::from,
+    );
+    if dir.join("venv/bin/python").exists() {
+        return Some(dir);
+    }
+    assert!(
+        !in_ci(),
+        "the structure-from-motion engine is not in {}: `cargo xtask test` installs it",
+        dir.display()
+    );
+    eprintln!(
+        "skipped: the structure-from-motion engine is not in {} (run `cargo xtask models`)",
         dir.display()
     );
     None
@@ -440,6 +470,7 @@ impl Server {
             .args(extra)
             .env("RUST_LOG", "warn")
             .env(BLUR_OFF.0, BLUR_OFF.1)
+            .env(SFM_OFF.0, SFM_OFF.1)
             .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

@@ -121,8 +121,11 @@ export async function startService({ images = 120, seed = 3, callbackUrl, serveA
 // `streetlevel serve` on an existing data directory with extra arguments (for example
 // `--assets-dir`), on 127.0.0.1:0; resolves once it prints its address.
 export async function serveData(data, extraArgs = []) {
+  // No reconstruction of the photos a test imports unless it asks (`--sfm-workers 1`): the
+  // flag wins over the variable.
   const child = spawn(binary(), ['serve', '--data', data, '--addr', '127.0.0.1:0', ...extraArgs], {
     stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, STREETLEVEL_SFM_WORKERS: '0' },
   });
   let log = '';
   child.stderr.on('data', (chunk) => {

@@ -60,12 +60,15 @@ pub(crate) fn run(root: &Path) -> Result<Outcome> {
     }
     // The dev-profile binary the cargo tests built (a no-op build after them).
     let binary = build_test_binaries(root)?.join("streetlevel");
+    // The viewer's test of reconstructed imagery runs the real engine.
+    let sfm = crate::models::ensure_sfm(root)?;
     let mut command = Command::new("node");
     command
         .args(["--test", "--test-concurrency=1", SUITE])
         .current_dir(&web)
         .env("STREETLEVEL_BIN", &binary)
-        .env("STREETLEVEL_CHROMIUM", &chromium);
+        .env("STREETLEVEL_CHROMIUM", &chromium)
+        .env("STREETLEVEL_TEST_SFM", &sfm);
     eprintln!(
         "$ (cd web && STREETLEVEL_BIN={} node --test --test-concurrency=1 {SUITE})",
         binary.display()

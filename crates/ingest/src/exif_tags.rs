@@ -167,6 +167,12 @@ impl ExifTags {
         Some(if below_sea_level { -altitude } else { altitude })
     }
 
+    /// `FocalLengthIn35mmFilm` in millimetres: the lens's angle of view as a 35 mm camera's
+    /// focal length; `None` when absent, zero (unknown, as Exif has it) or not finite.
+    pub fn focal_length_35mm(&self) -> Option<f64> {
+        single_number(&self.field(Tag::FocalLengthIn35mmFilm)?.value).filter(|focal| *focal > 0.0)
+    }
+
     /// `GPSImgDirection` in degrees; `None` when absent or not a finite number. True or
     /// magnetic north (`GPSImgDirectionRef`) is not told apart, as the uploader does not.
     pub fn direction(&self) -> Option<f64> {

@@ -709,12 +709,20 @@ impl App {
         let mut reply = Reply::bytes(object.content_type(), Bytes::from(bytes));
         reply.compressible = false;
         reply.cache_control = Some(Cow::Borrowed("public, max-age=86400, immutable"));
-        if let Some(image) = image
-            && let Ok(key) = HeaderValue::from_str(&crate::takedown::image_surrogate_key(image))
+        let shown = match image {
+            Some(image) => vec![image],
+            None => self.services.media.shown_images(&object),
+        };
+        let keys: Vec<String> = shown
+            .into_iter()
+            .map(crate::takedown::image_surrogate_key)
+            .collect();
+        if !keys.is_empty()
+            && let Ok(keys) = HeaderValue::from_str(&keys.join(" "))
         {
             reply
                 .headers
-                .insert(HeaderName::from_static("surrogate-key"), key);
+                .insert(HeaderName::from_static("surrogate-key"), keys);
         }
         Ok(reply)
     }

@@ -295,6 +295,12 @@ pub trait MediaSource: Send + Sync {
     fn original_version(&self, _image: ImageId) -> Option<OriginalVersion> {
         None
     }
+
+    /// The images a mesh or cluster holds data of, for its reply's surrogate keys (a takedown
+    /// of any of them purges it); none known by default.
+    fn shown_images(&self, _object: &MediaObject) -> Vec<ImageId> {
+        Vec::new()
+    }
 }
 
 /// The version of an original file: inode, size and modification time.

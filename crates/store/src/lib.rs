@@ -2,6 +2,7 @@
 
 mod batch;
 mod changes;
+mod computed;
 mod error;
 pub mod filter;
 mod image_record;
@@ -20,6 +21,7 @@ mod tiles;
 
 pub use batch::{BatchOutcome, ImportBatch, ImportedImage, PreparedBatch, WrittenBatch, catch_up};
 pub use changes::{TouchedArea, TouchedContent};
+pub use computed::{Computed, ComputedUpdate, SequenceSummary};
 pub use error::StoreError;
 pub use filter::{
     BoundingBox, Cursor, DetectionFilter, ImageFilter, MapFeatureFilter, Page, TimeRange,

@@ -331,6 +331,7 @@ impl Store {
         self.forget_images(&changes.erased);
         self.hide_in_memory(&changes.hidden);
         self.restore_in_memory(&changes.restored);
+        self.replace_in_memory(&changes.updated);
     }
 
     /// Erases images from memory: visible ones leave the indexes and tile structures, every
@@ -400,7 +401,7 @@ impl Store {
     }
 
     /// The visible ones of `slots` with copies of their records as they are now.
-    fn visible_records(&self, slots: &[u32]) -> Vec<(u32, ImageRecord)> {
+    pub(crate) fn visible_records(&self, slots: &[u32]) -> Vec<(u32, ImageRecord)> {
         slots
             .iter()
             .map(|&slot| (slot, *self.records.image(slot)))
@@ -410,7 +411,7 @@ impl Store {
 
     /// Takes `removed` out of the indexes and tile structures, once the records' lists no
     /// longer hold them (the sequences `touched` lost members).
-    fn unindex(&mut self, removed: &[(u32, ImageRecord)], touched: &[u32]) {
+    pub(crate) fn unindex(&mut self, removed: &[(u32, ImageRecord)], touched: &[u32]) {
         let Self {
             records,
             indexes,

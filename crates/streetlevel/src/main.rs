@@ -1,5 +1,5 @@
 //! The `streetlevel` command line: `serve`, `fixtures`, `import`, `backup`, `restore`,
-//! `migrate`, and
+//! `migrate`, `sfm`, and
 //! the admin commands `apps`, `users`, `images`, `sequences`, `uploads`, `takedowns` and `requests`. Each subcommand lives in its own module of this binary.
 
 mod admin;
@@ -12,6 +12,7 @@ mod migrate;
 mod reblur;
 mod requests;
 mod serve;
+mod sfm;
 mod takedown;
 
 use clap::{Parser, Subcommand};
@@ -63,6 +64,9 @@ enum Command {
     /// Privacy requests from the report form: list them, resolve them (administrators).
     #[command(subcommand)]
     Requests(requests::RequestsCommand),
+    /// Reconstruct sequences with structure from motion (computed positions, headings,
+    /// meshes, clusters): those not reconstructed yet, or the ones named; resumable.
+    Sfm(sfm::Args),
 }
 
 /// Runs the command; an error is one line on standard error and exit status 1 (whatever
@@ -93,5 +97,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Takedowns(command) => takedown::run_takedowns(command),
         Command::Reblur(args) => reblur::run(&args),
         Command::Requests(command) => requests::run(command),
+        Command::Sfm(args) => sfm::run(&args),
     }
 }

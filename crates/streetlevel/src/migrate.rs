@@ -1,5 +1,5 @@
 //! `streetlevel migrate --from DIR --to postgres://…`: copies a data directory's `SQLite`
-//! tables (store, auth, web, import) into an empty PostgreSQL database, in one transaction, so
+//! tables (store, auth, web, import, sfm) into an empty PostgreSQL database, in one transaction, so
 //! a data set made on one machine can be served by replicas.
 //!
 //! Both sides are first brought to the newest schema by opening them as `serve` would, so the
@@ -21,7 +21,7 @@ use streetlevel_web::Registry;
 use crate::data_lock::lock_data_dir;
 
 /// The prefixes of the tables that move: every crate's.
-const PREFIXES: [&str; 4] = ["store_", "auth_", "web_", "import_"];
+const PREFIXES: [&str; 5] = ["store_", "auth_", "web_", "import_", "sfm_"];
 
 /// The most parameters one PostgreSQL statement may carry.
 const MAX_PARAMETERS: usize = 65_535;
@@ -113,6 +113,11 @@ pub fn run(args: &MigrateArgs) -> anyhow::Result<()> {
         Uploads::open(&args.from, limits).context("cannot open the source's upload tables")?;
         Uploads::open_location(&args.from, &target_location, limits)
             .with_context(|| format!("cannot create the upload tables in {shown}"))?;
+        let source_database = Database::open(&Location::Sqlite(database.clone()))?;
+        streetlevel_sfm::migrate(&source_database)
+            .context("cannot open the source's reconstruction tables")?;
+        streetlevel_sfm::migrate(&Database::open(&target_location)?)
+            .with_context(|| format!("cannot create the reconstruction tables in {shown}"))?;
     }
     let source = Database::open(&Location::Sqlite(database))?;
     let target = Database::open(&target_location)?;

@@ -4,7 +4,7 @@
 //! `cargo xtask serve` read the bound port from it), then logs the public URLs.
 
 mod log_writer;
-mod media;
+pub(crate) mod media;
 mod settings;
 
 use std::net::SocketAddr;
@@ -373,6 +373,7 @@ async fn serve(args: Args, settings: Settings) -> anyhow::Result<()> {
         background,
         auth: auth_config,
         blur,
+        sfm,
     } = settings::resolve(settings, args.debug_panic_route, media_key)?;
     let config = fit_connections_to_descriptors(config);
     let location = database_location(&data, database_url)?;
@@ -403,12 +404,10 @@ async fn serve(args: Args, settings: Settings) -> anyhow::Result<()> {
     let registry =
         Registry::open_database(database.clone()).context("cannot open the web tables")?;
     // `POST /blur/` blurs with the same blurrer as uploads, or answers 503 without one.
-    let (uploads, blur_api) = crate::blur::for_server(&data, database, upload_limits, &blur)?;
+    let (uploads, blur_api) =
+        crate::blur::for_server(&data, database.clone(), upload_limits, &blur)?;
     let media_dir = Store::media_dir(&data);
-    let media = DataDirMedia::new(&media_dir, Arc::clone(&store));
-    if media.renders_on_request() {
-        tracing::info!("fixture data set: missing media are rendered on request");
-    }
+    let (media, reconstructor) = media_and_reconstructions(&data, database, &store, &sfm)?;
 
     let blurrer = blur_api.as_ref().map(|blurrer| blurrer.fingerprint());
     let privacy = Arc::new(
@@ -435,7 +434,7 @@ async fn serve(args: Args, settings: Settings) -> anyhow::Result<()> {
         store: Arc::clone(&store),
         auth,
         rate_limits: Arc::clone(&rate_limits),
-        media: Arc::new(media),
+        media,
         media_cache_dir: media_dir.join(streetlevel_import::THUMBNAIL_CACHE_DIR),
         clock,
         media_links,
@@ -460,12 +459,45 @@ async fn serve(args: Args, settings: Settings) -> anyhow::Result<()> {
     let shutdown = shutdown_signal(args.exit_on_stdin_eof);
     announce(&server);
     let cleaner = spawn_cleaner(rate_limits, sign_in);
-    let background = Background::start(&uploads, store, background)?;
+    let background = Background::start(&uploads, store, background, &reconstructor, sfm.workers)?;
     server.run(shutdown).await?;
     cleaner.abort();
     background.stop().await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The media source of the data directory (fixture media rendered on request where the set
+/// is marked so; reconstructions' meshes and clusters from the database) and the
+/// reconstructor, whose tables exist before the media source reads them.
+fn media_and_reconstructions(
+    data: &Path,
+    database: Database,
+    store: &Arc<RwLock<Store>>,
+    sfm: &crate::sfm::Background,
+) -> anyhow::Result<(
+    Arc<dyn streetlevel_server::MediaSource>,
+    Arc<streetlevel_sfm::Reconstructor>,
+)> {
+    let media_dir = Store::media_dir(data);
+    let media: Arc<dyn streetlevel_server::MediaSource> =
+        Arc::new(DataDirMedia::new(&media_dir, Arc::clone(store)));
+    let reconstructor = Arc::new(crate::sfm::reconstructor(
+        data,
+        database,
+        Arc::clone(store),
+        Arc::clone(&media),
+        &sfm.engine,
+        sfm.settle,
+        sfm.lease,
+    )?);
+    if media_dir
+        .join(streetlevel_fixtures::RENDER_ON_REQUEST_MARKER)
+        .is_file()
+    {
+        tracing::info!("fixture data set: missing media are rendered on request");
+    }
+    Ok((media, reconstructor))
 }
 
 /// Descriptors kept for what is not a client connection: the database connections, the
@@ -532,8 +564,9 @@ fn warn_if_blurred_by_older(privacy: &streetlevel_import::Privacy) {
     }
 }
 
-/// The work a server does besides answering requests: the upload workers (threads, since
-/// processing is blocking work) and the follower of other processes' writes.
+/// The work a server does besides answering requests: the upload workers and the
+/// reconstruction workers (threads, since processing is blocking work) and the follower of
+/// other processes' writes.
 struct Background {
     stop: Arc<AtomicBool>,
     workers: Vec<std::thread::JoinHandle<()>>,
@@ -548,6 +581,8 @@ impl Background {
         uploads: &Arc<Uploads>,
         store: Arc<RwLock<Store>>,
         work: settings::UploadWork,
+        reconstructor: &Arc<streetlevel_sfm::Reconstructor>,
+        sfm_workers: usize,
     ) -> anyhow::Result<Self> {
         streetlevel_import::set_decode_memory_limit(work.decode_memory_bytes);
         if let Some(threads) = work.cpu_threads {
@@ -564,6 +599,13 @@ impl Background {
                     .context("cannot start an upload worker")
             })
             .collect::<anyhow::Result<Vec<_>>>()?;
+        let mut workers = workers;
+        workers.extend(crate::sfm::start_workers(
+            reconstructor,
+            &store,
+            sfm_workers,
+            &stop,
+        )?);
         let follower = tokio::spawn(follow_other_writers(store));
         Ok(Background {
             stop,

@@ -3,7 +3,8 @@
 
 use streetlevel_db::{Conn, Database, params};
 use streetlevel_model::{
-    Creator, CreatorId, EntityId, ImageId, Organization, OrganizationId, Sequence,
+    Creator, CreatorId, EntityId, Image, ImageId, MediaId, Organization, OrganizationId, Point,
+    Sequence, SequenceId, Timestamp,
 };
 
 use super::columns::from_sql_id;
@@ -11,7 +12,7 @@ use super::columns::to_sql_id;
 use super::load::IMAGE_COLUMNS;
 use super::load::is_hidden_row;
 use super::load::read_image_row;
-use crate::image_record::NONE;
+use crate::image_record::{NONE, RecordNames, RecordValues};
 use crate::{Store, StoreError};
 
 /// Loads into `store` what other connections wrote after the write log entry `after`: the
@@ -50,15 +51,22 @@ fn follow_in_transaction(
             let id = from_sql_id(row.get(0)?);
             let hidden = is_hidden_row(row)?;
             in_database.insert(id);
-            if store.image(ImageId(id)).is_some() {
-                if hidden {
+            let held = store
+                .image(ImageId(id))
+                .map(|image| (image, false))
+                .or_else(|| store.hidden_image(ImageId(id)).map(|image| (image, true)));
+            if let Some((image, was_hidden)) = held {
+                if hidden && !was_hidden {
                     changes.hidden.push(ImageId(id));
                 }
-                return Ok(());
-            }
-            if store.records.hidden_slot(id).is_some() {
-                if !hidden {
+                if !hidden && was_hidden {
                     changes.restored.push(ImageId(id));
+                }
+                // Written over since (what a reconstruction derived): the row is the truth.
+                let (values, names) = read_image_row(row, &mut parameters)?;
+                let stored = image_of(&values, &names);
+                if stored != image {
+                    changes.updated.push(stored);
                 }
                 return Ok(());
             }
@@ -103,6 +111,41 @@ pub(crate) struct FollowedChanges {
     pub(crate) restored: Vec<ImageId>,
     /// Held here (visible or hidden), gone from the database.
     pub(crate) erased: Vec<ImageId>,
+    /// Held here with other values than the database's (computed fields written over).
+    pub(crate) updated: Vec<Image>,
+}
+
+/// The image a row of the store's table holds.
+fn image_of(values: &RecordValues, names: &RecordNames<'_>) -> Image {
+    Image {
+        id: ImageId(values.id),
+        altitude: values.altitude,
+        atomic_scale: values.atomic_scale,
+        camera_parameters: names.camera_parameters.map(<[f64]>::to_vec),
+        camera_type: names.camera_type,
+        captured_at: Timestamp(values.captured_at),
+        compass_angle: values.compass_angle,
+        computed_altitude: values.computed_altitude,
+        computed_compass_angle: values.computed_compass_angle,
+        computed_geometry: values
+            .computed_geometry
+            .map(|[lon, lat]| Point::new(lon, lat)),
+        computed_rotation: values.computed_rotation,
+        creator: names.creator,
+        exif_orientation: values.exif_orientation,
+        geometry: Point::new(values.geometry[0], values.geometry[1]),
+        height: values.height,
+        width: values.width,
+        is_pano: values.is_pano,
+        make: names.make.map(str::to_owned),
+        model: names.model.map(str::to_owned),
+        merge_cc: values.merge_cc,
+        mesh: values.mesh.map(MediaId),
+        sequence: SequenceId(names.sequence.to_owned()),
+        sfm_cluster: values.sfm_cluster.map(MediaId),
+        quality_score: values.quality_score,
+        organization: names.organization,
+    }
 }
 
 /// Reads the creators, organizations and sequences that images `first_new..` name and the

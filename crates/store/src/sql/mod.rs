@@ -29,5 +29,5 @@ pub(crate) use takedown::{TakedownRow, erase_images, set_hidden, takedowns};
 pub(crate) use write::{
     creator_by_username, images_with_hashes, insert_creators, insert_detections,
     insert_image_hashes, insert_images, insert_map_features, insert_organizations,
-    insert_sequences, last_write, reserve_ids,
+    insert_sequences, last_write, reserve_ids, set_computed,
 };

@@ -72,14 +72,20 @@ const INSERT_IMAGE: &str = "INSERT INTO store_images (id, captured_at, lon, lat,
  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19,
     ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27)";
 
+/// The computed rotation (none when it is NaN) and the camera parameters as blobs.
+fn derived_blobs(image: &Image) -> (Option<Vec<u8>>, Option<Vec<u8>>) {
+    let rotation = image
+        .computed_rotation
+        .filter(|rotation| !rotation[0].is_nan())
+        .map(|rotation| floats_to_blob(&rotation));
+    let parameters = image.camera_parameters.as_deref().map(floats_to_blob);
+    (rotation, parameters)
+}
+
 /// Inserts images and logs the write (see [`log_write`]).
 pub(crate) fn insert_images(connection: &mut dyn Conn, images: &[Image]) -> Result<(), StoreError> {
     for image in images {
-        let rotation = image
-            .computed_rotation
-            .filter(|rotation| !rotation[0].is_nan())
-            .map(|rotation| floats_to_blob(&rotation));
-        let parameters = image.camera_parameters.as_deref().map(floats_to_blob);
+        let (rotation, parameters) = derived_blobs(image);
         connection.execute(
             INSERT_IMAGE,
             params![
@@ -110,6 +116,36 @@ pub(crate) fn insert_images(connection: &mut dyn Conn, images: &[Image]) -> Resu
                 image.sfm_cluster.map(|cluster| to_sql_id(cluster.0)),
                 finite(image.quality_score),
                 image.organization.map(|id| to_sql_id(id.0)),
+            ],
+        )?;
+    }
+    log_write(connection, images.iter().map(|image| image.id))
+}
+
+/// Writes the computed fields of images already stored (the whole row's derived part:
+/// computed location, altitude, compass angle and rotation, camera parameters, scale,
+/// component, mesh and cluster) and logs the write, so that followers reload the rows.
+pub(crate) fn set_computed(connection: &mut dyn Conn, images: &[Image]) -> Result<(), StoreError> {
+    for image in images {
+        let (rotation, parameters) = derived_blobs(image);
+        connection.execute(
+            "UPDATE store_images SET computed_lon = ?2, computed_lat = ?3,
+                computed_altitude = ?4, computed_compass_angle = ?5, computed_rotation = ?6,
+                camera_parameters = ?7, atomic_scale = ?8, merge_cc = ?9, mesh = ?10,
+                sfm_cluster = ?11
+             WHERE id = ?1",
+            params![
+                to_sql_id(image.id.0),
+                image.computed_geometry.map(|point| point.lon),
+                image.computed_geometry.map(|point| point.lat),
+                finite(image.computed_altitude),
+                finite(image.computed_compass_angle),
+                rotation.as_ref(),
+                parameters.as_ref(),
+                finite(image.atomic_scale),
+                image.merge_cc.map(to_sql_id),
+                image.mesh.map(|mesh| to_sql_id(mesh.0)),
+                image.sfm_cluster.map(|cluster| to_sql_id(cluster.0)),
             ],
         )?;
     }

@@ -1,12 +1,16 @@
 //! Media of a data directory: the files under `media/`, and for a fixture data set written
 //! with `--media lazy` (marked by `media/RENDER_ON_REQUEST`) the originals, meshes and `SfM`
 //! clusters rendered from the image's metadata on first request and kept. Real imagery never
-//! gets synthetic scenery: without the marker a missing file is answered as unknown.
+//! gets synthetic scenery: without the marker a missing file is answered as unknown, but for
+//! the meshes and clusters of its reconstructions, made on request from the database's rows
+//! (`streetlevel-sfm`), from the images that are public now.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, PoisonError, RwLock};
 
+use streetlevel_db::Database;
 use streetlevel_model::{ImageId, MediaId};
+use streetlevel_server::media::MediaObject;
 use streetlevel_server::{DirectoryMedia, Error as ServerError, MediaSource};
 use streetlevel_store::Store;
 
@@ -15,6 +19,9 @@ pub struct DataDirMedia {
     files: DirectoryMedia,
     /// Set for a fixture data set whose media are rendered on request.
     render: Option<RenderOnRequest>,
+    /// The database of reconstructions (its `sfm_` tables exist) and the store that says which
+    /// images are public.
+    reconstructions: Option<(Database, Arc<RwLock<Store>>)>,
 }
 
 struct RenderOnRequest {
@@ -28,8 +35,14 @@ impl DataDirMedia {
         let marked = media_dir
             .join(streetlevel_fixtures::RENDER_ON_REQUEST_MARKER)
             .is_file();
+        let database = store
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .database()
+            .cloned();
         DataDirMedia {
             files: DirectoryMedia::new(media_dir),
+            reconstructions: database.map(|database| (database, Arc::clone(&store))),
             render: marked.then(|| RenderOnRequest {
                 media_dir: media_dir.to_path_buf(),
                 store,
@@ -37,13 +50,32 @@ impl DataDirMedia {
         }
     }
 
-    /// Whether missing fixture media are rendered on request.
-    pub fn renders_on_request(&self) -> bool {
-        self.render.is_some()
+    fn reconstructed(
+        &self,
+        made: impl FnOnce(
+            &Database,
+            &RwLock<Store>,
+        )
+            -> Result<Option<streetlevel_sfm::media::Served>, streetlevel_sfm::SfmError>,
+    ) -> Result<Option<streetlevel_sfm::media::Served>, ServerError> {
+        let Some((database, store)) = &self.reconstructions else {
+            return Ok(None);
+        };
+        made(database, store).map_err(|error| {
+            if error.is_unavailable() {
+                ServerError::Unavailable(error.to_string())
+            } else {
+                ServerError::Internal(error.to_string())
+            }
+        })
     }
 }
 
 impl MediaSource for DataDirMedia {
+    fn shown_images(&self, object: &MediaObject) -> Vec<ImageId> {
+        self.reconstructed_images(object)
+    }
+
     fn original_version(
         &self,
         image: ImageId,
@@ -79,7 +111,11 @@ impl MediaSource for DataDirMedia {
             return Ok(Some(bytes));
         }
         let Some(render) = &self.render else {
-            return Ok(None);
+            return Ok(self
+                .reconstructed(|database, store| {
+                    streetlevel_sfm::media::mesh_bytes(database, store, id)
+                })?
+                .map(|served| served.bytes));
         };
         let store = render.store.read().unwrap_or_else(PoisonError::into_inner);
         let Some(image) = store.image_with_mesh(id) else {
@@ -99,7 +135,11 @@ impl MediaSource for DataDirMedia {
             return Ok(Some(bytes));
         }
         let Some(render) = &self.render else {
-            return Ok(None);
+            return Ok(self
+                .reconstructed(|database, store| {
+                    streetlevel_sfm::media::cluster_bytes(database, store, id)
+                })?
+                .map(|served| served.bytes));
         };
         let sequence_images = {
             let store = render.store.read().unwrap_or_else(PoisonError::into_inner);
@@ -120,6 +160,24 @@ impl MediaSource for DataDirMedia {
             &bytes,
         )?;
         Ok(Some(bytes))
+    }
+}
+
+impl DataDirMedia {
+    /// The images a reconstruction's mesh or cluster shows (none for a file's).
+    fn reconstructed_images(&self, object: &MediaObject) -> Vec<ImageId> {
+        let Some((database, store)) = &self.reconstructions else {
+            return Vec::new();
+        };
+        let shown = match *object {
+            MediaObject::Mesh(id) => streetlevel_sfm::media::mesh_image(database, id)
+                .map(|image| image.into_iter().collect()),
+            MediaObject::SfmCluster(id) => {
+                streetlevel_sfm::media::cluster_images(database, store, id)
+            }
+            _ => Ok(Vec::new()),
+        };
+        shown.unwrap_or_default()
     }
 }
 

@@ -232,6 +232,35 @@ pub struct Settings {
     /// [default: 60]
     #[arg(long, env = "STREETLEVEL_BLUR_RETRY_SECONDS")]
     pub blur_retry_seconds: Option<u64>,
+    /// Reconstruction workers this server runs (structure from motion of own imagery, one
+    /// sequence at a time each, on the CPU pool); 0 runs none (another process's workers, or
+    /// `streetlevel sfm`, do it). [default: 1]
+    #[arg(long, env = "STREETLEVEL_SFM_WORKERS")]
+    pub sfm_workers: Option<usize>,
+    /// The folder of the structure-from-motion engine's virtual environment
+    /// (`venv/bin/python` with pycolmap 4.2.1; default: `sfm/` next to the executable, else
+    /// the source tree's `target/streetlevel-sfm`, which `cargo xtask models` fills).
+    #[arg(long, env = "STREETLEVEL_SFM_ENGINE_DIR")]
+    pub sfm_engine_dir: Option<PathBuf>,
+    /// Threads one engine run may use. [default: the CPU pool's threads]
+    #[arg(long, env = "STREETLEVEL_SFM_THREADS")]
+    pub sfm_threads: Option<usize>,
+    /// How long one engine run (one part of a sequence) may take, seconds. [default: 3600]
+    #[arg(long, env = "STREETLEVEL_SFM_TIME_LIMIT_SECONDS")]
+    pub sfm_time_limit_seconds: Option<u64>,
+    /// How long a sequence waits after its images were published before it is
+    /// reconstructed, seconds. [default: 5]
+    #[arg(long, env = "STREETLEVEL_SFM_SETTLE_SECONDS")]
+    pub sfm_settle_seconds: Option<u64>,
+    /// Images per part: a longer sequence is reconstructed in overlapping parts of this many
+    /// (a fifth of them shared with the next), joined afterwards. [default: 100]
+    #[arg(long, env = "STREETLEVEL_SFM_PART_IMAGES")]
+    pub sfm_part_images: Option<usize>,
+    /// How long a reconstruction worker's claim on a job lasts unrenewed (renewed every
+    /// quarter of it while it works): a job whose worker died is taken over after this,
+    /// seconds. [default: 60]
+    #[arg(long, env = "STREETLEVEL_SFM_LEASE_SECONDS")]
+    pub sfm_lease_seconds: Option<u64>,
 }
 
 /// `--compat`: the settings a family of clients needs.
@@ -320,6 +349,8 @@ pub struct Resolved {
     pub auth: streetlevel_auth::Config,
     /// How uploads are blurred.
     pub blur: crate::blur::BlurArgs,
+    /// The reconstruction workers and their engine.
+    pub sfm: crate::sfm::Background,
 }
 
 /// The administrators' usernames as given, blanks left out.
@@ -342,6 +373,7 @@ pub fn resolve(
     check_public_urls(&settings)?;
     let limits = rate_limits(&settings);
     let (upload_limits, background) = upload_limits(&settings)?;
+    let sfm = sfm_background(&settings);
     let (auth, blur, database_pool) = (
         auth_config(&settings),
         blur_args(&settings),
@@ -435,7 +467,23 @@ pub fn resolve(
         background,
         auth,
         blur,
+        sfm,
     })
+}
+
+/// The reconstruction workers and their engine, the defaults where a setting is missing.
+fn sfm_background(settings: &Settings) -> crate::sfm::Background {
+    crate::sfm::Background {
+        workers: settings.sfm_workers.unwrap_or(1),
+        settle: Duration::from_secs(settings.sfm_settle_seconds.unwrap_or(5)),
+        lease: Duration::from_secs(settings.sfm_lease_seconds.unwrap_or(60).max(1)),
+        engine: crate::sfm::EngineArgs {
+            engine_dir: settings.sfm_engine_dir.clone(),
+            threads: settings.sfm_threads,
+            time_limit_seconds: settings.sfm_time_limit_seconds,
+            part_images: settings.sfm_part_images,
+        },
+    }
 }
 
 /// The PostgreSQL pool's options, the defaults where a setting is missing.

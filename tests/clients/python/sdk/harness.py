@@ -101,11 +101,14 @@ class Server:
             *extra_args,
         ]
         self.command = command
+        # No reconstruction of the uploaded photos (a minute of CPU for a walk): not what
+        # these suites check.
         self.process = subprocess.Popen(
             topology_command(command),
             stdout=subprocess.PIPE,
             stderr=self._log,
             stdin=subprocess.DEVNULL,
+            env={**os.environ, "STREETLEVEL_SFM_WORKERS": "0"},
         )
         prefix = "listening on "
         try:
