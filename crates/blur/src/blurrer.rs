@@ -71,6 +71,17 @@ pub trait Blurrer: Send + Sync {
     /// What blurs, as recorded with every image it blurred (the models' names and sums, or
     /// the service): `streetlevel reblur` redoes images blurred by anything else.
     fn fingerprint(&self) -> String;
+
+    /// The memory its detection of one picture holds at its peak beside the picture's own
+    /// (the models' sessions; nothing for a service elsewhere): the caller's memory budget
+    /// counts it with each picture.
+    fn working_memory_bytes(&self) -> u64 {
+        0
+    }
+
+    /// Gives back what it keeps between pictures (the models' sessions), when no picture is
+    /// being worked on: the next picture makes them again.
+    fn release_memory(&self) {}
 }
 
 /// The longest side the main pass sees: the size of the largest thumbnail.
@@ -310,19 +321,42 @@ impl Blurrer for LocalBlurrer {
         ))
     }
 
-    fn fingerprint(&self) -> String {
+    /// The detectors run one after the other on a picture, but each keeps its session:
+    /// their sum.
+    fn working_memory_bytes(&self) -> u64 {
         self.detectors
+            .iter()
+            .map(Detector::working_memory_bytes)
+            .sum()
+    }
+
+    fn release_memory(&self) {
+        for detector in &self.detectors {
+            detector.release_sessions();
+        }
+    }
+
+    /// Each detector's class, model file and sum, and the lowest score it keeps (a threshold
+    /// lowered finds more, so the images blurred before are stale as after a model change);
+    /// and the main pass's side when it is not [`MAIN_PASS_SIDE`].
+    fn fingerprint(&self) -> String {
+        let mut parts: Vec<String> = self
+            .detectors
             .iter()
             .map(|detector| {
                 format!(
-                    "{} {} sha256:{}",
+                    "{} {} sha256:{} threshold {}",
                     detector.class().as_str(),
                     detector.model().name,
-                    detector.model().sha256
+                    detector.model().sha256,
+                    detector.threshold()
                 )
             })
-            .collect::<Vec<_>>()
-            .join("; ")
+            .collect();
+        if self.main_pass_side != MAIN_PASS_SIDE {
+            parts.push(format!("main pass {}", self.main_pass_side));
+        }
+        parts.join("; ")
     }
 }
 

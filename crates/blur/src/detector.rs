@@ -34,6 +34,20 @@ pub enum Family {
 }
 
 impl Family {
+    /// What one session of the family holds at its peak on the largest input the passes
+    /// give it (2048 x 2048), its arena included, which it keeps while it lives. CenterFace's
+    /// is held above what a new session on a square street photo takes with its picture by
+    /// `crates/import/tests/picture_memory.rs` (docs/PERFORMANCE.md, "Picture memory");
+    /// YuNet's and YOLO's are estimates, not measured. A fixed-input YOLO detector sees tiles
+    /// of its own size, far smaller.
+    fn working_memory_bytes(self) -> u64 {
+        match self {
+            Family::CenterFace => 850 << 20,
+            Family::YuNet => 200 << 20,
+            Family::Yolo => 300 << 20,
+        }
+    }
+
     /// The lowest score kept: chosen on the recall measurement (docs/PRIVACY.md), where a
     /// false positive costs a blurred patch and a miss costs a readable face.
     fn threshold(self) -> f32 {
@@ -140,6 +154,25 @@ impl Detector {
     pub fn with_threshold(mut self, threshold: f32) -> Detector {
         self.threshold = threshold;
         self
+    }
+
+    /// The lowest score kept.
+    pub fn threshold(&self) -> f32 {
+        self.threshold
+    }
+
+    /// What one of its sessions holds at its peak, kept while the session lives.
+    pub fn working_memory_bytes(&self) -> u64 {
+        self.family.working_memory_bytes()
+    }
+
+    /// Drops the sessions no picture is using (their memory goes back to the system); the
+    /// next picture makes one again.
+    pub fn release_sessions(&self) {
+        self.sessions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
     }
 
     /// The family recognised.

@@ -1,11 +1,11 @@
 //! What one job, one file and one process may cost, checked before the work is done: a zip's
 //! entry count and inflated size (read from its central directory, overlapping and duplicate
 //! entries refused), an image's stored bytes (what follows the JPEG's end-of-image marker is
-//! dropped), the memory of the decodes running at once (one pool per process, whatever the
-//! number of cores), and a job's time.
+//! dropped), the memory of the pictures worked on at once (one pool per process, whatever the
+//! number of cores, covering each picture's whole working set), and a job's time.
 //!
 //! The pipeline sees these only through [`Budgeted`] (a [`Sources`] that trims and refuses)
-//! and [`decode_permit`], so its own steps stay as they are.
+//! and [`picture_permit`], so its own steps stay as they are.
 
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
@@ -16,10 +16,11 @@ use std::time::Instant;
 use crate::ImportError;
 use crate::pipeline::Sources;
 
-/// The default of [`set_decode_memory_limit`]: enough for one decode of the largest image
-/// `ingest` accepts (a progressive JPEG of `MAX_PIXELS`, about 700 MB), so no valid file is
-/// refused for its size alone.
-pub const DEFAULT_DECODE_MEMORY_BYTES: u64 = 1 << 30;
+/// The default of [`set_decode_memory_limit`]: enough for the whole working set of the
+/// largest image `ingest` accepts (a progressive JPEG of `MAX_PIXELS` blurred with the default
+/// face model: about 0.8 GB of picture and 0.85 GB of detection), so no valid file is refused
+/// for its size alone, and for two twelve-megapixel photos blurred at once.
+pub const DEFAULT_DECODE_MEMORY_BYTES: u64 = 2 << 30;
 
 /// Stored bytes an image may have beyond what its pixels need: room for its metadata
 /// segments (Exif, XMP, ICC profiles).
@@ -29,76 +30,173 @@ const METADATA_ALLOWANCE_BYTES: u64 = 4 << 20;
 /// takes about 2 to 3.
 const MAX_BYTES_PER_PIXEL: u64 = 4;
 
-/// The decodes of this process and the bytes they may hold at once.
-struct DecodePool {
+/// What the detectors' inputs of one picture hold at most, whatever its size: each pass's
+/// picture (at most 2048 pixels on its longest side, or a panorama's band at 5760 wide), its
+/// upright copy and tile, the resizer's intermediate rows and the model's float tensor.
+const DETECTION_INPUT_BYTES: u64 = 160 << 20;
+
+/// What is done with a picture, which decides what it holds in memory at its peak.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PictureWork {
+    /// Its thumbnails made from the file (blurring off): one decode at the DCT scale that
+    /// reaches 2048 pixels of width once upright (Exif `orientation`).
+    Thumbnails {
+        /// Exif orientation, 1 to 8.
+        orientation: u8,
+    },
+    /// Blurred, as the pipeline and `reblur` do: decoded whole, searched at the detectors'
+    /// sizes, blurred, encoded anew with its metadata, and its thumbnails made from its
+    /// pixels.
+    Blur {
+        /// Exif orientation, 1 to 8.
+        orientation: u8,
+        /// What the blurrer's detection holds beside the picture
+        /// ([`streetlevel_blur::Blurrer::working_memory_bytes`]).
+        detection: u64,
+    },
+    /// Boxes blurred on it (a blur edit): decoded whole and encoded anew.
+    BlurRegions,
+    /// Scaled by the server to a pyramid level or a thumbnail of another width (`size`, upright,
+    /// at most the picture's), from a decode at the DCT scale that reaches it, turned upright
+    /// (Exif `orientation`), and a block of it cut and encoded.
+    Serve {
+        /// Exif orientation, 1 to 8.
+        orientation: u8,
+        /// The upright width and height it is scaled to.
+        size: (u32, u32),
+    },
+}
+
+/// The pictures of this process and the bytes they may hold at once.
+struct MemoryPool {
     limit: AtomicU64,
     in_use: Mutex<u64>,
     released: Condvar,
 }
 
-static DECODES: DecodePool = DecodePool {
+static PICTURES: MemoryPool = MemoryPool {
     limit: AtomicU64::new(DEFAULT_DECODE_MEMORY_BYTES),
     in_use: Mutex::new(0),
     released: Condvar::new(),
 };
 
-/// Sets how many bytes the image decodes of this process may hold at once (the server's
-/// `decode_memory_bytes`); a decode that would exceed it waits for others to end, and a file
-/// that alone needs more is refused.
+/// Sets how many bytes the pictures this process works on may hold at once (the server's
+/// `decode_memory_bytes`): each picture's whole working set, from its decode to its last
+/// thumbnail or tile. A picture that would exceed it waits for others to end, and one that
+/// alone needs more is refused.
 pub fn set_decode_memory_limit(bytes: u64) {
-    DECODES.limit.store(bytes, Ordering::Relaxed);
-    DECODES.released.notify_all();
+    PICTURES.limit.store(bytes, Ordering::Relaxed);
+    PICTURES.released.notify_all();
 }
 
-/// A share of the process's decode memory, given back when dropped.
-#[derive(Debug)]
-pub(crate) struct DecodePermit {
+/// A picture of at least this many bytes (its own working set, without the blurrer's) is a
+/// large one: once the process has no picture left to work on after one, the blurrer gives
+/// back what it keeps between pictures.
+const LARGE_PICTURE_BYTES: u64 = 256 << 20;
+
+/// Whether a large picture was worked on since the blurrer last gave its memory back.
+static LARGE_SINCE_RELEASE: AtomicBool = AtomicBool::new(false);
+
+/// A share of the process's picture memory, given back when dropped.
+pub struct PicturePermit {
     bytes: u64,
+    /// The blurrer whose sessions go when the process's pictures are done after a large one.
+    blurrer: Option<std::sync::Arc<dyn streetlevel_blur::Blurrer>>,
 }
 
-impl Drop for DecodePermit {
-    fn drop(&mut self) {
-        let mut in_use = DECODES
-            .in_use
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        *in_use = in_use.saturating_sub(self.bytes);
-        DECODES.released.notify_all();
+impl std::fmt::Debug for PicturePermit {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("PicturePermit")
+            .field("bytes", &self.bytes)
+            .finish_non_exhaustive()
     }
 }
 
-/// Waits until the decode of `jpeg` (for thumbnails, with Exif `orientation`) fits in the
-/// process's decode memory and takes its share; refuses a file that needs more than all of
-/// it, or whose layout cannot be read (the decoder would refuse it too).
-pub(crate) fn decode_permit(jpeg: &[u8], orientation: u8) -> Result<DecodePermit, String> {
-    let layout = JpegLayout::read(jpeg).ok_or("not a readable jpeg")?;
-    let bytes = layout.decode_bytes(orientation >= 5);
-    let limit = DECODES.limit.load(Ordering::Relaxed);
+impl PicturePermit {
+    /// The bytes this permit holds.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// The same permit, which asks `blurrer` to give back what it keeps between pictures
+    /// (its models' sessions, hundreds of megabytes each) when it is the last one held after
+    /// a large picture, so that the process returns to its idle size.
+    #[must_use]
+    pub fn releasing(mut self, blurrer: std::sync::Arc<dyn streetlevel_blur::Blurrer>) -> Self {
+        self.blurrer = Some(blurrer);
+        self
+    }
+}
+
+impl Drop for PicturePermit {
+    fn drop(&mut self) {
+        let idle = {
+            let mut in_use = PICTURES
+                .in_use
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            *in_use = in_use.saturating_sub(self.bytes);
+            *in_use == 0
+        };
+        PICTURES.released.notify_all();
+        if idle
+            && let Some(blurrer) = &self.blurrer
+            && LARGE_SINCE_RELEASE.swap(false, Ordering::Relaxed)
+        {
+            blurrer.release_memory();
+        }
+    }
+}
+
+/// Waits until the working set of `work` on `jpeg` fits in the process's picture memory
+/// and takes its share; refuses a file that needs more than all of it, or whose layout
+/// cannot be read (the decoder would refuse it too).
+pub fn picture_permit(jpeg: &[u8], work: PictureWork) -> Result<PicturePermit, String> {
+    let bytes = picture_memory(jpeg, work).ok_or("not a readable jpeg")?;
+    let limit = PICTURES.limit.load(Ordering::Relaxed);
     if bytes > limit {
         return Err(format!(
-            "decoding it needs about {} MB, more than this server's decode memory of {} MB",
+            "working on it needs about {} MB, more than this server's picture memory of {} MB \
+             (decode_memory_bytes)",
             bytes >> 20,
             limit >> 20
         ));
     }
-    let mut in_use = DECODES
+    let mut in_use = PICTURES
         .in_use
         .lock()
         .unwrap_or_else(PoisonError::into_inner);
-    while *in_use + bytes > DECODES.limit.load(Ordering::Relaxed) {
-        in_use = DECODES
+    while *in_use + bytes > PICTURES.limit.load(Ordering::Relaxed) {
+        in_use = PICTURES
             .released
             .wait(in_use)
             .unwrap_or_else(PoisonError::into_inner);
     }
     *in_use += bytes;
-    Ok(DecodePermit { bytes })
+    let own = match work {
+        PictureWork::Blur { detection, .. } => bytes.saturating_sub(detection),
+        _ => bytes,
+    };
+    if own >= LARGE_PICTURE_BYTES {
+        LARGE_SINCE_RELEASE.store(true, Ordering::Relaxed);
+    }
+    Ok(PicturePermit {
+        bytes,
+        blurrer: None,
+    })
 }
 
-/// The decode memory the markers of `jpeg` call for (upright, as most are), or `None` when
-/// they cannot be read; what [`decode_permit`] charges.
+/// The bytes `work` on `jpeg` holds at its peak, by what its markers say (the file's own
+/// bytes included), or `None` when they cannot be read: what [`picture_permit`] charges.
+pub fn picture_memory(jpeg: &[u8], work: PictureWork) -> Option<u64> {
+    JpegLayout::read(jpeg).map(|layout| layout.working_set(jpeg.len() as u64, work))
+}
+
+/// The thumbnail decode's memory the markers of `jpeg` call for (upright, as most are), or
+/// `None` when they cannot be read (the fuzz target's check).
 pub(crate) fn decode_estimate(jpeg: &[u8]) -> Option<u64> {
-    JpegLayout::read(jpeg).map(|layout| layout.decode_bytes(false))
+    picture_memory(jpeg, PictureWork::Thumbnails { orientation: 1 })
 }
 
 /// `jpeg` without what follows its end-of-image marker (padding, appended previews or
@@ -183,19 +281,99 @@ impl JpegLayout {
         }
     }
 
-    /// The bytes a thumbnail decode holds at its peak: a progressive JPEG's coefficients
-    /// (2 bytes a sample, all components at full size, whatever the scale), then the
-    /// components and the RGB images at the DCT scale `ingest` picks.
-    fn decode_bytes(&self, quarter_turn: bool) -> u64 {
+    /// The 8 x 8 blocks of every component, with the padding of the last MCU row and column.
+    fn blocks(&self) -> u64 {
         let h_max = self.sampling.iter().map(|s| s.0).max().unwrap_or(1).max(1);
         let v_max = self.sampling.iter().map(|s| s.1).max().unwrap_or(1).max(1);
         let mcus_x = self.width.div_ceil(8 * h_max);
         let mcus_y = self.height.div_ceil(8 * v_max);
-        let blocks: u64 = self
-            .sampling
+        self.sampling
             .iter()
             .map(|(h, v)| mcus_x * h * mcus_y * v)
-            .sum();
+            .sum()
+    }
+
+    /// What `work` holds at its peak, with the file's `file_bytes` (which the caller holds
+    /// throughout).
+    fn working_set(&self, file_bytes: u64, work: PictureWork) -> u64 {
+        let blocks = self.blocks();
+        let pixels = self.width * self.height;
+        let rgb = 3 * pixels;
+        // A progressive JPEG keeps every coefficient until its last scan, 2 bytes each,
+        // whatever the scale it is decoded at; a baseline one decodes row by row.
+        let coefficients = if self.progressive { blocks * 128 } else { 0 };
+        // Decoded whole: the coefficients, each component's samples and the RGB (or grey
+        // turned RGB, in a buffer that may grow to twice that) at once.
+        let grey = self.sampling.len() == 1;
+        let whole_decode = coefficients + blocks * 64 + if grey { 3 * rgb } else { rgb };
+        // A picture encoded anew: the encoder's output growing by doubling, and the copy
+        // the metadata is spliced into. Its size is bounded by the original's and by what
+        // quality 90 takes of noise (about 2.5 bytes a pixel at 4:4:4).
+        let encoded = file_bytes.max(pixels) + pixels / 2;
+        let encode = file_bytes + rgb + 3 * encoded;
+        file_bytes
+            + match work {
+                PictureWork::Thumbnails { orientation } => self.thumbnail_decode(orientation >= 5),
+                PictureWork::Blur { detection, .. } => {
+                    // Then the detectors' inputs beside the pixels, the encoding, and the
+                    // thumbnails scaled from the pixels (the 2048 one at most 2048 x 10000,
+                    // its resizer's intermediate rows as large) beside the encoded picture.
+                    let thumbnails = encoded + rgb + 2 * 3 * 2048 * self.width.max(self.height);
+                    detection
+                        + whole_decode
+                            .max(rgb + DETECTION_INPUT_BYTES)
+                            .max(encode)
+                            .max(thumbnails)
+                }
+                PictureWork::BlurRegions => whole_decode.max(encode),
+                PictureWork::Serve { orientation, size } => self.serve(orientation, size),
+            }
+    }
+
+    /// What scaling to the upright `size` holds at its peak: the decode at the DCT scale that
+    /// reaches its width (coefficients freed when it ends), then the decoded and the scaled
+    /// picture with the resizer's intermediate rows, then the scaled one and its upright copy;
+    /// and a 1024-pixel block cut from it.
+    fn serve(&self, orientation: u8, (width, height): (u32, u32)) -> u64 {
+        let quarter_turn = orientation >= 5;
+        let (axis, other) = if quarter_turn {
+            (self.height, self.width)
+        } else {
+            (self.width, self.height)
+        };
+        let wanted = u64::from(width).clamp(1, axis.max(1));
+        let divisor = [8, 4, 2, 1]
+            .into_iter()
+            .find(|divisor| axis.div_ceil(*divisor) >= wanted)
+            .unwrap_or(1);
+        let (decoded_axis, decoded_other) = (axis.div_ceil(divisor), other.div_ceil(divisor));
+        let decoded = 3 * decoded_axis * decoded_other;
+        let target = 3 * u64::from(width) * u64::from(height);
+        let coefficients = if self.progressive {
+            self.blocks() * 128
+        } else {
+            0
+        };
+        let decode = coefficients + self.blocks() * 64 / (divisor * divisor) + decoded;
+        let scaled = if (wanted, u64::from(height)) == (decoded_axis, decoded_other) {
+            0
+        } else {
+            2 * target.max(3 * wanted * decoded_other)
+        };
+        let upright = if (2..=8).contains(&orientation) {
+            target
+        } else {
+            0
+        };
+        let block = 3 * 1024 * 1024 * 2;
+        decode.max(decoded + scaled).max(target + upright) + block
+    }
+
+    /// The bytes a thumbnail decode holds at its peak: a progressive JPEG's coefficients
+    /// (2 bytes a sample, all components at full size, whatever the scale), then the
+    /// components and the RGB images at the DCT scale `ingest` picks.
+    fn thumbnail_decode(&self, quarter_turn: bool) -> u64 {
+        let blocks = self.blocks();
         // `ingest::thumbnails` decodes at the smallest scale whose upright width reaches 2048.
         let axis = if quarter_turn {
             self.height
@@ -511,35 +689,55 @@ mod tests {
         jpeg
     }
 
-    /// The one test that changes the process's decode memory (tests run in parallel).
+    /// The one test that changes the process's picture memory (tests run in parallel).
     #[test]
-    fn decodes_wait_for_their_share_of_the_process_memory() {
+    fn pictures_wait_for_their_share_of_the_process_memory() {
         let bomb = progressive_bomb();
-        let one = JpegLayout::read(&bomb).unwrap().decode_bytes(false);
+        let work = PictureWork::Thumbnails { orientation: 1 };
+        let one = picture_memory(&bomb, work).unwrap();
         // 4:2:0: 1.5 samples a pixel of 2-byte coefficients, 300 MB, and the planes.
         assert!(one > 300_000_000, "{one}");
-        // Room for one such decode: a second waits until the first ends.
+        // Room for one such picture: a second waits until the first ends.
         set_decode_memory_limit(one + one / 2);
-        let first = decode_permit(&bomb, 1).unwrap();
+        let first = picture_permit(&bomb, work).unwrap();
+        assert_eq!(first.bytes(), one);
         let (sender, receiver) = std::sync::mpsc::channel();
         let waiting = {
             let bomb = bomb.clone();
             std::thread::spawn(move || {
-                let permit = decode_permit(&bomb, 1).unwrap();
+                let permit = picture_permit(&bomb, work).unwrap();
                 sender.send(()).unwrap();
                 drop(permit);
             })
         };
         std::thread::sleep(std::time::Duration::from_millis(200));
-        assert!(receiver.try_recv().is_err(), "two decodes held at once");
+        assert!(receiver.try_recv().is_err(), "two pictures held at once");
         drop(first);
         receiver.recv().unwrap();
         waiting.join().unwrap();
-        // A file that alone needs more than all of it is refused, not waited for.
+        // A file that alone needs more than all of it is refused, not waited for; blurring
+        // it needs more than making its thumbnails.
         set_decode_memory_limit(one - 1);
-        let refused = decode_permit(&bomb, 1).unwrap_err();
-        assert!(refused.contains("decode memory"), "{refused}");
+        let refused = picture_permit(&bomb, work).unwrap_err();
+        assert!(refused.contains("picture memory"), "{refused}");
         set_decode_memory_limit(DEFAULT_DECODE_MEMORY_BYTES);
+        let blur = |detection| {
+            picture_memory(
+                &bomb,
+                PictureWork::Blur {
+                    orientation: 1,
+                    detection,
+                },
+            )
+            .unwrap()
+        };
+        assert!(blur(0) > one + 300_000_000, "{} against {one}", blur(0));
+        assert_eq!(blur(850 << 20) - blur(0), 850 << 20);
+        assert!(
+            blur(850 << 20) < DEFAULT_DECODE_MEMORY_BYTES,
+            "{}",
+            blur(850 << 20)
+        );
     }
 
     #[test]
@@ -555,8 +753,45 @@ mod tests {
             progressive: true,
             ..baseline.clone()
         };
-        // 3 components of 1250x1250 blocks at 128 bytes: 600 MB of coefficients.
-        assert!(progressive.decode_bytes(false) - baseline.decode_bytes(false) == 600_000_000);
-        assert!(baseline.decode_bytes(false) < 100_000_000);
+        // 3 components of 1250x1250 blocks at 128 bytes: 600 MB of coefficients, for the
+        // thumbnails' scaled decode as for a whole one.
+        for work in [
+            PictureWork::Thumbnails { orientation: 1 },
+            PictureWork::BlurRegions,
+        ] {
+            assert_eq!(
+                progressive.working_set(0, work) - baseline.working_set(0, work),
+                600_000_000,
+                "{work:?}"
+            );
+        }
+        let thumbnails = PictureWork::Thumbnails { orientation: 1 };
+        assert!(baseline.working_set(0, thumbnails) < 100_000_000);
+        // A whole decode holds every sample and the RGB: 300 + 300 MB.
+        assert!(baseline.working_set(0, PictureWork::BlurRegions) >= 600_000_000);
+    }
+
+    #[test]
+    fn the_server_scales_from_the_dct_scale_that_reaches_the_size() {
+        let layout = JpegLayout {
+            progressive: false,
+            width: 8000,
+            height: 6000,
+            sampling: vec![(2, 2), (1, 1), (1, 1)],
+            end: None,
+        };
+        let serve =
+            |orientation, size| layout.working_set(0, PictureWork::Serve { orientation, size });
+        // Level 12 of an 8000 x 6000 picture is 4000 x 3000: a half-scale decode, far below a
+        // whole one; the whole picture (its top level) costs the most.
+        let half = serve(1, (4000, 3000));
+        let whole = serve(1, (8000, 6000));
+        assert!(half < whole / 2, "{half} against {whole}");
+        assert!(whole >= 8000 * 6000 * 3, "{whole}");
+        // A small level is cut from an eighth-scale decode.
+        assert!(serve(1, (500, 375)) < 20_000_000);
+        // Upright it is 6000 x 8000 when turned a quarter: the same work.
+        let turned = serve(6, (3000, 4000));
+        assert!(turned >= half && turned < whole, "{turned}");
     }
 }

@@ -18,7 +18,10 @@ mod tables;
 mod video;
 
 pub use blurring::{Blurring, SOURCE_DETECTOR, unblurred_path};
-pub use budgets::{DEFAULT_DECODE_MEMORY_BYTES, set_decode_memory_limit};
+pub use budgets::{
+    DEFAULT_DECODE_MEMORY_BYTES, PicturePermit, PictureWork, picture_memory, picture_permit,
+    set_decode_memory_limit,
+};
 pub use cpu::{NICE as CPU_POOL_NICE, cpu_threads, run as run_on_cpu_pool, set_cpu_threads};
 pub use erase::{
     Erasure, UNBLURRED_DIR, VIEWER_MIN_LEVEL, erase_images, image_files, remove_image_files,
@@ -36,7 +39,9 @@ pub use privacy::{
     MAX_PENDING_EDITS, MAX_REASON_CHARS, NewRequest, Privacy, PrivacyRefusal, PrivacyRequest,
     RequestKind, RequestState, SOURCE_EDIT, Shares, StoredBox, remove_cached_media,
 };
-pub use reblur::{ReblurProgress, ReblurReport, Selection, Source, reblur};
+pub use reblur::{
+    BlurStatus, ReblurProgress, ReblurReport, Selection, Source, blur_status, reblur,
+};
 pub use sessions::{Appender, UPLOADS_DIR, UploadLimits, UploaderGeneration, Uploads};
 /// The blurrer seam and the local blurrer, for callers that configure [`Blurring`].
 pub use streetlevel_blur;

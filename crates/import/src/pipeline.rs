@@ -26,6 +26,7 @@ use streetlevel_store::{BatchOutcome, ImportBatch, ImportedImage, Store};
 
 use crate::ImportError;
 use crate::blurring::{BlurRecord, Blurring, unblurred_path, write_record};
+use crate::budgets::PictureWork;
 use crate::media::{original_path, thumbnail_path, write_atomically};
 use crate::notes::ReadNotes;
 
@@ -486,9 +487,23 @@ impl Run<'_> {
         if streetlevel_ingest::content_hash(&bytes) != read.content_hash {
             return Err(String::from("the file changed while it was imported"));
         }
-        // The process's decode memory is shared by every job and thread (budgets.rs); the
-        // permit is held while the picture is blurred and its thumbnails are made.
-        let _decoding = crate::budgets::decode_permit(&bytes, read.metadata.orientation)?;
+        // The process's picture memory is shared by every job and thread (budgets.rs); the
+        // permit covers the picture's whole working set and is held until its files are
+        // written.
+        let orientation = read.metadata.orientation;
+        let _memory = match self.blurring {
+            Blurring::Off | Blurring::Unusable(_) => {
+                crate::budgets::picture_permit(&bytes, PictureWork::Thumbnails { orientation })?
+            }
+            Blurring::On { blurrer, .. } => crate::budgets::picture_permit(
+                &bytes,
+                PictureWork::Blur {
+                    orientation,
+                    detection: blurrer.working_memory_bytes(),
+                },
+            )?
+            .releasing(std::sync::Arc::clone(blurrer)),
+        };
         let (published, record, pixels) = match self.blurring {
             Blurring::Off => (bytes, None, None),
             Blurring::Unusable(reason) => return Err(format!("not blurred: {reason}")),

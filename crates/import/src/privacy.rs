@@ -314,6 +314,8 @@ pub struct Privacy {
     db: Database,
     data_dir: PathBuf,
     store: Arc<RwLock<Store>>,
+    /// The fingerprint of the blurrer configured now, if blurring is on.
+    blurrer: Option<String>,
 }
 
 impl std::fmt::Debug for Privacy {
@@ -405,7 +407,26 @@ impl Privacy {
             db,
             data_dir: data_dir.to_path_buf(),
             store,
+            blurrer: None,
         })
+    }
+
+    /// The same, told the fingerprint of the blurrer configured now ([`Blurrer::fingerprint`];
+    /// `None` with blurring off), against which [`Privacy::blur_status`] counts the images
+    /// blurred by an older one.
+    ///
+    /// [`Blurrer::fingerprint`]: streetlevel_blur::Blurrer::fingerprint
+    #[must_use]
+    pub fn with_blurrer(mut self, fingerprint: Option<String>) -> Self {
+        self.blurrer = fingerprint;
+        self
+    }
+
+    /// How the images stand against the blurrer configured now (what the administrators'
+    /// dashboard shows); `None` with blurring off.
+    pub fn blur_status(&self) -> Option<Result<crate::BlurStatus, ImportError>> {
+        let fingerprint = self.blurrer.as_deref()?;
+        Some(crate::reblur::count_status(&self.store, fingerprint))
     }
 
     /// The image with this ID, public or hidden.
@@ -638,21 +659,10 @@ impl Privacy {
             )))
         })?;
         let unblurred = crate::unblurred_path(&self.data_dir, edit.image);
-        let now = now_millis();
-        self.db.write(|connection| {
-            // Taken again inside the transaction: another process may have decided it.
-            let state: Option<String> = connection.query_value(
-                "SELECT state FROM import_blur_edits WHERE id = ?1",
-                params![id_to_sql(id)],
-            )?;
-            if state.as_deref() != Some("pending") {
-                return Err(refused(PrivacyRefusal::Handled));
-            }
-            record_edit(connection, &edit, decided_by, now)?;
-            let bytes = render(connection, &edit, &unblurred, &original)?;
-            write_atomically(&original, &bytes)?;
-            Ok::<_, ImportError>(())
-        })?;
+        // On the CPU pool, where the picture is rendered: its memory is waited for on a pool
+        // thread, as the upload queue's pictures wait for it (held while waiting for a pool
+        // thread, it could be what the pool's threads are all waiting for).
+        crate::cpu::run(|| self.render_and_write(id, &edit, decided_by, &unblurred, &original))?;
         let removed = remove_cached_media(&self.data_dir, &image);
         tracing::info!(
             edit = id,
@@ -664,6 +674,42 @@ impl Privacy {
         );
         self.edit(id)?
             .ok_or_else(|| refused(PrivacyRefusal::Unknown))
+    }
+
+    /// Records `edit` and writes its image's new original, rendered within the process's
+    /// picture memory, taken before the transaction so that no write waits on it.
+    fn render_and_write(
+        &self,
+        id: u64,
+        edit: &BlurEdit,
+        decided_by: &str,
+        unblurred: &Path,
+        original: &Path,
+    ) -> Result<(), ImportError> {
+        let _memory = {
+            let base = std::fs::read(if unblurred.is_file() {
+                unblurred
+            } else {
+                original
+            })?;
+            crate::budgets::picture_permit(&base, crate::budgets::PictureWork::BlurRegions)
+                .map_err(|reason| refused(PrivacyRefusal::Impossible(reason)))?
+        };
+        let now = now_millis();
+        self.db.write(|connection| {
+            // Taken again inside the transaction: another process may have decided it.
+            let state: Option<String> = connection.query_value(
+                "SELECT state FROM import_blur_edits WHERE id = ?1",
+                params![id_to_sql(id)],
+            )?;
+            if state.as_deref() != Some("pending") {
+                return Err(refused(PrivacyRefusal::Handled));
+            }
+            record_edit(connection, edit, decided_by, now)?;
+            let bytes = render(connection, edit, unblurred, original)?;
+            write_atomically(original, &bytes)?;
+            Ok::<_, ImportError>(())
+        })
     }
 
     /// Stores a request from the form (anyone), bounded: its text and contact within their
@@ -930,6 +976,19 @@ fn render(
         ))));
     };
     Ok(bytes)
+}
+
+/// The boxes blurred by hand on `image` and not removed since, as regions to blur: what a
+/// re-blur from the unblurred original lays on again.
+pub(crate) fn edit_regions(
+    connection: &mut dyn Conn,
+    image: ImageId,
+) -> Result<Vec<Region>, DbError> {
+    Ok(regions(connection, image, true)?
+        .iter()
+        .filter(|region| region.source == SOURCE_EDIT)
+        .map(to_blur_region)
+        .collect())
 }
 
 /// The regions of `image` (only those not removed with `active_only`).

@@ -2,24 +2,29 @@
 //! service), image by image, each finished before the next, so that an interrupted run is
 //! taken up by the next one.
 //!
-//! Invariants: an image is blurred from its kept unblurred original when there is one, and
-//! otherwise from its published picture, which only ever adds blur; its original and
-//! thumbnails are written (atomically) and its cached pyramid tiles removed before its regions
-//! and fingerprint are replaced in one transaction, so a crash in between leaves it listed for
-//! the next run; nothing unblurred is written under `media/`.
+//! Invariants: an image is blurred from its kept unblurred original when there is one (with
+//! the boxes blurred by hand, blur edits, laid on again), and otherwise from its published
+//! picture, which only ever adds blur; it is seen upright, as the import saw it (the Exif
+//! orientation of its file, not of its record, which says 1 for every upright thumbnail); its
+//! original and thumbnails are written (atomically) and its cached pyramid tiles removed before
+//! its regions and fingerprint are replaced in one transaction, so a crash in between leaves it
+//! listed for the next run; nothing unblurred is written under `media/`. Which images are
+//! stale is decided once, by [`blur_status`] and the run's selection alike: last blurred by
+//! another blurrer than the one configured, or never blurred.
 
-use std::collections::HashMap;
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{PoisonError, RwLock};
 
 use streetlevel_blur::{Blurrer, Hints};
-use streetlevel_db::{Database, DbError, params};
+use streetlevel_db::{Database, DbError, Param, params};
 use streetlevel_model::{Image, ImageId};
 use streetlevel_store::{MEDIA_DIR, Store};
 
 use crate::ImportError;
 use crate::blurring::{BlurRecord, unblurred_path, write_record};
+use crate::budgets::PictureWork;
 use crate::erase::pyramid_tiles;
 use crate::media::original_path;
 use crate::pipeline::write_picture;
@@ -86,26 +91,106 @@ pub struct ReblurReport {
     pub interrupted: bool,
 }
 
+/// How the images of a store stand against one blurrer: what the administrators' dashboard
+/// and `streetlevel reblur --status` show, and what a run without `--all` does.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BlurStatus {
+    /// The images the store holds, public or hidden.
+    pub images: usize,
+    /// Those last blurred by the blurrer asked about.
+    pub current: usize,
+    /// Those last blurred by another blurrer (an older model set, another service), by
+    /// blurrer, most images first: stale until blurred again.
+    pub older: Vec<(String, usize)>,
+}
+
+impl BlurStatus {
+    /// The images last blurred by another blurrer.
+    pub fn stale(&self) -> usize {
+        self.older.iter().map(|(_, count)| count).sum()
+    }
+
+    /// The images never blurred (imported with blurring off).
+    pub fn never_blurred(&self) -> usize {
+        self.images
+            .saturating_sub(self.current)
+            .saturating_sub(self.stale())
+    }
+
+    /// The images a run without `--all` blurs again: the stale and the never blurred.
+    pub fn outdated(&self) -> usize {
+        self.images.saturating_sub(self.current)
+    }
+}
+
+/// How the images of `store` stand against the blurrer whose fingerprint is `fingerprint`
+/// ([`Blurrer::fingerprint`]), counted in the database (one aggregate, not a row per image);
+/// the tables are made first if the data directory has none yet.
+pub fn blur_status(store: &RwLock<Store>, fingerprint: &str) -> Result<BlurStatus, ImportError> {
+    crate::tables::migrate(&store_database(
+        &store.read().unwrap_or_else(PoisonError::into_inner),
+    )?)?;
+    count_status(store, fingerprint)
+}
+
+/// [`blur_status`] on tables made already (the dashboard's, on every view).
+pub(crate) fn count_status(
+    store: &RwLock<Store>,
+    fingerprint: &str,
+) -> Result<BlurStatus, ImportError> {
+    let (database, images) = {
+        let store = store.read().unwrap_or_else(PoisonError::into_inner);
+        (
+            store_database(&store)?,
+            store.image_count() + store.hidden_image_count(),
+        )
+    };
+    let mut counts: Vec<(String, usize)> = database.read(|connection| {
+        connection.query_map(
+            "SELECT blurred_by, count(*) FROM import_blurred_images GROUP BY blurred_by",
+            params![],
+            |row| {
+                Ok::<_, DbError>((
+                    row.get::<String>(0)?,
+                    usize::try_from(row.get::<i64>(1)?).unwrap_or(0),
+                ))
+            },
+        )
+    })?;
+    let current = counts
+        .iter()
+        .filter(|(by, _)| by == fingerprint)
+        .map(|(_, count)| count)
+        .sum();
+    counts.retain(|(by, _)| by != fingerprint);
+    counts.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    Ok(BlurStatus {
+        images,
+        current,
+        older: counts,
+    })
+}
+
+/// The store's own database handle (a process holds one).
+fn store_database(store: &Store) -> Result<Database, ImportError> {
+    store.database().cloned().ok_or_else(|| {
+        ImportError::InvalidUpload(String::from("reblur needs a store on a database"))
+    })
+}
+
 /// Blurs again the images of `store` that `selection` names, with `blurrer`, under
-/// `data_dir`, calling `progress` before the first and after each image; stops before the
-/// next image once `stop` is set.
+/// `data_dir`, on the process's CPU pool (one image per pool thread, each within its share
+/// of the process's picture memory), calling `progress` before the first and after each
+/// image; no image is started once `stop` is set.
 pub fn reblur(
     store: &RwLock<Store>,
     data_dir: &Path,
     blurrer: &dyn Blurrer,
     selection: Selection,
-    progress: &dyn Fn(ReblurProgress),
+    progress: &(dyn Fn(ReblurProgress) + Sync),
     stop: &AtomicBool,
 ) -> Result<ReblurReport, ImportError> {
-    // The store's own handle: a process holds one.
-    let database = store
-        .read()
-        .unwrap_or_else(PoisonError::into_inner)
-        .database()
-        .cloned()
-        .ok_or_else(|| {
-            ImportError::InvalidUpload(String::from("reblur needs a store on a database"))
-        })?;
+    let database = store_database(&store.read().unwrap_or_else(PoisonError::into_inner))?;
     crate::tables::migrate(&database)?;
     let fingerprint = blurrer.fingerprint();
     let (run, resumed) = match selection {
@@ -115,54 +200,67 @@ pub fn reblur(
         }
         Selection::Outdated => (None, false),
     };
-    let blurred = blur_states(&database)?;
+    let blurred = blurred_images(&database)?;
+    // Images needing nothing: blurred by this blurrer, or (`--all`) since the run started.
+    let done = match run {
+        Some(run) => images_where(
+            &database,
+            "SELECT image_id FROM import_blurred_images WHERE blurred_at >= ?1",
+            params![run.started_at],
+        )?,
+        None => images_where(
+            &database,
+            "SELECT image_id FROM import_blurred_images WHERE blurred_by = ?1",
+            params![fingerprint.as_str()],
+        )?,
+    };
     let images: Vec<Image> = {
         let store = store.read().unwrap_or_else(PoisonError::into_inner);
         store
             .all_image_ids()
             .into_iter()
-            .filter(|id| match (run, blurred.get(id)) {
-                (_, None) => true,
-                (Some(run), Some((_, at))) => *at < run.started_at,
-                (None, Some((by, _))) => *by != fingerprint,
-            })
+            .filter(|id| !done.contains(id))
             .filter_map(|id| store.image(id).or_else(|| store.hidden_image(id)))
             .collect()
     };
     let total = images.len();
     progress(ReblurProgress::Started { total, resumed });
-    let mut report = ReblurReport::default();
     let media = data_dir.join(MEDIA_DIR);
     let thumbnail_nanos = AtomicU64::new(0);
-    for (index, image) in images.iter().enumerate() {
+    let finished = AtomicUsize::new(0);
+    let outcomes = crate::cpu::map(total, |index| {
         if stop.load(Ordering::Relaxed) {
-            report.interrupted = true;
-            return Ok(report);
+            return None;
         }
-        let was_blurred = blurred.contains_key(&image.id);
+        let image = &images[index];
         let outcome = reblur_one(
             &database,
             data_dir,
             &media,
             image,
             blurrer,
-            was_blurred,
+            blurred.contains(&image.id),
             &thumbnail_nanos,
         );
-        match &outcome {
-            Ok(Source::Unblurred) => report.from_unblurred += 1,
-            Ok(Source::Published) => report.from_published += 1,
-            Ok(Source::NeverBlurred) => report.never_blurred += 1,
-            Err(reason) => report.refused.push((image.id, reason.clone())),
-        }
         progress(ReblurProgress::Image {
-            done: index + 1,
+            done: finished.fetch_add(1, Ordering::Relaxed) + 1,
             total,
             id: image.id,
-            outcome,
+            outcome: outcome.clone(),
         });
+        Some(outcome)
+    });
+    let mut report = ReblurReport::default();
+    for (image, outcome) in images.iter().zip(outcomes) {
+        match outcome {
+            None => report.interrupted = true,
+            Some(Ok(Source::Unblurred)) => report.from_unblurred += 1,
+            Some(Ok(Source::Published)) => report.from_published += 1,
+            Some(Ok(Source::NeverBlurred)) => report.never_blurred += 1,
+            Some(Err(reason)) => report.refused.push((image.id, reason)),
+        }
     }
-    if let Some(run) = run {
+    if let (Some(run), false) = (run, report.interrupted) {
         database.write(|connection| {
             connection.execute(
                 "UPDATE import_reblur_runs SET finished_at = ?2 WHERE id = ?1",
@@ -210,21 +308,30 @@ fn current_run(database: &Database) -> Result<(Run, bool), ImportError> {
     })?)
 }
 
-/// Every blurred image's last blurrer and when it blurred it.
-fn blur_states(database: &Database) -> Result<HashMap<ImageId, (String, i64)>, ImportError> {
-    let states = database.read(|connection| {
-        connection.query_map(
-            "SELECT image_id, blurred_by, blurred_at FROM import_blurred_images",
-            params![],
-            |row| {
-                Ok::<_, DbError>((
-                    ImageId(row.get::<u64>(0)?),
-                    (row.get::<String>(1)?, row.get::<i64>(2)?),
-                ))
-            },
-        )
+/// Every image ever blurred.
+fn blurred_images(database: &Database) -> Result<HashSet<ImageId>, ImportError> {
+    images_where(
+        database,
+        "SELECT image_id FROM import_blurred_images",
+        params![],
+    )
+}
+
+/// The images a query of `import_blurred_images` lists (its first column), without holding
+/// a row more than it reads.
+fn images_where(
+    database: &Database,
+    sql: &str,
+    parameters: &[Param<'_>],
+) -> Result<HashSet<ImageId>, ImportError> {
+    let mut images = HashSet::new();
+    database.read(|connection| {
+        connection.each(sql, parameters, |row| {
+            images.insert(ImageId(row.get::<u64>(0)?));
+            Ok::<_, DbError>(())
+        })
     })?;
-    Ok(states.into_iter().collect())
+    Ok(images)
 }
 
 /// The published picture of an image: where imports put it, else where fixture sets have it.
@@ -262,9 +369,20 @@ fn reblur_one(
     };
     let bytes =
         std::fs::read(&path).map_err(|error| format!("cannot read {}: {error}", path.display()))?;
-    let orientation = image.exif_orientation.unwrap_or(1);
-    let _decoding = crate::budgets::decode_permit(&bytes, orientation)?;
-    let blurred = blurrer
+    // The record says 1 for every imported image (its thumbnails are upright); the file
+    // says how its pixels are stored, as it did when it was imported.
+    let orientation = streetlevel_ingest::read_metadata(&bytes)
+        .map_or(image.exif_orientation.unwrap_or(1), |metadata| {
+            metadata.orientation
+        });
+    let _memory = crate::budgets::picture_permit(
+        &bytes,
+        PictureWork::Blur {
+            orientation,
+            detection: blurrer.working_memory_bytes(),
+        },
+    )?;
+    let mut blurred = blurrer
         .blur(
             &bytes,
             Hints {
@@ -273,6 +391,16 @@ fn reblur_one(
             },
         )
         .map_err(|error| format!("cannot be blurred: {error}"))?;
+    if source == Source::Unblurred {
+        // Boxes blurred by hand are not the detector's to drop: laid on the new picture.
+        let edits = database
+            .read(|connection| crate::privacy::edit_regions(connection, image.id))
+            .map_err(|error: DbError| format!("cannot read its blur edits: {error}"))?;
+        if !edits.is_empty() {
+            blurred.jpeg = streetlevel_blur::blur_regions(&blurred.jpeg, &edits)
+                .map_err(|error| format!("cannot blur its edited boxes: {error}"))?;
+        }
+    }
     write_picture(
         media,
         image.id,

@@ -16,10 +16,11 @@ use sha2::{Digest, Sha256};
 
 pub use capture_time::TimeSource;
 pub use error::IngestError;
-pub use metadata::{Metadata, read_metadata};
+pub use metadata::{Metadata, read_metadata, read_orientation};
 pub use orientation::{Rgb, make_upright, upright_size};
 pub use thumbnail::{
-    MAX_PIXELS, THUMBNAIL_QUALITY, Thumbnail, Thumbnails, thumbnails, thumbnails_from_rgb,
+    MAX_PIXELS, THUMBNAIL_QUALITY, Thumbnail, Thumbnails, encode_rgb, thumbnails,
+    thumbnails_from_rgb, upright_scaled,
 };
 pub use write::{MAX_EXIF_LEN, WriteTags, write_metadata};
 

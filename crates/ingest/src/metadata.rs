@@ -57,6 +57,23 @@ impl Metadata {
     }
 }
 
+/// How the stored pixels of `jpeg` turn upright, 1 to 8, as [`read_metadata`] reads it (the
+/// uploader's JSON, else Exif, else 1), from any JPEG, with or without a position or a time:
+/// what a re-blur and the server's tiles of a published picture go by.
+pub fn read_orientation(jpeg: &[u8]) -> u8 {
+    let Ok(file) = JpegFile::parse(jpeg) else {
+        return 1;
+    };
+    let Some(Ok(exif)) = file.exif().map(ExifTags::read) else {
+        return 1;
+    };
+    exif.description()
+        .and_then(UploaderDescription::parse)
+        .and_then(|description| description.orientation)
+        .or_else(|| exif.orientation())
+        .unwrap_or(1)
+}
+
 /// Reads the metadata of one JPEG. The bytes are only read.
 ///
 /// Sources, per field, first found wins:

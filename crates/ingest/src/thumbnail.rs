@@ -66,6 +66,16 @@ impl Thumbnails {
 /// resized from the one before (Lanczos3). An image over [`MAX_PIXELS`] is refused before
 /// anything is decoded.
 pub fn thumbnails(jpeg: &[u8], orientation: u8) -> Result<Thumbnails, IngestError> {
+    let (upright_width, upright_height) = checked_upright_size(jpeg, orientation)?;
+    let quarter_turn = orientation >= 5;
+    let (width_2048, _) = size_within(upright_width, upright_height, 2048);
+    let decoded = decode(jpeg, width_2048, quarter_turn)?;
+    from_decoded(decoded, (upright_width, upright_height), orientation)
+}
+
+/// The upright size of `jpeg` once its frame is checked for what this crate decodes:
+/// `orientation` 1 to 8, at most [`MAX_PIXELS`], 8-bit grey or colour.
+fn checked_upright_size(jpeg: &[u8], orientation: u8) -> Result<(u32, u32), IngestError> {
     if !(1..=8).contains(&orientation) {
         return Err(IngestError::InvalidMetadata(format!(
             "orientation {orientation} is not 1 to 8"
@@ -91,11 +101,36 @@ pub fn thumbnails(jpeg: &[u8], orientation: u8) -> Result<Thumbnails, IngestErro
             frame.components
         )));
     }
-    let (upright_width, upright_height) = upright_size(frame.width, frame.height, orientation);
+    Ok(upright_size(frame.width, frame.height, orientation))
+}
+
+/// `jpeg` turned upright (Exif `orientation`, 1 to 8) and scaled to `width` x `height` (at
+/// most its upright size; a larger size is clamped to it), decoded at the smallest DCT scale
+/// that reaches that width, so that a picture is never held at full size to make a small
+/// version of it: what the server cuts its pyramid tiles and thumbnails of other widths from.
+pub fn upright_scaled(
+    jpeg: &[u8],
+    orientation: u8,
+    (width, height): (u32, u32),
+) -> Result<Rgb, IngestError> {
+    let (upright_width, upright_height) = checked_upright_size(jpeg, orientation)?;
+    let (width, height) = (
+        width.clamp(1, upright_width),
+        height.clamp(1, upright_height),
+    );
     let quarter_turn = orientation >= 5;
-    let (width_2048, _) = size_within(upright_width, upright_height, 2048);
-    let decoded = decode(jpeg, width_2048, quarter_turn)?;
-    from_decoded(decoded, (upright_width, upright_height), orientation)
+    let decoded = decode(jpeg, width, quarter_turn)?;
+    let stored_size = if quarter_turn {
+        (height, width)
+    } else {
+        (width, height)
+    };
+    Ok(make_upright(resize(decoded, stored_size)?, orientation))
+}
+
+/// `image` encoded as a JPEG of `quality` (1 to 100), without metadata.
+pub fn encode_rgb(image: &Rgb, quality: u8) -> Result<Vec<u8>, IngestError> {
+    encode_at(image, quality).map(|thumbnail| thumbnail.jpeg)
 }
 
 /// [`thumbnails`] of a picture decoded already: `rgb` holds `width` x `height` pixels as
@@ -240,11 +275,15 @@ fn resize(image: Rgb, (width, height): (u32, u32)) -> Result<Rgb, IngestError> {
 }
 
 fn encode(image: &Rgb) -> Result<Thumbnail, IngestError> {
+    encode_at(image, THUMBNAIL_QUALITY)
+}
+
+fn encode_at(image: &Rgb, quality: u8) -> Result<Thumbnail, IngestError> {
     let encode_error = |error: &dyn std::fmt::Display| IngestError::Encode(error.to_string());
     let width = u16::try_from(image.width).map_err(|error| encode_error(&error))?;
     let height = u16::try_from(image.height).map_err(|error| encode_error(&error))?;
     let mut jpeg = Vec::new();
-    jpeg_encoder::Encoder::new(&mut jpeg, THUMBNAIL_QUALITY)
+    jpeg_encoder::Encoder::new(&mut jpeg, quality)
         .encode(&image.pixels, width, height, jpeg_encoder::ColorType::Rgb)
         .map_err(|error| encode_error(&error))?;
     Ok(Thumbnail {

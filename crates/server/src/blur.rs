@@ -51,17 +51,32 @@ impl App {
             .into_iter()
             .find(|part| part.name == protocol::PICTURE_PART)
             .ok_or_else(|| Error::BadBody(String::from("the part 'picture' is missing")))?;
-        // On the process's CPU pool, with the upload queue's decoding and blurring.
-        let blurred =
-            streetlevel_import::run_on_cpu_pool(|| blurrer.blur(&picture.body, Hints::default()))
+        // On the process's CPU pool, with the upload queue's decoding and blurring, and within
+        // its picture memory. The memory is waited for on a pool thread, as the queue's
+        // pictures wait for it: held while waiting for a pool thread, it could be what the
+        // pool's threads are all waiting for.
+        let orientation = streetlevel_ingest::read_orientation(&picture.body);
+        let blurred = streetlevel_import::run_on_cpu_pool(|| {
+            let _memory = streetlevel_import::picture_permit(
+                &picture.body,
+                streetlevel_import::PictureWork::Blur {
+                    orientation,
+                    detection: blurrer.working_memory_bytes(),
+                },
+            )
+            .map_err(|reason| Error::BadBody(format!("the picture cannot be blurred: {reason}")))?
+            .releasing(std::sync::Arc::clone(&blurrer));
+            blurrer
+                .blur(&picture.body, Hints::default())
                 .map_err(|error| match error {
-                BlurError::Decode(_) | BlurError::TooManyPixels { .. } => {
-                    Error::BadBody(format!("the picture cannot be blurred: {error}"))
-                }
-                // This server's own blurrer is a service that is away: the caller retries.
-                BlurError::Unavailable(reason) => Error::Unavailable(reason),
-                other => Error::Internal(format!("blurring failed: {other}")),
-            })?;
+                    BlurError::Decode(_) | BlurError::TooManyPixels { .. } => {
+                        Error::BadBody(format!("the picture cannot be blurred: {error}"))
+                    }
+                    // This server's own blurrer is a service that is away: the caller retries.
+                    BlurError::Unavailable(reason) => Error::Unavailable(reason),
+                    other => Error::Internal(format!("blurring failed: {other}")),
+                })
+        })?;
         answer(parts, blurred)
     }
 }

@@ -483,31 +483,79 @@ fn made_from_current(
     Ok(last)
 }
 
-/// Scales a JPEG down to `width` pixels wide, keeping the aspect ratio; never upscales (an
-/// original narrower than `width` is returned unchanged).
+/// Scales a JPEG down to `width` pixels wide once upright, keeping the aspect ratio; never
+/// upscales (an original narrower than `width` is returned unchanged).
 pub fn resize_jpeg(original: &[u8], width: u32) -> Result<Vec<u8>, Error> {
-    let decoded = image::load_from_memory_with_format(original, image::ImageFormat::Jpeg)
-        .map_err(|error| Error::Internal(format!("cannot decode original: {error}")))?;
-    if decoded.width() <= width {
+    let (upright_width, upright_height, orientation) = picture_shape(original)?;
+    if upright_width <= width {
         return Ok(original.to_vec());
     }
     // Below the original's height (`width` is below its width), so it fits.
-    let height = (u64::from(decoded.height()) * u64::from(width))
-        .div_ceil(u64::from(decoded.width()))
+    let height = (u64::from(upright_height) * u64::from(width))
+        .div_ceil(u64::from(upright_width))
         .max(1);
-    let height = u32::try_from(height).unwrap_or(decoded.height());
-    let resized = decoded.resize_exact(width, height, image::imageops::FilterType::Triangle);
-    encode_jpeg(&resized)
+    let height = u32::try_from(height).unwrap_or(upright_height);
+    let _memory = picture_memory(original, orientation, (width, height))?;
+    encode_jpeg(&upright_scaled(original, orientation, (width, height))?)
 }
 
-fn encode_jpeg(picture: &image::DynamicImage) -> Result<Vec<u8>, Error> {
-    let mut out = Vec::new();
-    let encoder = image::codecs::jpeg::JpegEncoder::new_with_quality(&mut out, 85);
-    picture
-        .to_rgb8()
-        .write_with_encoder(encoder)
-        .map_err(|error| Error::Internal(format!("cannot encode jpeg: {error}")))?;
-    Ok(out)
+/// The upright width and height of a JPEG and its orientation, read from its markers.
+fn picture_shape(original: &[u8]) -> Result<(u32, u32, u8), Error> {
+    let (stored_width, stored_height) = streetlevel_blur::stored_size(original)
+        .map_err(|error| Error::Internal(format!("cannot decode original: {error}")))?;
+    let orientation = streetlevel_ingest::read_orientation(original);
+    let (width, height) =
+        streetlevel_ingest::upright_size(stored_width, stored_height, orientation);
+    Ok((width, height, orientation))
+}
+
+/// The process's picture memory for scaling `original` to `size`, waited for: the server's
+/// tiles and thumbnails share it with the uploads' decodes, so many requests for the tiles of
+/// a large picture cannot hold more than it at once.
+fn picture_memory(
+    original: &[u8],
+    orientation: u8,
+    size: (u32, u32),
+) -> Result<streetlevel_import::PicturePermit, Error> {
+    streetlevel_import::picture_permit(
+        original,
+        streetlevel_import::PictureWork::Serve { orientation, size },
+    )
+    .map_err(|reason| Error::Internal(format!("cannot cut the original: {reason}")))
+}
+
+/// `original` upright and scaled to `size`, decoded at the smallest DCT scale that reaches it.
+fn upright_scaled(
+    original: &[u8],
+    orientation: u8,
+    size: (u32, u32),
+) -> Result<streetlevel_ingest::Rgb, Error> {
+    streetlevel_ingest::upright_scaled(original, orientation, size)
+        .map_err(|error| Error::Internal(format!("cannot decode original: {error}")))
+}
+
+fn encode_jpeg(picture: &streetlevel_ingest::Rgb) -> Result<Vec<u8>, Error> {
+    streetlevel_ingest::encode_rgb(picture, 85)
+        .map_err(|error| Error::Internal(format!("cannot encode jpeg: {error}")))
+}
+
+/// The part `left, top, width, height` of `picture` (inside it).
+fn crop(
+    picture: &streetlevel_ingest::Rgb,
+    (left, top): (u32, u32),
+    (width, height): (u32, u32),
+) -> streetlevel_ingest::Rgb {
+    let row_bytes = width as usize * 3;
+    let mut pixels = Vec::with_capacity(row_bytes * height as usize);
+    for row in top..top + height {
+        let start = (row as usize * picture.width as usize + left as usize) * 3;
+        pixels.extend_from_slice(&picture.pixels[start..start + row_bytes]);
+    }
+    streetlevel_ingest::Rgb {
+        width,
+        height,
+        pixels,
+    }
 }
 
 /// The number of pyramid levels of an image: `ceil(log2(max(width, height)))`.
@@ -544,54 +592,32 @@ pub fn pyramid_level_size(width: u32, height: u32, max_level: u32, z: u32) -> (u
 /// of a level above the image's own is its part of the original at the original's resolution,
 /// which the viewer stretches over the block: nothing is enlarged here.
 fn pyramid_tile(original: &[u8], z: u32, x: u32, y: u32) -> Result<Option<Vec<u8>>, Error> {
-    use image::ImageDecoder as _;
-    let decode_error =
-        |error: image::ImageError| Error::Internal(format!("cannot decode original: {error}"));
-    let mut decoder = image::codecs::jpeg::JpegDecoder::new(std::io::Cursor::new(original))
-        .map_err(decode_error)?;
-    let orientation = decoder
-        .orientation()
-        .unwrap_or(image::metadata::Orientation::NoTransforms);
-    let mut decoded = image::DynamicImage::from_decoder(decoder).map_err(decode_error)?;
-    decoded.apply_orientation(orientation);
-    let max_level = pyramid_max_level(decoded.width(), decoded.height());
+    let (width, height, orientation) = picture_shape(original)?;
+    let max_level = pyramid_max_level(width, height);
     if z > pyramid_top_level(max_level) {
         return Ok(None);
     }
-    if z > max_level {
+    // The level's size, and the side of its blocks in its own pixels (a level above the
+    // image's own cuts smaller blocks of the original, which the viewer stretches).
+    let (level_size, block) = if z > max_level {
         let block = 1024_u32.checked_shr(z - max_level).unwrap_or(0).max(1);
-        let (Some(left), Some(top)) = (x.checked_mul(block), y.checked_mul(block)) else {
-            return Ok(None);
-        };
-        if left >= decoded.width() || top >= decoded.height() {
-            return Ok(None);
-        }
-        let block_width = (decoded.width() - left).min(block);
-        let block_height = (decoded.height() - top).min(block);
-        let part = decoded.crop_imm(left, top, block_width, block_height);
-        return encode_jpeg(&part).map(Some);
-    }
-    let (scaled_width, scaled_height) =
-        pyramid_level_size(decoded.width(), decoded.height(), max_level, z);
-    let (Some(left), Some(top)) = (x.checked_mul(1024), y.checked_mul(1024)) else {
-        return Ok(None);
-    };
-    if left >= scaled_width || top >= scaled_height {
-        return Ok(None);
-    }
-    let scaled = if z == max_level {
-        decoded
+        ((width, height), block)
     } else {
-        decoded.resize_exact(
-            scaled_width,
-            scaled_height,
-            image::imageops::FilterType::Triangle,
-        )
+        (pyramid_level_size(width, height, max_level, z), 1024)
     };
-    let block_width = (scaled_width - left).min(1024);
-    let block_height = (scaled_height - top).min(1024);
-    let block = scaled.crop_imm(left, top, block_width, block_height);
-    encode_jpeg(&block).map(Some)
+    let (Some(left), Some(top)) = (x.checked_mul(block), y.checked_mul(block)) else {
+        return Ok(None);
+    };
+    if left >= level_size.0 || top >= level_size.1 {
+        return Ok(None);
+    }
+    let _memory = picture_memory(original, orientation, level_size)?;
+    let level = upright_scaled(original, orientation, level_size)?;
+    let block_size = (
+        (level.width - left).min(block),
+        (level.height - top).min(block),
+    );
+    encode_jpeg(&crop(&level, (left, top), block_size)).map(Some)
 }
 
 #[cfg(test)]
@@ -705,8 +731,12 @@ mod tests {
 
     #[test]
     fn thumbnails_never_upscale() {
-        let picture = image::DynamicImage::new_rgb8(300, 200);
-        let original = encode_jpeg(&picture).unwrap();
+        let original = encode_jpeg(&streetlevel_ingest::Rgb {
+            width: 300,
+            height: 200,
+            pixels: vec![0; 300 * 200 * 3],
+        })
+        .unwrap();
         let small = resize_jpeg(&original, 256).unwrap();
         let decoded = image::load_from_memory(&small).unwrap();
         assert_eq!((decoded.width(), decoded.height()), (256, 171));

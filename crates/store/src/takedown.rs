@@ -136,6 +136,11 @@ impl Store {
             .any(|slot| self.records.image(slot).sequence == sequence)
     }
 
+    /// The number of hidden images (public ones are [`Store::image_count`]).
+    pub fn hidden_image_count(&self) -> usize {
+        self.records.hidden_ids().count()
+    }
+
     /// Every image the store holds, public or hidden, by ID ascending (`streetlevel reblur`
     /// goes through them all).
     pub fn all_image_ids(&self) -> Vec<ImageId> {

@@ -68,10 +68,31 @@ pub struct Args {
     ffmpeg: PathBuf,
     #[command(flatten)]
     blur: crate::blur::BlurArgs,
+    #[command(flatten)]
+    memory: PictureMemoryArgs,
     /// JPEG files and videos (`.mp4`, `.mov`, `.360`; a GPX track beside a video as
     /// `VIDEO.gpx`), or folders searched recursively for them.
     #[arg(required = true)]
     paths: Vec<PathBuf>,
+}
+
+/// The picture memory of `import` and `reblur`, as `serve` has it among its settings.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct PictureMemoryArgs {
+    /// The memory the pictures this process works on may hold at once, in bytes: each one's
+    /// whole working set (decode, detection, blurring, encoding, thumbnails); a picture waits
+    /// for room, and one that alone needs more is refused. [default: 2147483648]
+    #[arg(long, env = "STREETLEVEL_DECODE_MEMORY_BYTES")]
+    pub decode_memory_bytes: Option<u64>,
+}
+
+impl PictureMemoryArgs {
+    /// Sets the process's picture memory when given.
+    pub fn apply(&self) {
+        if let Some(bytes) = self.decode_memory_bytes {
+            streetlevel_import::set_decode_memory_limit(bytes);
+        }
+    }
 }
 
 /// The store the images go to: the data directory's `SQLite` file, or the PostgreSQL
@@ -116,10 +137,12 @@ fn video_options(args: &Args) -> anyhow::Result<streetlevel_import::VideoOptions
 
 /// Imports; fails (non-zero exit) only when no file could be imported or found stored.
 #[allow(clippy::print_stdout)]
+#[allow(clippy::too_many_lines)] // the command's steps in the order they run, then its report
 pub fn run(args: &Args) -> anyhow::Result<()> {
     std::fs::create_dir_all(&args.data)
         .with_context(|| format!("cannot create the data directory {}", args.data.display()))?;
     let location = crate::serve::database_location(&args.data, args.database_url.clone())?;
+    args.memory.apply();
     // Before the store loads: with blurring on and no usable model, nothing is imported.
     let blurring = args.blur.blurring();
     if let streetlevel_import::Blurring::Unusable(reason) = &blurring {

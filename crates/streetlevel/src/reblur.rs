@@ -17,15 +17,23 @@ pub struct Args {
     data: crate::takedown::DataArgs,
     /// Blur every image again, not only those another blurrer blurred; an interrupted
     /// `--all` run is taken up where it stopped.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "status")]
     all: bool,
+    /// Blur nothing: print how many images the blurrer configured now blurred, how many an
+    /// older one did (by blurrer) and how many none did, which a run without `--all` redoes.
+    #[arg(long)]
+    status: bool,
     #[command(flatten)]
     blur: crate::blur::BlurArgs,
+    #[command(flatten)]
+    memory: crate::import::PictureMemoryArgs,
 }
 
 /// Runs `streetlevel reblur`; fails (non-zero exit) when an image could not be blurred again.
 #[allow(clippy::print_stdout)]
+#[allow(clippy::too_many_lines)] // the command's steps and its progress display, in one place
 pub fn run(args: &Args) -> anyhow::Result<()> {
+    args.memory.apply();
     let blurrer = match args.blur.blurring() {
         Blurring::On { blurrer, .. } => blurrer,
         Blurring::Off => anyhow::bail!("reblur blurs: drop --blur false"),
@@ -33,6 +41,12 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     };
     let store = RwLock::new(crate::takedown::open_store(&args.data)?);
     let data_dir = args.data.data_dir();
+    if args.status {
+        return print_status(&streetlevel_import::blur_status(
+            &store,
+            &blurrer.fingerprint(),
+        )?);
+    }
     eprintln!("blurring with {}", blurrer.fingerprint());
     let bar = std::sync::Mutex::new(None::<ProgressBar>);
     let noted_published = AtomicBool::new(false);
@@ -124,5 +138,25 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         "{} images could not be blurred again (listed above); run reblur again once fixed",
         report.refused.len()
     );
+    Ok(())
+}
+
+/// `streetlevel reblur --status`: the counts, then each older blurrer with its count.
+#[allow(clippy::print_stdout)]
+fn print_status(status: &streetlevel_import::BlurStatus) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "{} images: {} blurred by the blurrer configured now, {} by an older one, {} never \
+         blurred; {} to blur again (`streetlevel reblur`)",
+        status.images,
+        status.current,
+        status.stale(),
+        status.never_blurred(),
+        status.outdated()
+    )?;
+    for (blurrer, count) in &status.older {
+        writeln!(out, "{count} blurred by {blurrer}")?;
+    }
     Ok(())
 }

@@ -409,10 +409,13 @@ async fn serve(args: Args, settings: Settings) -> anyhow::Result<()> {
     let media_dir = Store::media_dir(&data);
     let (media, reconstructor) = media_and_reconstructions(&data, database, &store, &sfm)?;
 
+    let blurrer = blur_api.as_ref().map(|blurrer| blurrer.fingerprint());
     let privacy = Arc::new(
         streetlevel_import::Privacy::open(Arc::clone(&store), &data)
-            .context("cannot open the privacy tables")?,
+            .context("cannot open the privacy tables")?
+            .with_blurrer(blurrer),
     );
+    warn_if_blurred_by_older(&privacy);
     let images = embed_images(&store, &media_links);
     let web = Web::new(
         web_config,
@@ -540,6 +543,25 @@ fn fit_connections_to_descriptors(
         config.max_connections = fits;
     }
     config
+}
+
+/// Says at start how many images another blurrer blurred, or none did, when blurring is on:
+/// after a change of models they are served as blurred by the old ones until `streetlevel
+/// reblur` has run.
+fn warn_if_blurred_by_older(privacy: &streetlevel_import::Privacy) {
+    match privacy.blur_status() {
+        Some(Ok(status)) if status.outdated() > 0 => tracing::warn!(
+            blurred_by_older_models = status.stale(),
+            never_blurred = status.never_blurred(),
+            images = status.images,
+            "images were blurred by another blurrer than the one configured now, or never: run \
+             `streetlevel reblur` to bring them up to date (the dashboard counts them)"
+        ),
+        Some(Err(error)) => {
+            tracing::error!(%error, "cannot count the images blurred by older models");
+        }
+        Some(Ok(_)) | None => {}
+    }
 }
 
 /// The work a server does besides answering requests: the upload workers and the

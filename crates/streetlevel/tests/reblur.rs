@@ -3,7 +3,9 @@
 //! blurred; `--all` interrupted (killed after its first image) and run again takes up where it
 //! stopped and redoes original, thumbnails, cached tiles and the recorded regions; an image
 //! without a kept unblurred original gets blur added to its published picture, and says so;
-//! on PostgreSQL as on `SQLite`.
+//! on PostgreSQL as on `SQLite`; and a change of the model set (YuNet, then CenterFace) seen
+//! as stale on the dashboard and by `reblur --status`, none stale after `reblur`, the served
+//! pictures changed and a box blurred by hand still blurred.
 
 #![allow(clippy::unwrap_used, clippy::panic, clippy::too_many_lines)]
 
@@ -296,5 +298,282 @@ fn reblur_works_on_postgresql_as_the_other_admin_commands() {
     // Recorded in PostgreSQL: a second run has nothing to do.
     let second = succeeded(&streetlevel(&reblur, &env));
     assert!(second.contains("0 images to blur again"), "{second}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The shared YuNet model, which serves here as the "older" face model.
+fn yunet() -> PathBuf {
+    let model =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/models/yunet_n_dynamic.onnx");
+    assert!(
+        model.is_file(),
+        "the shared YuNet model is missing: {}",
+        model.display()
+    );
+    model
+}
+
+fn page_text(response: &streetlevel_tests::Response) -> String {
+    String::from_utf8_lossy(&response.body).into_owned()
+}
+
+/// The value of the first `name="<name>" value="..."` input of a page.
+fn input_value(html: &str, name: &str) -> String {
+    let marker = format!("name=\"{name}\" value=\"");
+    let start = html
+        .find(&marker)
+        .unwrap_or_else(|| panic!("no input {name} in {html}"))
+        + marker.len();
+    html[start..start + html[start..].find('"').unwrap()].replace("&amp;", "&")
+}
+
+/// `name=value` of the `Set-Cookie` header named `name`.
+fn set_cookie(response: &streetlevel_tests::Response, name: &str) -> String {
+    response
+        .headers
+        .iter()
+        .filter(|(key, _)| key == "set-cookie")
+        .find_map(|(_, value)| {
+            let pair = value.split(';').next()?;
+            pair.starts_with(&format!("{name}="))
+                .then(|| pair.to_owned())
+        })
+        .unwrap_or_else(|| panic!("no {name} cookie in {:?}", response.headers))
+}
+
+/// Signs `user` in on the web pages: the session cookie.
+fn sign_in(server: &streetlevel_tests::Server, user: &str, password: &str) -> String {
+    let form = server.get("/login?next=/dashboard");
+    assert_eq!(form.status, 200);
+    let login_cookie = set_cookie(&form, "streetlevel_login");
+    let csrf = input_value(&page_text(&form), "csrf");
+    let body = format!("username={user}&password={password}&csrf={csrf}&next=%2Fdashboard");
+    let signed_in = server.request(
+        "POST",
+        "/login",
+        &[
+            ("Content-Type", "application/x-www-form-urlencoded"),
+            ("Cookie", &login_cookie),
+        ],
+        body.as_bytes(),
+    );
+    assert_eq!(signed_in.status, 303, "{}", page_text(&signed_in));
+    set_cookie(&signed_in, "streetlevel_session")
+}
+
+/// The `data-stale` and `data-never-blurred` counts of the dashboard's "Blur models".
+fn dashboard_counts(server: &streetlevel_tests::Server, session: &str) -> (usize, usize) {
+    let page = server.request("GET", "/dashboard", &[("Cookie", session)], b"");
+    assert_eq!(page.status, 200);
+    let html = page_text(&page);
+    let count = |name: &str| -> usize {
+        let marker = format!("{name}=\"");
+        let start = html
+            .find(&marker)
+            .unwrap_or_else(|| panic!("no {name} on the dashboard: {html}"))
+            + marker.len();
+        html[start..start + html[start..].find('"').unwrap()]
+            .parse()
+            .unwrap()
+    };
+    (count("data-stale"), count("data-never-blurred"))
+}
+
+/// Mean absolute difference of two pictures' pixels inside the box `(x, y, width, height)`.
+fn difference_inside(a: &image::RgbImage, b: &image::RgbImage, area: (u32, u32, u32, u32)) -> f64 {
+    let (x0, y0, width, height) = area;
+    let mut total = 0.0;
+    for y in y0..y0 + height {
+        for x in x0..x0 + width {
+            let (p, q) = (a.get_pixel(x, y), b.get_pixel(x, y));
+            total +=
+                p.0.iter()
+                    .zip(q.0)
+                    .map(|(p, q)| f64::from(p.abs_diff(q)))
+                    .sum::<f64>();
+        }
+    }
+    total / f64::from(width * height * 3)
+}
+
+#[test]
+fn a_model_change_leaves_no_image_stale_after_reblur() {
+    let Some(models) = streetlevel_tests::test_models_dir() else {
+        return;
+    };
+    let models = models.to_string_lossy().into_owned();
+    let dir = temp_dir("model-change");
+    let photos = dir.join("photos");
+    street_photos(&photos, 3);
+    let data = dir.join("data");
+    let data_arg = data.to_string_lossy().into_owned();
+    // Blurred with YuNet, the unblurred originals kept.
+    let yunet = yunet().to_string_lossy().into_owned();
+    let imported = succeeded(&streetlevel(
+        &[
+            "import",
+            "--data",
+            &data_arg,
+            "--user",
+            "alice",
+            "--blur",
+            "true",
+            "--blur-models-dir",
+            &models,
+            "--blur-face-model",
+            &yunet,
+            "--keep-unblurred",
+            "true",
+            &photos.to_string_lossy(),
+        ],
+        &[],
+    ));
+    assert!(imported.contains("imported 3 images"), "{imported}");
+    let by_yunet = blur_states(&data);
+    assert!(
+        by_yunet
+            .iter()
+            .all(|state| state.1.contains("yunet_n_dynamic.onnx")),
+        "{by_yunet:?}"
+    );
+    let binary = Path::new(BINARY);
+    streetlevel_tests::create_user(binary, &data, "carol", "carol@example.com", "correct horse");
+    let token = streetlevel_tests::create_app(binary, &data, "read");
+    // The default set changes: the server now blurs with CenterFace.
+    let server = streetlevel_tests::Server::start(
+        binary,
+        &data,
+        &[
+            "--blur",
+            "true",
+            "--blur-models-dir",
+            &models,
+            "--administrators",
+            "carol",
+        ],
+    );
+    let session = sign_in(&server, "carol", "correct horse");
+    assert_eq!(dashboard_counts(&server, &session), (3, 0));
+    let env = server.admin_env();
+    let default_blur = ["--blur", "true", "--blur-models-dir", models.as_str()];
+    let status = [
+        &["reblur", "--data", &data_arg, "--status"][..],
+        &default_blur,
+    ]
+    .concat();
+    let stale = succeeded(&streetlevel(&status, &env));
+    assert!(
+        stale.contains("3 images: 0 blurred by the blurrer configured now, 3 by an older one")
+            && stale.contains("3 to blur again")
+            && stale.contains("3 blurred by face yunet_n_dynamic.onnx sha256:"),
+        "{stale}"
+    );
+
+    // Each image as served before, and a box blurred by hand on the first.
+    let found = server.request(
+        "GET",
+        "/images?bbox=-180,-85,180,85&fields=id",
+        &[("Authorization", &format!("OAuth {token}"))],
+        b"",
+    );
+    let mut ids: Vec<String> = found.json()["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|image| image["id"].as_str().unwrap().to_owned())
+        .collect();
+    ids.sort();
+    assert_eq!(ids.len(), 3);
+    let served = |id: &str, size: &str| -> Vec<u8> {
+        let entity = server.request(
+            "GET",
+            &format!("/{id}?fields=thumb_{size}_url"),
+            &[("Authorization", &format!("OAuth {token}"))],
+            b"",
+        );
+        let url = entity.json()[format!("thumb_{size}_url")]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let response = server.get(url.strip_prefix(&server.base()).unwrap());
+        assert_eq!(response.status, 200, "{url}");
+        response.body
+    };
+    let image_page = format!("/dashboard/image?image_key={}", ids[0]);
+    let page = server.request("GET", &image_page, &[("Cookie", &session)], b"");
+    let csrf = input_value(&page_text(&page), "csrf");
+    // The top-left tenth of the picture: sky and facades, which no face model blurs.
+    let drawn = server.request(
+        "POST",
+        &image_page,
+        &[
+            ("Cookie", &session),
+            ("Content-Type", "application/x-www-form-urlencoded"),
+        ],
+        format!("csrf={csrf}&action=add&box_left=0.02&box_top=0.02&box_width=0.1&box_height=0.1")
+            .as_bytes(),
+    );
+    assert!(drawn.status < 400, "{}", page_text(&drawn));
+    let before: Vec<(Vec<u8>, Vec<u8>)> = ids
+        .iter()
+        .map(|id| (served(id, "original"), served(id, "2048")))
+        .collect();
+
+    // Blurred again with the set configured now: nothing is stale afterwards.
+    let reblur = [&["reblur", "--data", &data_arg][..], &default_blur].concat();
+    let done = succeeded(&streetlevel(&reblur, &env));
+    assert!(
+        done.contains("3 images to blur again")
+            && done.contains("blurred again 3 images: 3 from their unblurred original"),
+        "{done}"
+    );
+    assert_eq!(dashboard_counts(&server, &session), (0, 0));
+    let page = page_text(&server.request("GET", "/dashboard", &[("Cookie", &session)], b""));
+    assert!(
+        page.contains("All 3 images are blurred by the blurrer configured now."),
+        "{page}"
+    );
+    let none = succeeded(&streetlevel(&status, &env));
+    assert!(none.contains("0 to blur again"), "{none}");
+    assert!(
+        blur_states(&data)
+            .iter()
+            .all(|state| state.1.contains("centerface.onnx") && state.3 == 1),
+        "{:?}",
+        blur_states(&data)
+    );
+    // The served pictures changed: another model's faces blurred, in the original and the
+    // thumbnails alike.
+    for ((id, (original, thumbnail)), now) in ids.iter().zip(&before).zip(
+        ids.iter()
+            .map(|id| (served(id, "original"), served(id, "2048"))),
+    ) {
+        assert_ne!(original, &now.0, "image {id}'s original");
+        assert_ne!(thumbnail, &now.1, "image {id}'s 2048 thumbnail");
+    }
+    // The box blurred by hand is still blurred: blurring again from the unblurred original
+    // laid it on again.
+    let unblurred = image::open(data.join("unblurred").join(format!("{}.jpg", ids[0])))
+        .unwrap()
+        .to_rgb8();
+    let published = image::load_from_memory(&served(&ids[0], "original"))
+        .unwrap()
+        .to_rgb8();
+    let (width, height) = unblurred.dimensions();
+    let inside = (
+        width / 50 + 2,
+        height / 50 + 2,
+        width / 10 - 4,
+        height / 10 - 4,
+    );
+    let outside = (width / 2, 2, width / 10, height / 10);
+    let (edited, untouched) = (
+        difference_inside(&unblurred, &published, inside),
+        difference_inside(&unblurred, &published, outside),
+    );
+    assert!(
+        edited > 4.0 * untouched.max(0.5),
+        "the edited box differs by {edited}, the rest by {untouched}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

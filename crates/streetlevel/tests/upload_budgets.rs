@@ -44,6 +44,12 @@ struct World {
 }
 
 fn world(name: &str, json: &Value) -> World {
+    world_with_env(name, json, &[])
+}
+
+/// [`world`] with environment variables for the server (`STREETLEVEL_BLUR=true`: the
+/// support crate turns blurring off unless told).
+fn world_with_env(name: &str, json: &Value, env: &[(&str, &str)]) -> World {
     let root = scratch(name);
     let data = root.join("data");
     std::fs::create_dir_all(&data).unwrap();
@@ -64,7 +70,7 @@ fn world(name: &str, json: &Value) -> World {
         &data,
         &["--config", config.to_str().unwrap()],
         // The worker's lines (a job interrupted by the shutdown) are at level info.
-        &[("RUST_LOG", "info")],
+        &[&[("RUST_LOG", "info")], env].concat(),
     );
     let sign_in = |user: &str| {
         let response = server.request(
@@ -853,4 +859,215 @@ fn a_shutdown_leaves_the_job_for_the_next_start() {
     let job = mallory.settled(&cluster_id);
     assert_eq!(job["state"], "published", "{job}");
     assert_eq!(job["images"], 8, "{job}");
+}
+
+/// A real street photo with pedestrians (Berlin, 3264 x 2448).
+const PEOPLE_PHOTO: &str = "../../../shared/data/opensfm-blur-pairs/before_berlin_images_01.jpg";
+
+/// `count` copies of a real street photo with pedestrians enlarged to `width` x `height`
+/// (nearest neighbour) and written as a progressive JPEG of quality 90 with a camera's 4:2:0
+/// chroma, each geotagged 5 m from the one before: what a camera of that size, or a hostile
+/// uploader, sends. Made here, at test time.
+fn large_progressive(count: usize, (width, height): (u32, u32)) -> Vec<Vec<u8>> {
+    let real = image::open(PEOPLE_PHOTO)
+        .expect("the shared photos (../shared/data)")
+        .to_rgb8();
+    let large = image::imageops::resize(&real, width, height, image::imageops::FilterType::Nearest);
+    drop(real);
+    let mut jpeg = Vec::new();
+    let mut encoder = jpeg_encoder::Encoder::new(&mut jpeg, 90);
+    encoder.set_progressive(true);
+    encoder.set_sampling_factor(jpeg_encoder::SamplingFactor::F_2_2);
+    encoder
+        .encode(
+            large.as_raw(),
+            u16::try_from(width).unwrap(),
+            u16::try_from(height).unwrap(),
+            jpeg_encoder::ColorType::Rgb,
+        )
+        .unwrap();
+    (0..count)
+        .map(|index| {
+            let index = u32::try_from(index).unwrap();
+            write_metadata(
+                &jpeg,
+                &tags(
+                    55.74 + f64::from(index) * 5.0 / 111_320.0,
+                    13.24,
+                    i64::from(index) * 2,
+                ),
+            )
+            .unwrap()
+        })
+        .collect()
+}
+
+/// A number from the environment, else `default`: the memory test's pictures and budget,
+/// which docs/PERFORMANCE.md sets to a hostile uploader's (four of 10000 x 10000 with the
+/// default budget).
+fn from_env(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(default)
+}
+
+/// The resident memory of a process now and at its peak (`VmRSS`, `VmHWM`), bytes; `None`
+/// once it has exited.
+fn resident(pid: u32) -> Option<(u64, u64)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let field = |name: &str| -> Option<u64> {
+        let line = status.lines().find(|line| line.starts_with(name))?;
+        let kilobytes: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some(kilobytes * 1024)
+    };
+    Some((field("VmRSS:")?, field("VmHWM:")?))
+}
+
+/// Runs `streetlevel import` with `args` to its end and returns its peak resident memory,
+/// read from `/proc` while it runs (the peak is a high-water mark: the last reading before
+/// it exits holds it).
+fn import_peak(args: &[&str]) -> u64 {
+    let mut child = std::process::Command::new(BINARY)
+        .args(args)
+        .env("STREETLEVEL_BLUR", "true")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let mut peak = 0;
+    while child.try_wait().unwrap().is_none() {
+        if let Some((_, high)) = resident(pid) {
+            peak = peak.max(high);
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let output = child.wait_with_output().unwrap();
+    assert!(
+        output.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    peak
+}
+
+/// Waits up to 20 s for the resident memory of `pid` to fall within 256 MB of `idle`, and
+/// fails with the figure it stayed at.
+fn assert_given_back(pid: u32, idle: u64) {
+    let settled = Instant::now();
+    let given_back = idle + (256 << 20);
+    let mut now = resident(pid).unwrap().0;
+    while now >= given_back && settled.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(50));
+        now = resident(pid).unwrap().0;
+    }
+    eprintln!(
+        "server: {} MB resident {:?} after the job",
+        now >> 20,
+        settled.elapsed()
+    );
+    assert!(
+        now < given_back,
+        "{} MB resident 20 s after the job, idle {} MB: not given back",
+        now >> 20,
+        idle >> 20
+    );
+}
+
+#[test]
+fn large_progressive_pictures_keep_within_the_picture_memory_and_it_is_given_back() {
+    let Some(models) = streetlevel_tests::test_models_dir() else {
+        return;
+    };
+    let models = models.to_string_lossy().into_owned();
+    // Three pictures of 9792 x 7344 (72 megapixels) and room for one's whole working set
+    // blurred (0.55 GB estimated for the picture, 0.85 GB for CenterFace's detection), not two.
+    let count = from_env("STREETLEVEL_MEMORY_TEST_PICTURES", 3);
+    let width = u32::try_from(from_env("STREETLEVEL_MEMORY_TEST_WIDTH", 9792)).unwrap();
+    let height = u32::try_from(from_env("STREETLEVEL_MEMORY_TEST_HEIGHT", 7344)).unwrap();
+    let budget = from_env("STREETLEVEL_MEMORY_TEST_BUDGET", 1600 << 20);
+    let pictures = large_progressive(usize::try_from(count).unwrap(), (width, height));
+    let world = world_with_env(
+        "large-pictures",
+        &json!({
+            "decode_memory_bytes": budget,
+            "blur_models_dir": models,
+            "cpu_threads": 2,
+        }),
+        &[("STREETLEVEL_BLUR", "true")],
+    );
+    let mallory = Uploader {
+        addr: world.server.addr,
+        token: &world.mallory,
+    };
+    let pid = world.server.pid();
+    let (idle, _) = resident(pid).unwrap();
+    let handle = mallory.upload("mly_tools_large.zip", &zip_of(&pictures));
+    let finished = mallory.finish(&handle, "zip");
+    assert_eq!(finished.status, 200);
+    let job = mallory.settled(finished.json()["cluster_id"].as_str().unwrap());
+    assert_eq!(job["state"], "published", "{job}");
+    assert_eq!(job["images"], count, "{job}");
+    let (_, peak) = resident(pid).unwrap();
+    eprintln!(
+        "server: idle {} MB, peak {} MB, budget {} MB",
+        idle >> 20,
+        peak >> 20,
+        budget >> 20
+    );
+    assert!(
+        peak < idle + budget,
+        "peak {} MB over idle {} MB and the budget {} MB",
+        peak >> 20,
+        idle >> 20,
+        budget >> 20
+    );
+    // The pictures' memory goes back to the system once they are done.
+    assert_given_back(pid, idle);
+
+    // `streetlevel import` of the same pictures, against its own import of one small photo.
+    let dir = scratch("large-import");
+    let (small, large) = (dir.join("small"), dir.join("large"));
+    std::fs::create_dir_all(&small).unwrap();
+    std::fs::create_dir_all(&large).unwrap();
+    std::fs::write(
+        small.join("0.jpg"),
+        write_metadata(&std::fs::read(REAL_PHOTO).unwrap(), &tags(55.7, 13.2, 0)).unwrap(),
+    )
+    .unwrap();
+    for (index, picture) in pictures.iter().enumerate() {
+        std::fs::write(large.join(format!("{index}.jpg")), picture).unwrap();
+    }
+    drop(pictures);
+    let budget_arg = budget.to_string();
+    let import = |data: &str, folder: &Path| {
+        import_peak(&[
+            "import",
+            "--data",
+            &dir.join(data).to_string_lossy(),
+            "--blur-models-dir",
+            &models,
+            "--decode-memory-bytes",
+            &budget_arg,
+            &folder.to_string_lossy(),
+        ])
+    };
+    let baseline = import("small-data", &small);
+    let peak = import("large-data", &large);
+    eprintln!(
+        "import: one small photo {} MB, {count} large pictures {} MB",
+        baseline >> 20,
+        peak >> 20
+    );
+    assert!(
+        peak < baseline + budget,
+        "peak {} MB over a small import's {} MB and the budget {} MB",
+        peak >> 20,
+        baseline >> 20,
+        budget >> 20
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -18,9 +18,9 @@ use http::{Response, StatusCode};
 use maud::{Markup, html};
 use streetlevel_auth::verify_csrf;
 use streetlevel_import::{
-    BlurEdit, BlurRegion, EditKind, EditState, ImportError, MAX_CONTACT_CHARS, MAX_REASON_CHARS,
-    NewRequest, Privacy, PrivacyRefusal, PrivacyRequest, RequestKind, RequestState, Shares,
-    StoredBox,
+    BlurEdit, BlurRegion, BlurStatus, EditKind, EditState, ImportError, MAX_CONTACT_CHARS,
+    MAX_REASON_CHARS, NewRequest, Privacy, PrivacyRefusal, PrivacyRequest, RequestKind,
+    RequestState, Shares, StoredBox,
 };
 use streetlevel_model::{ImageId, Timestamp};
 use streetlevel_ratelimit::{ClientAddr, FormLimits, FormThrottle};
@@ -633,10 +633,20 @@ impl Web {
                 }
             }
         };
+        let blur_status = pages.privacy.blur_status().map(|status| {
+            if let Ok(status) = status {
+                blur_status_section(&status)
+            } else {
+                html! {
+                    p role="alert" class="alert" { "The server could not count what each blurrer blurred." }
+                }
+            }
+        });
         Some(html! {
             section aria-labelledby="privacy-queue" {
                 h2 id="privacy-queue" { "Privacy queue" } "\n"
                 p { "Requests from the report form and blur edits waiting for an administrator (you)." } "\n"
+                @if let Some(blur_status) = blur_status { (blur_status) }
                 h3 { "Open requests" } "\n"
                 @if open.is_empty() {
                     p class="empty" { "No open requests." }
@@ -935,6 +945,37 @@ fn import_failed(error: &ImportError, title: &str) -> Response<Bytes> {
             title,
             "The server could not read this image's blur. Please try again later.",
         )
+    }
+}
+
+/// How the images stand against the blurrer configured now: those an older model (or
+/// another service) blurred, and those never blurred, are what `streetlevel reblur` redoes.
+fn blur_status_section(status: &BlurStatus) -> Markup {
+    let (stale, never) = (status.stale(), status.never_blurred());
+    html! {
+        h3 id="blur-status" { "Blur models" } "\n"
+        @if status.outdated() == 0 {
+            p class="blur-status" data-stale="0" data-never-blurred="0" {
+                "All " (status.images) " images are blurred by the blurrer configured now."
+            } "\n"
+        } @else {
+            p role="alert" class="alert blur-status" data-stale=(stale) data-never-blurred=(never) {
+                strong { (stale) } " of " (status.images) " images are blurred by an older model"
+                @if never > 0 { ", and " strong { (never) } " were never blurred" }
+                ": they may show faces or plates the blurrer configured now would hide. Run "
+                code { "streetlevel reblur" } " on this server's data to blur them again (it can run while the server serves, and an interrupted run is taken up by the next)."
+            } "\n"
+            @if !status.older.is_empty() {
+                table class="older-blurrers" {
+                    thead { tr { th { "Blurred by" } th { "Images" } } }
+                    tbody {
+                        @for (blurrer, count) in &status.older {
+                            tr { td { code { (blurrer) } } td { (count) } }
+                        }
+                    }
+                } "\n"
+            }
+        }
     }
 }
 

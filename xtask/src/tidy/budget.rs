@@ -79,13 +79,15 @@ pub(super) const EXCEPTIONS: &[Exception] = &[
     },
     Exception {
         path: "crates/web/src/privacy.rs",
-        max_lines: 1000,
-        reason: "the report form, the image page and the privacy queue",
+        max_lines: 1050,
+        reason: "the report form, the image page and the privacy queue with its blur models' \
+                 counts (issue 37; to be split: the counts' section can go to a module of its own)",
     },
     Exception {
         path: "crates/import/src/privacy.rs",
-        max_lines: 1000,
-        reason: "blur edits and privacy requests",
+        max_lines: 1075,
+        reason: "blur edits and privacy requests, and the blur status the dashboard shows \
+                 (issue 37; to be split: the status and the edit's rendering can go apart)",
     },
 ];
 

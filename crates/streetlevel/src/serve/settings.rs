@@ -180,9 +180,10 @@ pub struct Settings {
     /// [default: 604800]
     #[arg(long, env = "STREETLEVEL_UPLOAD_SESSION_MAX_AGE_SECONDS")]
     pub upload_session_max_age_seconds: Option<u64>,
-    /// Memory the image decodes of the process may hold at once, bytes, whatever the number
-    /// of cores; a decode waits for room, and an image that alone needs more is refused.
-    /// [default: 1073741824]
+    /// Memory the pictures this process works on may hold at once, bytes, whatever the
+    /// number of cores: each one's whole working set (decode, detection, blurring, encoding,
+    /// thumbnails, pyramid tiles); a picture waits for room, and one that alone needs more is
+    /// refused. [default: 2147483648]
     #[arg(long, env = "STREETLEVEL_DECODE_MEMORY_BYTES")]
     pub decode_memory_bytes: Option<u64>,
     /// Threads of the process's one pool for CPU work: the upload workers' decoding,
