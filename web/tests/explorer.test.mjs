@@ -198,6 +198,71 @@ describe('the explorer in Chromium', () => {
     }
   });
 
+  // The URL's `map` parameter, parsed.
+  const mapOf = (url) => {
+    const [zoom, lat, lng] = new URL(url).searchParams.get('map').split('/').map(Number);
+    return { zoom, lat, lng };
+  };
+
+  test('the URL: opened with image and map, a new image pushes, the map replaces, reload and Back restore', async () => {
+    const { page, problems, finish } = await openPage(browser);
+    try {
+      const [first, second] = sequence;
+      const start = await api(service.baseUrl, `/${first}?fields=geometry`, service.app.clientToken);
+      const [lng, lat] = start.body.geometry.coordinates;
+      // A view away from the image: the first image must not move it.
+      const given = { zoom: 17.5, lat: lat + 0.0004, lng: lng - 0.0006 };
+      await openExplorer(page, problems, `/explore?image=${first}&map=${given.zoom}/${given.lat}/${given.lng}`, first);
+      const opened = await page.evaluate(() => {
+        const { map } = window.streetlevelExplorer;
+        return { zoom: map.getZoom(), center: map.getCenter().toArray(), length: window.history.length };
+      });
+      assert.ok(Math.abs(opened.zoom - given.zoom) < 1e-6, `zoom ${opened.zoom}`);
+      assert.ok(Math.abs(opened.center[0] - given.lng) < 1e-6 && Math.abs(opened.center[1] - given.lat) < 1e-6, `centre ${opened.center}`);
+      assert.equal(new URL(page.url()).searchParams.get('image'), first);
+
+      // The next image of the sequence: a new history entry naming it, then the map follows
+      // it and replaces the entry's view.
+      await page.evaluate(() => window.streetlevelExplorer.viewer.raw.moveDir(window.mapillary.NavigationDirection.Next));
+      await waitForImage(page, problems, second);
+      await waitForMapIdle(page);
+      await page.waitForFunction((id) => new URL(window.location.href).searchParams.get('image') === id, second);
+      assert.equal(await page.evaluate(() => window.history.length), opened.length + 1, 'one entry pushed for the new image');
+      const followed = mapOf(page.url());
+      // The viewer places an image at its computed location when it has one.
+      const next = await api(service.baseUrl, `/${second}?fields=geometry,computed_geometry`, service.app.clientToken);
+      const [nextLng, nextLat] = (next.body.computed_geometry ?? next.body.geometry).coordinates;
+      assert.ok(Math.hypot(followed.lng - nextLng, followed.lat - nextLat) < 1e-5,
+        `the URL's map is centred on the new image: ${page.url()}`);
+
+      // Moving the map replaces the entry's view.
+      await page.evaluate(() => window.streetlevelExplorer.map.jumpTo({ zoom: 16.25, center: [window.streetlevelExplorer.currentLngLat[0] + 0.001, window.streetlevelExplorer.currentLngLat[1]] }));
+      await page.waitForFunction(() => new URL(window.location.href).searchParams.get('map').startsWith('16.25/'));
+      assert.equal(await page.evaluate(() => window.history.length), opened.length + 1, 'moving the map adds no entry');
+      const moved = mapOf(page.url());
+
+      // A reload shows the same image and view.
+      await page.reload();
+      await waitForImage(page, problems, second);
+      await waitForMapIdle(page);
+      const reloaded = await page.evaluate(() => {
+        const { map } = window.streetlevelExplorer;
+        return { zoom: map.getZoom(), center: map.getCenter().toArray() };
+      });
+      assert.ok(Math.abs(reloaded.zoom - moved.zoom) < 1e-6, `zoom after reload ${reloaded.zoom}`);
+      assert.ok(Math.abs(reloaded.center[0] - moved.lng) < 1e-6 && Math.abs(reloaded.center[1] - moved.lat) < 1e-6, `centre after reload ${reloaded.center}`);
+
+      // Back: the first image and its view.
+      await page.goBack();
+      await waitForImage(page, problems, first);
+      assert.equal(new URL(page.url()).searchParams.get('image'), first);
+      const back = await page.evaluate(() => window.streetlevelExplorer.map.getCenter().toArray());
+      assert.ok(Math.abs(back[0] - given.lng) < 1e-5 && Math.abs(back[1] - given.lat) < 1e-5, `centre after Back ${back}`);
+    } finally {
+      await finish();
+    }
+  });
+
   test('axe-core: no WCAG 2 A or AA violation outside the canvases', async () => {
     const { page, problems, finish } = await openPage(browser);
     try {

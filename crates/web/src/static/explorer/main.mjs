@@ -3,7 +3,7 @@
 // (the image nearest its centre), shows an image; the map follows the viewer. State for tests
 // and the console is kept on `window.streetlevelExplorer`.
 import { createMap } from './map.mjs';
-import { readState } from './state.mjs';
+import { mapParameter, readState, writeState } from './state.mjs';
 import { createViewer } from './viewer.mjs';
 
 const config = JSON.parse(document.getElementById('explorer-config').textContent);
@@ -69,9 +69,14 @@ explorer.show = show;
 
 let mapView = null;
 const mapContainer = document.getElementById('map');
-// The first image keeps a view given in the URL; every later one is followed.
+// The first image keeps a view given in the URL, and so does one restored from the history;
+// every other one is followed. The first image and a restored one replace the history entry,
+// every other one pushes a new entry, so that Back returns to the previous image.
 let keepView = Boolean(initial.map);
+let replaceEntry = true;
 viewer.on('image', (image) => {
+  writeState({ image: image.id }, !replaceEntry);
+  replaceEntry = false;
   explorer.currentImageId = image.id;
   explorer.currentLngLat = image.lngLat;
   document.getElementById('hint')?.remove();
@@ -108,6 +113,8 @@ if (mapView) {
   });
   map.on('error', (event) => record('maperror', { message: String(event.error?.message ?? event.error) }));
   map.on('click', (event) => show(mapView.imageNear(event.point, 6), 'click'));
+  // The map's view goes into the current history entry as it moves.
+  map.on('moveend', () => writeState({ map: mapParameter({ zoom: map.getZoom(), center: map.getCenter().toArray() }) }));
   for (const layer of ['image', 'sequence']) {
     map.on('mouseenter', layer, () => { map.getCanvas().style.cursor = 'pointer'; });
     map.on('mouseleave', layer, () => { map.getCanvas().style.cursor = ''; });
@@ -123,6 +130,18 @@ if (mapView) {
   });
   document.getElementById('pick').addEventListener('click', () => show(mapView.imageNearCentre(), 'button'));
 }
+
+// Back and Forward: the entry's view and image, without a new entry.
+window.addEventListener('popstate', () => {
+  const restored = readState(window.location.search);
+  if (restored.map) explorer.map?.jumpTo(restored.map);
+  if (restored.image && restored.image !== explorer.currentImageId) {
+    keepView = Boolean(restored.map);
+    replaceEntry = true;
+    record('history', { imageId: restored.image });
+    viewer.show(restored.image).catch((error) => fail(`Cannot show image ${restored.image}: ${error.message}`));
+  }
+});
 
 // Layout: which pane is large, and how wide (or, on a phone, how tall) the other one is.
 function relayout() {
