@@ -823,7 +823,7 @@ fn is_json(parts: &Parts) -> bool {
         .is_some_and(|value| value.trim_start().starts_with("application/json"))
 }
 
-/// Whether a request to `/` is a browser's visit, answered with the landing page: no query
+/// Whether a request to `/` is a browser's visit, answered with the home page: no query
 /// (`/?ids=` is the API's) and an `Accept` header that prefers HTML. API clients send no
 /// `Accept`, `*/*` or `application/json`, and keep the API's answers.
 fn is_browser_home(parts: &Parts) -> bool {
