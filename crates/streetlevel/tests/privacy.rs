@@ -476,14 +476,11 @@ fn an_owners_box_is_blurred_in_every_served_picture_at_once_and_removal_needs_th
     let alice = world.sign_in("alice");
     // Imported with blurring off: the served original is the photo as taken.
     let pristine =
-        std::fs::read(world.data.join("media/images").join(format!("{image}.jpg"))).unwrap();
+        std::fs::read(world.data.join(format!("media/img/{image}/original.jpg"))).unwrap();
     // Every picture is cached on disk from here on: the edit must replace each.
     let before = world.every_picture(&image);
     for name in ["256", "1024", "2048"] {
-        let cached = world
-            .data
-            .join("media/cache")
-            .join(format!("{image}_{name}.jpg"));
+        let cached = world.data.join(format!("media/img/{image}/{name}.jpg"));
         assert!(cached.is_file(), "{}", cached.display());
     }
 
@@ -568,7 +565,7 @@ fn another_users_box_waits_for_an_administrator_who_applies_it_from_the_queue() 
     let image = world.images[1].clone();
     // Imported with blurring off: the served original is the photo as taken.
     let pristine =
-        std::fs::read(world.data.join("media/images").join(format!("{image}.jpg"))).unwrap();
+        std::fs::read(world.data.join(format!("media/img/{image}/original.jpg"))).unwrap();
     let before = world.thumbnail(&image);
     let dave = world.sign_in("dave");
     let shares = [0.05, 0.1, 0.3, 0.3];
