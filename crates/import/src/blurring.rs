@@ -11,15 +11,18 @@ use std::sync::Arc;
 
 use streetlevel_blur::{Blurrer, Region};
 use streetlevel_db::{Conn, DbError, id_to_sql, params};
+use streetlevel_media::{ImageObject, LocalMedia};
 use streetlevel_model::ImageId;
 
 use crate::tables::now_millis;
 
-use crate::UNBLURRED_DIR;
-
-/// `unblurred/<id>.jpg` in the data directory.
+/// The file of the unblurred original of `image` kept in the data directory `data_dir`: its
+/// key of the media layout (`media/img/<id>/unblurred.jpg`), or where an older data directory
+/// kept it when it is there.
 pub fn unblurred_path(data_dir: &Path, image: ImageId) -> PathBuf {
-    data_dir.join(UNBLURRED_DIR).join(format!("{image}.jpg"))
+    LocalMedia::new(data_dir)
+        .find_image_object(image, ImageObject::Unblurred)
+        .unwrap_or_else(|| ImageObject::Unblurred.key(image).path(data_dir))
 }
 
 /// Where a region came from, as stored in `import_blur_regions.source`.
@@ -34,8 +37,8 @@ pub enum Blurring {
     On {
         /// What blurs.
         blurrer: Arc<dyn Blurrer>,
-        /// Keep the unblurred original at `unblurred/<id>.jpg` (for blur edits and
-        /// `streetlevel reblur`); off by default, as Panoramax.
+        /// Keep the unblurred original at `media/img/<id>/unblurred.jpg`, never served (for
+        /// blur edits and `streetlevel reblur`); off by default, as Panoramax.
         keep_unblurred: bool,
     },
     /// Blurring is on but no blurrer could be made (a missing or wrong model, no runtime):

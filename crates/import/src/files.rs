@@ -93,8 +93,7 @@ pub fn import_paths(
     };
     let run = Run {
         store,
-        data_dir,
-        media_dir: &Store::media_dir(data_dir),
+        media: streetlevel_media::LocalMedia::new(data_dir),
         blurring: &options.blurring,
         owner: &owner,
         grouping: Grouping::Cut(options.rules.clone()),

@@ -8,7 +8,6 @@ mod error;
 mod files;
 pub mod fuzzing;
 mod jobs;
-mod media;
 mod notes;
 mod pipeline;
 mod privacy;
@@ -23,15 +22,10 @@ pub use budgets::{
     set_decode_memory_limit,
 };
 pub use cpu::{NICE as CPU_POOL_NICE, cpu_threads, run as run_on_cpu_pool, set_cpu_threads};
-pub use erase::{
-    Erasure, UNBLURRED_DIR, VIEWER_MIN_LEVEL, erase_images, image_files, remove_image_files,
-};
+pub use erase::{Erasure, erase_images};
 pub use error::ImportError;
 pub use files::{ImportOptions, import_paths};
 pub use jobs::{FileType, Job, JobState};
-pub use media::{
-    ORIGINALS_DIR, THUMBNAIL_CACHE_DIR, original_path, thumbnail_path, write_atomically,
-};
 pub use notes::ReadNotes;
 pub use pipeline::{FileOutcome, Outcome, Owner, Progress, Report};
 pub use privacy::{

@@ -12,7 +12,6 @@
 //! taken only for the ID reservation and each batch's insert, never while files are read or
 //! thumbnails are made.
 
-use std::path::Path;
 use std::sync::RwLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -25,10 +24,10 @@ use streetlevel_model::{
 use streetlevel_store::{BatchOutcome, ImportBatch, ImportedImage, Store};
 
 use crate::ImportError;
-use crate::blurring::{BlurRecord, Blurring, unblurred_path, write_record};
+use crate::blurring::{BlurRecord, Blurring, write_record};
 use crate::budgets::PictureWork;
-use crate::media::{original_path, thumbnail_path, write_atomically};
 use crate::notes::ReadNotes;
+use streetlevel_media::{ImageObject, LocalMedia};
 
 /// Whose images these are.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -153,9 +152,8 @@ pub(crate) enum Grouping {
 /// The fixed inputs of one run of the pipeline.
 pub(crate) struct Run<'a> {
     pub(crate) store: &'a RwLock<Store>,
-    /// The data directory: `media/` and `unblurred/` are in it.
-    pub(crate) data_dir: &'a Path,
-    pub(crate) media_dir: &'a Path,
+    /// Where the images' objects go, at their keys of the media layout.
+    pub(crate) media: LocalMedia,
     pub(crate) blurring: &'a Blurring,
     pub(crate) owner: &'a Owner,
     pub(crate) grouping: Grouping,
@@ -530,7 +528,8 @@ impl Run<'_> {
                     format!("cannot be blurred, so it is not published: {error}")
                 })?;
                 if *keep_unblurred {
-                    write_atomically(&unblurred_path(self.data_dir, image), &bytes)
+                    self.media
+                        .write(&ImageObject::Unblurred.key(image), &bytes)
                         .map_err(|error| format!("cannot keep the unblurred original: {error}"))?;
                 }
                 let record = BlurRecord {
@@ -542,7 +541,7 @@ impl Run<'_> {
             }
         };
         write_picture(
-            self.media_dir,
+            &self.media,
             image,
             (&published, pixels),
             read.metadata.orientation,
@@ -594,7 +593,7 @@ impl Run<'_> {
 /// when given, so that it is not decoded again) and writes them and `jpeg` as the image's
 /// original.
 pub(crate) fn write_picture(
-    media_dir: &Path,
+    media: &LocalMedia,
     image: ImageId,
     (jpeg, pixels): (&[u8], Option<streetlevel_blur::BlurredPixels>),
     orientation: u8,
@@ -619,10 +618,12 @@ pub(crate) fn write_picture(
         (1024, &thumbnails.px1024),
         (2048, &thumbnails.px2048),
     ] {
-        write_atomically(&thumbnail_path(media_dir, image, width), &thumbnail.jpeg)
+        media
+            .write(&ImageObject::Thumbnail(width).key(image), &thumbnail.jpeg)
             .map_err(|error| format!("cannot write a thumbnail: {error}"))?;
     }
-    write_atomically(&original_path(media_dir, image), jpeg)
+    media
+        .write(&ImageObject::Original.key(image), jpeg)
         .map_err(|error| format!("cannot write the original: {error}"))
 }
 

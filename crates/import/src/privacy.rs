@@ -21,11 +21,11 @@ use std::sync::{Arc, PoisonError, RwLock};
 use streetlevel_blur::{Region, RegionClass};
 use streetlevel_db::{Conn, Database, DbError, Row, id_from_sql, id_to_sql, params};
 use streetlevel_model::{Image, ImageId};
-use streetlevel_store::{MEDIA_DIR, Store};
+use streetlevel_store::Store;
 
 use crate::ImportError;
-use crate::media::{ORIGINALS_DIR, write_atomically};
 use crate::tables::now_millis;
+use streetlevel_media::{ImageObject, LocalMedia, write_atomically};
 
 /// Where an edit's region came from, as stored in `import_blur_regions.source`.
 pub const SOURCE_EDIT: &str = "edit";
@@ -443,14 +443,7 @@ impl Privacy {
 
     /// The served original's file, if the image has one on disk.
     fn original_file(&self, image: ImageId) -> Option<PathBuf> {
-        let media = self.data_dir.join(MEDIA_DIR);
-        [
-            media.join(ORIGINALS_DIR).join(format!("{image}.jpg")),
-            media.join("originals").join(format!("{image}.jpg")),
-            media.join(format!("{image}.jpg")),
-        ]
-        .into_iter()
-        .find(|path| path.is_file())
+        LocalMedia::new(&self.data_dir).find_image_object(image, ImageObject::Original)
     }
 
     /// Every region of an image's blur, removed ones too, in the order found.
@@ -1043,11 +1036,10 @@ fn blur(jpeg: &[u8], regions: &[Region]) -> Result<Vec<u8>, ImportError> {
         .map_err(|error| refused(PrivacyRefusal::Impossible(error.to_string())))
 }
 
-/// Removes the thumbnails and pyramid tiles cached from an image's original; returns how
-/// many there were.
+/// Removes the thumbnails and pyramid tiles made from an image's original; returns how many
+/// there were.
 pub fn remove_cached_media(data_dir: &Path, image: &Image) -> usize {
-    crate::erase::cached_files(data_dir, image)
-        .iter()
-        .filter(|file| std::fs::remove_file(file).is_ok())
-        .count()
+    LocalMedia::new(data_dir)
+        .remove_derived(image.id, image.width, image.height)
+        .removed
 }

@@ -8,25 +8,25 @@
 //! orientation of its file, not of its record, which says 1 for every upright thumbnail); its
 //! original and thumbnails are written (atomically) and its cached pyramid tiles removed before
 //! its regions and fingerprint are replaced in one transaction, so a crash in between leaves it
-//! listed for the next run; nothing unblurred is written under `media/`. Which images are
+//! listed for the next run; nothing unblurred is written at a key that is served. Which images are
 //! stale is decided once, by [`blur_status`] and the run's selection alike: last blurred by
 //! another blurrer than the one configured, or never blurred.
 
 use std::collections::HashSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{PoisonError, RwLock};
 
 use streetlevel_blur::{Blurrer, Hints};
 use streetlevel_db::{Database, DbError, Param, params};
+use streetlevel_media::LocalMedia;
+use streetlevel_media::layout::{self, ImageObject};
 use streetlevel_model::{Image, ImageId};
-use streetlevel_store::{MEDIA_DIR, Store};
+use streetlevel_store::Store;
 
 use crate::ImportError;
 use crate::blurring::{BlurRecord, unblurred_path, write_record};
 use crate::budgets::PictureWork;
-use crate::erase::pyramid_tiles;
-use crate::media::original_path;
 use crate::pipeline::write_picture;
 use crate::tables::now_millis;
 
@@ -225,7 +225,7 @@ pub fn reblur(
     };
     let total = images.len();
     progress(ReblurProgress::Started { total, resumed });
-    let media = data_dir.join(MEDIA_DIR);
+    let media = LocalMedia::new(data_dir);
     let thumbnail_nanos = AtomicU64::new(0);
     let finished = AtomicUsize::new(0);
     let outcomes = crate::cpu::map(total, |index| {
@@ -334,21 +334,10 @@ fn images_where(
     Ok(images)
 }
 
-/// The published picture of an image: where imports put it, else where fixture sets have it.
-fn published_path(media: &Path, image: ImageId) -> Option<PathBuf> {
-    [
-        original_path(media, image),
-        media.join("originals").join(format!("{image}.jpg")),
-        media.join(format!("{image}.jpg")),
-    ]
-    .into_iter()
-    .find(|path| path.is_file())
-}
-
 fn reblur_one(
     database: &Database,
     data_dir: &Path,
-    media: &Path,
+    media: &LocalMedia,
     image: &Image,
     blurrer: &dyn Blurrer,
     was_blurred: bool,
@@ -358,7 +347,8 @@ fn reblur_one(
     let (path, source) = if unblurred.is_file() {
         (unblurred, Source::Unblurred)
     } else {
-        let path = published_path(media, image.id)
+        let path = media
+            .find_image_object(image.id, ImageObject::Original)
             .ok_or_else(|| String::from("no picture file (neither unblurred nor published)"))?;
         let source = if was_blurred {
             Source::Published
@@ -408,12 +398,20 @@ fn reblur_one(
         orientation,
         thumbnail_nanos,
     )?;
-    for tile in pyramid_tiles(media, image) {
-        match std::fs::remove_file(&tile) {
-            Ok(()) => {}
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
-            Err(error) => return Err(format!("cannot remove {}: {error}", tile.display())),
+    // What was made from the old picture and is not written anew: the pyramid tiles, and
+    // where an older layout kept the original and the thumbnails.
+    let mut stale = Vec::new();
+    for object in layout::derived_objects(image.width, image.height) {
+        if let ImageObject::Tile { .. } = object {
+            stale.push(object.key(image.id));
         }
+        stale.extend(layout::legacy_keys(image.id, object));
+    }
+    stale.extend(layout::legacy_keys(image.id, ImageObject::Original));
+    for key in stale {
+        media
+            .remove(&key)
+            .map_err(|error| format!("cannot remove {key}: {error}"))?;
     }
     let record = BlurRecord {
         regions: blurred.regions,

@@ -21,8 +21,8 @@ use streetlevel_store::Store;
 use crate::ImportError;
 use crate::tables;
 
-/// The folder of upload sessions in the data directory.
-pub const UPLOADS_DIR: &str = "uploads";
+/// The folder of upload sessions in the data directory (the media layout's).
+pub use streetlevel_media::layout::UPLOADS_DIR;
 
 /// Bounds on what one user, one upload and one job may cost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -163,10 +163,7 @@ impl Uploads {
     }
 
     pub(crate) fn session_path(&self, user_id: u64, key: &str) -> PathBuf {
-        self.data_dir
-            .join(UPLOADS_DIR)
-            .join(user_id.to_string())
-            .join(key)
+        streetlevel_media::layout::upload_key(user_id, key).path(&self.data_dir)
     }
 
     /// The bytes stored for a session: 0 for one never seen.

@@ -169,7 +169,7 @@ fn a_job_is_held_while_the_blur_service_is_down_and_published_once_it_is_up() {
     assert_eq!(ids.len(), 3);
     // The published original of each image is the service's picture, not the upload.
     for (index, id) in ids.iter().enumerate() {
-        let original = std::fs::read(data.join(format!("media/images/{id}.jpg"))).unwrap();
+        let original = std::fs::read(data.join(format!("media/img/{id}/original.jpg"))).unwrap();
         assert_eq!(
             original,
             marked(&STREET.photo(u32::try_from(index).unwrap())),

@@ -36,8 +36,12 @@ fn a_job_interrupted_by_a_crash_is_redone_with_the_ids_it_reserved() {
                 rusqlite::params![job.cast_signed(), first_id.cast_signed()],
             )
             .unwrap();
-        std::fs::create_dir_all(data.join("media/images")).unwrap();
-        std::fs::write(data.join(format!("media/images/{first_id}.jpg")), b"half").unwrap();
+        std::fs::create_dir_all(data.join(format!("media/img/{first_id}"))).unwrap();
+        std::fs::write(
+            data.join(format!("media/img/{first_id}/original.jpg")),
+            b"half",
+        )
+        .unwrap();
         assert!(STREET.images_near(&store).is_empty());
     }
     // The restart.
@@ -54,7 +58,7 @@ fn a_job_interrupted_by_a_crash_is_redone_with_the_ids_it_reserved() {
     ids.sort_unstable();
     assert_eq!(ids, [first_id, first_id + 1, first_id + 2]);
     // The half-written original was replaced by the real one.
-    let original = std::fs::read(data.join(format!("media/images/{first_id}.jpg"))).unwrap();
+    let original = std::fs::read(data.join(format!("media/img/{first_id}/original.jpg"))).unwrap();
     assert_eq!(original, STREET.photo(0));
     // The sessions' bytes are gone, and their offsets stay what they were.
     assert!(!data.join("uploads/1/mly_tools_0.jpg").exists());

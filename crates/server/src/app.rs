@@ -95,8 +95,9 @@ pub struct Services {
     pub rate_limits: Arc<streetlevel_ratelimit::RateLimits>,
     /// Where media bytes come from.
     pub media: Arc<dyn MediaSource>,
-    /// Where resized thumbnails are cached.
-    pub media_cache_dir: PathBuf,
+    /// Where thumbnails and pyramid tiles made on request are kept, at their keys of the
+    /// media layout.
+    pub kept_media: streetlevel_media::LocalMedia,
     /// The service's clock.
     pub clock: Arc<dyn Clock>,
     /// Signs and checks media URLs (shared with the embed page).
@@ -695,14 +696,14 @@ impl App {
         }
         let bytes = media::load(
             self.services.media.as_ref(),
-            &self.services.media_cache_dir,
+            &self.services.kept_media,
             &object,
         )?
         .ok_or_else(|| Error::UnknownId(path.to_owned()))?;
         if image.is_some() && !public() {
             // Taken down while this request made its thumbnail: what it cached goes too.
-            if let Some(cached) = media::cached_path(&self.services.media_cache_dir, &object) {
-                let _ = std::fs::remove_file(cached);
+            if let Some((image, derived)) = object.derived() {
+                let _ = self.services.kept_media.remove(&derived.key(image));
             }
             return Err(Error::UnknownId(path.to_owned()));
         }
@@ -823,7 +824,7 @@ fn is_json(parts: &Parts) -> bool {
         .is_some_and(|value| value.trim_start().starts_with("application/json"))
 }
 
-/// Whether a request to `/` is a browser's visit, answered with the landing page: no query
+/// Whether a request to `/` is a browser's visit, answered with the home page: no query
 /// (`/?ids=` is the API's) and an `Accept` header that prefers HTML. API clients send no
 /// `Accept`, `*/*` or `application/json`, and keep the API's answers.
 fn is_browser_home(parts: &Parts) -> bool {

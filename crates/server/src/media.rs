@@ -5,13 +5,15 @@
 //! signed URL. Expiries are rounded up to a whole day so the same image has the same URLs all
 //! day long, which keeps entity responses cacheable.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
+use streetlevel_media::LocalMedia;
+use streetlevel_media::layout::{self, ImageObject, Key};
 use streetlevel_model::{Clock, ImageId, MediaId};
 
 use crate::query::Query;
@@ -137,6 +139,20 @@ impl MediaObject {
     pub fn image(&self) -> Option<ImageId> {
         match *self {
             MediaObject::Thumb(image, _) | MediaObject::ImageTile { image, .. } => Some(image),
+            MediaObject::Mesh(_) | MediaObject::SfmCluster(_) => None,
+        }
+    }
+
+    /// The image and the object of the media layout this is, for thumbnails and pyramid
+    /// tiles (what a request may make and keep); `None` for the original, meshes and clusters.
+    pub fn derived(&self) -> Option<(ImageId, ImageObject)> {
+        match *self {
+            MediaObject::Thumb(image, size) => size
+                .width()
+                .map(|width| (image, ImageObject::Thumbnail(width))),
+            MediaObject::ImageTile { image, z, x, y } => {
+                Some((image, ImageObject::Tile { z, x, y }))
+            }
             MediaObject::Mesh(_) | MediaObject::SfmCluster(_) => None,
         }
     }
@@ -327,98 +343,49 @@ impl OriginalVersion {
     }
 }
 
-/// Reads media from a directory laid out as the fixtures write it: `originals/<id>.jpg`,
-/// `meshes/<id>.pb`, `sfm/<id>.json.zz` (see [`DirectoryMedia::candidates`]).
+/// Reads media from a data directory, at the keys of the media layout
+/// (`streetlevel_media::layout`), falling back to where older data sets have them.
 #[derive(Debug, Clone)]
 pub struct DirectoryMedia {
-    root: PathBuf,
+    files: LocalMedia,
 }
 
 impl DirectoryMedia {
-    /// Media under `root` (usually `<data dir>/media`).
-    pub fn new(root: &Path) -> Self {
+    /// The media of the data directory `data_dir`.
+    pub fn new(data_dir: &Path) -> Self {
         DirectoryMedia {
-            root: root.to_path_buf(),
+            files: LocalMedia::new(data_dir),
         }
-    }
-
-    /// The file names tried for an object, in order.
-    pub fn candidates(&self, kind: &str, id: u64) -> Vec<PathBuf> {
-        let names: &[&str] = match kind {
-            "image" => &["images/{}.jpg", "originals/{}.jpg", "{}.jpg"],
-            "mesh" => &[
-                "meshes/{}.pb",
-                "meshes/{}.pbf",
-                "meshes/{}",
-                "mesh/{}.pbf",
-                "mesh/{}",
-            ],
-            _ => &[
-                "sfm/{}.json.zz",
-                "sfm/{}.json.zlib",
-                "sfm/{}",
-                "sfm_clusters/{}.json.zlib",
-                "clusters/{}",
-            ],
-        };
-        names
-            .iter()
-            .map(|pattern| self.root.join(pattern.replace("{}", &id.to_string())))
-            .collect()
-    }
-
-    fn read_first(&self, kind: &str, id: u64) -> Result<Option<Vec<u8>>, Error> {
-        for path in self.candidates(kind, id) {
-            match std::fs::read(&path) {
-                Ok(bytes) => return Ok(Some(bytes)),
-                Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
-                Err(error) => return Err(Error::Io(error)),
-            }
-        }
-        Ok(None)
     }
 }
 
 impl MediaSource for DirectoryMedia {
     fn original(&self, image: ImageId) -> Result<Option<Vec<u8>>, Error> {
-        self.read_first("image", image.0)
+        Ok(self
+            .files
+            .read_first(&layout::read_keys(image, ImageObject::Original))?)
     }
 
     fn original_version(&self, image: ImageId) -> Option<OriginalVersion> {
-        self.candidates("image", image.0)
-            .iter()
-            .find_map(|path| OriginalVersion::of(path))
+        self.files
+            .find_image_object(image, ImageObject::Original)
+            .and_then(|path| OriginalVersion::of(&path))
     }
 
     fn mesh(&self, id: MediaId) -> Result<Option<Vec<u8>>, Error> {
-        self.read_first("mesh", id.0)
+        Ok(self.files.read_first(&layout::mesh_read_keys(id))?)
     }
 
     fn sfm_cluster(&self, id: MediaId) -> Result<Option<Vec<u8>>, Error> {
-        self.read_first("sfm", id.0)
+        Ok(self.files.read_first(&layout::cluster_read_keys(id))?)
     }
 }
 
-/// Where [`load`] caches the bytes of `object` under `cache_dir`, if it does.
-pub fn cached_path(cache_dir: &Path, object: &MediaObject) -> Option<PathBuf> {
-    match *object {
-        MediaObject::Thumb(_, ThumbSize::Original)
-        | MediaObject::Mesh(_)
-        | MediaObject::SfmCluster(_) => None,
-        MediaObject::Thumb(image, size) => {
-            Some(cache_dir.join(format!("{image}_{}.jpg", size.as_str())))
-        }
-        MediaObject::ImageTile { image, z, x, y } => {
-            Some(cache_dir.join(format!("{image}_tile_{z}_{x}_{y}.jpg")))
-        }
-    }
-}
-
-/// Makes the bytes of `object`, resizing and caching thumbnails under `cache_dir`.
-/// `None` when the object does not exist.
+/// Makes the bytes of `object`, resizing and keeping thumbnails and pyramid tiles in `kept`
+/// at their keys of the media layout. `None` when the object does not exist.
 pub fn load(
     source: &dyn MediaSource,
-    cache_dir: &Path,
+    kept: &LocalMedia,
     object: &MediaObject,
 ) -> Result<Option<Vec<u8>>, Error> {
     match *object {
@@ -426,23 +393,21 @@ pub fn load(
         MediaObject::SfmCluster(id) => source.sfm_cluster(id),
         MediaObject::Thumb(image, ThumbSize::Original) => source.original(image),
         MediaObject::Thumb(image, size) => {
-            let cached = cached_path(cache_dir, object)
-                .unwrap_or_else(|| cache_dir.join(format!("{image}_{}.jpg", size.as_str())));
-            if let Ok(bytes) = std::fs::read(&cached) {
+            let width = size.width().unwrap_or(u32::MAX);
+            let derived = ImageObject::Thumbnail(width);
+            if let Some(bytes) = kept.read_first(&layout::read_keys(image, derived))? {
                 return Ok(Some(bytes));
             }
-            let width = size.width().unwrap_or(u32::MAX);
-            made_from_current(source, image, &cached, |original| {
+            made_from_current(source, image, kept, &derived.key(image), |original| {
                 resize_jpeg(original, width).map(Some)
             })
         }
         MediaObject::ImageTile { image, z, x, y } => {
-            let cached = cached_path(cache_dir, object)
-                .unwrap_or_else(|| cache_dir.join(format!("{image}_tile_{z}_{x}_{y}.jpg")));
-            if let Ok(bytes) = std::fs::read(&cached) {
+            let derived = ImageObject::Tile { z, x, y };
+            if let Some(bytes) = kept.read_first(&layout::read_keys(image, derived))? {
                 return Ok(Some(bytes));
             }
-            made_from_current(source, image, &cached, |original| {
+            made_from_current(source, image, kept, &derived.key(image), |original| {
                 pyramid_tile(original, z, x, y)
             })
         }
@@ -453,14 +418,15 @@ pub fn load(
 /// it was being made.
 const REMAKE_ATTEMPTS: usize = 3;
 
-/// Makes a cached object of `image` with `make` and caches it at `cached`, unless the
+/// Makes a derived object of `image` with `make` and keeps it at `key`, unless the
 /// original changed while it was made (a blur edit replaced it, on this replica or another
 /// one sharing `media/`): then what was cached is removed and it is made again from the new
 /// original, so that no thumbnail of the old pixels outlives the edit.
 fn made_from_current(
     source: &dyn MediaSource,
     image: ImageId,
-    cached: &Path,
+    kept: &LocalMedia,
+    key: &Key,
     make: impl Fn(&[u8]) -> Result<Option<Vec<u8>>, Error>,
 ) -> Result<Option<Vec<u8>>, Error> {
     let mut last = None;
@@ -472,11 +438,11 @@ fn made_from_current(
         let Some(bytes) = make(&original)? else {
             return Ok(None);
         };
-        streetlevel_import::write_atomically(cached, &bytes)?;
+        kept.write(key, &bytes)?;
         if source.original_version(image) == before {
             return Ok(Some(bytes));
         }
-        let _ = std::fs::remove_file(cached);
+        let _ = kept.remove(key);
         last = Some(bytes);
     }
     // Replaced again and again: answer the last one made, cache nothing.
@@ -558,22 +524,7 @@ fn crop(
     }
 }
 
-/// The number of pyramid levels of an image: `ceil(log2(max(width, height)))`.
-pub fn pyramid_max_level(width: u32, height: u32) -> u32 {
-    let side = width.max(height).max(1);
-    u32::BITS - (side - 1).leading_zeros()
-}
-
-/// The lowest pyramid level the web viewer asks for (mapillary-js's `TILE_MIN_REQUEST_LEVEL`),
-/// also of an image smaller than 2048 px, whose top level is lower.
-/// The import crate lists the cached tiles an erasure or a blur edit removes up to this level.
-pub const VIEWER_MIN_LEVEL: u32 = streetlevel_import::VIEWER_MIN_LEVEL;
-
-/// The highest level served for an image whose top level is `max_level`: its own, or
-/// [`VIEWER_MIN_LEVEL`] for a small image (levels above its own are the image enlarged).
-pub fn pyramid_top_level(max_level: u32) -> u32 {
-    max_level.max(VIEWER_MIN_LEVEL)
-}
+pub use streetlevel_media::layout::{VIEWER_MIN_LEVEL, pyramid_max_level, pyramid_top_level};
 
 /// The size of an image of `width` x `height` (top level `max_level`) at level `z`: scaled by
 /// `2^(z - max_level)`, at least 1 px.

@@ -159,8 +159,8 @@ pub fn describe(blurring: &Blurring, args: &BlurArgs, data: &Path) -> String {
             },
             if *keep_unblurred {
                 format!(
-                    "; unblurred originals kept in {}",
-                    data.join(streetlevel_import::UNBLURRED_DIR).display()
+                    "; unblurred originals kept in {} (media/img/<id>/unblurred.jpg, never served)",
+                    data.display()
                 )
             } else {
                 String::new()

@@ -406,7 +406,6 @@ async fn serve(args: Args, settings: Settings) -> anyhow::Result<()> {
     // `POST /blur/` blurs with the same blurrer as uploads, or answers 503 without one.
     let (uploads, blur_api) =
         crate::blur::for_server(&data, database.clone(), upload_limits, &blur)?;
-    let media_dir = Store::media_dir(&data);
     let (media, reconstructor) = media_and_reconstructions(&data, database, &store, &sfm)?;
 
     let blurrer = blur_api.as_ref().map(|blurrer| blurrer.fingerprint());
@@ -435,7 +434,7 @@ async fn serve(args: Args, settings: Settings) -> anyhow::Result<()> {
         auth,
         rate_limits: Arc::clone(&rate_limits),
         media,
-        media_cache_dir: media_dir.join(streetlevel_import::THUMBNAIL_CACHE_DIR),
+        kept_media: streetlevel_media::LocalMedia::new(&data),
         clock,
         media_links,
         web: Some(Arc::new(web)),
@@ -479,9 +478,8 @@ fn media_and_reconstructions(
     Arc<dyn streetlevel_server::MediaSource>,
     Arc<streetlevel_sfm::Reconstructor>,
 )> {
-    let media_dir = Store::media_dir(data);
     let media: Arc<dyn streetlevel_server::MediaSource> =
-        Arc::new(DataDirMedia::new(&media_dir, Arc::clone(store)));
+        Arc::new(DataDirMedia::new(data, Arc::clone(store)));
     let reconstructor = Arc::new(crate::sfm::reconstructor(
         data,
         database,
@@ -491,7 +489,7 @@ fn media_and_reconstructions(
         sfm.settle,
         sfm.lease,
     )?);
-    if media_dir
+    if Store::media_dir(data)
         .join(streetlevel_fixtures::RENDER_ON_REQUEST_MARKER)
         .is_file()
     {

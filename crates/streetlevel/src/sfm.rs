@@ -83,13 +83,13 @@ impl EngineArgs {
 /// (made from the original and cached when missing) and the original's Exif.
 pub struct DataDirPictures {
     media: Arc<dyn MediaSource>,
-    cache_dir: PathBuf,
+    kept: streetlevel_media::LocalMedia,
 }
 
 impl DataDirPictures {
-    /// The pictures of `media`, with thumbnails cached in `cache_dir`.
-    pub fn new(media: Arc<dyn MediaSource>, cache_dir: PathBuf) -> Self {
-        DataDirPictures { media, cache_dir }
+    /// The pictures of `media`, with thumbnails kept in `kept`.
+    pub fn new(media: Arc<dyn MediaSource>, kept: streetlevel_media::LocalMedia) -> Self {
+        DataDirPictures { media, kept }
     }
 }
 
@@ -97,7 +97,7 @@ impl Pictures for DataDirPictures {
     fn thumbnail(&self, image: ImageId) -> Result<Thumbnail, String> {
         let bytes = streetlevel_server::media::load(
             self.media.as_ref(),
-            &self.cache_dir,
+            &self.kept,
             &MediaObject::Thumb(image, ThumbSize::W2048),
         )
         .map_err(|error| error.to_string())?
@@ -145,10 +145,7 @@ pub fn reconstructor(
     let mut queue = Queue::open(database).context("cannot open the reconstruction tables")?;
     queue.settle = settle;
     queue.lease = lease;
-    let pictures = DataDirPictures::new(
-        media,
-        Store::media_dir(data).join(streetlevel_import::THUMBNAIL_CACHE_DIR),
-    );
+    let pictures = DataDirPictures::new(media, streetlevel_media::LocalMedia::new(data));
     Ok(Reconstructor::new(
         queue,
         store,
@@ -342,7 +339,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let selected = selected_sequences(args, &store, &database)?;
     let store = Arc::new(RwLock::new(store));
     let media: Arc<dyn MediaSource> = Arc::new(crate::serve::media::DataDirMedia::new(
-        &Store::media_dir(&args.data),
+        &args.data,
         Arc::clone(&store),
     ));
     let reconstructor = reconstructor(

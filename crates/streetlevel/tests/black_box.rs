@@ -290,10 +290,10 @@ fn requests_without_a_valid_token_get_401_code_190() {
     );
 }
 
-/// A browser's `GET /` gets a page that says what this server is; API clients keep the
-/// API's answers at `/`.
+/// A browser's `GET /` gets the explorer (by default; `home_page` `links` brings back the
+/// page of links, `crates/web/tests/pages.rs`); API clients keep the API's answers at `/`.
 #[test]
-fn a_browser_at_the_root_gets_the_landing_page_and_api_clients_keep_json() {
+fn a_browser_at_the_root_gets_the_explorer_and_api_clients_keep_json() {
     const FIREFOX: &str = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8";
     let server = &world().server;
     let page = server.request("GET", "/", &[("Accept", FIREFOX)], b"");
@@ -305,9 +305,11 @@ fn a_browser_at_the_root_gets_the_landing_page_and_api_clients_keep_json() {
         page.header("content-type")
     );
     let html = String::from_utf8_lossy(&page.body);
+    assert!(html.contains(r#"<main id="explorer""#), "{html}");
     assert!(html.contains(r#"href="/dashboard""#), "{html}");
-    assert!(html.contains("/embed?image_key="), "{html}");
-    assert!(html.contains(&server.base()), "names the API base: {html}");
+    let explore = server.request("GET", "/explore", &[("Accept", FIREFOX)], b"");
+    assert_eq!(explore.status, 200);
+    assert_eq!(String::from_utf8_lossy(&explore.body), html);
 
     // Without an `Accept: text/html`, or with a query, `/` is the API's multiple-ID call.
     assert_error(&server.get("/"), TOKEN, "access token");

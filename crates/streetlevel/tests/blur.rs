@@ -119,12 +119,12 @@ fn an_import_with_the_defaults_publishes_the_photo_blurred_and_records_what_was_
             && region.6 == "d2a7720d45a54257208b1e13e36a8479894cb74155a5efe29462512d42f49da9")));
 
     // The published original is not the uploaded file: inside every region the pixels
-    // changed, and the unblurred original is kept outside media/.
+    // changed, and the unblurred original is kept beside it, at a key nothing serves.
     let media = data.join("media");
-    let published = std::fs::read(media.join("images").join(format!("{image}.jpg"))).unwrap();
+    let published = std::fs::read(media.join(format!("img/{image}/original.jpg"))).unwrap();
     assert_ne!(published, photo);
     // (The stored original is the file up to its end-of-image marker.)
-    let kept = std::fs::read(data.join("unblurred").join(format!("{image}.jpg"))).unwrap();
+    let kept = std::fs::read(media.join(format!("img/{image}/unblurred.jpg"))).unwrap();
     assert!(kept.len() * 2 > photo.len() && photo.starts_with(&kept));
     let before = image::load_from_memory(&photo).unwrap().to_luma8();
     let after = image::load_from_memory(&published).unwrap().to_luma8();
@@ -150,7 +150,7 @@ fn an_import_with_the_defaults_publishes_the_photo_blurred_and_records_what_was_
     // Every thumbnail is made from the blurred picture: the largest one, scaled back,
     // matches the published original inside the first region better than the uploaded one.
     let thumbnail = image::load_from_memory(
-        &std::fs::read(media.join("cache").join(format!("{image}_2048.jpg"))).unwrap(),
+        &std::fs::read(media.join(format!("img/{image}/2048.jpg"))).unwrap(),
     )
     .unwrap()
     .to_luma8();
@@ -201,8 +201,7 @@ fn an_import_with_the_defaults_publishes_the_photo_blurred_and_records_what_was_
             .unwrap();
         assert_eq!(left, 0, "{table}");
     }
-    assert!(!data.join("unblurred").join(format!("{image}.jpg")).exists());
-    assert!(!media.join("images").join(format!("{image}.jpg")).exists());
+    assert!(!media.join(format!("img/{image}")).exists());
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -221,7 +220,7 @@ fn blurring_on_without_a_usable_model_imports_nothing_and_says_why() {
     assert!(!output.status.success());
     assert!(stderr.contains("nothing was imported"), "{stderr}");
     assert!(stderr.contains("libonnxruntime.so.1.32.0"), "{stderr}");
-    assert!(!data.join("media").join("images").exists());
+    assert!(!data.join("media").join("img").exists());
     // A wrong file where the pinned model should be is refused too.
     if let Some(models) = streetlevel_tests::test_models_dir() {
         let fake = dir.join("fake-models");
@@ -240,7 +239,7 @@ fn blurring_on_without_a_usable_model_imports_nothing_and_says_why() {
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(!output.status.success());
         assert!(stderr.contains("not the pinned"), "{stderr}");
-        assert!(!data.join("media").join("images").exists());
+        assert!(!data.join("media").join("img").exists());
     }
     // Turned off, the same photo is published as received.
     let output = import(&data, &photos, &["--blur", "false"]);
@@ -281,7 +280,7 @@ fn an_import_through_a_blur_service_that_is_down_publishes_nothing_and_says_to_r
         .query_row("SELECT count(*) FROM store_images", [], |row| row.get(0))
         .unwrap();
     assert_eq!(images, 0, "nothing published");
-    assert!(!data.join("media").join("images").exists());
+    assert!(!data.join("media").join("img").exists());
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

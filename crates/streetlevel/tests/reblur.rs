@@ -125,11 +125,9 @@ fn reblur_all_interrupted_and_run_again_redoes_every_image_once() {
     assert_eq!(blur_states(&data), before);
 
     // A cached tile of the viewer's pyramid, and a thumbnail made from the old picture.
-    let tile = media
-        .join("cache")
-        .join(format!("{}_tile_0_0_0.jpg", ids[0]));
+    let tile = media.join(format!("img/{}/tile_0_0_0.jpg", ids[0]));
     std::fs::write(&tile, b"a tile cut from the old picture").unwrap();
-    let thumbnail = media.join("cache").join(format!("{}_256.jpg", ids[0]));
+    let thumbnail = media.join(format!("img/{}/256.jpg", ids[0]));
     std::fs::write(&thumbnail, b"an old thumbnail").unwrap();
 
     // `--all`, killed once it has blurred its first image.
@@ -196,8 +194,8 @@ fn reblur_all_interrupted_and_run_again_redoes_every_image_once() {
         assert!(*at >= started, "image {id} blurred again");
         assert_eq!((by, kept), (&old.1, &1), "image {id}");
         // The published picture is blurred from the kept original, which is untouched.
-        let published = std::fs::read(media.join("images").join(format!("{id}.jpg"))).unwrap();
-        let unblurred = std::fs::read(data.join("unblurred").join(format!("{id}.jpg"))).unwrap();
+        let published = std::fs::read(media.join(format!("img/{id}/original.jpg"))).unwrap();
+        let unblurred = std::fs::read(media.join(format!("img/{id}/unblurred.jpg"))).unwrap();
         assert_ne!(published, unblurred, "image {id}");
         assert!(published.starts_with(&[0xFF, 0xD8]));
     }
@@ -221,7 +219,7 @@ fn reblur_all_interrupted_and_run_again_redoes_every_image_once() {
 
     // An image whose unblurred original is gone and that an older model blurred: its blur
     // is added to its published picture, and the command says it can do no more.
-    std::fs::remove_file(data.join("unblurred").join(format!("{}.jpg", ids[1]))).unwrap();
+    std::fs::remove_file(media.join(format!("img/{}/unblurred.jpg", ids[1]))).unwrap();
     database
         .execute(
             "UPDATE import_blurred_images SET blurred_by = 'an older model' WHERE image_id = ?1",
@@ -229,7 +227,7 @@ fn reblur_all_interrupted_and_run_again_redoes_every_image_once() {
         )
         .unwrap();
     let published_before =
-        std::fs::read(media.join("images").join(format!("{}.jpg", ids[1]))).unwrap();
+        std::fs::read(media.join(format!("img/{}/original.jpg", ids[1]))).unwrap();
     let added = succeeded(&streetlevel(&reblur, &[]));
     assert!(added.contains("1 images to blur again"), "{added}");
     assert!(
@@ -246,7 +244,7 @@ fn reblur_all_interrupted_and_run_again_redoes_every_image_once() {
         .unwrap();
     assert_eq!((state.1.as_str(), state.3), (before[1].1.as_str(), 0));
     let published_after =
-        std::fs::read(media.join("images").join(format!("{}.jpg", ids[1]))).unwrap();
+        std::fs::read(media.join(format!("img/{}/original.jpg", ids[1]))).unwrap();
     assert!(published_after.starts_with(&[0xFF, 0xD8]));
     assert!(regions(&database, ids[1]) > 0);
     assert_ne!(published_after, published_before, "blurred once more");
@@ -553,7 +551,7 @@ fn a_model_change_leaves_no_image_stale_after_reblur() {
     }
     // The box blurred by hand is still blurred: blurring again from the unblurred original
     // laid it on again.
-    let unblurred = image::open(data.join("unblurred").join(format!("{}.jpg", ids[0])))
+    let unblurred = image::open(data.join(format!("media/img/{}/unblurred.jpg", ids[0])))
         .unwrap()
         .to_rgb8();
     let published = image::load_from_memory(&served(&ids[0], "original"))

@@ -179,14 +179,11 @@ fn missing_media_of_an_unmarked_data_set_are_unknown_not_rendered() {
     }
     // The files the marked set rendered and kept, under the names `streetlevel fixtures`
     // writes, are served from an unmarked set too: files are always read.
-    for folder in ["originals", "meshes", "sfm"] {
-        let from = marked.dir.join("media").join(folder);
-        let to = unmarked.dir.join("media").join(folder);
-        std::fs::create_dir_all(&to).unwrap();
-        for entry in std::fs::read_dir(&from).unwrap() {
-            let entry = entry.unwrap();
-            std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
-        }
+    for folder in ["img", "meshes", "sfm"] {
+        copy_tree(
+            &marked.dir.join("media").join(folder),
+            &unmarked.dir.join("media").join(folder),
+        );
     }
     let server = Server::start(binary(), &unmarked.dir, &[]);
     let image = image_with_media(&server);
@@ -711,4 +708,17 @@ fn without_the_npm_packages_the_embed_page_shows_the_thumbnail() {
         server.get("/assets/mapillary-js/dist/mapillary.js").status,
         404
     );
+}
+
+/// Copies the files under `from` to `to`, folders included.
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &to.join(entry.file_name()));
+        } else {
+            std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+        }
+    }
 }

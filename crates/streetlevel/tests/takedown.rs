@@ -343,9 +343,13 @@ impl Setup {
         path
     }
 
-    /// The files of an image still in the data directory.
+    /// The files of an image still in the data directory: under its prefix of the media
+    /// layout, and where older data directories kept them.
     fn files_of(&self, id: &str) -> Vec<PathBuf> {
         let mut files = Vec::new();
+        if let Ok(entries) = std::fs::read_dir(self.data.join(format!("media/img/{id}"))) {
+            files.extend(entries.map(|entry| entry.unwrap().path()));
+        }
         for folder in ["media/images", "media/cache", "unblurred"] {
             let Ok(entries) = std::fs::read_dir(self.data.join(folder)) else {
                 continue;

@@ -531,11 +531,18 @@ fn data_after_the_end_of_image_is_not_stored() {
     assert_eq!(job["images"], 3, "{job}");
     // Each original is stored without its padding: the directory grew by about the three
     // photos and their thumbnails, not by 192 MiB.
-    let originals = world.data.join("media").join("images");
-    let stored: Vec<u64> = std::fs::read_dir(&originals)
+    let mut stored: Vec<(u64, u64)> = std::fs::read_dir(world.data.join("media/img"))
         .unwrap()
-        .map(|entry| entry.unwrap().metadata().unwrap().len())
+        .map(|entry| {
+            let entry = entry.unwrap();
+            let original = entry.path().join("original.jpg");
+            let size = std::fs::metadata(&original).unwrap().len();
+            (entry.file_name().to_string_lossy().parse().unwrap(), size)
+        })
         .collect();
+    // In the order of the images' IDs, as the originals were listed before.
+    stored.sort_unstable();
+    let stored: Vec<u64> = stored.into_iter().map(|(_, size)| size).collect();
     assert_eq!(stored.len(), 3);
     for (size, photo) in stored.iter().zip(&photos) {
         assert!(*size <= (photo.len() - padding) as u64 + 64, "{size}");

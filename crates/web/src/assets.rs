@@ -1,5 +1,5 @@
 //! `GET /assets/...`: the viewer and map packages from npm (`web/node_modules`), and this
-//! crate's own stylesheets and embed script (compiled in).
+//! crate's own stylesheets and scripts: the embed page's and the explorer's (compiled in).
 //!
 //! Only the `dist/` folders of the packages the embed page uses are served, never the rest of
 //! `node_modules`.
@@ -27,6 +27,23 @@ const OWN_ASSETS: &[(&str, &str)] = &[
     ("embed.css", include_str!("static/embed.css")),
     ("embed.mjs", include_str!("static/embed.mjs")),
     ("draw.mjs", include_str!("static/draw.mjs")),
+    (
+        "explorer/explorer.css",
+        include_str!("static/explorer/explorer.css"),
+    ),
+    (
+        "explorer/main.mjs",
+        include_str!("static/explorer/main.mjs"),
+    ),
+    (
+        "explorer/viewer.mjs",
+        include_str!("static/explorer/viewer.mjs"),
+    ),
+    ("explorer/map.mjs", include_str!("static/explorer/map.mjs")),
+    (
+        "explorer/state.mjs",
+        include_str!("static/explorer/state.mjs"),
+    ),
 ];
 
 /// The media type of a file, by its extension. JavaScript modules (`.mjs`) must be

@@ -14,6 +14,9 @@ pub struct WebConfig {
     pub base_url: Option<String>,
     /// `{tiles_url}`: the vector tiles the embedded map shows.
     pub tiles_url: Option<String>,
+    /// Where media (thumbnails) are served, when not at `{base_url}`: the explorer's
+    /// Content-Security-Policy allows its origin.
+    pub media_url: Option<String>,
     /// The service's short name in tile set names (`{short}1_public`).
     pub short_name: String,
     /// The npm `node_modules` folder whose viewer and map packages are served at `/assets/`.
@@ -23,6 +26,19 @@ pub struct WebConfig {
     /// keyless public one; `None`: coverage on a plain background. When it cannot be loaded
     /// the map falls back to the plain background.
     pub base_map_style_url: Option<String>,
+    /// What a browser's `GET /` shows.
+    pub home_page: HomePage,
+}
+
+/// What a browser's `GET /` shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HomePage {
+    /// The public explorer (as at `/explore`).
+    #[default]
+    Explorer,
+    /// A page saying what this server is, with links to the dashboard, the embed page and
+    /// the API.
+    Links,
 }
 
 impl Default for WebConfig {
@@ -31,9 +47,11 @@ impl Default for WebConfig {
             web_url: None,
             base_url: None,
             tiles_url: None,
+            media_url: None,
             short_name: String::from("svc"),
             assets_dir: default_assets_dir(),
             base_map_style_url: None,
+            home_page: HomePage::default(),
         }
     }
 }
@@ -66,6 +84,7 @@ pub(crate) struct Urls {
     pub(crate) web: String,
     pub(crate) base: String,
     pub(crate) tiles: String,
+    pub(crate) media: String,
 }
 
 impl WebConfig {
@@ -85,6 +104,7 @@ impl WebConfig {
             web: pick(self.web_url.as_ref()),
             base: pick(self.base_url.as_ref()),
             tiles: pick(self.tiles_url.as_ref()),
+            media: pick(self.media_url.as_ref().or(self.base_url.as_ref())),
         }
     }
 

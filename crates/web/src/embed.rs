@@ -119,10 +119,10 @@ fn embed_error(status: StatusCode, message: &str) -> Response<Bytes> {
 /// and `&` as `\u003c`, `\u003e` and `\u0026` instead: no value can close the element
 /// (`</script>`), open a comment (`<!--`) or anything else, and the JSON still parses to the
 /// same value. U+2028 and U+2029 are escaped too, so the text is also safe as JavaScript.
-struct ScriptJson(String);
+pub(crate) struct ScriptJson(String);
 
 impl ScriptJson {
-    fn new(value: &serde_json::Value) -> Self {
+    pub(crate) fn new(value: &serde_json::Value) -> Self {
         let mut escaped = String::new();
         for character in value.to_string().chars() {
             match character {

@@ -23,6 +23,12 @@ pub struct EmbedImage {
 pub trait EmbedImages: Send + Sync {
     /// The image with this ID, `None` if there is none.
     fn embed_image(&self, id: ImageId) -> Option<EmbedImage>;
+
+    /// West, south, east and north of every image's locations, degrees, for the
+    /// explorer's first view without an image; `None` without images.
+    fn extent(&self) -> Option<[f64; 4]> {
+        None
+    }
 }
 
 /// Signs thumbnail URLs: the server's media signer, handed in by whoever wires the crates.
@@ -69,5 +75,12 @@ impl EmbedImages for StoreImages {
             latitude: location.lat,
             thumb_2048_url: (self.thumb_url)(id),
         })
+    }
+
+    fn extent(&self) -> Option<[f64; 4]> {
+        self.store
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .image_extent()
     }
 }

@@ -6,6 +6,7 @@ mod connect;
 mod dashboard;
 mod embed;
 mod error;
+mod explore;
 mod form;
 pub mod fuzzing;
 mod home;
@@ -17,7 +18,7 @@ mod registry;
 mod takedown;
 mod web;
 
-pub use config::{RELEASE_ASSETS_DIR, WebConfig, default_assets_dir};
+pub use config::{HomePage, RELEASE_ASSETS_DIR, WebConfig, default_assets_dir};
 pub use embed::EmbedStyle;
 pub use error::WebError;
 pub use images::{EmbedImage, EmbedImages, StoreImages, ThumbUrl};

@@ -20,7 +20,8 @@ use crate::{EmbedImages, Registry, WebConfig, WebError};
 /// The pages of the web surface.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Page {
-    /// `/` for browsers: what this server is, with links.
+    /// `/` for browsers: the explorer, or what this server is with links
+    /// ([`crate::HomePage`]).
     Home,
     /// `/login`: the sign-in form (the official uploader's JSON sign-in is the server's).
     SignIn,
@@ -32,6 +33,8 @@ pub enum Page {
     Dashboard,
     /// `/embed`: the embeddable viewer.
     Embed,
+    /// `/explore`: the public explorer, map and viewer together.
+    Explore,
     /// `/report?image_key=<id>`: the public privacy request form.
     Report,
     /// `/dashboard/image?image_key=<id>`: an image's blur, and drawing boxes to blur.
@@ -138,7 +141,11 @@ impl Web {
         let get = parts.method == Method::GET || parts.method == Method::HEAD;
         let post = parts.method == Method::POST;
         match page {
-            Page::Home if get => self.home(parts),
+            Page::Home if get => match self.config.home_page {
+                crate::HomePage::Explorer => self.explore(parts),
+                crate::HomePage::Links => self.home(parts),
+            },
+            Page::Explore if get => self.explore(parts),
             Page::SignIn if get => self.login_form(parts),
             Page::SignIn if post => self.login_submit(parts, body),
             Page::SignOut if post => self.logout(parts, body),
@@ -158,7 +165,9 @@ impl Web {
             | Page::Report
             | Page::DashboardImage => method_not_allowed("GET, HEAD, POST"),
             Page::SignOut => method_not_allowed("POST"),
-            Page::Home | Page::Embed | Page::Asset(_) => method_not_allowed("GET, HEAD"),
+            Page::Home | Page::Embed | Page::Explore | Page::Asset(_) => {
+                method_not_allowed("GET, HEAD")
+            }
         }
     }
 

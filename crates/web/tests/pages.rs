@@ -12,7 +12,7 @@ use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode, header};
 use streetlevel_auth::{AuthStore, Config, FakeClock, Scopes, SeededRandom, TokenKind};
 use streetlevel_model::{ImageId, Timestamp};
-use streetlevel_web::{EmbedImage, EmbedImages, Page, Registry, Web, WebConfig};
+use streetlevel_web::{EmbedImage, EmbedImages, HomePage, Page, Registry, Web, WebConfig};
 
 const PASSWORD: &str = "correct horse battery staple";
 const IMAGE: u64 = 1_000_000_000_000_042;
@@ -27,6 +27,10 @@ impl EmbedImages for FakeImages {
             latitude: 52.5,
             thumb_2048_url: Some(format!("/media/thumb/{id}/2048?expires=1&signature=ab")),
         })
+    }
+
+    fn extent(&self) -> Option<[f64; 4]> {
+        Some([13.3, 52.4, 13.5, 52.6])
     }
 }
 
@@ -151,6 +155,7 @@ fn page_of(uri: &str) -> Page {
         "/connect" => Page::Connect,
         "/dashboard" => Page::Dashboard,
         "/embed" => Page::Embed,
+        "/explore" => Page::Explore,
         _ => Page::Asset(
             path.strip_prefix("/assets/")
                 .unwrap_or_else(|| panic!("{uri} is not a page"))
@@ -1182,6 +1187,7 @@ fn the_landing_page_says_what_the_server_is_and_where_to_go() {
         base_url: Some(String::from("https://api.streetlevel.example")),
         tiles_url: Some(String::from("https://tiles.streetlevel.example")),
         short_name: String::from("mly"),
+        home_page: HomePage::Links,
         ..WebConfig::default()
     });
     let response = get(&h.web, "/", &Jar::default());
@@ -1203,9 +1209,119 @@ fn the_landing_page_says_what_the_server_is_and_where_to_go() {
     }
 
     // Without configured URLs the page names the host the browser asked.
-    let html = body(&get(&harness().web, "/", &Jar::default()));
+    let links = harness_with(WebConfig {
+        home_page: HomePage::Links,
+        ..WebConfig::default()
+    });
+    let html = body(&get(&links.web, "/", &Jar::default()));
     assert!(
         html.contains("<code>http://127.0.0.1:8080</code>"),
+        "{html}"
+    );
+}
+
+// ---- the explorer --------------------------------------------------------------------------------
+
+/// The JSON configuration an explorer page hands its modules.
+fn explorer_config(html: &str) -> serde_json::Value {
+    let start = html
+        .find(r#"<script type="application/json" id="explorer-config">"#)
+        .unwrap();
+    let text = &html[start..];
+    let text = &text[text.find('>').unwrap() + 1..text.find("</script>").unwrap()];
+    serde_json::from_str(text).unwrap()
+}
+
+#[test]
+fn the_explorer_is_the_home_page_and_inlines_the_image_it_opens_on() {
+    let h = harness();
+    let home = get(&h.web, "/", &Jar::default());
+    assert_eq!(home.status(), StatusCode::OK);
+    let html = body(&home);
+    assert!(
+        html.contains(r#"<main id="explorer" class="layout">"#),
+        "{html}"
+    );
+    let config = explorer_config(&html);
+    assert_eq!(config["image"], serde_json::Value::Null);
+    assert_eq!(
+        config["extent"],
+        serde_json::json!([13.3, 52.4, 13.5, 52.6])
+    );
+    assert_eq!(config["accessToken"], h.web.embed_token());
+    assert!(html.contains(r#"id="hint""#), "{html}");
+
+    let response = get(
+        &h.web,
+        &format!("/explore?image={IMAGE}&map=3/1/2"),
+        &Jar::default(),
+    );
+    assert_eq!(response.status(), StatusCode::OK);
+    let policy = response.headers()[header::CONTENT_SECURITY_POLICY]
+        .to_str()
+        .unwrap();
+    assert!(
+        policy.contains("connect-src 'self' http://127.0.0.1:8080 data: blob:"),
+        "{policy}"
+    );
+    assert!(policy.contains("frame-ancestors 'none'"), "{policy}");
+    let html = body(&response);
+    let config = explorer_config(&html);
+    assert_eq!(config["image"]["id"], IMAGE.to_string());
+    assert_eq!(config["image"]["lngLat"], serde_json::json!([13.4, 52.5]));
+    let thumb = format!("/media/thumb/{IMAGE}/2048?expires=1&amp;signature=ab");
+    assert!(
+        html.contains(&format!(
+            r#"<link rel="preload" as="image" href="{thumb}">"#
+        )),
+        "{html}"
+    );
+    assert!(
+        html.contains(&format!(
+            r#"<img id="placeholder" class="placeholder" src="{thumb}""#
+        )),
+        "{html}"
+    );
+    assert!(
+        html.contains(&format!("/report?image_key={IMAGE}")),
+        "{html}"
+    );
+    for module in ["main.mjs", "map.mjs", "viewer.mjs", "state.mjs"] {
+        let asset = get(
+            &h.web,
+            &format!("/assets/streetlevel/explorer/{module}"),
+            &Jar::default(),
+        );
+        assert_eq!(asset.status(), StatusCode::OK, "{module}");
+        assert_eq!(
+            asset.headers()[header::CONTENT_TYPE],
+            "text/javascript; charset=utf-8"
+        );
+    }
+
+    // An image that is not there: 404, the explorer all the same, and a notice.
+    let missing = get(&h.web, "/explore?image=7", &Jar::default());
+    assert_eq!(missing.status(), StatusCode::NOT_FOUND);
+    let html = body(&missing);
+    assert!(html.contains("There is no image with the ID 7."), "{html}");
+    assert_eq!(explorer_config(&html)["image"], serde_json::Value::Null);
+}
+
+#[test]
+fn the_explorer_without_the_npm_packages_shows_the_thumbnail_and_says_why() {
+    let h = harness_with(WebConfig {
+        assets_dir: unique_dir("no-assets"),
+        ..WebConfig::default()
+    });
+    let html = body(&get(
+        &h.web,
+        &format!("/explore?image={IMAGE}"),
+        &Jar::default(),
+    ));
+    assert!(!html.contains("<script"), "{html}");
+    assert!(html.contains(r#"<img id="placeholder""#), "{html}");
+    assert!(
+        html.contains("mapillary-js and maplibre-gl are missing"),
         "{html}"
     );
 }
@@ -1438,6 +1554,24 @@ fn a_hostile_value_cannot_leave_the_embed_pages_script_json() {
     let config: serde_json::Value = serde_json::from_str(&html[start..end]).unwrap();
     assert_eq!(
         config["baseMapStyle"],
+        format!("https://maps.example/style.json?{HOSTILE}")
+    );
+}
+
+#[test]
+fn a_hostile_value_cannot_leave_the_explorer() {
+    let (h, _) = hostile_harness();
+    let response = get(
+        &h.web,
+        &format!("/explore?image={}", encode(HOSTILE)),
+        &Jar::default(),
+    );
+    assert_eq!(response.status(), StatusCode::NOT_FOUND);
+    let html = body(&response);
+    // The viewer, the configuration and the page's module; the key in the notice, escaped.
+    assert_inert(&html, 3, true, "explorer");
+    assert_eq!(
+        explorer_config(&html)["baseMapStyle"],
         format!("https://maps.example/style.json?{HOSTILE}")
     );
 }

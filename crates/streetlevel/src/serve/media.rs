@@ -1,4 +1,5 @@
-//! Media of a data directory: the files under `media/`, and for a fixture data set written
+//! Media of a data directory: the files at the keys of the media layout
+//! (`streetlevel_media::layout`), and for a fixture data set written
 //! with `--media lazy` (marked by `media/RENDER_ON_REQUEST`) the originals, meshes and `SfM`
 //! clusters rendered from the image's metadata on first request and kept. Real imagery never
 //! gets synthetic scenery: without the marker a missing file is answered as unknown, but for
@@ -30,8 +31,9 @@ struct RenderOnRequest {
 }
 
 impl DataDirMedia {
-    /// The media of the data directory whose `media/` is `media_dir`.
-    pub fn new(media_dir: &Path, store: Arc<RwLock<Store>>) -> Self {
+    /// The media of the data directory `data_dir`.
+    pub fn new(data_dir: &Path, store: Arc<RwLock<Store>>) -> Self {
+        let media_dir = Store::media_dir(data_dir);
         let marked = media_dir
             .join(streetlevel_fixtures::RENDER_ON_REQUEST_MARKER)
             .is_file();
@@ -41,12 +43,9 @@ impl DataDirMedia {
             .database()
             .cloned();
         DataDirMedia {
-            files: DirectoryMedia::new(media_dir),
+            files: DirectoryMedia::new(data_dir),
             reconstructions: database.map(|database| (database, Arc::clone(&store))),
-            render: marked.then(|| RenderOnRequest {
-                media_dir: media_dir.to_path_buf(),
-                store,
-            }),
+            render: marked.then(|| RenderOnRequest { media_dir, store }),
         }
     }
 
@@ -184,5 +183,5 @@ impl DataDirMedia {
 /// Writes media rendered on request to the data directory, atomically, so the next request
 /// reads the file and a crash never leaves half a file.
 fn keep(path: &Path, bytes: &[u8]) -> Result<(), ServerError> {
-    Ok(streetlevel_import::write_atomically(path, bytes)?)
+    Ok(streetlevel_media::write_atomically(path, bytes)?)
 }

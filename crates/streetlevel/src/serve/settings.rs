@@ -148,6 +148,10 @@ pub struct Settings {
     /// loaded the map shows the coverage on a plain background.
     #[arg(long, env = "STREETLEVEL_BASE_MAP_STYLE_URL")]
     pub base_map_style_url: Option<String>,
+    /// What a browser's `GET /` shows: the public `explorer` (map and viewer, as at
+    /// `/explore`) or `links` (what this server is, with links). [default: explorer]
+    #[arg(long, env = "STREETLEVEL_HOME_PAGE", value_enum)]
+    pub home_page: Option<HomePage>,
     /// Largest upload session, bytes. [default: 4294967296]
     #[arg(long, env = "STREETLEVEL_MAX_UPLOAD_SESSION_BYTES")]
     pub max_upload_session_bytes: Option<u64>,
@@ -283,6 +287,26 @@ impl Compat {
         settings
             .trace_member
             .get_or_insert_with(|| trace_member.to_owned());
+    }
+}
+
+/// What a browser's `GET /` shows.
+#[derive(clap::ValueEnum, Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum HomePage {
+    /// The public explorer.
+    #[default]
+    Explorer,
+    /// The page of links.
+    Links,
+}
+
+impl From<HomePage> for streetlevel_web::HomePage {
+    fn from(home_page: HomePage) -> Self {
+        match home_page {
+            HomePage::Explorer => Self::Explorer,
+            HomePage::Links => Self::Links,
+        }
     }
 }
 
@@ -462,7 +486,7 @@ pub fn resolve(
         redis_url: settings.redis_url,
         database_url: settings.database_url,
         database_pool,
-        web,
+        web: with_home_page(web, settings.home_page),
         upload_limits,
         background,
         auth,
@@ -504,6 +528,14 @@ fn database_pool(
     })
 }
 
+/// `web` showing `home_page` (default: the explorer) at a browser's `GET /`.
+fn with_home_page(web: WebConfig, home_page: Option<HomePage>) -> WebConfig {
+    WebConfig {
+        home_page: home_page.unwrap_or_default().into(),
+        ..web
+    }
+}
+
 /// The web pages' settings, from the same URLs and short name as the server's.
 fn web_config(
     config: &Config,
@@ -514,11 +546,13 @@ fn web_config(
         web_url: config.web_url.clone(),
         base_url: config.base_url.clone(),
         tiles_url: config.tiles_url.clone(),
+        media_url: config.media_url.clone(),
         short_name: config.short_name.clone(),
         // Without one, the web crate's default: `assets/` next to the executable or the
         // source tree's `web/node_modules`.
         assets_dir: assets_dir.unwrap_or_else(streetlevel_web::default_assets_dir),
         base_map_style_url,
+        home_page: streetlevel_web::HomePage::default(),
     }
 }
 

@@ -1,0 +1,7 @@
+#![doc = include_str!("../README.md")]
+
+pub mod layout;
+mod local;
+
+pub use layout::{ImageObject, Key};
+pub use local::{LocalMedia, Removal, write_atomically};

@@ -1,0 +1,163 @@
+// The explorer: wires the map (map.mjs) and the viewer (viewer.mjs, the adapter over
+// mapillary-js) to the server-rendered shell. A click on the map, or Enter on the focused map
+// (the image nearest its centre), shows an image; the map follows the viewer. State for tests
+// and the console is kept on `window.streetlevelExplorer`.
+import { createMap } from './map.mjs';
+import { mapParameter, readState, writeState } from './state.mjs';
+import { createViewer } from './viewer.mjs';
+
+const config = JSON.parse(document.getElementById('explorer-config').textContent);
+const announce = document.getElementById('announce');
+const layout = document.getElementById('explorer');
+const explorer = {
+  config,
+  events: [],
+  errors: [],
+  currentImageId: null,
+  currentLngLat: null,
+  mapLoaded: false,
+  tilesLoaded: 0,
+  map: null,
+  viewer: null,
+};
+window.streetlevelExplorer = explorer;
+
+function record(type, detail = {}) {
+  explorer.events.push({ type, at: performance.now(), ...detail });
+}
+
+function fail(message) {
+  explorer.errors.push(message);
+  announce.textContent = message;
+}
+
+window.addEventListener('error', (event) => fail(`Error: ${event.message}`));
+window.addEventListener('unhandledrejection', (event) => fail(`Error: ${event.reason?.message ?? event.reason}`));
+
+const COMPASS = ['north', 'north-east', 'east', 'south-east', 'south', 'south-west', 'west', 'north-west'];
+const dateFormat = new Intl.DateTimeFormat(document.documentElement.lang || undefined, { dateStyle: 'long' });
+
+// What the live region says of an image: its date, the way it faces and who took it.
+function describe(image) {
+  const parts = [];
+  if (Number.isFinite(image.capturedAt)) parts.push(dateFormat.format(new Date(image.capturedAt)));
+  if (image.pano) parts.push('panorama');
+  else if (Number.isFinite(image.compassAngle)) parts.push(`facing ${COMPASS[Math.round((((image.compassAngle % 360) + 360) % 360) / 45) % 8]}`);
+  if (image.creator) parts.push(`by ${image.creator}`);
+  return `Image ${image.id}: ${parts.join(', ')}`;
+}
+
+const initial = readState(window.location.search);
+const imageId = initial.image ?? config.image?.id ?? null;
+const view = initial.map ?? (config.image ? { center: config.image.lngLat, zoom: 16 }
+  : config.extent ? { bounds: config.extent, fitBoundsOptions: { padding: 20 } } : { center: [0, 20], zoom: 1 });
+
+const viewer = createViewer('viewer', { baseUrl: config.baseUrl, accessToken: config.accessToken, imageId });
+explorer.viewer = viewer;
+viewer.on('load', () => {
+  layout.classList.add('viewer-loaded');
+  record('load');
+});
+
+// Shows `id` in the viewer (from a map click, the keyboard or the URL).
+function show(id, how) {
+  if (!id || id === explorer.currentImageId) return;
+  record('select', { imageId: id, how });
+  viewer.show(id).catch((error) => fail(`Cannot show image ${id}: ${error.message}`));
+}
+explorer.show = show;
+
+let mapView = null;
+const mapContainer = document.getElementById('map');
+// The first image keeps a view given in the URL, and so does one restored from the history;
+// every other one is followed. The first image and a restored one replace the history entry,
+// every other one pushes a new entry, so that Back returns to the previous image.
+let keepView = Boolean(initial.map);
+let replaceEntry = true;
+viewer.on('image', (image) => {
+  writeState({ image: image.id }, !replaceEntry);
+  replaceEntry = false;
+  explorer.currentImageId = image.id;
+  explorer.currentLngLat = image.lngLat;
+  document.getElementById('hint')?.remove();
+  layout.classList.add('has-image');
+  const report = document.getElementById('report');
+  if (report) {
+    const url = new URL(report.href);
+    url.searchParams.set('image_key', image.id);
+    report.href = url.toString();
+    report.hidden = false;
+  }
+  announce.textContent = describe(image);
+  record('image', { imageId: image.id });
+  mapView?.follow(image.lngLat, !keepView);
+  keepView = false;
+});
+
+try {
+  mapView = await createMap(mapContainer, config, view, record);
+} catch (error) {
+  fail(`Cannot load the map: ${error.message}`);
+}
+if (mapView) {
+  const { map } = mapView;
+  explorer.map = map;
+  explorer.mapView = mapView;
+  map.on('load', () => {
+    explorer.mapLoaded = true;
+    mapView.follow(explorer.currentLngLat, false);
+    record('mapload');
+  });
+  map.on('sourcedata', (event) => {
+    if (event.sourceId === 'coverage' && event.tile) explorer.tilesLoaded += 1;
+  });
+  map.on('error', (event) => record('maperror', { message: String(event.error?.message ?? event.error) }));
+  map.on('click', (event) => show(mapView.imageNear(event.point, 6), 'click'));
+  // The map's view goes into the current history entry as it moves.
+  map.on('moveend', () => writeState({ map: mapParameter({ zoom: map.getZoom(), center: map.getCenter().toArray() }) }));
+  for (const layer of ['image', 'sequence']) {
+    map.on('mouseenter', layer, () => { map.getCanvas().style.cursor = 'pointer'; });
+    map.on('mouseleave', layer, () => { map.getCanvas().style.cursor = ''; });
+  }
+  // The map's canvas takes the focus (MapLibre: arrows pan, + and - zoom); Enter shows the
+  // image nearest the centre, where the crosshair is.
+  map.getCanvas().setAttribute('aria-label', 'Map of the imagery: arrow keys move it, + and - zoom, Enter shows the image nearest the centre');
+  map.getCanvas().addEventListener('keydown', (event) => {
+    if (event.key === 'Enter') {
+      event.preventDefault();
+      show(mapView.imageNearCentre(), 'keyboard');
+    }
+  });
+  document.getElementById('pick').addEventListener('click', () => show(mapView.imageNearCentre(), 'button'));
+}
+
+// Back and Forward: the entry's view and image, without a new entry.
+window.addEventListener('popstate', () => {
+  const restored = readState(window.location.search);
+  if (restored.map) explorer.map?.jumpTo(restored.map);
+  if (restored.image && restored.image !== explorer.currentImageId) {
+    keepView = Boolean(restored.map);
+    replaceEntry = true;
+    record('history', { imageId: restored.image });
+    viewer.show(restored.image).catch((error) => fail(`Cannot show image ${restored.image}: ${error.message}`));
+  }
+});
+
+// Layout: which pane is large, and how wide (or, on a phone, how tall) the other one is.
+function relayout() {
+  viewer.resize();
+  explorer.map?.resize();
+}
+const swap = document.getElementById('swap');
+swap.addEventListener('click', () => {
+  const mapLarge = !layout.classList.contains('map-large');
+  layout.classList.toggle('map-large', mapLarge);
+  swap.setAttribute('aria-pressed', String(mapLarge));
+  relayout();
+  record('swap', { mapLarge });
+});
+const split = document.getElementById('split');
+split.addEventListener('input', () => {
+  layout.style.setProperty('--side', `${split.value}%`);
+  relayout();
+});

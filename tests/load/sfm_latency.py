@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""The API's latency while the server reconstructs a sequence (docs/PERFORMANCE.md, issue 39).
+
+Usage: sfm_latency.py BINARY WORKDIR SFM_ENGINE_DIR PHOTOS_DIR [SERVE_FLAG ...]
+
+Generates a fixture data set (2,000 images) into WORKDIR/data and starts `BINARY serve` on it
+on 127.0.0.1 with one reconstruction worker and the engine in SFM_ENGINE_DIR (what `cargo xtask
+models` installs into target/streetlevel-sfm), blurring off (this measures the engine, not the
+blur) and quotas out of the way; SERVE_FLAGS are passed on. Then it measures an image entity
+request (7 fields) with `wrk --threads 1 --connections 4 --duration 8s --latency`:
+
+1. idle;
+2. while the server reconstructs the JPEGs of PHOTOS_DIR, uploaded as the uploader uploads a
+   zip and published: the row starts once the sequence's job in `sfm_jobs` is `running` and
+   says whether it still was when the row ended;
+3. idle again, once the job is done.
+
+Prints p50 and p99 in milliseconds, requests per second, each as a ratio to the first idle row,
+and the CPU time of the server and of the engine processes it waited for during the row.
+Everything is bounded: a job not done within 20 minutes stops the run. Standard library and
+`wrk` only; the helpers are queue_latency.py's.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import pathlib
+import shutil
+import sqlite3
+import subprocess
+import sys
+import time
+import zipfile
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+from queue_latency import cpu_seconds, request, upload, wait_for, wrk  # noqa: E402
+
+
+def sfm_state(data: pathlib.Path) -> str:
+    """The state of the one reconstruction job, read from the data directory's database."""
+    database = sqlite3.connect(f"file:{data / 'streetlevel.sqlite'}?mode=ro", uri=True,
+                               timeout=30)
+    try:
+        rows = database.execute("SELECT state FROM sfm_jobs").fetchall()
+    except sqlite3.OperationalError:
+        return "missing"
+    finally:
+        database.close()
+    return rows[0][0] if rows else "missing"
+
+
+def wait_for_sfm(data: pathlib.Path, states: set[str], limit_s: float) -> str:
+    stop_at = time.monotonic() + limit_s
+    while time.monotonic() < stop_at:
+        state = sfm_state(data)
+        if state in states:
+            return state
+        time.sleep(0.2)
+    sys.exit(f"the reconstruction is not {states} after {limit_s} s")
+
+
+def main() -> None:
+    if len(sys.argv) < 5:
+        sys.exit(__doc__)
+    binary, workdir, engine, photos = sys.argv[1:5]
+    flags = sys.argv[5:]
+    data = pathlib.Path(workdir) / "data"
+    shutil.rmtree(data, ignore_errors=True)
+    subprocess.run([binary, "fixtures", "--out", str(data), "--images", "2000", "--media", "lazy"],
+                   check=True, capture_output=True, timeout=600)
+    credentials = json.loads((data / "credentials.json").read_text())
+    server = subprocess.Popen(
+        [binary, "serve", "--data", str(data), "--addr", "127.0.0.1:0", "--exit-on-stdin-eof",
+         "--limit-entity-per-min", "1000000000", "--limit-search-per-min", "1000000000",
+         "--blur", "false", *flags],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        env={**os.environ, "RUST_LOG": "warn", "STREETLEVEL_SFM_WORKERS": "1",
+             "STREETLEVEL_SFM_SETTLE_SECONDS": "1", "STREETLEVEL_SFM_ENGINE_DIR": engine},
+    )
+    try:
+        port = int(server.stdout.readline().rsplit(":", 1)[1])
+        client_token = credentials["client_token"]
+        user = credentials["user"]
+        status, body = request(port, "POST", "/login", client_token,
+                               json.dumps({"email": user["username"],
+                                           "password": user["password"]}).encode(),
+                               {"Content-Type": "application/json"})
+        assert status == 200, body
+        user_token = json.loads(body)["access_token"]
+        status, body = request(port, "GET", "/images?bbox=13.0,55.5,13.4,55.9&limit=1&fields=id",
+                               client_token)
+        assert status == 200, body
+        image_id = json.loads(body)["data"][0]["id"]
+
+        rows = []
+
+        def row(label: str) -> None:
+            before = cpu_seconds(server.pid)
+            p50, p99, rate = wrk(port, client_token, image_id)
+            cpu = cpu_seconds(server.pid) - before
+            rows.append((label, p50, p99, rate, cpu, sfm_state(data)))
+
+        row("idle")
+        zipped = io.BytesIO()
+        with zipfile.ZipFile(zipped, "w", zipfile.ZIP_STORED) as archive:
+            for photo in sorted(pathlib.Path(photos).glob("*.jpg")):
+                archive.write(photo, photo.name)
+        job = upload(port, user_token, "bench-sfm", zipped.getvalue(), "zip")
+        final = wait_for(port, user_token, job, {"published", "failed"}, 600)
+        if final != "published":
+            sys.exit(f"the upload ended {final}")
+        wait_for_sfm(data, {"running", "done", "failed", "skipped"}, 120)
+        started = time.monotonic()
+        while sfm_state(data) == "running" and time.monotonic() - started < 1200:
+            row("while a reconstruction runs")
+        final = wait_for_sfm(data, {"done", "failed", "skipped"}, 1200)
+        if final != "done":
+            sys.exit(f"the reconstruction ended {final}")
+        row("idle, again")
+
+        idle_p50, idle_p99 = rows[0][1], rows[0][2]
+        print("| Measurement | p50 | p99 | req/s | p50 / idle | p99 / idle | server CPU | "
+              "reconstruction at the end |")
+        print("|---|---|---|---|---|---|---|---|")
+        for label, p50, p99, rate, cpu, state in rows:
+            print(f"| {label} | {p50:.2f} ms | {p99:.2f} ms | {rate:.0f} | {p50 / idle_p50:.2f} "
+                  f"| {p99 / idle_p99:.2f} | {cpu:.1f} s | {state} |")
+    finally:
+        server.stdin.close()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+
+if __name__ == "__main__":
+    main()
