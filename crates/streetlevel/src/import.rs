@@ -81,7 +81,7 @@ pub struct Args {
 pub struct PictureMemoryArgs {
     /// The memory the pictures this process works on may hold at once, in bytes: each one's
     /// whole working set (decode, detection, blurring, encoding, thumbnails); a picture waits
-    /// for room, and one that alone needs more is refused. [default: 2147483648]
+    /// for room, and one that alone needs more is refused. [default: 3221225472]
     #[arg(long, env = "STREETLEVEL_DECODE_MEMORY_BYTES")]
     pub decode_memory_bytes: Option<u64>,
 }

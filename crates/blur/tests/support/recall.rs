@@ -306,12 +306,35 @@ pub fn in_ci() -> bool {
     std::env::var_os("CI").is_some_and(|value| !value.is_empty() && value != "false")
 }
 
-/// The default blurrer (CenterFace, pinned) from [`models_dir`], with the runtime loaded;
-/// `None` (and a line saying why) outside CI when the models or the pairs are missing.
+/// The default blurrer (CenterFace and the PP-OCRv4 text detector, pinned) from
+/// [`models_dir`], with the runtime loaded; `None` (and a line saying why) outside CI when
+/// the models or the pairs are missing.
 pub fn default_blurrer() -> Option<LocalBlurrer> {
+    Some(LocalBlurrer::new(vec![
+        default_detector(streetlevel_blur::RegionClass::Face)?,
+        default_detector(streetlevel_blur::RegionClass::Plate)?,
+    ]))
+}
+
+/// The pinned default detector of `class` (CenterFace for faces, the PP-OCRv4 text detector
+/// for plates), with the runtime loaded; `None` as [`default_blurrer`].
+pub fn default_detector(
+    class: streetlevel_blur::RegionClass,
+) -> Option<streetlevel_blur::Detector> {
     let models = models_dir();
     let library = models.join(streetlevel_blur::ONNXRUNTIME_LIBRARY);
-    let model = models.join(streetlevel_blur::CENTERFACE_FILE);
+    let (file, sha256) = if class == streetlevel_blur::RegionClass::Plate {
+        (
+            streetlevel_blur::PLATE_TEXT_FILE,
+            streetlevel_blur::PLATE_TEXT_SHA256,
+        )
+    } else {
+        (
+            streetlevel_blur::CENTERFACE_FILE,
+            streetlevel_blur::CENTERFACE_SHA256,
+        )
+    };
+    let model = models.join(file);
     for needed in [&library, &model, &pairs_dir()] {
         if !needed.exists() {
             let reason = format!(
@@ -325,10 +348,10 @@ pub fn default_blurrer() -> Option<LocalBlurrer> {
         }
     }
     streetlevel_blur::load_runtime(&library).expect("load ONNX Runtime");
-    let model =
-        streetlevel_blur::ModelFile::read(&model, Some(streetlevel_blur::CENTERFACE_SHA256))
-            .expect("the pinned CenterFace");
-    let detector = streetlevel_blur::Detector::load(model, streetlevel_blur::RegionClass::Face)
-        .expect("CenterFace loads");
-    Some(LocalBlurrer::new(vec![detector]))
+    let model = streetlevel_blur::ModelFile::read(&model, Some(sha256))
+        .unwrap_or_else(|error| panic!("the pinned {file}: {error}"));
+    Some(
+        streetlevel_blur::Detector::load(model, class)
+            .unwrap_or_else(|error| panic!("{file} loads: {error}")),
+    )
 }

@@ -187,7 +187,7 @@ pub struct Settings {
     /// Memory the pictures this process works on may hold at once, bytes, whatever the
     /// number of cores: each one's whole working set (decode, detection, blurring, encoding,
     /// thumbnails, pyramid tiles); a picture waits for room, and one that alone needs more is
-    /// refused. [default: 2147483648]
+    /// refused. [default: 3221225472]
     #[arg(long, env = "STREETLEVEL_DECODE_MEMORY_BYTES")]
     pub decode_memory_bytes: Option<u64>,
     /// Threads of the process's one pool for CPU work: the upload workers' decoding,
@@ -204,22 +204,22 @@ pub struct Settings {
     /// hide and restore anyone's images. [default: none]
     #[arg(long, env = "STREETLEVEL_ADMINISTRATORS", value_delimiter = ',')]
     pub administrators: Option<Vec<String>>,
-    /// Blur faces (and plates, with a plate model) of uploads before anything of them is
-    /// published; with blurring on and no usable model, jobs fail and publish nothing.
+    /// Blur faces and licence plates of uploads before anything of them is published; with blurring on and no usable model, jobs fail and publish nothing.
     /// [default: true]
     #[arg(long, env = "STREETLEVEL_BLUR")]
     pub blur: Option<bool>,
-    /// The folder holding `libonnxruntime.so.1.32.0` and `centerface.onnx` (default: `models/`
-    /// next to the executable, else the source tree's `target/streetlevel-models`, which
-    /// `cargo xtask models` fills).
+    /// The folder holding `libonnxruntime.so.1.32.0`, `centerface.onnx` and
+    /// `ch_PP-OCRv4_det_infer.onnx` (default: `models/` next to the executable, else the source
+    /// tree's `target/streetlevel-models`, which `cargo xtask models` fills).
     #[arg(long, env = "STREETLEVEL_BLUR_MODELS_DIR")]
     pub blur_models_dir: Option<PathBuf>,
     /// A face model (CenterFace or YuNet ONNX) instead of the pinned CenterFace; its SHA-256
     /// is recorded with every region it finds.
     #[arg(long, env = "STREETLEVEL_BLUR_FACE_MODEL")]
     pub blur_face_model: Option<PathBuf>,
-    /// A single-class licence plate detector (YOLO-style ONNX); without one, plates are not
-    /// blurred.
+    /// A licence plate detector (single-class YOLO-style ONNX, or a PP-OCR text detector)
+    /// instead of the pinned PP-OCRv4 text detector; its SHA-256 is recorded with every region
+    /// it finds.
     #[arg(long, env = "STREETLEVEL_BLUR_PLATE_MODEL")]
     pub blur_plate_model: Option<PathBuf>,
     /// Keep each unblurred original at `DATA/unblurred/<image id>.jpg` (never served), for
