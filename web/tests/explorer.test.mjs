@@ -269,7 +269,10 @@ describe('the explorer in Chromium', () => {
       await openExplorer(page, problems, `/explore?image=${sequence[0]}`, sequence[0]);
       assert.deepEqual(await axeViolations(page), []);
       await page.getByRole('button', { name: 'Map large' }).click();
-      assert.deepEqual(await axeViolations(page), [], 'with the map large');
+      await page.locator('summary', { hasText: 'Filters' }).click();
+      await page.waitForFunction(() => !document.getElementById('player').hidden);
+      assert.deepEqual(await axeViolations(page), [], 'with the map large, the filters open and the player shown');
+      await screenshot(page, 'explorer-filters-open');
     } finally {
       await finish();
     }
