@@ -52,6 +52,10 @@ const OWN_ASSETS: &[(&str, &str)] = &[
         "explorer/player.mjs",
         include_str!("static/explorer/player.mjs"),
     ),
+    (
+        "explorer/legend.mjs",
+        include_str!("static/explorer/legend.mjs"),
+    ),
 ];
 
 /// The media type of a file, by its extension. JavaScript modules (`.mjs`) must be

@@ -22,7 +22,7 @@ use crate::EmbedImage;
 use crate::assets::{MAPILLARY_CSS, MAPILLARY_JS, MAPLIBRE_CSS, MAPLIBRE_JS, missing_packages};
 use crate::config::Urls;
 use crate::embed::ScriptJson;
-use crate::explore_panels::{Filters, filter_form, player_bar};
+use crate::explore_panels::{Filters, filter_form, legend_and_share, player_bar};
 use crate::form::Form;
 use crate::html::DOCTYPE;
 use crate::web::Web;
@@ -35,6 +35,7 @@ const MODULES: &[&str] = &[
     "state.mjs",
     "filters.mjs",
     "player.mjs",
+    "legend.mjs",
 ];
 
 /// The origin (`scheme://host[:port]`) of an absolute URL.
@@ -195,6 +196,7 @@ impl Web {
                             input id="split" type="range" min="20" max="80" step="5" value="40"; "\n"
                         } "\n"
                         (filters) "\n"
+                        @if interactive { (legend_and_share()) "\n" }
                         nav aria-label="Site" {
                             a href="/dashboard" { "Dashboard" } "\n"
                         } "\n"

@@ -86,3 +86,40 @@ pub(crate) fn player_bar(speed: &str) -> Markup {
         }
     }
 }
+
+/// What is known of the image shown ("About this image", filled by `legend.mjs`) and the
+/// share dialog with the exact view's link and the `/embed` snippet.
+pub(crate) fn legend_and_share() -> Markup {
+    let copy = |target: &str, label: &str| {
+        html! { button type="button" class="copy" data-copy=(target) aria-label=(label) { "Copy" } }
+    };
+    html! {
+        details id="legend" class="legend" hidden {
+            summary { "About this image" } "\n"
+            div class="legend-body" {
+                dl {
+                    dt { "Captured" } dd id="legend-date" {} "\n"
+                    dt { "Creator" } dd id="legend-creator" {} "\n"
+                    dt { "Organisation" } dd id="legend-org" {} "\n"
+                    dt { "Camera" } dd id="legend-camera" {} "\n"
+                    dt { "Coordinates" } dd { span id="legend-coordinates" {} " " (copy("legend-coordinates", "Copy the coordinates")) } "\n"
+                    dt { "Image ID" } dd { code id="legend-image" {} " " (copy("legend-image", "Copy the image ID")) } "\n"
+                    dt { "Sequence ID" } dd { code id="legend-sequence" {} " " (copy("legend-sequence", "Copy the sequence ID")) } "\n"
+                }
+                p class="legend-links" {
+                    a id="legend-json" href="#" { "The image's API JSON" } " "
+                    a id="legend-osm" href="#" { "Edit OpenStreetMap here (iD)" }
+                }
+            }
+        } "\n"
+        button id="share-open" type="button" aria-haspopup="dialog" { "Share" } "\n"
+        dialog id="share" aria-labelledby="share-title" {
+            h2 id="share-title" { "Share this view" } "\n"
+            label for="permalink" { "Link to this view" } "\n"
+            input id="permalink" type="text" readonly; " " (copy("permalink", "Copy the link")) "\n"
+            label for="embed-code" { "Embed this image in a web page" } "\n"
+            textarea id="embed-code" rows="3" readonly {} " " (copy("embed-code", "Copy the embed code")) "\n"
+            form method="dialog" { button type="submit" { "Close" } } "\n"
+        }
+    }
+}

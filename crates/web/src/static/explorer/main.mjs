@@ -3,6 +3,7 @@
 // (the image nearest its centre), shows an image; the map follows the viewer. State for tests
 // and the console is kept on `window.streetlevelExplorer`.
 import { active, formFilters, mapExpression, monthsBefore, searchParameters, viewerFilter } from './filters.mjs';
+import { createLegend } from './legend.mjs';
 import { createMap } from './map.mjs';
 import { createPlayer } from './player.mjs';
 import { mapParameter, readState, writeState } from './state.mjs';
@@ -68,6 +69,8 @@ async function api(path) {
   return response.json();
 }
 
+const legend = createLegend(config, api);
+
 // The sequence player; the lock and the speed go into the URL as they change.
 const player = createPlayer(viewer, api, initial, (changes) => {
   writeState(changes);
@@ -105,6 +108,7 @@ viewer.on('image', (image) => {
     report.hidden = false;
   }
   record('image', { imageId: image.id });
+  legend.shown(image);
   player.shown(image).then(({ index, total }) => {
     announce.textContent = describe(image) + (index < 0 ? '' : `, image ${index + 1} of ${total} in its sequence`);
     if (image.id === explorer.currentImageId) record('position', { imageId: image.id, index, total });

@@ -11,6 +11,7 @@ function describe(image) {
     compassAngle: Number.isFinite(image.computedCompassAngle) ? image.computedCompassAngle : image.compassAngle,
     sequenceId: image.sequenceId,
     creator: image.creatorUsername,
+    organization: image.ownerId || null,
     pano: image.cameraType === 'spherical' || image.cameraType === 'equirectangular',
   };
 }
