@@ -263,13 +263,53 @@ describe('the explorer in Chromium', () => {
     }
   });
 
+  test('about this image and the share dialog: date, creator, IDs to copy, the link and the embed code', async () => {
+    const { page, context, problems, finish } = await openPage(browser);
+    try {
+      await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: service.baseUrl });
+      await openExplorer(page, problems, `/explore?image=${sequence[1]}`, sequence[1]);
+      const image = await api(service.baseUrl, `/${sequence[1]}?fields=captured_at,creator,sequence,make,model`, service.app.clientToken);
+      await page.locator('summary', { hasText: 'About this image' }).click();
+      const year = String(new Date(image.body.captured_at).getUTCFullYear());
+      await page.waitForFunction(() => document.getElementById('legend-camera').textContent !== '');
+      const date = await page.locator('#legend-date').textContent();
+      assert.ok(date.includes(year) && /ago/.test(date), `date, absolute and relative: ${date}`);
+      assert.equal(await page.locator('#legend-creator').textContent(), image.body.creator.username);
+      assert.equal(await page.locator('#legend-sequence').textContent(), image.body.sequence);
+      assert.ok((await page.locator('#legend-camera').textContent()).includes(image.body.make ?? ''), 'the camera');
+      await page.getByRole('button', { name: 'Copy the image ID' }).click();
+      assert.equal(await page.evaluate(() => navigator.clipboard.readText()), sequence[1]);
+      const json = await page.locator('#legend-json').getAttribute('href');
+      const answer = await fetch(json);
+      assert.equal(answer.status, 200, json);
+      assert.equal((await answer.json()).id, sequence[1]);
+      assert.deepEqual(await axeViolations(page), [], 'with the legend open');
+      // Share: the dialog has the page's exact URL and the embed snippet; Escape closes it and
+      // the focus returns to the button that opened it.
+      await page.getByRole('button', { name: 'Share' }).click();
+      assert.equal(await page.locator('#share').evaluate((dialog) => dialog.open), true);
+      assert.equal(await page.getByLabel('Link to this view').inputValue(), page.url());
+      assert.match(await page.getByLabel('Embed this image in a web page').inputValue(), new RegExp(`/embed\\?image_key=${sequence[1]}&style=split`));
+      assert.deepEqual(await axeViolations(page), [], 'with the share dialog open');
+      await screenshot(page, 'explorer-share');
+      await page.keyboard.press('Escape');
+      assert.equal(await page.locator('#share').evaluate((dialog) => dialog.open), false);
+      assert.equal(await page.evaluate(() => document.activeElement.id), 'share-open');
+    } finally {
+      await finish();
+    }
+  });
+
   test('axe-core: no WCAG 2 A or AA violation outside the canvases', async () => {
     const { page, problems, finish } = await openPage(browser);
     try {
       await openExplorer(page, problems, `/explore?image=${sequence[0]}`, sequence[0]);
       assert.deepEqual(await axeViolations(page), []);
       await page.getByRole('button', { name: 'Map large' }).click();
-      assert.deepEqual(await axeViolations(page), [], 'with the map large');
+      await page.locator('summary', { hasText: 'Filters' }).click();
+      await page.waitForFunction(() => !document.getElementById('player').hidden);
+      assert.deepEqual(await axeViolations(page), [], 'with the map large, the filters open and the player shown');
+      await screenshot(page, 'explorer-filters-open');
     } finally {
       await finish();
     }

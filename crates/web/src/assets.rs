@@ -44,6 +44,18 @@ const OWN_ASSETS: &[(&str, &str)] = &[
         "explorer/state.mjs",
         include_str!("static/explorer/state.mjs"),
     ),
+    (
+        "explorer/filters.mjs",
+        include_str!("static/explorer/filters.mjs"),
+    ),
+    (
+        "explorer/player.mjs",
+        include_str!("static/explorer/player.mjs"),
+    ),
+    (
+        "explorer/legend.mjs",
+        include_str!("static/explorer/legend.mjs"),
+    ),
 ];
 
 /// The media type of a file, by its extension. JavaScript modules (`.mjs`) must be

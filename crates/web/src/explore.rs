@@ -22,12 +22,21 @@ use crate::EmbedImage;
 use crate::assets::{MAPILLARY_CSS, MAPILLARY_JS, MAPLIBRE_CSS, MAPLIBRE_JS, missing_packages};
 use crate::config::Urls;
 use crate::embed::ScriptJson;
+use crate::explore_panels::{Filters, filter_form, legend_and_share, player_bar};
 use crate::form::Form;
 use crate::html::DOCTYPE;
 use crate::web::Web;
 
 /// The explorer's modules, in the order they are preloaded.
-const MODULES: &[&str] = &["main.mjs", "viewer.mjs", "map.mjs", "state.mjs"];
+const MODULES: &[&str] = &[
+    "main.mjs",
+    "viewer.mjs",
+    "map.mjs",
+    "state.mjs",
+    "filters.mjs",
+    "player.mjs",
+    "legend.mjs",
+];
 
 /// The origin (`scheme://host[:port]`) of an absolute URL.
 fn origin(url: &str) -> &str {
@@ -115,12 +124,18 @@ impl Web {
             "extent": self.images.extent(),
         });
         let interactive = missing.is_empty();
+        let image_key = image.as_ref().map(|image| image.id.to_string());
+        let panels = (
+            filter_form(&Filters::of(&query), image_key.as_deref()),
+            player_bar(query.get("speed").unwrap_or("")),
+        );
         let body = Self::explorer_document(
             &urls,
             image.as_ref(),
             notice.as_deref(),
             interactive,
             &config,
+            &panels,
         );
         response(
             status,
@@ -135,6 +150,7 @@ impl Web {
         notice: Option<&str>,
         interactive: bool,
         config: &serde_json::Value,
+        (filters, player): &(Markup, Markup),
     ) -> Markup {
         let thumb = image.and_then(|image| image.thumb_2048_url.as_deref());
         let alt = image.map_or_else(String::new, |image| {
@@ -179,6 +195,8 @@ impl Web {
                             label for="split" { "Map size" } "\n"
                             input id="split" type="range" min="20" max="80" step="5" value="40"; "\n"
                         } "\n"
+                        (filters) "\n"
+                        @if interactive { (legend_and_share()) "\n" }
                         nav aria-label="Site" {
                             a href="/dashboard" { "Dashboard" } "\n"
                         } "\n"
@@ -198,11 +216,13 @@ impl Web {
                             "\n"
                             div id="map" class="map-canvas" {} "\n"
                             div class="crosshair" aria-hidden="true" {} "\n"
+                            p id="count" class="count" {} "\n"
                             button id="pick" type="button" class="pick" { "Show the image nearest the map centre" } "\n"
                         } "\n"
                     } "\n"
                     footer class="status-bar" {
                         "\n"
+                        (player) "\n"
                         p id="announce" class="announce" role="status" aria-live="polite" {
                             @if let Some(message) = notice { (message) }
                         } "\n"

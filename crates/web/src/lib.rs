@@ -7,6 +7,7 @@ mod dashboard;
 mod embed;
 mod error;
 mod explore;
+mod explore_panels;
 mod form;
 pub mod fuzzing;
 mod home;

@@ -1286,7 +1286,14 @@ fn the_explorer_is_the_home_page_and_inlines_the_image_it_opens_on() {
         html.contains(&format!("/report?image_key={IMAGE}")),
         "{html}"
     );
-    for module in ["main.mjs", "map.mjs", "viewer.mjs", "state.mjs"] {
+    for module in [
+        "main.mjs",
+        "map.mjs",
+        "viewer.mjs",
+        "state.mjs",
+        "filters.mjs",
+        "player.mjs",
+    ] {
         let asset = get(
             &h.web,
             &format!("/assets/streetlevel/explorer/{module}"),

@@ -2,7 +2,10 @@
 // mapillary-js) to the server-rendered shell. A click on the map, or Enter on the focused map
 // (the image nearest its centre), shows an image; the map follows the viewer. State for tests
 // and the console is kept on `window.streetlevelExplorer`.
+import { active, formFilters, mapExpression, monthsBefore, searchParameters, viewerFilter } from './filters.mjs';
+import { createLegend } from './legend.mjs';
 import { createMap } from './map.mjs';
+import { createPlayer } from './player.mjs';
 import { mapParameter, readState, writeState } from './state.mjs';
 import { createViewer } from './viewer.mjs';
 
@@ -59,6 +62,22 @@ viewer.on('load', () => {
   record('load');
 });
 
+// GET `path` of the API with the page's token; the JSON answer.
+async function api(path) {
+  const response = await fetch(`${config.baseUrl}${path}`, { headers: { authorization: `OAuth ${config.accessToken}` } });
+  if (!response.ok) throw new Error(`${path}: HTTP ${response.status}`);
+  return response.json();
+}
+
+const legend = createLegend(config, api);
+
+// The sequence player; the lock and the speed go into the URL as they change.
+const player = createPlayer(viewer, api, initial, (changes) => {
+  writeState(changes);
+  if ('lock' in changes) applyFilters();
+});
+explorer.player = player;
+
 // Shows `id` in the viewer (from a map click, the keyboard or the URL).
 function show(id, how) {
   if (!id || id === explorer.currentImageId) return;
@@ -88,11 +107,72 @@ viewer.on('image', (image) => {
     report.href = url.toString();
     report.hidden = false;
   }
-  announce.textContent = describe(image);
   record('image', { imageId: image.id });
+  legend.shown(image);
+  player.shown(image).then(({ index, total }) => {
+    announce.textContent = describe(image) + (index < 0 ? '' : `, image ${index + 1} of ${total} in its sequence`);
+    if (image.id === explorer.currentImageId) record('position', { imageId: image.id, index, total });
+  });
   mapView?.follow(image.lngLat, !keepView);
   keepView = false;
 });
+
+// The filters: on the map's layers, on the viewer's navigation (with the player's lock), and
+// counted in view through the API.
+let filters = initial.filters;
+const filterForm = document.getElementById('filters');
+const creatorIds = new Map();
+async function creatorId(username) {
+  if (!creatorIds.has(username)) {
+    const body = await api(`/images?creator_username=${encodeURIComponent(username)}&limit=1&fields=creator`).catch(() => ({ data: [] }));
+    creatorIds.set(username, body.data[0]?.creator?.id ? Number(body.data[0].creator.id) : -1);
+  }
+  return creatorIds.get(username);
+}
+const count = document.getElementById('count');
+let counting = 0;
+async function updateCount() {
+  if (!explorer.map) return;
+  const asked = ++counting;
+  const bounds = explorer.map.getBounds();
+  const bbox = [Math.max(-180, bounds.getWest()), Math.max(-85, bounds.getSouth()), Math.min(180, bounds.getEast()), Math.min(85, bounds.getNorth())]
+    .map((value) => value.toFixed(6)).join(',');
+  const query = new URLSearchParams({ bbox, fields: 'id', limit: '2000', ...searchParameters(filters) });
+  const body = await api(`/images?${query.toString().replaceAll('%2C', ',')}`).catch(() => null);
+  if (asked !== counting || !body) return;
+  const number = body.data.length;
+  count.textContent = `${number.toLocaleString(document.documentElement.lang || undefined)}${body.paging ? '+' : ''} ${number === 1 && !body.paging ? 'image' : 'images'} in view`;
+  explorer.count = { number, more: Boolean(body.paging) };
+  record('count', explorer.count);
+}
+async function applyFilters() {
+  const id = filters.creator ? await creatorId(filters.creator) : null;
+  mapView?.setFilter(mapExpression(filters, id));
+  const navigation = viewerFilter(filters);
+  if (player.state.lock) navigation.push(['==', 'sequenceId', player.state.lock]);
+  await viewer.setFilter(navigation.length > 1 ? navigation : []);
+  document.getElementById('filters-active').textContent = active(filters) ? ' (on)' : '';
+  record('filters', { filters: { ...filters }, lock: player.state.lock });
+  updateCount();
+}
+function filtersChanged() {
+  filters = formFilters(filterForm);
+  writeState(filters);
+  applyFilters();
+}
+filterForm.addEventListener('submit', (event) => {
+  event.preventDefault();
+  filtersChanged();
+});
+filterForm.addEventListener('change', filtersChanged);
+for (const preset of filterForm.querySelectorAll('[data-months]')) {
+  preset.addEventListener('click', () => {
+    const months = Number(preset.dataset.months);
+    filterForm.elements.from.value = months ? monthsBefore(Date.now(), months) : '';
+    filterForm.elements.to.value = '';
+    filtersChanged();
+  });
+}
 
 try {
   mapView = await createMap(mapContainer, config, view, record);
@@ -114,7 +194,12 @@ if (mapView) {
   map.on('error', (event) => record('maperror', { message: String(event.error?.message ?? event.error) }));
   map.on('click', (event) => show(mapView.imageNear(event.point, 6), 'click'));
   // The map's view goes into the current history entry as it moves.
-  map.on('moveend', () => writeState({ map: mapParameter({ zoom: map.getZoom(), center: map.getCenter().toArray() }) }));
+  let counter = null;
+  map.on('moveend', () => {
+    writeState({ map: mapParameter({ zoom: map.getZoom(), center: map.getCenter().toArray() }) });
+    clearTimeout(counter);
+    counter = setTimeout(updateCount, 250);
+  });
   for (const layer of ['image', 'sequence']) {
     map.on('mouseenter', layer, () => { map.getCanvas().style.cursor = 'pointer'; });
     map.on('mouseleave', layer, () => { map.getCanvas().style.cursor = ''; });
@@ -131,10 +216,17 @@ if (mapView) {
   document.getElementById('pick').addEventListener('click', () => show(mapView.imageNearCentre(), 'button'));
 }
 
+applyFilters();
+
 // Back and Forward: the entry's view and image, without a new entry.
 window.addEventListener('popstate', () => {
   const restored = readState(window.location.search);
   if (restored.map) explorer.map?.jumpTo(restored.map);
+  if (JSON.stringify(restored.filters) !== JSON.stringify(filters)) {
+    for (const [name, value] of Object.entries(restored.filters)) filterForm.elements[name].value = value ?? '';
+    filters = restored.filters;
+    applyFilters();
+  }
   if (restored.image && restored.image !== explorer.currentImageId) {
     keepView = Boolean(restored.map);
     replaceEntry = true;

@@ -4,6 +4,8 @@
 import { Map as MapLibreMap } from '/assets/maplibre-gl/dist/maplibre-gl.mjs';
 
 const MARKER = '#ffd400';
+// The layers drawing images, which the filters apply to.
+const FILTERED = ['density', 'overview', 'sequence', 'image'];
 
 const pointData = (lngLat) => ({
   type: 'FeatureCollection',
@@ -115,9 +117,23 @@ export async function createMap(container, config, view, report) {
     return best?.id ?? null;
   }
 
+  // The filter of the coverage layers, applied once the style has loaded.
+  let filter = null;
+  const applyFilter = () => {
+    for (const layer of FILTERED) {
+      if (map.getLayer(layer)) map.setFilter(layer, filter);
+    }
+  };
+  map.on('load', applyFilter);
+
   return {
     map,
     imageNear,
+    // Draws only the coverage `expression` keeps (null: all of it).
+    setFilter(expression) {
+      filter = expression;
+      if (map.loaded() || map.isStyleLoaded()) applyFilter();
+    },
     // The image nearest the map's centre, anywhere in view.
     imageNearCentre() {
       const canvas = map.getCanvas();

@@ -1,15 +1,34 @@
 // The explorer's state as it appears in the page's URL (docs/API.md, "The explorer"):
-// `image=<id>` and `map=<zoom>/<lat>/<lng>`. The map's moves replace the current history
+// `image=<id>`, `map=<zoom>/<lat>/<lng>`, the filters `from`, `to` (YYYY-MM-DD), `pano`
+// (`only` or `exclude`), `creator` (a username), `org` (an organisation ID), and the player's
+// `lock` (a sequence ID) and `speed`. The map's moves replace the current history
 // entry; a new image pushes one, so Back returns to the previous image and a reload restores
 // the view.
 
 const DIGITS = /^[0-9]+$/;
+const DATE = /^\d{4}-\d{2}-\d{2}$/;
 
 // The state named by `search` (a URL's query string); absent or malformed values are null.
 export function readState(search) {
   const params = new URLSearchParams(search);
   const image = params.get('image');
-  const state = { image: image && DIGITS.test(image) ? image : null, map: null };
+  const valid = (name, test) => {
+    const value = params.get(name);
+    return value && test(value) ? value : null;
+  };
+  const state = {
+    image: image && DIGITS.test(image) ? image : null,
+    map: null,
+    filters: {
+      from: valid('from', (value) => DATE.test(value) && Number.isFinite(Date.parse(value))),
+      to: valid('to', (value) => DATE.test(value) && Number.isFinite(Date.parse(value))),
+      pano: valid('pano', (value) => value === 'only' || value === 'exclude'),
+      creator: valid('creator', (value) => value.length <= 100),
+      org: valid('org', (value) => DIGITS.test(value)),
+    },
+    lock: valid('lock', (value) => value.length <= 100),
+    speed: Number(valid('speed', (value) => Number(value) >= 0.25 && Number(value) <= 4) ?? 1),
+  };
   const map = (params.get('map') || '').split('/').map(Number);
   if (map.length === 3 && map.every(Number.isFinite)
     && map[0] >= 0 && map[0] <= 24 && Math.abs(map[1]) <= 85.06 && Math.abs(map[2]) <= 180) {

@@ -11,6 +11,7 @@ function describe(image) {
     compassAngle: Number.isFinite(image.computedCompassAngle) ? image.computedCompassAngle : image.compassAngle,
     sequenceId: image.sequenceId,
     creator: image.creatorUsername,
+    organization: image.ownerId || null,
     pano: image.cameraType === 'spherical' || image.cameraType === 'equirectangular',
   };
 }
@@ -26,24 +27,61 @@ export function createViewer(container, { baseUrl, accessToken, imageId }) {
     component: { cover: false },
     imageTiling: false,
   });
-  const listeners = { image: [], load: [] };
+  const listeners = { image: [], load: [], playing: [] };
+  const sequence = () => viewer.getComponent('sequence');
+  const { NavigationDirection } = window.mapillary;
   viewer.on('image', (event) => {
     const image = describe(event.image);
     listeners.image.forEach((listener) => listener(image));
   });
   viewer.on('load', () => listeners.load.forEach((listener) => listener()));
+  // The images the viewer's spatial arrows lead to, which its filter decides (its sequence
+  // arrows always follow the sequence).
+  let neighbours = [];
+  viewer.on('spatialedges', (event) => {
+    neighbours = event.status.cached ? event.status.edges.map((edge) => edge.target) : [];
+  });
+  sequence().on('playing', (event) => listeners.playing.forEach((listener) => listener(event.playing)));
   return {
     // Shows the image `id`; resolves with it, rejects when it cannot be shown.
     show(id) {
       return viewer.moveTo(id).then(describe);
     },
-    // `type` is `image` (an image is shown; the listener gets its description) or `load`
-    // (a first frame was drawn).
+    // `type` is `image` (an image is shown; the listener gets its description), `load` (a
+    // first frame was drawn) or `playing` (the player started or stopped: true or false).
     on(type, listener) {
       listeners[type].push(listener);
     },
     resize() {
       viewer.resize();
+    },
+    // The IDs the spatial arrows lead to now.
+    neighbours() {
+      return [...new Set(neighbours)];
+    },
+    // Spatial navigation only to images the mapillary-js filter `filter` keeps.
+    setFilter(filter) {
+      return viewer.setFilter(filter);
+    },
+    // The next image in the sequence, or the previous one when `reverse`.
+    step(reverse) {
+      return viewer.moveDir(reverse ? NavigationDirection.Prev : NavigationDirection.Next).then(describe);
+    },
+    play() {
+      sequence().play();
+    },
+    stop() {
+      sequence().stop();
+    },
+    // Play backwards when `reverse`.
+    setReverse(reverse) {
+      sequence().configure({ direction: reverse ? NavigationDirection.Prev : NavigationDirection.Next });
+    },
+    // `speed` 0.25 to 4 times the normal pace (mapillary-js: 0 to 1, normal 0.5). mapillary-js
+    // 4.1.2 sets it only from its own keyboard handler and sequence controls, through its
+    // navigator's play service (not in its typed API): this is the one place that reaches it.
+    setSpeed(speed) {
+      viewer._navigator?.playService?.setSpeed(Math.min(1, Math.max(0, 0.5 + Math.log2(speed) / 4)));
     },
     // For tests and the console: the viewer underneath.
     get raw() {

@@ -1,0 +1,125 @@
+//! The explorer's panels, rendered on the server so that they work without JavaScript (the
+//! filter form is a plain `GET /explore` form) and are enhanced by `static/explorer/`: the
+//! filters and the sequence player.
+
+use maud::{Markup, html};
+
+use crate::form::Form;
+
+/// The filters named in the explorer's URL, as given (the modules check them again).
+pub(crate) struct Filters<'a> {
+    pub(crate) from: &'a str,
+    pub(crate) to: &'a str,
+    pub(crate) pano: &'a str,
+    pub(crate) creator: &'a str,
+    pub(crate) org: &'a str,
+}
+
+impl<'a> Filters<'a> {
+    pub(crate) fn of(query: &'a Form) -> Self {
+        let value = |name| query.get(name).unwrap_or("");
+        Self {
+            from: value("from"),
+            to: value("to"),
+            pano: value("pano"),
+            creator: value("creator"),
+            org: value("org"),
+        }
+    }
+}
+
+/// The filter form: capture dates with presets, panoramas, creator and organisation. Without
+/// JavaScript it submits to `/explore` (keeping the image); with it, every change applies at once.
+pub(crate) fn filter_form(filters: &Filters<'_>, image: Option<&str>) -> Markup {
+    html! {
+        details id="filters-panel" class="filters" {
+            summary { "Filters" span id="filters-active" class="active" {} } "\n"
+            form id="filters" method="get" action="/explore" {
+                "\n"
+                fieldset {
+                    legend { "Capture date" }
+                    label for="from" { "From" }
+                    input id="from" name="from" type="date" value=(filters.from); "\n"
+                    label for="to" { "To" }
+                    input id="to" name="to" type="date" value=(filters.to); "\n"
+                    div class="presets" role="group" aria-label="Date presets" {
+                        button type="button" data-months="1" { "Past month" }
+                        button type="button" data-months="12" { "Past year" }
+                        button type="button" data-months="0" { "Any date" }
+                    }
+                } "\n"
+                label for="pano" { "Panoramas" }
+                select id="pano" name="pano" {
+                    option value="" selected[filters.pano.is_empty()] { "Included" }
+                    option value="only" selected[filters.pano == "only"] { "Only panoramas" }
+                    option value="exclude" selected[filters.pano == "exclude"] { "No panoramas" }
+                } "\n"
+                label for="creator" { "Creator (username)" }
+                input id="creator" name="creator" type="text" autocomplete="off" spellcheck="false" value=(filters.creator); "\n"
+                label for="org" { "Organisation ID" }
+                input id="org" name="org" type="text" inputmode="numeric" pattern="[0-9]*" value=(filters.org); "\n"
+                @if let Some(image) = image {
+                    input type="hidden" name="image" value=(image);
+                }
+                button type="submit" { "Apply" } "\n"
+            } "\n"
+        }
+    }
+}
+
+/// The sequence player: play and pause, direction, speed, first and last image, the lock on the
+/// sequence and the position in it. It needs the viewer, so it starts hidden and `player.mjs`
+/// shows it.
+pub(crate) fn player_bar(speed: &str) -> Markup {
+    let speed = if speed.is_empty() { "1" } else { speed };
+    html! {
+        div id="player" class="player" role="group" aria-label="Sequence player" hidden {
+            "\n"
+            button id="first" type="button" aria-label="First image of the sequence" { "First" } "\n"
+            button id="play" type="button" aria-pressed="false" { "Play" } "\n"
+            button id="reverse" type="button" aria-pressed="false" { "Reverse" } "\n"
+            button id="last" type="button" aria-label="Last image of the sequence" { "Last" } "\n"
+            label for="speed" { "Speed" } "\n"
+            input id="speed" type="range" min="0.25" max="4" step="0.25" value=(speed); "\n"
+            button id="lock" type="button" aria-pressed="false" { "Stay in this sequence" } "\n"
+            span id="position" class="position" {} "\n"
+        }
+    }
+}
+
+/// What is known of the image shown ("About this image", filled by `legend.mjs`) and the
+/// share dialog with the exact view's link and the `/embed` snippet.
+pub(crate) fn legend_and_share() -> Markup {
+    let copy = |target: &str, label: &str| {
+        html! { button type="button" class="copy" data-copy=(target) aria-label=(label) { "Copy" } }
+    };
+    html! {
+        details id="legend" class="legend" hidden {
+            summary { "About this image" } "\n"
+            div class="legend-body" {
+                dl {
+                    dt { "Captured" } dd id="legend-date" {} "\n"
+                    dt { "Creator" } dd id="legend-creator" {} "\n"
+                    dt { "Organisation" } dd id="legend-org" {} "\n"
+                    dt { "Camera" } dd id="legend-camera" {} "\n"
+                    dt { "Coordinates" } dd { span id="legend-coordinates" {} " " (copy("legend-coordinates", "Copy the coordinates")) } "\n"
+                    dt { "Image ID" } dd { code id="legend-image" {} " " (copy("legend-image", "Copy the image ID")) } "\n"
+                    dt { "Sequence ID" } dd { code id="legend-sequence" {} " " (copy("legend-sequence", "Copy the sequence ID")) } "\n"
+                }
+                p class="legend-links" {
+                    a id="legend-json" href="#" { "The image's API JSON" } " "
+                    a id="legend-osm" href="#" { "Edit OpenStreetMap here (iD)" }
+                }
+            }
+        } "\n"
+        button id="share-open" type="button" aria-haspopup="dialog" { "Share" } "\n"
+        dialog id="share" aria-labelledby="share-title" {
+            h2 id="share-title" { "Share this view" } "\n"
+            label for="permalink" { "Link to this view" } "\n"
+            input id="permalink" type="text" readonly; " " (copy("permalink", "Copy the link")) "\n"
+            label for="embed-code" { "Embed this image in a web page" } "\n"
+            textarea id="embed-code" rows="3" readonly {} " " (copy("embed-code", "Copy the embed code")) "\n"
+            form method="dialog" { button type="submit" { "Close" } } "\n"
+        }
+    }
+}

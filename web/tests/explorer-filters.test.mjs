@@ -1,0 +1,173 @@
+// The explorer's filters and sequence player in headless Chromium against the real binary, on
+// fixtures with two capture years, panoramas, two creators and two organisations: a filter
+// reduces what the map draws, what the count says and where "next" can go, and lives in the
+// URL; the player plays (forwards and reversed), jumps to the first and last image, says the
+// position, keeps its speed and its lock on the sequence in the URL.
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+
+import { api, launchBrowser, startService } from './harness.mjs';
+import { COVERAGE_GREEN, WAIT_MS, mapPixels, openPage, screenshot, waitForImage, waitForMapIdle } from './explorer-support.mjs';
+
+describe('the explorer\'s filters and player in Chromium', () => {
+  let service;
+  let browser;
+  let images;
+  let sequence;
+
+  before(async () => {
+    service = await startService({ callbackUrl: 'http://127.0.0.1:9/callback' });
+    browser = await launchBrowser();
+    const found = await api(service.baseUrl, '/images?bbox=-180,-85,180,85&fields=id,sequence,geometry,captured_at,is_pano,creator&limit=2000', service.app.clientToken);
+    assert.equal(found.status, 200, JSON.stringify(found.body));
+    images = found.body.data;
+    const years = new Set(images.map((image) => new Date(image.captured_at).getUTCFullYear()));
+    assert.ok(years.size >= 2 && images.some((image) => image.is_pano) && new Set(images.map((image) => image.creator.username)).size >= 2,
+      'fixtures with two years, panoramas and two creators');
+    const perspective = images.find((image) => !image.is_pano);
+    const ids = await api(service.baseUrl, `/image_ids?sequence_id=${perspective.sequence}`, service.app.clientToken);
+    sequence = ids.body.data.map((image) => image.id);
+    assert.ok(sequence.length >= 4, 'a perspective sequence of four images or more');
+  });
+
+  after(async () => {
+    await browser?.close();
+    await service?.stop();
+  });
+
+  async function open(page, problems, query, imageId) {
+    await page.goto(`${service.baseUrl}/explore?${query}`);
+    await waitForImage(page, problems, imageId);
+    await page.waitForFunction(() => window.streetlevelExplorer?.mapLoaded, null, { timeout: WAIT_MS });
+    await waitForMapIdle(page);
+  }
+
+  // The images inside the map's view that `keep` keeps, counted from the fixtures' list.
+  async function expectedInView(page, keep) {
+    const [west, south, east, north] = await page.evaluate(() => window.streetlevelExplorer.map.getBounds().toArray().flat());
+    return images.filter((image) => {
+      const [lng, lat] = image.geometry.coordinates;
+      return lng >= west && lng <= east && lat >= south && lat <= north && keep(image);
+    }).length;
+  }
+
+  // Waits for the count after the last change and returns it.
+  async function countAfter(page, change) {
+    const before = await page.evaluate(() => window.streetlevelExplorer.events.filter((event) => event.type === 'count').length);
+    await change();
+    await page.waitForFunction((seen) => window.streetlevelExplorer.events.filter((event) => event.type === 'count').length > seen, before);
+    await waitForMapIdle(page);
+    return page.evaluate(() => window.streetlevelExplorer.count.number);
+  }
+
+  const drawnImages = (page) => page.evaluate(() => {
+    const { map } = window.streetlevelExplorer;
+    return map.queryRenderedFeatures({ layers: ['image'] }).map((feature) => feature.properties);
+  });
+
+  test('panoramas only: fewer points drawn and counted, the URL says so, a reload keeps it', async (t) => {
+    const { page, problems, finish } = await openPage(browser);
+    try {
+      await open(page, problems, `image=${sequence[0]}`, sequence[0]);
+      const all = await countAfter(page, () => page.evaluate(() => window.streetlevelExplorer.map.jumpTo({ zoom: 14.2 })));
+      assert.equal(all, await expectedInView(page, () => true), 'every image in view counted');
+      const drawnAll = await drawnImages(page);
+      const greenAll = await mapPixels(page, await screenshot(page, 'explorer-filter-off'), COVERAGE_GREEN);
+      await page.locator('summary', { hasText: 'Filters' }).click();
+      const panoramas = await countAfter(page, () => page.getByLabel('Panoramas').selectOption('only'));
+      assert.equal(panoramas, await expectedInView(page, (image) => image.is_pano), 'the panoramas in view counted');
+      assert.ok(panoramas < all, `${panoramas} panoramas of ${all} images`);
+      const drawn = await drawnImages(page);
+      assert.ok(drawn.length < drawnAll.length && drawn.every((properties) => properties.is_pano === true), `drawn: ${drawn.length} of ${drawnAll.length}`);
+      const green = await mapPixels(page, await screenshot(page, 'explorer-filter-pano'), COVERAGE_GREEN);
+      t.diagnostic(`count ${all} to ${panoramas}; points ${drawnAll.length} to ${drawn.length}; coverage pixels ${greenAll} to ${green}`);
+      assert.ok(green < greenAll / 2, `coverage pixels ${greenAll} to ${green}`);
+      assert.equal(new URL(page.url()).searchParams.get('pano'), 'only');
+      assert.match(await page.locator('#count').textContent(), new RegExp(`^${panoramas} images? in view$`));
+      await page.reload();
+      await waitForImage(page, problems, sequence[0]);
+      await page.waitForFunction((expected) => window.streetlevelExplorer.count?.number === expected, panoramas);
+      assert.equal(await page.getByLabel('Panoramas').inputValue(), 'only');
+    } finally {
+      await finish();
+    }
+  });
+
+  test('dates and creator: "next" goes only where the filter allows, and the date presets', async () => {
+    const { page, problems, finish } = await openPage(browser);
+    try {
+      // The viewer's spatial arrows lead to the images the filter keeps (its sequence arrows
+      // follow the sequence whatever the filter, as mapillary-js does).
+      const neighbours = () => page.evaluate(() => window.streetlevelExplorer.viewer.neighbours());
+      const neighboursBecome = (test) => page.waitForFunction(`(${test})(window.streetlevelExplorer.viewer.neighbours())`);
+      await open(page, problems, `image=${sequence[1]}&from=2099-01-01`, sequence[1]);
+      // Nothing is captured after 2099: no arrow, nothing drawn.
+      await neighboursBecome('(ids) => ids.length === 0');
+      assert.equal((await drawnImages(page)).length, 0);
+      await page.locator('summary', { hasText: 'Filters' }).click();
+      await page.getByRole('button', { name: 'Any date' }).click();
+      await page.waitForFunction(() => !new URL(window.location.href).searchParams.has('from'));
+      await neighboursBecome('(ids) => ids.length > 0');
+      const around = await neighbours();
+      assert.ok(around.includes(sequence[0]) || around.includes(sequence[2]), `arrows to the sequence's neighbours: ${around}`);
+      // A creator who did not take these images: no arrow; theirs are the only points.
+      const mine = images.find((image) => image.id === sequence[1]).creator.username;
+      const other = images.find((image) => image.creator.username !== mine).creator.username;
+      await page.getByLabel('Creator (username)').fill(other);
+      await page.getByLabel('Creator (username)').press('Enter');
+      await page.waitForFunction((name) => new URL(window.location.href).searchParams.get('creator') === name, other);
+      await neighboursBecome('(ids) => ids.length === 0');
+      await page.getByLabel('Creator (username)').fill(mine);
+      await page.getByLabel('Creator (username)').press('Enter');
+      await neighboursBecome('(ids) => ids.length > 0');
+      const past = await page.evaluate(() => {
+        document.querySelector('[data-months="12"]').click();
+        return document.getElementById('from').value;
+      });
+      const expected = new Date();
+      expected.setUTCMonth(expected.getUTCMonth() - 12);
+      assert.equal(past, expected.toISOString().slice(0, 10));
+    } finally {
+      await finish();
+    }
+  });
+
+  test('the player: position, last and first, play reversed, speed and lock in the URL', async () => {
+    const { page, problems, finish } = await openPage(browser);
+    try {
+      await open(page, problems, `image=${sequence[2]}&speed=2`, sequence[2]);
+      const position = page.locator('#position');
+      await page.waitForFunction((text) => document.getElementById('position').textContent === text, `Image 3 of ${sequence.length}`);
+      assert.match(await page.locator('#announce').textContent(), new RegExp(`image 3 of ${sequence.length} in its sequence`));
+      assert.equal(await page.getByLabel('Speed').inputValue(), '2');
+      await page.getByRole('button', { name: 'Last image of the sequence' }).click();
+      await waitForImage(page, problems, sequence.at(-1));
+      assert.equal(await position.textContent(), `Image ${sequence.length} of ${sequence.length}`);
+      await page.getByRole('button', { name: 'First image of the sequence' }).click();
+      await waitForImage(page, problems, sequence[0]);
+      // Lock on the sequence: in the URL and in the viewer's filter.
+      await page.getByRole('button', { name: 'Stay in this sequence' }).click();
+      await page.waitForFunction((id) => new URL(window.location.href).searchParams.get('lock') === id,
+        await page.evaluate(() => window.streetlevelExplorer.player.state.sequenceId));
+      const lock = await page.evaluate(() => window.streetlevelExplorer.events.filter((event) => event.type === 'filters').at(-1).lock);
+      assert.ok(lock, 'the viewer\'s filter holds the lock');
+      // Play reversed from the third image: the second, then the first.
+      await page.evaluate((id) => window.streetlevelExplorer.viewer.show(id), sequence[2]);
+      await waitForImage(page, problems, sequence[2]);
+      await page.getByRole('button', { name: 'Reverse' }).click();
+      const played = await page.evaluate(() => window.streetlevelExplorer.events.length);
+      await page.getByRole('button', { name: 'Play' }).click();
+      // The images shown since, in order (the player may pass them quicker than a poll).
+      await page.waitForFunction(({ from, expected }) => {
+        const shown = window.streetlevelExplorer.events.slice(from).filter((event) => event.type === 'image').map((event) => event.imageId);
+        return JSON.stringify(shown.slice(0, 2)) === JSON.stringify(expected);
+      }, { from: played, expected: [sequence[1], sequence[0]] });
+      await page.getByRole('button', { name: /Pause|Play/ }).click();
+      await page.getByLabel('Speed').fill('0.5');
+      await page.waitForFunction(() => new URL(window.location.href).searchParams.get('speed') === '0.5');
+      assert.equal(new URL(page.url()).searchParams.get('lock'), lock);
+    } finally {
+      await finish();
+    }
+  });
+});
