@@ -4,4 +4,4 @@ pub mod layout;
 mod local;
 
 pub use layout::{ImageObject, Key};
-pub use local::{LocalMedia, Removal, write_atomically};
+pub use local::{LocalMedia, Opened, Removal, write_atomically};

@@ -15,6 +15,18 @@ pub struct LocalMedia {
     root: PathBuf,
 }
 
+/// A stored object opened for reading.
+#[derive(Debug)]
+pub struct Opened {
+    /// The open file.
+    pub file: std::fs::File,
+    /// Its length in bytes.
+    pub length: u64,
+    /// A strong `ETag` (with quotes) of this version: its inode, length and modification time,
+    /// which every write (a new file renamed over the key) changes.
+    pub etag: String,
+}
+
 /// What removing an image's objects did.
 #[derive(Debug, Default)]
 pub struct Removal {
@@ -49,6 +61,43 @@ impl LocalMedia {
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(error) => Err(error),
         }
+    }
+
+    /// `key` opened for reading, `None` when there is no such object.
+    pub fn open(&self, key: &Key) -> std::io::Result<Option<Opened>> {
+        let file = match std::fs::File::open(self.path(key)) {
+            Ok(file) => file,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(error) => return Err(error),
+        };
+        let metadata = file.metadata()?;
+        if !metadata.is_file() {
+            return Ok(None);
+        }
+        #[cfg(unix)]
+        let inode = std::os::unix::fs::MetadataExt::ino(&metadata);
+        #[cfg(not(unix))]
+        let inode = 0;
+        let modified = metadata
+            .modified()
+            .ok()
+            .and_then(|time| time.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |since| since.as_nanos());
+        Ok(Some(Opened {
+            length: metadata.len(),
+            etag: format!("\"{inode:x}-{:x}-{modified:x}\"", metadata.len()),
+            file,
+        }))
+    }
+
+    /// The first of `keys` that exists, opened for reading.
+    pub fn open_first(&self, keys: &[Key]) -> std::io::Result<Option<Opened>> {
+        for key in keys {
+            if let Some(opened) = self.open(key)? {
+                return Ok(Some(opened));
+            }
+        }
+        Ok(None)
     }
 
     /// The bytes of the first of `keys` that exists.

@@ -22,6 +22,7 @@ use streetlevel_model::Clock;
 
 use crate::endpoints::{self, Json, Links};
 use crate::media::{self, MediaLinks, MediaObject, MediaSource};
+use crate::media_reply::{self, Body, MediaBody, full};
 use crate::query::Query;
 use crate::reply::{self, Reply};
 use crate::route::Route;
@@ -354,11 +355,8 @@ impl App {
                     .map(Dispatched::Reply)
             }
             Route::Media => {
-                let app = Arc::clone(self);
-                let path = parts.uri.path().to_owned();
-                run_blocking(move || app.media(&path, &query))
-                    .await
-                    .map(Dispatched::Reply)
+                // `GET` and `HEAD` are streamed by `respond_media`; nothing else is allowed.
+                Err(Error::MethodNotAllowed(parts.method.to_string()))
             }
             Route::Token => {
                 let app = Arc::clone(self);
@@ -675,7 +673,73 @@ impl App {
         Ok(reply)
     }
 
-    fn media(&self, path: &str, query: &Query) -> Result<Reply, Error> {
+    /// Answers `GET` and `HEAD /media/…`: the object streamed from where it is stored (or the
+    /// bytes made for this request), whole or the one byte range asked for.
+    pub async fn respond_media(self: &Arc<Self>, parts: Parts) -> Response<Body> {
+        let started = Instant::now();
+        let request_id = self.next_request_id();
+        let class = Route::Media.class();
+        let app = Arc::clone(self);
+        let path = parts.uri.path().to_owned();
+        let query = parts.uri.query().unwrap_or("").to_owned();
+        let answer = run_blocking(move || {
+            let query = Query::parse(&query)?;
+            app.media(&path, &query)
+        })
+        .await;
+        let (mut reply, media) = match answer {
+            Ok(answer) => answer,
+            Err(error) => {
+                return self
+                    .complete(&parts, class, &request_id, started, Err(error))
+                    .map(full);
+            }
+        };
+        let length = media.length();
+        let (start, count) = match media_reply::requested(&parts.headers, &media.etag(), length) {
+            media_reply::Requested::Whole => (0, length),
+            media_reply::Requested::Part { start, end } => {
+                reply.status = StatusCode::PARTIAL_CONTENT;
+                if let Ok(range) = HeaderValue::from_str(&format!("bytes {start}-{end}/{length}")) {
+                    reply.headers.insert(http::header::CONTENT_RANGE, range);
+                }
+                (start, end - start + 1)
+            }
+            media_reply::Requested::Unsatisfiable => {
+                let mut refused = Reply::empty(StatusCode::RANGE_NOT_SATISFIABLE);
+                if let Ok(range) = HeaderValue::from_str(&format!("bytes */{length}")) {
+                    refused.headers.insert(http::header::CONTENT_RANGE, range);
+                }
+                let result = Ok(Dispatched::Reply(refused));
+                return self
+                    .complete(&parts, class, &request_id, started, result)
+                    .map(full);
+            }
+        };
+        let response = self.complete(
+            &parts,
+            class,
+            &request_id,
+            started,
+            Ok(Dispatched::Reply(reply)),
+        );
+        let (mut head, _) = response.into_parts();
+        if head.status == StatusCode::NOT_MODIFIED {
+            return Response::from_parts(head, full(Bytes::new()));
+        }
+        head.headers
+            .insert(http::header::CONTENT_LENGTH, HeaderValue::from(count));
+        let body = if parts.method == Method::HEAD {
+            full(Bytes::new())
+        } else {
+            media_reply::body(media, start, count)
+        };
+        Response::from_parts(head, body)
+    }
+
+    /// The reply to a request for a media object, without its body, and the body: the
+    /// signature and the image's state are checked before anything is read.
+    fn media(&self, path: &str, query: &Query) -> Result<(Reply, MediaBody), Error> {
         let object =
             MediaObject::from_path(path).ok_or_else(|| Error::UnknownPath(path.to_owned()))?;
         self.services.media_links.verify(path, query)?;
@@ -694,7 +758,7 @@ impl App {
         if !public() {
             return Err(Error::UnknownId(path.to_owned()));
         }
-        let bytes = media::load(
+        let body = media::load_body(
             self.services.media.as_ref(),
             &self.services.kept_media,
             &object,
@@ -707,8 +771,14 @@ impl App {
             }
             return Err(Error::UnknownId(path.to_owned()));
         }
-        let mut reply = Reply::bytes(object.content_type(), Bytes::from(bytes));
+        let mut reply = Reply::empty(StatusCode::OK);
+        reply.content_type = Some(object.content_type());
+        reply.etag = Some(body.etag());
         reply.compressible = false;
+        reply.headers.insert(
+            http::header::ACCEPT_RANGES,
+            HeaderValue::from_static("bytes"),
+        );
         reply.cache_control = Some(Cow::Borrowed("public, max-age=86400, immutable"));
         let shown = match image {
             Some(image) => vec![image],
@@ -725,7 +795,7 @@ impl App {
                 .headers
                 .insert(HeaderName::from_static("surrogate-key"), keys);
         }
-        Ok(reply)
+        Ok((reply, body))
     }
 
     /// The signed URL of a media object.

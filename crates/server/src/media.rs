@@ -12,7 +12,9 @@ use std::sync::Arc;
 
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
-use streetlevel_media::LocalMedia;
+use streetlevel_media::{LocalMedia, Opened};
+
+use crate::media_reply::MediaBody;
 use streetlevel_media::layout::{self, ImageObject, Key};
 use streetlevel_model::{Clock, ImageId, MediaId};
 
@@ -312,6 +314,12 @@ pub trait MediaSource: Send + Sync {
         None
     }
 
+    /// The original of an image opened for reading, when it is a stored object that can be
+    /// streamed; `None` sends the bytes of [`MediaSource::original`] instead.
+    fn open_original(&self, _image: ImageId) -> Result<Option<Opened>, Error> {
+        Ok(None)
+    }
+
     /// The images a mesh or cluster holds data of, for its reply's surrogate keys (a takedown
     /// of any of them purges it); none known by default.
     fn shown_images(&self, _object: &MediaObject) -> Vec<ImageId> {
@@ -366,6 +374,12 @@ impl MediaSource for DirectoryMedia {
             .read_first(&layout::read_keys(image, ImageObject::Original))?)
     }
 
+    fn open_original(&self, image: ImageId) -> Result<Option<Opened>, Error> {
+        Ok(self
+            .files
+            .open_first(&layout::read_keys(image, ImageObject::Original))?)
+    }
+
     fn original_version(&self, image: ImageId) -> Option<OriginalVersion> {
         self.files
             .find_image_object(image, ImageObject::Original)
@@ -379,6 +393,28 @@ impl MediaSource for DirectoryMedia {
     fn sfm_cluster(&self, id: MediaId) -> Result<Option<Vec<u8>>, Error> {
         Ok(self.files.read_first(&layout::cluster_read_keys(id))?)
     }
+}
+
+/// The body of `object` for a reply: a stored object (an original, a thumbnail or tile kept
+/// before) opened to be streamed, or the bytes made now (a thumbnail or tile cut from the
+/// original and kept in `kept`, a mesh, a cluster). `None` when the object does not exist.
+pub fn load_body(
+    source: &dyn MediaSource,
+    kept: &LocalMedia,
+    object: &MediaObject,
+) -> Result<Option<MediaBody>, Error> {
+    let stored = match *object {
+        MediaObject::Thumb(image, ThumbSize::Original) => source.open_original(image)?,
+        MediaObject::Thumb(..) | MediaObject::ImageTile { .. } => match object.derived() {
+            Some((image, derived)) => kept.open_first(&layout::read_keys(image, derived))?,
+            None => None,
+        },
+        MediaObject::Mesh(_) | MediaObject::SfmCluster(_) => None,
+    };
+    if let Some(stored) = stored {
+        return Ok(Some(MediaBody::Stored(stored)));
+    }
+    Ok(load(source, kept, object)?.map(|bytes| MediaBody::Bytes(bytes::Bytes::from(bytes))))
 }
 
 /// Makes the bytes of `object`, resizing and keeping thumbnails and pyramid tiles in `kept`

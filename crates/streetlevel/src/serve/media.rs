@@ -82,6 +82,13 @@ impl MediaSource for DataDirMedia {
         self.files.original_version(image)
     }
 
+    fn open_original(
+        &self,
+        image: ImageId,
+    ) -> Result<Option<streetlevel_media::Opened>, ServerError> {
+        self.files.open_original(image)
+    }
+
     fn original(&self, image: ImageId) -> Result<Option<Vec<u8>>, ServerError> {
         if let Some(bytes) = self.files.original(image)? {
             return Ok(Some(bytes));
