@@ -202,6 +202,56 @@ impl LocalMedia {
     }
 }
 
+/// Bytes `start..start + count` of `file`, read 64 KiB at a time on tokio's blocking pool, one
+/// chunk ahead of the consumer at most; a file shorter than promised ends the stream with an
+/// error, never with made-up bytes.
+pub(crate) fn file_stream(
+    file: std::fs::File,
+    start: u64,
+    count: u64,
+) -> futures_util::stream::BoxStream<'static, std::io::Result<bytes::Bytes>> {
+    use futures_util::StreamExt as _;
+    use tokio::io::{AsyncReadExt as _, AsyncSeekExt as _};
+    const CHUNK_BYTES: usize = 64 * 1024;
+    let file = tokio::fs::File::from_std(file);
+    futures_util::stream::unfold(
+        (file, count, start > 0),
+        move |(mut file, remaining, mut seek)| async move {
+            if remaining == 0 {
+                return None;
+            }
+            if seek {
+                if let Err(error) = file.seek(std::io::SeekFrom::Start(start)).await {
+                    return Some((Err(error), (file, 0, false)));
+                }
+                seek = false;
+            }
+            let wanted = usize::try_from(remaining)
+                .unwrap_or(usize::MAX)
+                .min(CHUNK_BYTES);
+            let mut buffer = vec![0; wanted];
+            match file.read(&mut buffer).await {
+                Ok(0) => Some((
+                    Err(std::io::Error::new(
+                        std::io::ErrorKind::UnexpectedEof,
+                        "the stored object ended early",
+                    )),
+                    (file, 0, seek),
+                )),
+                Ok(read) => {
+                    buffer.truncate(read);
+                    Some((
+                        Ok(bytes::Bytes::from(buffer)),
+                        (file, remaining - read as u64, seek),
+                    ))
+                }
+                Err(error) => Some((Err(error), (file, 0, seek))),
+            }
+        },
+    )
+    .boxed()
+}
+
 /// Writes `bytes` to `path` through a temporary file in the same folder, synced before the
 /// rename, so the file is either absent or complete. Concurrent writers of one path (two
 /// requests making the same thumbnail) each write a temporary file of their own, named by

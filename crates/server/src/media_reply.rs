@@ -6,21 +6,20 @@ use bytes::Bytes;
 use futures_util::StreamExt as _;
 use http::HeaderMap;
 use http::header;
-use http_body_util::combinators::BoxBody;
+use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full, StreamBody};
 use hyper::body::Frame;
-use streetlevel_media::Opened;
+use streetlevel_media::Stored;
 
 /// The body of every response: bytes in memory, or an object read as it is sent (an error
 /// while reading ends the response early, which the client sees as a cut body).
-pub type Body = BoxBody<Bytes, std::io::Error>;
-
-/// How much of a stored object is read at a time.
-const CHUNK_BYTES: usize = 64 * 1024;
+pub type Body = UnsyncBoxBody<Bytes, std::io::Error>;
 
 /// A body of bytes in memory.
 pub fn full(bytes: Bytes) -> Body {
-    Full::new(bytes).map_err(|never| match never {}).boxed()
+    Full::new(bytes)
+        .map_err(|never| match never {})
+        .boxed_unsync()
 }
 
 /// What a media object's reply carries.
@@ -29,7 +28,7 @@ pub enum MediaBody {
     /// Bytes made for this request (a thumbnail cut now, a mesh, a cluster).
     Bytes(Bytes),
     /// A stored object, read as it is sent.
-    Stored(Opened),
+    Stored(Stored),
 }
 
 impl MediaBody {
@@ -37,7 +36,7 @@ impl MediaBody {
     pub fn length(&self) -> u64 {
         match self {
             MediaBody::Bytes(bytes) => bytes.len() as u64,
-            MediaBody::Stored(opened) => opened.length,
+            MediaBody::Stored(stored) => stored.length,
         }
     }
 
@@ -45,7 +44,7 @@ impl MediaBody {
     pub fn etag(&self) -> String {
         match self {
             MediaBody::Bytes(bytes) => crate::reply::etag_of(bytes),
-            MediaBody::Stored(opened) => opened.etag.clone(),
+            MediaBody::Stored(stored) => stored.etag.clone(),
         }
     }
 }
@@ -139,51 +138,12 @@ pub fn body(media: MediaBody, start: u64, count: u64) -> Body {
                 .min(bytes.len());
             full(bytes.slice(from..to))
         }
-        MediaBody::Stored(opened) => file_body(opened.file, start, count),
+        MediaBody::Stored(stored) => BodyExt::boxed_unsync(StreamBody::new(
+            stored
+                .stream(start, count)
+                .map(|chunk| chunk.map(Frame::data)),
+        )),
     }
-}
-
-/// Bytes `start..start + count` of `file`, read [`CHUNK_BYTES`] at a time on tokio's blocking
-/// pool, one chunk ahead of the client at most.
-fn file_body(file: std::fs::File, start: u64, count: u64) -> Body {
-    use tokio::io::{AsyncReadExt as _, AsyncSeekExt as _};
-    let file = tokio::fs::File::from_std(file);
-    let chunks = futures_util::stream::unfold(
-        (file, count, start > 0),
-        move |(mut file, remaining, mut seek)| async move {
-            if remaining == 0 {
-                return None;
-            }
-            if seek {
-                if let Err(error) = file.seek(std::io::SeekFrom::Start(start)).await {
-                    return Some((Err(error), (file, 0, false)));
-                }
-                seek = false;
-            }
-            let wanted = usize::try_from(remaining)
-                .unwrap_or(usize::MAX)
-                .min(CHUNK_BYTES);
-            let mut buffer = vec![0; wanted];
-            match file.read(&mut buffer).await {
-                Ok(0) => Some((
-                    Err(std::io::Error::new(
-                        std::io::ErrorKind::UnexpectedEof,
-                        "the stored object ended early",
-                    )),
-                    (file, 0, seek),
-                )),
-                Ok(read) => {
-                    buffer.truncate(read);
-                    Some((
-                        Ok(Bytes::from(buffer)),
-                        (file, remaining - read as u64, seek),
-                    ))
-                }
-                Err(error) => Some((Err(error), (file, 0, seek))),
-            }
-        },
-    );
-    BodyExt::boxed(StreamBody::new(chunks.map(|chunk| chunk.map(Frame::data))))
 }
 
 #[cfg(test)]
@@ -241,28 +201,26 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_file_is_sent_in_chunks_from_its_offset() {
-        let path = std::env::temp_dir().join(format!("streetlevel-range-{}", std::process::id()));
+    async fn a_stored_object_is_sent_in_chunks_from_its_offset() {
+        let dir = std::env::temp_dir().join(format!("streetlevel-range-{}", std::process::id()));
+        let store = streetlevel_media::MediaStore::local(&dir);
+        let key = streetlevel_media::layout::upload_key(1, "object");
         let content: Vec<u8> = (0..200_000_u32)
             .map(|n| u8::try_from(n % 251).unwrap())
             .collect();
-        std::fs::write(&path, &content).unwrap();
-        let open = || std::fs::File::open(&path).unwrap();
+        store.write(&key, &content).unwrap();
+        let open = || MediaBody::Stored(store.open(&key).unwrap().unwrap());
         let length = content.len() as u64;
-        let whole = file_body(open(), 0, length)
-            .collect()
-            .await
-            .unwrap()
-            .to_bytes();
+        let whole = body(open(), 0, length).collect().await.unwrap().to_bytes();
         assert_eq!(whole, content);
-        let part = file_body(open(), 70_000, 100_000)
+        let part = body(open(), 70_000, 100_000)
             .collect()
             .await
             .unwrap()
             .to_bytes();
         assert_eq!(part, content[70_000..170_000]);
         // A file shorter than promised ends the body with an error, never with made-up bytes.
-        assert!(file_body(open(), 0, length + 1).collect().await.is_err());
-        std::fs::remove_file(&path).unwrap();
+        assert!(body(open(), 0, length + 1).collect().await.is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

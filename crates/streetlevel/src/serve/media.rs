@@ -43,7 +43,7 @@ impl DataDirMedia {
             .database()
             .cloned();
         DataDirMedia {
-            files: DirectoryMedia::new(data_dir),
+            files: DirectoryMedia::new(streetlevel_import::media_store(data_dir)),
             reconstructions: database.map(|database| (database, Arc::clone(&store))),
             render: marked.then(|| RenderOnRequest { media_dir, store }),
         }
@@ -85,7 +85,7 @@ impl MediaSource for DataDirMedia {
     fn open_original(
         &self,
         image: ImageId,
-    ) -> Result<Option<streetlevel_media::Opened>, ServerError> {
+    ) -> Result<Option<streetlevel_media::Stored>, ServerError> {
         self.files.open_original(image)
     }
 
