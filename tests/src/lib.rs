@@ -4,6 +4,7 @@
 
 pub mod auth;
 pub mod balancer;
+pub mod garage;
 pub mod postgres;
 pub mod redis;
 pub mod replicas;

@@ -12,6 +12,7 @@ mod codegen;
 mod deny;
 mod fixtures;
 mod fuzz;
+mod garage;
 mod models;
 mod openapi;
 mod python;

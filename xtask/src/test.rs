@@ -74,9 +74,16 @@ impl Suite {
 /// Runs every suite, or only `only`, and says at the end which suites were skipped.
 pub(crate) fn run(root: &Path, only: Option<Suite>) -> Result<()> {
     let mut skipped = Vec::new();
+    // Garage's cold build (about 22 minutes on two cores) runs beside the workspace's own
+    // builds from the start; the cargo suite waits for it only before its tests run.
+    let mut garage = if only.is_none_or(|only| only == Suite::Cargo) {
+        Some(crate::garage::Install::start()?)
+    } else {
+        None
+    };
     for suite in Suite::ALL {
         if only.is_none_or(|only| only == suite)
-            && let Outcome::Skipped(reason) = run_suite(root, suite, only.is_some())?
+            && let Outcome::Skipped(reason) = run_suite(root, suite, only.is_some(), &mut garage)?
         {
             skipped.push((suite, reason));
         }
@@ -112,7 +119,12 @@ fn summary(only: Option<Suite>, skipped: &[(Suite, String)]) -> Result<String> {
 }
 
 /// Runs `suite`; `alone` when it is the only one asked for.
-fn run_suite(root: &Path, suite: Suite, alone: bool) -> Result<Outcome> {
+fn run_suite(
+    root: &Path,
+    suite: Suite,
+    alone: bool,
+    garage: &mut Option<crate::garage::Install>,
+) -> Result<Outcome> {
     let cargo = cargo();
     match suite {
         Suite::Fmt => run_command(root, &cargo, &["fmt", "--all", "--check"])?,
@@ -132,7 +144,7 @@ fn run_suite(root: &Path, suite: Suite, alone: bool) -> Result<Outcome> {
             ],
         )?,
         Suite::Deny => crate::deny::run(root)?,
-        Suite::Cargo => return cargo_suite(root),
+        Suite::Cargo => return cargo_suite(root, garage.take()),
         Suite::MvtPython => return mvt_python_cross_check(root),
         Suite::Sdk => return clients::run(root),
         Suite::BlurService => return clients::blur_service(root),
@@ -162,7 +174,7 @@ const AUTH_TESTS: [&str; 8] = [
 /// engines, and the replica tests and the black-box suite with the replicas on PostgreSQL
 /// ([`replicas_on_postgres`]). Without PostgreSQL installed, outside CI, the PostgreSQL parts
 /// are skipped.
-fn cargo_suite(root: &Path) -> Result<Outcome> {
+fn cargo_suite(root: &Path, garage: Option<crate::garage::Install>) -> Result<Outcome> {
     const WHAT: &str = "the PostgreSQL tests";
     let cargo = cargo();
     let uploader = official_uploader(root)?;
@@ -181,6 +193,13 @@ fn cargo_suite(root: &Path) -> Result<Outcome> {
     uploader_env.push(("STREETLEVEL_TEST_MODELS", models.as_ref()));
     uploader_env.push(("STREETLEVEL_TEST_SFM", sfm.as_ref()));
     let built = build_test_binaries(root)?;
+    // The object-storage tests run against the real S3 server built beside the workspace.
+    let garage = match garage {
+        Some(install) => install.wait()?,
+        None => crate::garage::Install::start()?.wait()?,
+    };
+    let garage = garage.to_string_lossy().into_owned();
+    uploader_env.push(("STREETLEVEL_GARAGE", garage.as_str()));
     let server = match TestPostgres::start(&built) {
         Ok(server) => server,
         Err(error) => {

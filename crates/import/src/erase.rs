@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{PoisonError, RwLock};
 
 use streetlevel_db::{Conn, DbError, Param, id_to_sql};
-use streetlevel_media::{LocalMedia, layout};
+use streetlevel_media::{MediaStore, layout};
 use streetlevel_model::{Image, ImageId, SequenceId};
 use streetlevel_store::{Store, TakedownNote};
 
@@ -42,7 +42,7 @@ pub struct Erasure {
 /// tile any request made, its kept unblurred original) and every place an older layout kept
 /// them; and its mesh and `SfM` cluster when no other image uses them (`in_use`).
 fn remove_image_media(
-    media: &LocalMedia,
+    media: &MediaStore,
     image: &Image,
     in_use: impl Fn(streetlevel_model::MediaId) -> bool,
     erasure: &mut Erasure,
@@ -61,7 +61,7 @@ fn remove_image_media(
         match media.remove(&key) {
             Ok(true) => erasure.files_removed += 1,
             Ok(false) => {}
-            Err(error) => erasure.failures.push((media.path(&key), error)),
+            Err(error) => erasure.failures.push((PathBuf::from(key.as_str()), error)),
         }
     }
 }
@@ -107,7 +107,7 @@ pub fn erase_images(
     let store = store.read().unwrap_or_else(PoisonError::into_inner);
     let erased: Vec<ImageId> = erasure.images.iter().map(|image| image.id).collect();
     erasure.files_removed += streetlevel_sfm::remove_work_files(data_dir, &erased);
-    let media = LocalMedia::new(data_dir);
+    let media = crate::media_store(data_dir);
     let images = std::mem::take(&mut erasure.images);
     for image in &images {
         remove_image_media(

@@ -93,7 +93,7 @@ pub fn import_paths(
     };
     let run = Run {
         store,
-        media: streetlevel_media::LocalMedia::new(data_dir),
+        media: crate::media_store(data_dir),
         blurring: &options.blurring,
         owner: &owner,
         grouping: Grouping::Cut(options.rules.clone()),

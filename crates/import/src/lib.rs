@@ -8,6 +8,7 @@ mod error;
 mod files;
 pub mod fuzzing;
 mod jobs;
+mod media;
 mod notes;
 mod pipeline;
 mod privacy;
@@ -26,6 +27,7 @@ pub use erase::{Erasure, erase_images};
 pub use error::ImportError;
 pub use files::{ImportOptions, import_paths};
 pub use jobs::{FileType, Job, JobState};
+pub use media::{media_store, set_media_store};
 pub use notes::ReadNotes;
 pub use pipeline::{FileOutcome, Outcome, Owner, Progress, Report};
 pub use privacy::{

@@ -27,7 +27,7 @@ use crate::ImportError;
 use crate::blurring::{BlurRecord, Blurring, write_record};
 use crate::budgets::PictureWork;
 use crate::notes::ReadNotes;
-use streetlevel_media::{ImageObject, LocalMedia};
+use streetlevel_media::{ImageObject, MediaStore};
 
 /// Whose images these are.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -153,7 +153,7 @@ pub(crate) enum Grouping {
 pub(crate) struct Run<'a> {
     pub(crate) store: &'a RwLock<Store>,
     /// Where the images' objects go, at their keys of the media layout.
-    pub(crate) media: LocalMedia,
+    pub(crate) media: MediaStore,
     pub(crate) blurring: &'a Blurring,
     pub(crate) owner: &'a Owner,
     pub(crate) grouping: Grouping,
@@ -593,7 +593,7 @@ impl Run<'_> {
 /// when given, so that it is not decoded again) and writes them and `jpeg` as the image's
 /// original.
 pub(crate) fn write_picture(
-    media: &LocalMedia,
+    media: &MediaStore,
     image: ImageId,
     (jpeg, pixels): (&[u8], Option<streetlevel_blur::BlurredPixels>),
     orientation: u8,

@@ -19,8 +19,8 @@ use std::sync::{PoisonError, RwLock};
 
 use streetlevel_blur::{Blurrer, Hints};
 use streetlevel_db::{Database, DbError, Param, params};
-use streetlevel_media::LocalMedia;
 use streetlevel_media::layout::{self, ImageObject};
+use streetlevel_media::{LocalMedia, MediaStore};
 use streetlevel_model::{Image, ImageId};
 use streetlevel_store::Store;
 
@@ -225,6 +225,7 @@ pub fn reblur(
     };
     let total = images.len();
     progress(ReblurProgress::Started { total, resumed });
+    // Blurring again reads and writes the data directory's files (not yet an object store).
     let media = LocalMedia::new(data_dir);
     let thumbnail_nanos = AtomicU64::new(0);
     let finished = AtomicUsize::new(0);
@@ -392,7 +393,7 @@ fn reblur_one(
         }
     }
     write_picture(
-        media,
+        &MediaStore::Local(media.clone()),
         image.id,
         (&blurred.jpeg, None),
         orientation,

@@ -111,6 +111,11 @@ pub fn image_prefix(image: ImageId) -> Key {
     Key(format!("{MEDIA_DIR}/img/{image}/"))
 }
 
+/// The prefix of every image's objects: `media/img/`.
+pub fn images_prefix() -> Key {
+    Key(format!("{MEDIA_DIR}/img/"))
+}
+
 /// The image a key of the layout belongs to, if it is under an image's prefix.
 pub fn image_of(key: &Key) -> Option<ImageId> {
     let rest = key.0.strip_prefix(MEDIA_DIR)?.strip_prefix("/img/")?;

@@ -2,6 +2,10 @@
 
 pub mod layout;
 mod local;
+mod object;
+mod store;
 
 pub use layout::{ImageObject, Key};
-pub use local::{LocalMedia, Removal, write_atomically};
+pub use local::{LocalMedia, Opened, Removal, write_atomically};
+pub use object::{MULTIPART_BYTES, ObjectMedia, OpenError, SCHEME};
+pub use store::{MediaStore, Stored};

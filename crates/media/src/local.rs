@@ -15,6 +15,18 @@ pub struct LocalMedia {
     root: PathBuf,
 }
 
+/// A stored object opened for reading.
+#[derive(Debug)]
+pub struct Opened {
+    /// The open file.
+    pub file: std::fs::File,
+    /// Its length in bytes.
+    pub length: u64,
+    /// A strong `ETag` (with quotes) of this version: its inode, length and modification time,
+    /// which every write (a new file renamed over the key) changes.
+    pub etag: String,
+}
+
 /// What removing an image's objects did.
 #[derive(Debug, Default)]
 pub struct Removal {
@@ -49,6 +61,43 @@ impl LocalMedia {
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(error) => Err(error),
         }
+    }
+
+    /// `key` opened for reading, `None` when there is no such object.
+    pub fn open(&self, key: &Key) -> std::io::Result<Option<Opened>> {
+        let file = match std::fs::File::open(self.path(key)) {
+            Ok(file) => file,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(error) => return Err(error),
+        };
+        let metadata = file.metadata()?;
+        if !metadata.is_file() {
+            return Ok(None);
+        }
+        #[cfg(unix)]
+        let inode = std::os::unix::fs::MetadataExt::ino(&metadata);
+        #[cfg(not(unix))]
+        let inode = 0;
+        let modified = metadata
+            .modified()
+            .ok()
+            .and_then(|time| time.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |since| since.as_nanos());
+        Ok(Some(Opened {
+            length: metadata.len(),
+            etag: format!("\"{inode:x}-{:x}-{modified:x}\"", metadata.len()),
+            file,
+        }))
+    }
+
+    /// The first of `keys` that exists, opened for reading.
+    pub fn open_first(&self, keys: &[Key]) -> std::io::Result<Option<Opened>> {
+        for key in keys {
+            if let Some(opened) = self.open(key)? {
+                return Ok(Some(opened));
+            }
+        }
+        Ok(None)
     }
 
     /// The bytes of the first of `keys` that exists.
@@ -151,6 +200,56 @@ impl LocalMedia {
     pub fn find_image_object(&self, image: ImageId, object: ImageObject) -> Option<PathBuf> {
         self.find(&layout::read_keys(image, object))
     }
+}
+
+/// Bytes `start..start + count` of `file`, read 64 KiB at a time on tokio's blocking pool, one
+/// chunk ahead of the consumer at most; a file shorter than promised ends the stream with an
+/// error, never with made-up bytes.
+pub(crate) fn file_stream(
+    file: std::fs::File,
+    start: u64,
+    count: u64,
+) -> futures_util::stream::BoxStream<'static, std::io::Result<bytes::Bytes>> {
+    use futures_util::StreamExt as _;
+    use tokio::io::{AsyncReadExt as _, AsyncSeekExt as _};
+    const CHUNK_BYTES: usize = 64 * 1024;
+    let file = tokio::fs::File::from_std(file);
+    futures_util::stream::unfold(
+        (file, count, start > 0),
+        move |(mut file, remaining, mut seek)| async move {
+            if remaining == 0 {
+                return None;
+            }
+            if seek {
+                if let Err(error) = file.seek(std::io::SeekFrom::Start(start)).await {
+                    return Some((Err(error), (file, 0, false)));
+                }
+                seek = false;
+            }
+            let wanted = usize::try_from(remaining)
+                .unwrap_or(usize::MAX)
+                .min(CHUNK_BYTES);
+            let mut buffer = vec![0; wanted];
+            match file.read(&mut buffer).await {
+                Ok(0) => Some((
+                    Err(std::io::Error::new(
+                        std::io::ErrorKind::UnexpectedEof,
+                        "the stored object ended early",
+                    )),
+                    (file, 0, seek),
+                )),
+                Ok(read) => {
+                    buffer.truncate(read);
+                    Some((
+                        Ok(bytes::Bytes::from(buffer)),
+                        (file, remaining - read as u64, seek),
+                    ))
+                }
+                Err(error) => Some((Err(error), (file, 0, seek))),
+            }
+        },
+    )
+    .boxed()
 }
 
 /// Writes `bytes` to `path` through a temporary file in the same folder, synced before the

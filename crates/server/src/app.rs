@@ -21,7 +21,7 @@ use streetlevel_web::{Page, Web};
 use streetlevel_model::Clock;
 
 use crate::endpoints::{self, Json, Links};
-use crate::media::{self, MediaLinks, MediaObject, MediaSource};
+use crate::media::{MediaLinks, MediaObject, MediaSource};
 use crate::query::Query;
 use crate::reply::{self, Reply};
 use crate::route::Route;
@@ -29,6 +29,8 @@ use crate::takedown::Action;
 use crate::tilejson;
 use crate::tiles::{self, TileCache, Tileset};
 use crate::{Config, Error, PublicUrls};
+
+mod media_route;
 
 /// Who is calling: the app a token belongs to (and the user, for user tokens).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,7 +99,7 @@ pub struct Services {
     pub media: Arc<dyn MediaSource>,
     /// Where thumbnails and pyramid tiles made on request are kept, at their keys of the
     /// media layout.
-    pub kept_media: streetlevel_media::LocalMedia,
+    pub kept_media: streetlevel_media::MediaStore,
     /// The service's clock.
     pub clock: Arc<dyn Clock>,
     /// Signs and checks media URLs (shared with the embed page).
@@ -354,11 +356,8 @@ impl App {
                     .map(Dispatched::Reply)
             }
             Route::Media => {
-                let app = Arc::clone(self);
-                let path = parts.uri.path().to_owned();
-                run_blocking(move || app.media(&path, &query))
-                    .await
-                    .map(Dispatched::Reply)
+                // `GET` and `HEAD` are streamed by `respond_media`; nothing else is allowed.
+                Err(Error::MethodNotAllowed(parts.method.to_string()))
             }
             Route::Token => {
                 let app = Arc::clone(self);
@@ -672,59 +671,6 @@ impl App {
         };
         let mut reply = Reply::json(&value);
         reply.cache_control = Some(Cow::Borrowed("private, no-cache"));
-        Ok(reply)
-    }
-
-    fn media(&self, path: &str, query: &Query) -> Result<Reply, Error> {
-        let object =
-            MediaObject::from_path(path).ok_or_else(|| Error::UnknownPath(path.to_owned()))?;
-        self.services.media_links.verify(path, query)?;
-        // A signed URL outlives what it names: an image erased or hidden since is unknown.
-        let image = object.image();
-        let public = || {
-            image.is_none_or(|image| {
-                self.services
-                    .store
-                    .read()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .image(image)
-                    .is_some()
-            })
-        };
-        if !public() {
-            return Err(Error::UnknownId(path.to_owned()));
-        }
-        let bytes = media::load(
-            self.services.media.as_ref(),
-            &self.services.kept_media,
-            &object,
-        )?
-        .ok_or_else(|| Error::UnknownId(path.to_owned()))?;
-        if image.is_some() && !public() {
-            // Taken down while this request made its thumbnail: what it cached goes too.
-            if let Some((image, derived)) = object.derived() {
-                let _ = self.services.kept_media.remove(&derived.key(image));
-            }
-            return Err(Error::UnknownId(path.to_owned()));
-        }
-        let mut reply = Reply::bytes(object.content_type(), Bytes::from(bytes));
-        reply.compressible = false;
-        reply.cache_control = Some(Cow::Borrowed("public, max-age=86400, immutable"));
-        let shown = match image {
-            Some(image) => vec![image],
-            None => self.services.media.shown_images(&object),
-        };
-        let keys: Vec<String> = shown
-            .into_iter()
-            .map(crate::takedown::image_surrogate_key)
-            .collect();
-        if !keys.is_empty()
-            && let Ok(keys) = HeaderValue::from_str(&keys.join(" "))
-        {
-            reply
-                .headers
-                .insert(HeaderName::from_static("surrogate-key"), keys);
-        }
         Ok(reply)
     }
 

@@ -7,6 +7,7 @@ mod config;
 mod endpoints;
 mod error;
 pub mod media;
+mod media_reply;
 pub mod metrics;
 pub mod openapi;
 mod privacy;

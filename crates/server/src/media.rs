@@ -5,14 +5,14 @@
 //! signed URL. Expiries are rounded up to a whole day so the same image has the same URLs all
 //! day long, which keeps entity responses cacheable.
 
-use std::path::Path;
-
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
-use streetlevel_media::LocalMedia;
+use streetlevel_media::{MediaStore, Stored};
+
+use crate::media_reply::MediaBody;
 use streetlevel_media::layout::{self, ImageObject, Key};
 use streetlevel_model::{Clock, ImageId, MediaId};
 
@@ -312,6 +312,12 @@ pub trait MediaSource: Send + Sync {
         None
     }
 
+    /// The original of an image opened for reading, when it is a stored object that can be
+    /// streamed; `None` sends the bytes of [`MediaSource::original`] instead.
+    fn open_original(&self, _image: ImageId) -> Result<Option<Stored>, Error> {
+        Ok(None)
+    }
+
     /// The images a mesh or cluster holds data of, for its reply's surrogate keys (a takedown
     /// of any of them purges it); none known by default.
     fn shown_images(&self, _object: &MediaObject) -> Vec<ImageId> {
@@ -319,57 +325,41 @@ pub trait MediaSource: Send + Sync {
     }
 }
 
-/// The version of an original file: inode, size and modification time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct OriginalVersion {
-    inode: u64,
-    size: u64,
-    modified: Option<std::time::SystemTime>,
-}
+/// The version of a stored original: what its store says identifies it (a file's inode,
+/// length and modification time; an object's `ETag`), which every write changes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OriginalVersion(String);
 
-impl OriginalVersion {
-    /// The version of the file at `path`, `None` if there is none.
-    pub fn of(path: &Path) -> Option<Self> {
-        let metadata = std::fs::metadata(path).ok()?;
-        #[cfg(unix)]
-        let inode = std::os::unix::fs::MetadataExt::ino(&metadata);
-        #[cfg(not(unix))]
-        let inode = 0;
-        Some(OriginalVersion {
-            inode,
-            size: metadata.len(),
-            modified: metadata.modified().ok(),
-        })
-    }
-}
-
-/// Reads media from a data directory, at the keys of the media layout
-/// (`streetlevel_media::layout`), falling back to where older data sets have them.
+/// Reads media from the media store (the data directory's files or an object store), at the
+/// keys of the media layout (`streetlevel_media::layout`), falling back on files to where
+/// older data sets have them.
 #[derive(Debug, Clone)]
 pub struct DirectoryMedia {
-    files: LocalMedia,
+    files: MediaStore,
 }
 
 impl DirectoryMedia {
-    /// The media of the data directory `data_dir`.
-    pub fn new(data_dir: &Path) -> Self {
-        DirectoryMedia {
-            files: LocalMedia::new(data_dir),
-        }
+    /// The media of `store`.
+    pub fn new(store: MediaStore) -> Self {
+        DirectoryMedia { files: store }
     }
 }
 
 impl MediaSource for DirectoryMedia {
     fn original(&self, image: ImageId) -> Result<Option<Vec<u8>>, Error> {
-        Ok(self
-            .files
-            .read_first(&layout::read_keys(image, ImageObject::Original))?)
+        Ok(self.files.read_image_object(image, ImageObject::Original)?)
+    }
+
+    fn open_original(&self, image: ImageId) -> Result<Option<Stored>, Error> {
+        Ok(self.files.open_image_object(image, ImageObject::Original)?)
     }
 
     fn original_version(&self, image: ImageId) -> Option<OriginalVersion> {
-        self.files
+        let key = self
+            .files
             .find_image_object(image, ImageObject::Original)
-            .and_then(|path| OriginalVersion::of(&path))
+            .ok()??;
+        self.files.version(&key).ok().flatten().map(OriginalVersion)
     }
 
     fn mesh(&self, id: MediaId) -> Result<Option<Vec<u8>>, Error> {
@@ -381,11 +371,33 @@ impl MediaSource for DirectoryMedia {
     }
 }
 
+/// The body of `object` for a reply: a stored object (an original, a thumbnail or tile kept
+/// before) opened to be streamed, or the bytes made now (a thumbnail or tile cut from the
+/// original and kept in `kept`, a mesh, a cluster). `None` when the object does not exist.
+pub fn load_body(
+    source: &dyn MediaSource,
+    kept: &MediaStore,
+    object: &MediaObject,
+) -> Result<Option<MediaBody>, Error> {
+    let stored = match *object {
+        MediaObject::Thumb(image, ThumbSize::Original) => source.open_original(image)?,
+        MediaObject::Thumb(..) | MediaObject::ImageTile { .. } => match object.derived() {
+            Some((image, derived)) => kept.open_image_object(image, derived)?,
+            None => None,
+        },
+        MediaObject::Mesh(_) | MediaObject::SfmCluster(_) => None,
+    };
+    if let Some(stored) = stored {
+        return Ok(Some(MediaBody::Stored(stored)));
+    }
+    Ok(load(source, kept, object)?.map(|bytes| MediaBody::Bytes(bytes::Bytes::from(bytes))))
+}
+
 /// Makes the bytes of `object`, resizing and keeping thumbnails and pyramid tiles in `kept`
 /// at their keys of the media layout. `None` when the object does not exist.
 pub fn load(
     source: &dyn MediaSource,
-    kept: &LocalMedia,
+    kept: &MediaStore,
     object: &MediaObject,
 ) -> Result<Option<Vec<u8>>, Error> {
     match *object {
@@ -395,7 +407,7 @@ pub fn load(
         MediaObject::Thumb(image, size) => {
             let width = size.width().unwrap_or(u32::MAX);
             let derived = ImageObject::Thumbnail(width);
-            if let Some(bytes) = kept.read_first(&layout::read_keys(image, derived))? {
+            if let Some(bytes) = kept.read_image_object(image, derived)? {
                 return Ok(Some(bytes));
             }
             made_from_current(source, image, kept, &derived.key(image), |original| {
@@ -404,7 +416,7 @@ pub fn load(
         }
         MediaObject::ImageTile { image, z, x, y } => {
             let derived = ImageObject::Tile { z, x, y };
-            if let Some(bytes) = kept.read_first(&layout::read_keys(image, derived))? {
+            if let Some(bytes) = kept.read_image_object(image, derived)? {
                 return Ok(Some(bytes));
             }
             made_from_current(source, image, kept, &derived.key(image), |original| {
@@ -425,7 +437,7 @@ const REMAKE_ATTEMPTS: usize = 3;
 fn made_from_current(
     source: &dyn MediaSource,
     image: ImageId,
-    kept: &LocalMedia,
+    kept: &MediaStore,
     key: &Key,
     make: impl Fn(&[u8]) -> Result<Option<Vec<u8>>, Error>,
 ) -> Result<Option<Vec<u8>>, Error> {

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::{Request, Response};
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Limited};
 use hyper::body::{Body as _, Incoming};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -35,6 +35,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 
 use crate::app::App;
+use crate::media_reply::{Body, full};
 use crate::{Config, Error, PublicUrls, Route, Services};
 
 /// Requests one HTTP/2 connection may have in progress at once. An HTTP/1.1 connection has
@@ -679,18 +680,18 @@ fn refuse(app: &Arc<App>, stream: tokio::net::TcpStream, refusals: &Arc<Semaphor
 
 /// A response body that keeps its request counted as in progress until it is dropped.
 struct Tracked {
-    body: Full<Bytes>,
+    body: Body,
     _busy: Busy,
 }
 
 impl hyper::body::Body for Tracked {
     type Data = Bytes;
-    type Error = Infallible;
+    type Error = std::io::Error;
 
     fn poll_frame(
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Infallible>>> {
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, std::io::Error>>> {
         std::pin::Pin::new(&mut self.body).poll_frame(cx)
     }
 
@@ -716,20 +717,23 @@ impl Drop for Busy {
     }
 }
 
-async fn serve_one(app: Arc<App>, request: Request<Incoming>) -> Response<Full<Bytes>> {
+async fn serve_one(app: Arc<App>, request: Request<Incoming>) -> Response<Body> {
     let (parts, body) = request.into_parts();
+    if (parts.method == http::Method::GET || parts.method == http::Method::HEAD)
+        && Route::of(parts.uri.path()) == Route::Media
+    {
+        // Media are streamed from where they are stored, never read whole.
+        return app.respond_media(parts).await;
+    }
     if parts.method == http::Method::POST
         && let Route::Upload(key) = Route::of(parts.uri.path())
     {
         // Upload bodies go to disk as they arrive, not through the in-memory body limit.
-        return app.respond_upload(parts, key, body).await.map(Full::new);
+        return app.respond_upload(parts, key, body).await.map(full);
     }
     if body.is_end_stream() {
         // No body (a GET, or a length of 0): nothing to read, limit or time.
-        return app
-            .respond_async(parts, Ok(Bytes::new()))
-            .await
-            .map(Full::new);
+        return app.respond_async(parts, Ok(Bytes::new())).await.map(full);
     }
     let limit = if Route::of(parts.uri.path()) == Route::Blur {
         crate::blur::MAX_BODY_BYTES
@@ -753,7 +757,7 @@ async fn serve_one(app: Arc<App>, request: Request<Incoming>) -> Response<Full<B
                     http::HeaderValue::from_static("close"),
                 );
             }
-            return response.map(Full::new);
+            return response.map(full);
         }
         Ok(Ok(collected)) => Ok(collected.to_bytes()),
         Ok(Err(error)) => {
@@ -768,7 +772,7 @@ async fn serve_one(app: Arc<App>, request: Request<Incoming>) -> Response<Full<B
         }
     };
     let response = app.respond_async(parts, body).await;
-    response.map(Full::new)
+    response.map(full)
 }
 
 /// Connections being served, per client address.

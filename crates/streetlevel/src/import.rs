@@ -22,6 +22,9 @@ use streetlevel_store::Store;
 /// Options of `streetlevel import`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
+    /// Where the media go (`--media-store s3://bucket/prefix`; default the data directory).
+    #[command(flatten)]
+    pub media_store: crate::media_store::MediaStoreArgs,
     /// The data directory (created if it does not exist): the media files go to its `media/`.
     #[arg(long)]
     data: PathBuf,
@@ -143,6 +146,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         .with_context(|| format!("cannot create the data directory {}", args.data.display()))?;
     let location = crate::serve::database_location(&args.data, args.database_url.clone())?;
     args.memory.apply();
+    args.media_store.apply(&args.data)?;
     // Before the store loads: with blurring on and no usable model, nothing is imported.
     let blurring = args.blur.blurring();
     if let streetlevel_import::Blurring::Unusable(reason) = &blurring {

@@ -8,6 +8,7 @@ mod blur;
 mod data_lock;
 mod fixtures;
 mod import;
+mod media_store;
 mod migrate;
 mod reblur;
 mod requests;

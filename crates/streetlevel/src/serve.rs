@@ -359,6 +359,7 @@ fn spawn_cleaner(
 }
 
 async fn serve(args: Args, settings: Settings) -> anyhow::Result<()> {
+    let media_store = settings.media_store.clone();
     let Resolved {
         data,
         addr,
@@ -375,6 +376,7 @@ async fn serve(args: Args, settings: Settings) -> anyhow::Result<()> {
         blur,
         sfm,
     } = settings::resolve(settings, args.debug_panic_route, media_key)?;
+    crate::media_store::use_media_store(&data, media_store.as_deref())?;
     let config = fit_connections_to_descriptors(config);
     let location = database_location(&data, database_url)?;
     check_database_file(&data)?;
@@ -434,7 +436,7 @@ async fn serve(args: Args, settings: Settings) -> anyhow::Result<()> {
         auth,
         rate_limits: Arc::clone(&rate_limits),
         media,
-        kept_media: streetlevel_media::LocalMedia::new(&data),
+        kept_media: streetlevel_import::media_store(&data),
         clock,
         media_links,
         web: Some(Arc::new(web)),

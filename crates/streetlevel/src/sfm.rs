@@ -83,12 +83,12 @@ impl EngineArgs {
 /// (made from the original and cached when missing) and the original's Exif.
 pub struct DataDirPictures {
     media: Arc<dyn MediaSource>,
-    kept: streetlevel_media::LocalMedia,
+    kept: streetlevel_media::MediaStore,
 }
 
 impl DataDirPictures {
     /// The pictures of `media`, with thumbnails kept in `kept`.
-    pub fn new(media: Arc<dyn MediaSource>, kept: streetlevel_media::LocalMedia) -> Self {
+    pub fn new(media: Arc<dyn MediaSource>, kept: streetlevel_media::MediaStore) -> Self {
         DataDirPictures { media, kept }
     }
 }
@@ -145,7 +145,7 @@ pub fn reconstructor(
     let mut queue = Queue::open(database).context("cannot open the reconstruction tables")?;
     queue.settle = settle;
     queue.lease = lease;
-    let pictures = DataDirPictures::new(media, streetlevel_media::LocalMedia::new(data));
+    let pictures = DataDirPictures::new(media, streetlevel_import::media_store(data));
     Ok(Reconstructor::new(
         queue,
         store,

@@ -32,6 +32,9 @@ pub struct DataArgs {
         hide_env_values = true
     )]
     database_url: Option<String>,
+    /// Where the media are (`--media-store s3://bucket/prefix`; default the data directory).
+    #[command(flatten)]
+    media_store: crate::media_store::MediaStoreArgs,
 }
 
 /// What to do to the images named.
@@ -94,6 +97,7 @@ impl DataArgs {
 
 /// The store of `data`, loaded as `serve` loads it.
 pub(crate) fn open_store(data: &DataArgs) -> anyhow::Result<Store> {
+    data.media_store.apply(&data.data)?;
     let location = location(data)?;
     anyhow::ensure!(
         data.data.is_dir(),

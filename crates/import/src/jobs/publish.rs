@@ -345,7 +345,7 @@ impl Uploads {
         let sequence_key = move |index: usize| derived_sequence_key(job, index);
         let run = Run {
             store,
-            media: streetlevel_media::LocalMedia::new(&self.data_dir),
+            media: crate::media_store(&self.data_dir),
             blurring: &self.blurring,
             owner: &work.owner,
             grouping: Grouping::OneSequence,

@@ -43,7 +43,7 @@ impl DataDirMedia {
             .database()
             .cloned();
         DataDirMedia {
-            files: DirectoryMedia::new(data_dir),
+            files: DirectoryMedia::new(streetlevel_import::media_store(data_dir)),
             reconstructions: database.map(|database| (database, Arc::clone(&store))),
             render: marked.then(|| RenderOnRequest { media_dir, store }),
         }
@@ -80,6 +80,13 @@ impl MediaSource for DataDirMedia {
         image: ImageId,
     ) -> Option<streetlevel_server::media::OriginalVersion> {
         self.files.original_version(image)
+    }
+
+    fn open_original(
+        &self,
+        image: ImageId,
+    ) -> Result<Option<streetlevel_media::Stored>, ServerError> {
+        self.files.open_original(image)
     }
 
     fn original(&self, image: ImageId) -> Result<Option<Vec<u8>>, ServerError> {

@@ -222,8 +222,13 @@ pub struct Settings {
     /// it finds.
     #[arg(long, env = "STREETLEVEL_BLUR_PLATE_MODEL")]
     pub blur_plate_model: Option<PathBuf>,
-    /// Keep each unblurred original at `DATA/unblurred/<image id>.jpg` (never served), for
-    /// blur edits and `streetlevel reblur`. [default: false]
+    /// Where media are kept: `s3://bucket/prefix` for an S3-compatible object store (endpoint,
+    /// region and credentials from the standard `AWS_*` environment variables), instead of
+    /// the data directory's files (the default).
+    #[arg(long, env = "STREETLEVEL_MEDIA_STORE")]
+    pub media_store: Option<String>,
+    /// Keep each unblurred original at `DATA/media/img/<image id>/unblurred.jpg` (never
+    /// served), for blur edits and `streetlevel reblur`. [default: false]
     #[arg(long, env = "STREETLEVEL_KEEP_UNBLURRED")]
     pub keep_unblurred: Option<bool>,
     /// An external blur service speaking Panoramax's blur API (`http://host:port`, optionally

@@ -1,0 +1,242 @@
+//! Media on an S3-compatible object store, through the `object_store` crate: the layout's keys
+//! below the store's prefix, reads streamed, large writes in parts.
+//!
+//! The service's code is synchronous where it writes media (the import pipeline's CPU pool,
+//! the commands), so the store keeps a small runtime of its own and waits on it; the server
+//! streams what it serves from the store's byte stream.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures_util::{StreamExt as _, TryStreamExt as _};
+use object_store::aws::AmazonS3Builder;
+use object_store::path::Path as StorePath;
+use object_store::prefix::PrefixStore;
+use object_store::{
+    GetOptions, GetRange, ObjectStore, ObjectStoreExt as _, PutPayload, WriteMultipart,
+};
+
+use crate::layout::Key;
+use crate::local::Removal;
+
+/// Objects of at least this size are written in parts (S3's smallest part is 5 MiB).
+pub const MULTIPART_BYTES: usize = 8 << 20;
+
+/// The name of the setting, the flag's value and the environment variable's: `s3://bucket/prefix`.
+pub const SCHEME: &str = "s3://";
+
+/// Media on an object store.
+#[derive(Clone)]
+pub struct ObjectMedia {
+    store: Arc<dyn ObjectStore>,
+    url: String,
+    runtime: Arc<tokio::runtime::Runtime>,
+}
+
+impl std::fmt::Debug for ObjectMedia {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ObjectMedia")
+            .field("url", &self.url)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why an object store could not be opened.
+#[derive(Debug)]
+pub struct OpenError(pub String);
+
+impl ObjectMedia {
+    /// The store `url` (`s3://bucket/prefix`) names, with the endpoint, region and credentials
+    /// from the standard `AWS_*` environment variables, overridden by `settings` (the same
+    /// names, from a configuration file).
+    pub fn open(url: &str, settings: &[(String, String)]) -> Result<Self, OpenError> {
+        let rest = url
+            .strip_prefix(SCHEME)
+            .ok_or_else(|| OpenError(format!("{url} is not an s3:// URL")))?;
+        let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+        if bucket.is_empty() {
+            return Err(OpenError(format!("{url} names no bucket")));
+        }
+        // One crypto provider for the process's TLS (PostgreSQL's too): ring.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let mut builder = AmazonS3Builder::from_env().with_bucket_name(bucket);
+        for (name, value) in settings {
+            let key = name
+                .to_ascii_lowercase()
+                .parse()
+                .map_err(|_| OpenError(format!("{name} is no S3 setting")))?;
+            builder = builder.with_config(key, value.clone());
+        }
+        let store = builder
+            .build()
+            .map_err(|error| OpenError(format!("cannot open {url}: {error}")))?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("media-store")
+            .enable_all()
+            .build()
+            .map_err(|error| {
+                OpenError(format!("cannot start the media store's runtime: {error}"))
+            })?;
+        let prefix = prefix.trim_matches('/');
+        let store: Arc<dyn ObjectStore> = if prefix.is_empty() {
+            Arc::new(store)
+        } else {
+            Arc::new(PrefixStore::new(store, prefix))
+        };
+        Ok(ObjectMedia {
+            store,
+            url: url.to_owned(),
+            runtime: Arc::new(runtime),
+        })
+    }
+
+    /// `s3://bucket/prefix`.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    fn location(key: &Key) -> StorePath {
+        StorePath::from(key.as_str())
+    }
+
+    fn wait<T>(&self, work: impl std::future::Future<Output = T>) -> T {
+        self.runtime.block_on(work)
+    }
+
+    /// The bytes of `key`, `None` when there is none.
+    pub fn read(&self, key: &Key) -> std::io::Result<Option<Vec<u8>>> {
+        let location = Self::location(key);
+        self.wait(async {
+            match self.store.get(&location).await {
+                Ok(got) => Ok(Some(got.bytes().await.map_err(io)?.to_vec())),
+                Err(object_store::Error::NotFound { .. }) => Ok(None),
+                Err(error) => Err(io(error)),
+            }
+        })
+    }
+
+    /// Writes `bytes` as `key`: in one request, or in parts from [`MULTIPART_BYTES`].
+    pub fn write(&self, key: &Key, bytes: &[u8]) -> std::io::Result<()> {
+        let location = Self::location(key);
+        self.wait(async {
+            if bytes.len() < MULTIPART_BYTES {
+                self.store
+                    .put(&location, PutPayload::from(bytes.to_vec()))
+                    .await
+                    .map_err(io)?;
+                return Ok(());
+            }
+            let upload = self.store.put_multipart(&location).await.map_err(io)?;
+            let mut writer = WriteMultipart::new_with_chunk_size(upload, MULTIPART_BYTES);
+            writer.write(bytes);
+            writer.finish().await.map_err(io)?;
+            Ok(())
+        })
+    }
+
+    /// Removes `key` (nothing when there is none).
+    pub fn remove(&self, key: &Key) -> std::io::Result<()> {
+        let location = Self::location(key);
+        self.wait(async {
+            match self.store.delete(&location).await {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+                Err(error) => Err(io(error)),
+            }
+        })
+    }
+
+    /// The keys under `prefix`.
+    pub fn list(&self, prefix: &Key) -> std::io::Result<Vec<Key>> {
+        let location = Self::location(prefix);
+        self.wait(async {
+            let mut keys: Vec<Key> = self
+                .store
+                .list(Some(&location))
+                .map_ok(|meta| Key::from_layout(meta.location.as_ref().to_owned()))
+                .try_collect()
+                .await
+                .map_err(io)?;
+            keys.sort();
+            Ok(keys)
+        })
+    }
+
+    /// The length and version (`ETag`) of `key`, `None` when there is none.
+    pub fn head(&self, key: &Key) -> std::io::Result<Option<(u64, String)>> {
+        let location = Self::location(key);
+        self.wait(async {
+            match self.store.head(&location).await {
+                Ok(meta) => Ok(Some((meta.size, meta.e_tag.unwrap_or_default()))),
+                Err(object_store::Error::NotFound { .. }) => Ok(None),
+                Err(error) => Err(io(error)),
+            }
+        })
+    }
+
+    /// Bytes `start..start + count` of `key`, as the store sends them.
+    pub fn stream(
+        &self,
+        key: &Key,
+        start: u64,
+        count: u64,
+    ) -> futures_util::stream::BoxStream<'static, std::io::Result<Bytes>> {
+        let store = Arc::clone(&self.store);
+        let location = Self::location(key);
+        futures_util::stream::once(async move {
+            let options = GetOptions {
+                range: Some(GetRange::Bounded(start..start + count)),
+                ..GetOptions::default()
+            };
+            store
+                .get_opts(&location, options)
+                .await
+                .map(|got| got.into_stream().map_err(io))
+                .map_err(io)
+        })
+        .try_flatten()
+        .boxed()
+    }
+}
+
+impl ObjectMedia {
+    /// Removes every object under `prefix` (and says how many), listing it and deleting what
+    /// it lists in bulk requests.
+    pub fn remove_prefix(&self, prefix: &Key) -> Removal {
+        let location = Self::location(prefix);
+        let mut removal = Removal::default();
+        let removed = self.wait(async {
+            let listed = self
+                .store
+                .list(Some(&location))
+                .map_ok(|meta| meta.location)
+                .boxed();
+            let mut deleted = self.store.delete_stream(listed);
+            let mut count = 0;
+            while let Some(result) = deleted.next().await {
+                match result {
+                    Ok(_) | Err(object_store::Error::NotFound { .. }) => count += 1,
+                    Err(error) => return Err(error),
+                }
+            }
+            Ok(count)
+        });
+        match removed {
+            Ok(count) => removal.removed = count,
+            Err(error) => removal
+                .failures
+                .push((PathBuf::from(format!("{}/{prefix}", self.url)), io(error))),
+        }
+        removal
+    }
+}
+
+fn io(error: object_store::Error) -> std::io::Error {
+    match error {
+        object_store::Error::NotFound { .. } => {
+            std::io::Error::new(std::io::ErrorKind::NotFound, error.to_string())
+        }
+        other => std::io::Error::other(other.to_string()),
+    }
+}

@@ -1,0 +1,204 @@
+//! Media on an S3-compatible object store, through the real binary against a real S3 server
+//! (Garage 2.5.0, single node, started by `streetlevel_tests::garage`): `streetlevel import
+//! --media-store s3://…` writes every object to the bucket and nothing of the media to the data
+//! directory, `streetlevel serve --media-store s3://…` serves the originals (whole and by
+//! range), thumbnails and pyramid tiles from it, and erasing the images leaves nothing of them
+//! in the bucket (listed by a client of its own). Real photos
+//! (`../shared/data/opensfm-blur-pairs`).
+//!
+//! Garage is built by `cargo xtask test` (and `cargo xtask models`) into the tools cache;
+//! without it the test says so and passes, except under CI, where it fails.
+#![allow(clippy::unwrap_used, clippy::panic, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+
+use streetlevel_media::MediaStore;
+use streetlevel_tests::Server;
+use streetlevel_tests::garage::{self, Garage};
+
+const BINARY: &str = env!("CARGO_BIN_EXE_streetlevel");
+
+/// The bucket and prefix the service's media go to.
+const STORE: &str = "s3://streetlevel/service";
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "streetlevel-object-storage-{name}-{}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Garage, or `None` (outside CI) when it is not installed.
+fn garage() -> Option<Garage> {
+    match garage::garage_binary() {
+        Some(binary) => Some(Garage::start(&binary)),
+        None if streetlevel_tests::in_ci() => {
+            panic!("Garage is not installed: `cargo xtask test` builds it into the tools cache")
+        }
+        None => {
+            eprintln!(
+                "skipped: Garage is not installed (`cargo xtask test` builds it into the tools \
+                 cache, ~/.cache/streetlevel/{})",
+                garage::GARAGE_CACHE_KEY
+            );
+            None
+        }
+    }
+}
+
+/// A client of the bucket of its own (the media crate's store on `object_store`), to see what
+/// the service left there.
+fn bucket(garage: &Garage) -> MediaStore {
+    let settings: Vec<(String, String)> = garage
+        .env()
+        .into_iter()
+        .map(|(name, value)| (name.to_owned(), value))
+        .collect();
+    MediaStore::connect(Path::new("/nonexistent"), Some(STORE), &settings).unwrap()
+}
+
+#[test]
+// One scenario on one Garage, read top to bottom: import, serve, erase.
+#[allow(clippy::too_many_lines)]
+fn import_serve_and_erase_on_garage_leave_nothing_behind() {
+    let Some(garage) = garage() else { return };
+    let env_owned = garage.env();
+    let env: Vec<(&str, &str)> = env_owned
+        .iter()
+        .map(|(name, value)| (*name, value.as_str()))
+        .collect();
+    let root = temp_dir("garage");
+    let photos = root.join("photos");
+    std::fs::create_dir_all(&photos).unwrap();
+    let shared =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/opensfm-blur-pairs");
+    for number in 1..=3 {
+        let name = format!("after_lund_images_{number:02}.jpg");
+        std::fs::copy(shared.join(&name), photos.join(&name)).unwrap();
+    }
+    let data = root.join("data");
+    let data_arg = data.to_string_lossy().into_owned();
+    let photos_arg = photos.to_string_lossy().into_owned();
+    streetlevel_tests::run_with_env(
+        Path::new(BINARY),
+        &[
+            "import",
+            "--data",
+            &data_arg,
+            "--user",
+            "alice",
+            "--media-store",
+            STORE,
+            &photos_arg,
+        ],
+        &env,
+    );
+    // Nothing of the media is in the data directory; every object is in the bucket.
+    assert!(!data.join("media/img").exists());
+    let bucket = bucket(&garage);
+    let stored = bucket
+        .list(&streetlevel_media::layout::images_prefix())
+        .unwrap();
+    assert_eq!(
+        stored.len(),
+        3 * 4,
+        "originals and three thumbnails each: {stored:?}"
+    );
+
+    let token = streetlevel_tests::create_app(Path::new(BINARY), &data, "read");
+    let server = Server::start_with_env(
+        Path::new(BINARY),
+        &data,
+        "127.0.0.1:0",
+        &["--media-store", STORE],
+        &env,
+    );
+    let auth = format!("OAuth {token}");
+    let listed = server.request(
+        "GET",
+        "/images?bbox=-180,-85,180,85&limit=10&fields=id,thumb_256_url,thumb_2048_url,thumb_original_url",
+        &[("Authorization", &auth)],
+        b"",
+    );
+    assert_eq!(listed.status, 200);
+    let images = listed.json()["data"].as_array().unwrap().clone();
+    assert_eq!(images.len(), 3);
+    let local = |url: &serde_json::Value| {
+        url.as_str()
+            .unwrap()
+            .strip_prefix(&server.base())
+            .unwrap()
+            .to_owned()
+    };
+    for image in &images {
+        let id: u64 = image["id"].as_str().unwrap().parse().unwrap();
+        let original = server.get(&local(&image["thumb_original_url"]));
+        assert_eq!(original.status, 200);
+        let in_bucket = bucket
+            .read(&streetlevel_media::ImageObject::Original.key(streetlevel_model::ImageId(id)))
+            .unwrap()
+            .unwrap();
+        assert_eq!(original.body, in_bucket);
+        let part = server.request(
+            "GET",
+            &local(&image["thumb_original_url"]),
+            &[("Range", "bytes=100-199")],
+            b"",
+        );
+        assert_eq!(part.status, 206);
+        assert_eq!(part.body, in_bucket[100..200]);
+        for field in ["thumb_256_url", "thumb_2048_url"] {
+            assert_eq!(server.get(&local(&image[field])).status, 200, "{field}");
+        }
+        let tiles = server.request(
+            "GET",
+            &format!("/{id}/tiles?z=11&fields=url"),
+            &[("Authorization", &auth)],
+            b"",
+        );
+        assert_eq!(tiles.status, 200);
+        for tile in tiles.json()["data"].as_array().unwrap() {
+            assert_eq!(server.get(&local(&tile["url"])).status, 200);
+        }
+    }
+    // The tiles the requests made were kept in the bucket, not in the data directory.
+    assert!(
+        bucket
+            .list(&streetlevel_media::layout::images_prefix())
+            .unwrap()
+            .len()
+            > 3 * 4
+    );
+    assert!(!data.join("media/img").exists());
+
+    // Erased: nothing of any of them is left in the bucket, and none is served.
+    let ids: Vec<&str> = images
+        .iter()
+        .map(|image| image["id"].as_str().unwrap())
+        .collect();
+    let mut delete = vec![
+        "images",
+        "delete",
+        "--data",
+        &data_arg,
+        "--media-store",
+        STORE,
+    ];
+    delete.extend(&ids);
+    let mut admin_env = env.clone();
+    admin_env.extend(server.admin_env());
+    streetlevel_tests::run_with_env(Path::new(BINARY), &delete, &admin_env);
+    let left = bucket
+        .list(&streetlevel_media::layout::images_prefix())
+        .unwrap();
+    assert!(left.is_empty(), "left in the bucket: {left:?}");
+    for image in &images {
+        assert_eq!(server.get(&local(&image["thumb_256_url"])).status, 404);
+    }
+    drop(server);
+    drop(garage);
+    std::fs::remove_dir_all(&root).unwrap();
+}
