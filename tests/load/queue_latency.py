@@ -113,14 +113,11 @@ def wait_for(port: int, user_token: str, job: str, states: set[str], limit_s: fl
     sys.exit(f"job {job} is not {states} after {limit_s} s")
 
 
-def main() -> None:
-    if len(sys.argv) < 5:
-        sys.exit(__doc__)
-    binary, workdir, photos, video = sys.argv[1:5]
-    flags = sys.argv[5:]
-    work = pathlib.Path(workdir)
-    data = work / "data"
-    shutil.rmtree(data, ignore_errors=True)
+def serve_fixture_set(binary: str, data: pathlib.Path, flags: list[str],
+                      env: dict[str, str]) -> tuple[subprocess.Popen, int, str, str, str]:
+    """Generates 2,000 fixture images into `data` and serves them on 127.0.0.1 with quotas out
+    of the way (`env` added to the environment): the server, its port, the client token, the
+    fixture user's token and one image's ID. The caller closes the server's stdin to stop it."""
     subprocess.run([binary, "fixtures", "--out", str(data), "--images", "2000", "--media", "lazy"],
                    check=True, capture_output=True, timeout=600)
     credentials = json.loads((data / "credentials.json").read_text())
@@ -129,8 +126,7 @@ def main() -> None:
          "--limit-entity-per-min", "1000000000", "--limit-search-per-min", "1000000000",
          *flags],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-        # Reconstruction of the uploaded photos would compete too: not what this measures.
-        env={**os.environ, "RUST_LOG": "warn", "STREETLEVEL_SFM_WORKERS": "0"},
+        env={**os.environ, "RUST_LOG": "warn", **env},
     )
     try:
         port = int(server.stdout.readline().rsplit(":", 1)[1])
@@ -146,7 +142,24 @@ def main() -> None:
                                client_token)
         assert status == 200, body
         image_id = json.loads(body)["data"][0]["id"]
+    except BaseException:
+        server.kill()
+        raise
+    return server, port, client_token, user_token, image_id
 
+
+def main() -> None:
+    if len(sys.argv) < 5:
+        sys.exit(__doc__)
+    binary, workdir, photos, video = sys.argv[1:5]
+    flags = sys.argv[5:]
+    work = pathlib.Path(workdir)
+    data = work / "data"
+    shutil.rmtree(data, ignore_errors=True)
+    # Reconstruction of the uploaded photos would compete too: not what this measures.
+    server, port, client_token, user_token, image_id = serve_fixture_set(
+        binary, data, flags, {"STREETLEVEL_SFM_WORKERS": "0"})
+    try:
         zipped = io.BytesIO()
         with zipfile.ZipFile(zipped, "w", zipfile.ZIP_STORED) as archive:
             for photo in sorted(pathlib.Path(photos).glob("*.jpg")):

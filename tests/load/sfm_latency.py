@@ -24,8 +24,6 @@ Everything is bounded: a job not done within 20 minutes stops the run. Standard 
 from __future__ import annotations
 
 import io
-import json
-import os
 import pathlib
 import shutil
 import sqlite3
@@ -35,7 +33,7 @@ import time
 import zipfile
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
-from queue_latency import cpu_seconds, request, upload, wait_for, wrk  # noqa: E402
+from queue_latency import cpu_seconds, serve_fixture_set, upload, wait_for, wrk  # noqa: E402
 
 
 def sfm_state(data: pathlib.Path) -> str:
@@ -68,32 +66,11 @@ def main() -> None:
     flags = sys.argv[5:]
     data = pathlib.Path(workdir) / "data"
     shutil.rmtree(data, ignore_errors=True)
-    subprocess.run([binary, "fixtures", "--out", str(data), "--images", "2000", "--media", "lazy"],
-                   check=True, capture_output=True, timeout=600)
-    credentials = json.loads((data / "credentials.json").read_text())
-    server = subprocess.Popen(
-        [binary, "serve", "--data", str(data), "--addr", "127.0.0.1:0", "--exit-on-stdin-eof",
-         "--limit-entity-per-min", "1000000000", "--limit-search-per-min", "1000000000",
-         "--blur", "false", *flags],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-        env={**os.environ, "RUST_LOG": "warn", "STREETLEVEL_SFM_WORKERS": "1",
-             "STREETLEVEL_SFM_SETTLE_SECONDS": "1", "STREETLEVEL_SFM_ENGINE_DIR": engine},
-    )
+    server, port, client_token, user_token, image_id = serve_fixture_set(
+        binary, data, ["--blur", "false", *flags],
+        {"STREETLEVEL_SFM_WORKERS": "1", "STREETLEVEL_SFM_SETTLE_SECONDS": "1",
+         "STREETLEVEL_SFM_ENGINE_DIR": engine})
     try:
-        port = int(server.stdout.readline().rsplit(":", 1)[1])
-        client_token = credentials["client_token"]
-        user = credentials["user"]
-        status, body = request(port, "POST", "/login", client_token,
-                               json.dumps({"email": user["username"],
-                                           "password": user["password"]}).encode(),
-                               {"Content-Type": "application/json"})
-        assert status == 200, body
-        user_token = json.loads(body)["access_token"]
-        status, body = request(port, "GET", "/images?bbox=13.0,55.5,13.4,55.9&limit=1&fields=id",
-                               client_token)
-        assert status == 200, body
-        image_id = json.loads(body)["data"][0]["id"]
-
         rows = []
 
         def row(label: str) -> None:
