@@ -48,8 +48,8 @@ pub struct OpenError(pub String);
 
 impl ObjectMedia {
     /// The store `url` (`s3://bucket/prefix`) names, with the endpoint, region and credentials
-    /// from the standard `AWS_*` environment variables, overridden by `settings` (the same
-    /// names, from a configuration file).
+    /// from the standard `AWS_*` environment variables, or from `settings` (the same names,
+    /// from a configuration file) where the environment has no such variable.
     pub fn open(url: &str, settings: &[(String, String)]) -> Result<Self, OpenError> {
         let rest = url
             .strip_prefix(SCHEME)
@@ -62,11 +62,11 @@ impl ObjectMedia {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let mut builder = AmazonS3Builder::from_env().with_bucket_name(bucket);
         for (name, value) in settings {
-            let key = name
-                .to_ascii_lowercase()
-                .parse()
-                .map_err(|_| OpenError(format!("{name} is no S3 setting")))?;
-            builder = builder.with_config(key, value.clone());
+            let key = setting_key(name)?;
+            // The environment wins over the file, as every other setting's variable does.
+            if std::env::var_os(name).is_none() {
+                builder = builder.with_config(key, value.clone());
+            }
         }
         let store = builder
             .build()
@@ -232,11 +232,53 @@ impl ObjectMedia {
     }
 }
 
+/// The S3 setting a config file's `name` is: one of the standard `AWS_*` names.
+fn setting_key(name: &str) -> Result<object_store::aws::AmazonS3ConfigKey, OpenError> {
+    let unknown = || {
+        OpenError(format!(
+            "{name} is no S3 setting (the standard names: AWS_ENDPOINT_URL, AWS_REGION, \
+             AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ALLOW_HTTP, ...)"
+        ))
+    };
+    if !name.starts_with("AWS_") {
+        return Err(unknown());
+    }
+    name.to_ascii_lowercase().parse().map_err(|_| unknown())
+}
+
 fn io(error: object_store::Error) -> std::io::Error {
     match error {
         object_store::Error::NotFound { .. } => {
             std::io::Error::new(std::io::ErrorKind::NotFound, error.to_string())
         }
         other => std::io::Error::other(other.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_config_file_names_s3_settings_by_their_standard_names() {
+        for name in [
+            "AWS_ENDPOINT_URL",
+            "AWS_REGION",
+            "AWS_ACCESS_KEY_ID",
+            "AWS_SECRET_ACCESS_KEY",
+            "AWS_ALLOW_HTTP",
+        ] {
+            assert!(setting_key(name).is_ok(), "{name}");
+        }
+        for name in [
+            "endpoint",
+            "aws_region",
+            "AWS_NO_SUCH_THING",
+            "STREETLEVEL_DATA",
+            "",
+        ] {
+            let error = setting_key(name).unwrap_err();
+            assert!(error.0.contains("is no S3 setting"), "{name}: {}", error.0);
+        }
     }
 }

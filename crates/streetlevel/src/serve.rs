@@ -359,7 +359,7 @@ fn spawn_cleaner(
 }
 
 async fn serve(args: Args, settings: Settings) -> anyhow::Result<()> {
-    let media_store = settings.media_store.clone();
+    let media_store = crate::media_store::MediaStoreArgs::from(&settings);
     let Resolved {
         data,
         addr,
@@ -376,7 +376,7 @@ async fn serve(args: Args, settings: Settings) -> anyhow::Result<()> {
         blur,
         sfm,
     } = settings::resolve(settings, args.debug_panic_route, media_key)?;
-    crate::media_store::use_media_store(&data, media_store.as_deref())?;
+    media_store.apply(&data)?;
     let config = fit_connections_to_descriptors(config);
     let location = database_location(&data, database_url)?;
     check_database_file(&data)?;

@@ -1,7 +1,7 @@
 //! Media on an S3-compatible object store, through the real binary against a real S3 server
 //! (Garage 2.5.0, single node, started by `streetlevel_tests::garage`): `streetlevel import
 //! --media-store s3://…` writes every object to the bucket and nothing of the media to the data
-//! directory, `streetlevel serve --media-store s3://…` serves the originals (whole and by
+//! directory, `streetlevel serve` with the store in its config file serves the originals (whole and by
 //! range), thumbnails and pyramid tiles from it, and erasing the images leaves nothing of them
 //! in the bucket (listed by a client of its own). Real photos
 //! (`../shared/data/opensfm-blur-pairs`).
@@ -109,12 +109,25 @@ fn import_serve_and_erase_on_garage_leave_nothing_behind() {
     );
 
     let token = streetlevel_tests::create_app(Path::new(BINARY), &data, "read");
+    // The server finds the store from its config file alone: the same `AWS_*` names as the
+    // import's environment, under `media_store_options`.
+    let options: serde_json::Map<String, serde_json::Value> = env_owned
+        .iter()
+        .map(|(name, value)| ((*name).to_owned(), serde_json::Value::from(value.as_str())))
+        .collect();
+    let config = root.join("config.json");
+    std::fs::write(
+        &config,
+        serde_json::json!({"media_store": STORE, "media_store_options": options}).to_string(),
+    )
+    .unwrap();
+    let config_arg = config.to_string_lossy().into_owned();
     let server = Server::start_with_env(
         Path::new(BINARY),
         &data,
         "127.0.0.1:0",
-        &["--media-store", STORE],
-        &env,
+        &["--config", &config_arg],
+        &[],
     );
     let auth = format!("OAuth {token}");
     let listed = server.request(
