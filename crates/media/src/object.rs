@@ -19,6 +19,7 @@ use object_store::{
 
 use crate::layout::Key;
 use crate::local::Removal;
+use crate::presign::Presigner;
 
 /// Objects of at least this size are written in parts (S3's smallest part is 5 MiB).
 pub const MULTIPART_BYTES: usize = 8 << 20;
@@ -31,6 +32,11 @@ pub const SCHEME: &str = "s3://";
 pub struct ObjectMedia {
     store: Arc<dyn ObjectStore>,
     url: String,
+    /// The keys' prefix within the bucket, without slashes at either end.
+    prefix: String,
+    /// Signs `GET` URLs of the objects, when the store has static credentials and is
+    /// addressed path-style.
+    presigner: Option<Arc<Presigner>>,
     runtime: Arc<tokio::runtime::Runtime>,
 }
 
@@ -68,6 +74,7 @@ impl ObjectMedia {
                 builder = builder.with_config(key, value.clone());
             }
         }
+        let presigner = presigner(&builder, bucket).map(Arc::new);
         let store = builder
             .build()
             .map_err(|error| OpenError(format!("cannot open {url}: {error}")))?;
@@ -88,6 +95,8 @@ impl ObjectMedia {
         Ok(ObjectMedia {
             store,
             url: url.to_owned(),
+            prefix: prefix.to_owned(),
+            presigner,
             runtime: Arc::new(runtime),
         })
     }
@@ -95,6 +104,19 @@ impl ObjectMedia {
     /// `s3://bucket/prefix`.
     pub fn url(&self) -> &str {
         &self.url
+    }
+
+    /// A presigned `GET` URL of `key`, the same within each time bucket of `bucket_seconds`
+    /// (see [`Presigner::url`]); `None` when the store cannot presign (credentials from a
+    /// provider rather than static keys, or virtual-hosted addressing).
+    pub fn presigned_url(&self, key: &Key, now_unix: u64, bucket_seconds: u64) -> Option<String> {
+        let signer = self.presigner.as_ref()?;
+        let path = if self.prefix.is_empty() {
+            key.as_str().to_owned()
+        } else {
+            format!("{}/{}", self.prefix, key.as_str())
+        };
+        Some(signer.url(&path, now_unix, bucket_seconds))
     }
 
     fn location(key: &Key) -> StorePath {
@@ -230,6 +252,24 @@ impl ObjectMedia {
         }
         removal
     }
+}
+
+/// A signer for the store `builder` describes, when it has static credentials and path-style
+/// addressing.
+fn presigner(builder: &AmazonS3Builder, bucket: &str) -> Option<Presigner> {
+    use object_store::aws::AmazonS3ConfigKey as K;
+    let value = |key: K| builder.get_config_value(&key);
+    if value(K::VirtualHostedStyleRequest).as_deref() == Some("true") {
+        return None;
+    }
+    Presigner::new(
+        value(K::Endpoint).as_deref(),
+        value(K::Region).as_deref().unwrap_or("us-east-1"),
+        &value(K::AccessKeyId)?,
+        &value(K::SecretAccessKey)?,
+        value(K::Token).as_deref(),
+        bucket,
+    )
 }
 
 /// The S3 setting a config file's `name` is: one of the standard `AWS_*` names.

@@ -28,6 +28,15 @@ impl MediaStoreArgs {
     }
 }
 
+impl From<&crate::serve::settings::Settings> for MediaStoreArgs {
+    fn from(settings: &crate::serve::settings::Settings) -> Self {
+        MediaStoreArgs {
+            media_store: settings.media_store.clone(),
+            options: settings.media_store_options.clone().unwrap_or_default(),
+        }
+    }
+}
+
 /// Makes the store `url` names (or the files of `data` without one) the process's media
 /// store; `options` are the config file's `AWS_*` settings, under the environment's.
 fn use_media_store(

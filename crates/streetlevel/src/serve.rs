@@ -5,7 +5,7 @@
 
 mod log_writer;
 pub(crate) mod media;
-mod settings;
+pub(crate) mod settings;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

@@ -3,7 +3,9 @@
 //! --media-store s3://…` writes every object to the bucket and nothing of the media to the data
 //! directory, `streetlevel serve` with the store in its config file serves the originals (whole and by
 //! range), thumbnails and pyramid tiles from it, and erasing the images leaves nothing of them
-//! in the bucket (listed by a client of its own). Real photos
+//! in the bucket (listed by a client of its own); with `--media-redirect-seconds` the server
+//! answers with presigned URLs that Garage accepts (whole, by range, not once tampered with)
+//! and refuses to redirect once the image is erased. Real photos
 //! (`../shared/data/opensfm-blur-pairs`).
 //!
 //! Garage is built by `cargo xtask test` (and `cargo xtask models`) into the tools cache;
@@ -214,4 +216,184 @@ fn import_serve_and_erase_on_garage_leave_nothing_behind() {
     drop(server);
     drop(garage);
     std::fs::remove_dir_all(&root).unwrap();
+}
+
+/// `GET` of a URL on the store (`http://host:port/path?query`), as a browser following a
+/// redirect would.
+fn get_from_store(url: &str, headers: &[(&str, &str)]) -> streetlevel_tests::Response {
+    let rest = url.strip_prefix("http://").unwrap();
+    let (authority, target) = rest.split_at(rest.find('/').unwrap());
+    streetlevel_tests::request(authority.parse().unwrap(), "GET", target, headers, b"")
+}
+
+#[test]
+// One scenario on one Garage: redirects given, followed, repeated, refused after erasure.
+#[allow(clippy::too_many_lines)]
+fn media_redirect_to_presigned_urls_that_the_store_accepts() {
+    let Some(garage) = garage() else { return };
+    let env_owned = garage.env();
+    let env: Vec<(&str, &str)> = env_owned
+        .iter()
+        .map(|(name, value)| (*name, value.as_str()))
+        .collect();
+    let root = temp_dir("redirect");
+    let photos = root.join("photos");
+    std::fs::create_dir_all(&photos).unwrap();
+    let shared =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/opensfm-blur-pairs");
+    let name = "after_lund_images_04.jpg";
+    std::fs::copy(shared.join(name), photos.join(name)).unwrap();
+    let data = root.join("data");
+    let data_arg = data.to_string_lossy().into_owned();
+    let photos_arg = photos.to_string_lossy().into_owned();
+    streetlevel_tests::run_with_env(
+        Path::new(BINARY),
+        &[
+            "import",
+            "--data",
+            &data_arg,
+            "--user",
+            "alice",
+            "--media-store",
+            STORE,
+            &photos_arg,
+        ],
+        &env,
+    );
+    let token = streetlevel_tests::create_app(Path::new(BINARY), &data, "read");
+    let server = Server::start_with_env(
+        Path::new(BINARY),
+        &data,
+        "127.0.0.1:0",
+        &["--media-store", STORE, "--media-redirect-seconds", "600"],
+        &env,
+    );
+    let auth = format!("OAuth {token}");
+    let listed = server.request(
+        "GET",
+        "/images?bbox=-180,-85,180,85&limit=10&fields=id,thumb_1024_url,thumb_original_url",
+        &[("Authorization", &auth)],
+        b"",
+    );
+    assert_eq!(listed.status, 200);
+    let image = listed.json()["data"][0].clone();
+    let id: u64 = image["id"].as_str().unwrap().parse().unwrap();
+    let local = |field: &str| {
+        image[field]
+            .as_str()
+            .unwrap()
+            .strip_prefix(&server.base())
+            .unwrap()
+            .to_owned()
+    };
+    let bucket = bucket(&garage);
+    let original_key = streetlevel_media::ImageObject::Original.key(streetlevel_model::ImageId(id));
+    let original = bucket.read(&original_key).unwrap().unwrap();
+
+    // The original: a redirect to the object on Garage, which Garage serves, whole and by
+    // range, and the same redirect again within the bucket.
+    let first = server.get(&local("thumb_original_url"));
+    assert_eq!(first.status, 302, "{:?}", first.headers);
+    let location = first.header("location").unwrap().to_owned();
+    assert!(
+        location.starts_with(&format!(
+            "{}/streetlevel/service/{}?",
+            garage.endpoint(),
+            original_key.as_str()
+        )),
+        "{location}"
+    );
+    let max_age: u64 = first
+        .header("cache-control")
+        .unwrap()
+        .strip_prefix("public, max-age=")
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=600).contains(&max_age), "{max_age}");
+    assert_eq!(
+        first.header("surrogate-key"),
+        Some(format!("image/{id}").as_str())
+    );
+    let fetched = get_from_store(&location, &[]);
+    assert_eq!(
+        fetched.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&fetched.body)
+    );
+    assert_eq!(fetched.body, original);
+    let part = get_from_store(&location, &[("Range", "bytes=10-19")]);
+    assert_eq!(part.status, 206);
+    assert_eq!(part.body, original[10..20]);
+    assert_eq!(
+        server.get(&local("thumb_original_url")).header("location"),
+        Some(location.as_str())
+    );
+    // The store checks the signature: one changed digit and it refuses.
+    let tampered = with_last_digit_changed(&location);
+    assert_eq!(get_from_store(&tampered, &[]).status, 403);
+
+    // The thumbnails the import made are redirects too.
+    let thumbnail = server.get(&local("thumb_1024_url"));
+    assert_eq!(thumbnail.status, 302);
+    let fetched = get_from_store(thumbnail.header("location").unwrap(), &[]);
+    assert_eq!(fetched.status, 200);
+    assert_eq!(&fetched.body[..2], b"\xff\xd8", "a JPEG");
+    // A viewer tile not made yet is made and streamed; once kept, it is a redirect.
+    let tiles = server.request(
+        "GET",
+        &format!("/{id}/tiles?z=11&fields=url"),
+        &[("Authorization", &auth)],
+        b"",
+    );
+    assert_eq!(tiles.status, 200);
+    let tile = tiles.json()["data"][0]["url"]
+        .as_str()
+        .unwrap()
+        .strip_prefix(&server.base())
+        .unwrap()
+        .to_owned();
+    let made = server.get(&tile);
+    assert_eq!(made.status, 200);
+    let kept = server.get(&tile);
+    assert_eq!(kept.status, 302);
+    let fetched = get_from_store(kept.header("location").unwrap(), &[]);
+    assert_eq!(fetched.status, 200);
+    assert_eq!(fetched.body, made.body);
+
+    // Erased: the media answer 404 with no redirect.
+    let mut admin_env = env.clone();
+    admin_env.extend(server.admin_env());
+    let id_text = id.to_string();
+    streetlevel_tests::run_with_env(
+        Path::new(BINARY),
+        &[
+            "images",
+            "delete",
+            "--data",
+            &data_arg,
+            "--media-store",
+            STORE,
+            &id_text,
+        ],
+        &admin_env,
+    );
+    for target in [local("thumb_original_url"), local("thumb_1024_url"), tile] {
+        let gone = server.get(&target);
+        assert_eq!(gone.status, 404, "{target}");
+        assert_eq!(gone.header("location"), None, "{target}");
+    }
+    assert_eq!(get_from_store(&location, &[]).status, 404);
+    drop(server);
+    drop(garage);
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+/// `url` with the last digit of its signature changed.
+fn with_last_digit_changed(url: &str) -> String {
+    let mut changed = url.to_owned();
+    let last = changed.pop().unwrap();
+    changed.push(if last == '0' { '1' } else { '0' });
+    changed
 }

@@ -233,6 +233,11 @@ pub struct Settings {
     /// secret on a command line is visible to other users.
     #[arg(skip)]
     pub media_store_options: Option<std::collections::BTreeMap<String, String>>,
+    /// With `media_store` on S3: answer each media request (after its signature and the
+    /// image's state are checked) with a redirect to a presigned URL of the object, the same
+    /// URL for this many seconds; 0 streams the bytes through the server. [default: 0]
+    #[arg(long, env = "STREETLEVEL_MEDIA_REDIRECT_SECONDS")]
+    pub media_redirect_seconds: Option<u64>,
     /// Keep each unblurred original at `DATA/media/img/<image id>/unblurred.jpg` (never
     /// served), for blur edits and `streetlevel reblur`. [default: false]
     #[arg(long, env = "STREETLEVEL_KEEP_UNBLURRED")]
@@ -330,15 +335,6 @@ pub enum LogFormat {
     Text,
     /// One JSON object per line, for log shippers.
     Json,
-}
-
-impl From<&Settings> for crate::media_store::MediaStoreArgs {
-    fn from(settings: &Settings) -> Self {
-        crate::media_store::MediaStoreArgs {
-            media_store: settings.media_store.clone(),
-            options: settings.media_store_options.clone().unwrap_or_default(),
-        }
-    }
 }
 
 /// The settings merged from the command line (flags and environment, already merged by clap)
@@ -487,6 +483,7 @@ pub fn resolve(
         tile_max_age_seconds: settings
             .tile_max_age_seconds
             .unwrap_or(defaults.tile_max_age_seconds),
+        media_redirect_seconds: settings.media_redirect_seconds.unwrap_or_default(),
         debug_panic_route,
         administrators: administrators(settings.administrators),
     };
