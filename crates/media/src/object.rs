@@ -10,9 +10,10 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use futures_util::{StreamExt as _, TryStreamExt as _};
-use object_store::aws::AmazonS3Builder;
+use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
 use object_store::path::Path as StorePath;
 use object_store::prefix::PrefixStore;
+use object_store::{ClientConfigKey, RetryConfig};
 use object_store::{
     GetOptions, GetRange, ObjectStore, ObjectStoreExt as _, PutPayload, WriteMultipart,
 };
@@ -66,7 +67,27 @@ impl ObjectMedia {
         }
         // One crypto provider for the process's TLS (PostgreSQL's too): ring.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let mut builder = AmazonS3Builder::from_env().with_bucket_name(bucket);
+        // A store that is down answers a request within seconds, not after object_store's
+        // default three minutes of retries (the setting names below win over these).
+        let mut builder = AmazonS3Builder::new()
+            .with_config(
+                AmazonS3ConfigKey::Client(ClientConfigKey::ConnectTimeout),
+                "3s",
+            )
+            .with_retry(RetryConfig {
+                max_retries: 2,
+                retry_timeout: std::time::Duration::from_secs(10),
+                ..RetryConfig::default()
+            });
+        for (name, value) in std::env::vars_os() {
+            if let (Some(name), Some(value)) = (name.to_str(), value.to_str())
+                && name.starts_with("AWS_")
+                && let Ok(key) = name.to_ascii_lowercase().parse::<AmazonS3ConfigKey>()
+            {
+                builder = builder.with_config(key, value);
+            }
+        }
+        builder = builder.with_bucket_name(bucket);
         for (name, value) in settings {
             let key = setting_key(name)?;
             // The environment wins over the file, as every other setting's variable does.
@@ -257,7 +278,7 @@ impl ObjectMedia {
 /// A signer for the store `builder` describes, when it has static credentials and path-style
 /// addressing.
 fn presigner(builder: &AmazonS3Builder, bucket: &str) -> Option<Presigner> {
-    use object_store::aws::AmazonS3ConfigKey as K;
+    use AmazonS3ConfigKey as K;
     let value = |key: K| builder.get_config_value(&key);
     if value(K::VirtualHostedStyleRequest).as_deref() == Some("true") {
         return None;
@@ -273,7 +294,7 @@ fn presigner(builder: &AmazonS3Builder, bucket: &str) -> Option<Presigner> {
 }
 
 /// The S3 setting a config file's `name` is: one of the standard `AWS_*` names.
-fn setting_key(name: &str) -> Result<object_store::aws::AmazonS3ConfigKey, OpenError> {
+fn setting_key(name: &str) -> Result<AmazonS3ConfigKey, OpenError> {
     let unknown = || {
         OpenError(format!(
             "{name} is no S3 setting (the standard names: AWS_ENDPOINT_URL, AWS_REGION, \
@@ -286,12 +307,32 @@ fn setting_key(name: &str) -> Result<object_store::aws::AmazonS3ConfigKey, OpenE
     name.to_ascii_lowercase().parse().map_err(|_| unknown())
 }
 
+/// The store could not be used: down, unreachable, slow past its timeouts, or refusing the
+/// service's credentials. Carried inside the `std::io::Error`s of the store's calls, so that
+/// a server can answer "try again later" rather than a fault of its own
+/// ([`is_unavailable`]).
+#[derive(Debug)]
+pub struct StoreUnavailable(pub String);
+
+impl std::fmt::Display for StoreUnavailable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the media store is unavailable: {}", self.0)
+    }
+}
+
+impl std::error::Error for StoreUnavailable {}
+
+/// Whether `error` says the object store could not be used (see [`StoreUnavailable`]).
+pub fn is_unavailable(error: &std::io::Error) -> bool {
+    matches!(error.get_ref(), Some(inner) if inner.is::<StoreUnavailable>())
+}
+
 fn io(error: object_store::Error) -> std::io::Error {
     match error {
         object_store::Error::NotFound { .. } => {
             std::io::Error::new(std::io::ErrorKind::NotFound, error.to_string())
         }
-        other => std::io::Error::other(other.to_string()),
+        other => std::io::Error::other(StoreUnavailable(other.to_string())),
     }
 }
 

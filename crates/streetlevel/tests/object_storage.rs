@@ -5,7 +5,8 @@
 //! range), thumbnails and pyramid tiles from it, and erasing the images leaves nothing of them
 //! in the bucket (listed by a client of its own); with `--media-redirect-seconds` the server
 //! answers with presigned URLs that Garage accepts (whole, by range, not once tampered with)
-//! and refuses to redirect once the image is erased. Real photos
+//! and refuses to redirect once the image is erased; with the store down, media answer 503
+//! with `Retry-After`, and are served again once it is back. Real photos
 //! (`../shared/data/opensfm-blur-pairs`).
 //!
 //! Garage is built by `cargo xtask test` (and `cargo xtask models`) into the tools cache;
@@ -230,7 +231,7 @@ fn get_from_store(url: &str, headers: &[(&str, &str)]) -> streetlevel_tests::Res
 // One scenario on one Garage: redirects given, followed, repeated, refused after erasure.
 #[allow(clippy::too_many_lines)]
 fn media_redirect_to_presigned_urls_that_the_store_accepts() {
-    let Some(garage) = garage() else { return };
+    let Some(mut garage) = garage() else { return };
     let env_owned = garage.env();
     let env: Vec<(&str, &str)> = env_owned
         .iter()
@@ -361,6 +362,21 @@ fn media_redirect_to_presigned_urls_that_the_store_accepts() {
     let fetched = get_from_store(kept.header("location").unwrap(), &[]);
     assert_eq!(fetched.status, 200);
     assert_eq!(fetched.body, made.body);
+
+    // The store down: 503 with Retry-After within seconds, no redirect; back up, served.
+    garage.stop();
+    let asked = std::time::Instant::now();
+    let down = server.get(&local("thumb_original_url"));
+    assert_eq!(down.status, 503, "{}", String::from_utf8_lossy(&down.body));
+    assert_eq!(down.header("retry-after"), Some("5"));
+    assert_eq!(down.header("location"), None);
+    assert!(
+        asked.elapsed() < std::time::Duration::from_secs(30),
+        "answered after {:?}",
+        asked.elapsed()
+    );
+    garage.start_again();
+    assert_eq!(server.get(&local("thumb_original_url")).status, 302);
 
     // Erased: the media answer 404 with no redirect.
     let mut admin_env = env.clone();
