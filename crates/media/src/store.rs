@@ -142,6 +142,14 @@ impl MediaStore {
         }
     }
 
+    /// Every key under `prefix`, at any depth, in order.
+    pub fn list_all(&self, prefix: &Key) -> std::io::Result<Vec<Key>> {
+        match self {
+            MediaStore::Local(local) => local.list_all(prefix),
+            MediaStore::Object(object) => object.list(prefix),
+        }
+    }
+
     /// `key` opened for reading, `None` when there is none.
     pub fn open(&self, key: &Key) -> std::io::Result<Option<Stored>> {
         match self {

@@ -22,9 +22,38 @@ pub struct MediaStoreArgs {
 }
 
 impl MediaStoreArgs {
-    /// Makes the store the process's media store.
+    /// Makes the store the process's media store: the one named, else the one `streetlevel
+    /// media migrate` recorded in the data directory, else the data directory's files. A
+    /// store named that is not the one recorded is refused: the media are not there.
     pub fn apply(&self, data: &Path) -> anyhow::Result<()> {
-        use_media_store(data, self.media_store.as_deref(), &self.options)
+        let recorded = recorded_store(data)?;
+        if let (Some(named), Some(recorded)) = (&self.media_store, &recorded)
+            && named != recorded
+        {
+            anyhow::bail!(
+                "the media of {} are on {recorded} (recorded in {} by `streetlevel media \
+                 migrate`), not on {named}",
+                data.display(),
+                data.join(RECORD_FILE).display()
+            );
+        }
+        let url = self.media_store.as_deref().or(recorded.as_deref());
+        use_media_store(data, url, &self.options)
+    }
+}
+
+/// The file of a data directory that says which object store holds its media, written by
+/// `streetlevel media migrate` (absent: the data directory's own files, or the store given
+/// by `--media-store` on every command).
+pub const RECORD_FILE: &str = "media-store";
+
+/// The store `streetlevel media migrate` recorded for `data`, `None` when there is none.
+pub fn recorded_store(data: &Path) -> anyhow::Result<Option<String>> {
+    let path = data.join(RECORD_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => Ok(Some(text.trim().to_owned()).filter(|url| !url.is_empty())),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(error) => Err(error).with_context(|| format!("cannot read {}", path.display())),
     }
 }
 

@@ -6,7 +6,8 @@
 //! in the bucket (listed by a client of its own); with `--media-redirect-seconds` the server
 //! answers with presigned URLs that Garage accepts (whole, by range, not once tampered with)
 //! and refuses to redirect once the image is erased; with the store down, media answer 503
-//! with `Retry-After`, and are served again once it is back. Real photos
+//! with `Retry-After`, and are served again once it is back; `streetlevel media migrate`
+//! moves a data directory's media to the bucket and back, resuming after a failure. Real photos
 //! (`../shared/data/opensfm-blur-pairs`).
 //!
 //! Garage is built by `cargo xtask test` (and `cargo xtask models`) into the tools cache;
@@ -412,4 +413,202 @@ fn with_last_digit_changed(url: &str) -> String {
     let last = changed.pop().unwrap();
     changed.push(if last == '0' { '1' } else { '0' });
     changed
+}
+
+/// Every file under `dir/media`, by its path below `dir`, with its bytes.
+fn media_files(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    let mut files = std::collections::BTreeMap::new();
+    let mut folders = vec![dir.join("media")];
+    while let Some(folder) = folders.pop() {
+        let Ok(entries) = std::fs::read_dir(&folder) else {
+            continue;
+        };
+        for entry in entries {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                folders.push(path);
+            } else {
+                let name = path
+                    .strip_prefix(dir)
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned();
+                files.insert(name, std::fs::read(&path).unwrap());
+            }
+        }
+    }
+    files
+}
+
+/// `streetlevel` with `args` and `env`, expected to fail: its standard error.
+fn run_failing(args: &[&str], env: &[(&str, &str)]) -> String {
+    let output = std::process::Command::new(BINARY)
+        .args(args)
+        .envs(env.iter().copied())
+        .env("STREETLEVEL_BLUR", "false")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!output.status.success(), "streetlevel {args:?} succeeded");
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+// One scenario on one Garage: to the store, served from it, back to files after a failure.
+#[allow(clippy::too_many_lines)]
+fn media_migrate_moves_a_data_directory_to_garage_and_back_resuming_after_a_failure() {
+    let Some(garage) = garage() else { return };
+    let env_owned = garage.env();
+    let env: Vec<(&str, &str)> = env_owned
+        .iter()
+        .map(|(name, value)| (*name, value.as_str()))
+        .collect();
+    let moved_to = "s3://streetlevel/moved";
+    let root = temp_dir("migrate");
+    let photos = root.join("photos");
+    std::fs::create_dir_all(&photos).unwrap();
+    let shared =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/opensfm-blur-pairs");
+    for number in 5..=6 {
+        let name = format!("after_lund_images_{number:02}.jpg");
+        std::fs::copy(shared.join(&name), photos.join(&name)).unwrap();
+    }
+    let data = root.join("data");
+    let data_arg = data.to_string_lossy().into_owned();
+    let photos_arg = photos.to_string_lossy().into_owned();
+    streetlevel_tests::run(
+        Path::new(BINARY),
+        &[
+            "import",
+            "--data",
+            &data_arg,
+            "--user",
+            "alice",
+            &photos_arg,
+        ],
+    );
+    let before = media_files(&data);
+    assert_eq!(before.len(), 2 * 4, "originals and thumbnails: {before:?}");
+
+    // To Garage: every object there with the same bytes, none left in the directory, and
+    // the directory records where its media are.
+    let migrate_to = |to: &str| {
+        streetlevel_tests::run_with_env(
+            Path::new(BINARY),
+            &["media", "migrate", "--data", &data_arg, "--to", to],
+            &env,
+        );
+    };
+    migrate_to(moved_to);
+    assert!(media_files(&data).is_empty());
+    assert!(!data.join("media-migrate.journal").exists());
+    assert_eq!(
+        std::fs::read_to_string(data.join("media-store"))
+            .unwrap()
+            .trim(),
+        moved_to
+    );
+    let bucket = MediaStore::connect(
+        Path::new("/nonexistent"),
+        Some(moved_to),
+        &garage
+            .env()
+            .into_iter()
+            .map(|(name, value)| (name.to_owned(), value))
+            .collect::<Vec<_>>(),
+    )
+    .unwrap();
+    for (key, bytes) in &before {
+        let key = bucket
+            .list_all(&streetlevel_media::layout::media_prefix())
+            .unwrap()
+            .into_iter()
+            .find(|listed| listed.as_str() == key)
+            .unwrap_or_else(|| panic!("{key} is not on the store"));
+        assert_eq!(&bucket.read(&key).unwrap().unwrap(), bytes, "{key}");
+    }
+    // Served from the store with no flag; another store named is refused.
+    let token = streetlevel_tests::create_app(Path::new(BINARY), &data, "read");
+    let server = Server::start_with_env(Path::new(BINARY), &data, "127.0.0.1:0", &[], &env);
+    let listed = server.request(
+        "GET",
+        "/images?bbox=-180,-85,180,85&limit=10&fields=id,thumb_original_url",
+        &[("Authorization", &format!("OAuth {token}"))],
+        b"",
+    );
+    assert_eq!(listed.status, 200);
+    for image in listed.json()["data"].as_array().unwrap() {
+        let url = image["thumb_original_url"].as_str().unwrap();
+        let served = server.get(url.strip_prefix(&server.base()).unwrap());
+        assert_eq!(served.status, 200);
+        let id = image["id"].as_str().unwrap();
+        assert_eq!(served.body, before[&format!("media/img/{id}/original.jpg")]);
+    }
+    drop(server);
+    let refused = run_failing(
+        &[
+            "import",
+            "--data",
+            &data_arg,
+            "--user",
+            "alice",
+            "--media-store",
+            "s3://streetlevel/elsewhere",
+            &photos_arg,
+        ],
+        &env,
+    );
+    assert!(
+        refused.contains("are on s3://streetlevel/moved"),
+        "{refused}"
+    );
+
+    // Back to files, interrupted: a file where the second image's folder must go stops the
+    // copy after the first image's objects; nothing is switched, and the run after the
+    // obstacle is gone resumes from the journal.
+    let second = before.keys().last().unwrap();
+    let second_folder = data.join(Path::new(second).parent().unwrap());
+    std::fs::create_dir_all(second_folder.parent().unwrap()).unwrap();
+    std::fs::write(&second_folder, b"in the way").unwrap();
+    let failed = run_failing(
+        &["media", "migrate", "--data", &data_arg, "--to", "local"],
+        &env,
+    );
+    assert!(failed.contains("cannot write"), "{failed}");
+    assert_eq!(
+        std::fs::read_to_string(data.join("media-store"))
+            .unwrap()
+            .trim(),
+        moved_to,
+        "not switched"
+    );
+    let journal = std::fs::read_to_string(data.join("media-migrate.journal")).unwrap();
+    assert_eq!(
+        journal.lines().count(),
+        1 + 4,
+        "header and the first image's four: {journal}"
+    );
+    std::fs::remove_file(&second_folder).unwrap();
+    let resumed = std::process::Command::new(BINARY)
+        .args(["media", "migrate", "--data", &data_arg, "--to", "local"])
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    assert!(resumed.status.success());
+    let said = String::from_utf8_lossy(&resumed.stderr);
+    assert!(
+        said.contains("resuming, 4 of 8 objects already verified"),
+        "{said}"
+    );
+    assert_eq!(media_files(&data), before);
+    assert!(!data.join("media-store").exists());
+    assert!(
+        bucket
+            .list_all(&streetlevel_media::layout::media_prefix())
+            .unwrap()
+            .is_empty(),
+        "the copies on the store are removed"
+    );
+    drop(garage);
+    let _ = std::fs::remove_dir_all(&root);
 }
