@@ -88,7 +88,8 @@ pub(crate) fn player_bar(speed: &str) -> Markup {
 }
 
 /// What is known of the image shown ("About this image", filled by `legend.mjs`) and the
-/// share dialog with the exact view's link and the `/embed` snippet.
+/// share dialog with the exact view's link, the image's short link (`/i/<id>`) and the
+/// `/embed` snippet.
 pub(crate) fn legend_and_share() -> Markup {
     let copy = |target: &str, label: &str| {
         html! { button type="button" class="copy" data-copy=(target) aria-label=(label) { "Copy" } }
@@ -117,6 +118,10 @@ pub(crate) fn legend_and_share() -> Markup {
             h2 id="share-title" { "Share this view" } "\n"
             label for="permalink" { "Link to this view" } "\n"
             input id="permalink" type="text" readonly; " " (copy("permalink", "Copy the link")) "\n"
+            div id="short-link-row" class="share-row" {
+                label for="short-link" { "Short link to this image (with a preview card)" } "\n"
+                input id="short-link" type="text" readonly; " " (copy("short-link", "Copy the short link")) "\n"
+            } "\n"
             label for="embed-code" { "Embed this image in a web page" } "\n"
             textarea id="embed-code" rows="3" readonly {} " " (copy("embed-code", "Copy the embed code")) "\n"
             form method="dialog" { button type="submit" { "Close" } } "\n"

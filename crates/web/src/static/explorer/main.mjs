@@ -10,6 +10,11 @@ import { mapParameter, readState, writeState } from './state.mjs';
 import { createViewer } from './viewer.mjs';
 
 const config = JSON.parse(document.getElementById('explorer-config').textContent);
+// The short share link `/i/<id>` continues as the explorer's own address, whose URL holds
+// the state from here on.
+if (config.image && window.location.pathname === `/i/${config.image.id}`) {
+  window.history.replaceState(null, '', `/explore?image=${config.image.id}`);
+}
 const announce = document.getElementById('announce');
 const layout = document.getElementById('explorer');
 const explorer = {
