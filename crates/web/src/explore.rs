@@ -22,7 +22,9 @@ use crate::EmbedImage;
 use crate::assets::{MAPILLARY_CSS, MAPILLARY_JS, MAPLIBRE_CSS, MAPLIBRE_JS, missing_packages};
 use crate::config::Urls;
 use crate::embed::ScriptJson;
-use crate::explore_panels::{Filters, filter_form, legend_and_share, player_bar};
+use crate::explore_panels::{
+    Filters, filter_form, layer_switcher, legend_and_share, player_bar, shown_layers,
+};
 use crate::form::Form;
 use crate::html::DOCTYPE;
 use crate::share_link::{card_title, preview_card};
@@ -37,6 +39,7 @@ const MODULES: &[&str] = &[
     "filters.mjs",
     "player.mjs",
     "legend.mjs",
+    "layers.mjs",
 ];
 
 /// The origin (`scheme://host[:port]`) of an absolute URL.
@@ -139,7 +142,10 @@ impl Web {
         let interactive = missing.is_empty();
         let image_key = image.as_ref().map(|image| image.id.to_string());
         let panels = (
-            filter_form(&Filters::of(query), image_key.as_deref()),
+            html! {
+                (filter_form(&Filters::of(query), image_key.as_deref())) "\n"
+                (layer_switcher(&shown_layers(query), image_key.as_deref()))
+            },
             player_bar(query.get("speed").unwrap_or("")),
         );
         let head = match (&image, card) {

@@ -1,6 +1,7 @@
 //! The explorer's panels, rendered on the server so that they work without JavaScript (the
-//! filter form is a plain `GET /explore` form) and are enhanced by `static/explorer/`: the
-//! filters and the sequence player.
+//! filter and layer forms are plain `GET /explore` forms) and are enhanced by
+//! `static/explorer/`: the filters, the layer switcher, the sequence player, the legend and the
+//! share dialog.
 
 use maud::{Markup, html};
 
@@ -58,6 +59,62 @@ pub(crate) fn filter_form(filters: &Filters<'_>, image: Option<&str>) -> Markup 
                 input id="creator" name="creator" type="text" autocomplete="off" spellcheck="false" value=(filters.creator); "\n"
                 label for="org" { "Organisation ID" }
                 input id="org" name="org" type="text" inputmode="numeric" pattern="[0-9]*" value=(filters.org); "\n"
+                @if let Some(image) = image {
+                    input type="hidden" name="image" value=(image);
+                }
+                button type="submit" { "Apply" } "\n"
+            } "\n"
+        }
+    }
+}
+
+/// The map's layers people can show or hide, by their name in the URL's `layers`, with their
+/// labels (`layers.mjs` has the same names).
+const LAYERS: &[(&str, &str)] = &[
+    ("images", "Images and sequences"),
+    ("density", "Density at low zoom"),
+    ("points", "Map features"),
+    ("signs", "Traffic signs"),
+];
+
+/// The layers shown without a `layers` parameter.
+const DEFAULT_LAYERS: &[&str] = &["images", "density"];
+
+/// The layers `query` names: every `layers` value is a comma list (a form without JavaScript
+/// repeats the parameter), names not known are ignored; the default ones without the parameter.
+pub(crate) fn shown_layers(query: &Form) -> Vec<&'static str> {
+    if query.get("layers").is_none() {
+        return DEFAULT_LAYERS.to_vec();
+    }
+    let named: Vec<&str> = query
+        .all("layers")
+        .flat_map(|value| value.split(','))
+        .collect();
+    LAYERS
+        .iter()
+        .map(|(name, _)| *name)
+        .filter(|name| named.contains(name))
+        .collect()
+}
+
+/// The layer switcher, a checkbox per layer. Without JavaScript it submits to `/explore`
+/// (keeping the image); its hidden `none` keeps "nothing ticked" from meaning the default.
+pub(crate) fn layer_switcher(shown: &[&str], image: Option<&str>) -> Markup {
+    html! {
+        details id="layers-panel" class="filters layers" {
+            summary { "Layers" } "\n"
+            form id="layers" method="get" action="/explore" {
+                "\n"
+                fieldset {
+                    legend { "Shown on the map" }
+                    @for (name, label) in LAYERS {
+                        label class="check" {
+                            input type="checkbox" name="layers" value=(name) checked[shown.contains(name)];
+                            " " (label)
+                        } "\n"
+                    }
+                }
+                input type="hidden" name="layers" value="none";
                 @if let Some(image) = image {
                     input type="hidden" name="image" value=(image);
                 }

@@ -1399,6 +1399,48 @@ fn an_image_link_is_the_explorer_on_it_with_a_preview_card() {
     }
 }
 
+/// The values of the ticked `layers` boxes of an explorer page.
+fn ticked_layers(html: &str) -> Vec<String> {
+    html.match_indices(r#"<input type="checkbox" name="layers" value=""#)
+        .filter_map(|(start, marker)| {
+            let rest = &html[start + marker.len()..];
+            let tag = &rest[..rest.find('>')?];
+            tag.contains("checked")
+                .then(|| tag[..tag.find('"').unwrap_or(0)].to_owned())
+        })
+        .collect()
+}
+
+#[test]
+fn the_layer_switcher_ticks_the_layers_the_url_names() {
+    let h = harness();
+    let ticked = |query: &str| {
+        ticked_layers(&body(&get(
+            &h.web,
+            &format!("/explore{query}"),
+            &Jar::default(),
+        )))
+    };
+    assert_eq!(ticked(""), ["images", "density"]);
+    assert_eq!(ticked("?layers=signs,points"), ["points", "signs"]);
+    // As a form without JavaScript sends it: repeated, with the `none` that keeps an empty
+    // choice from meaning the default; names not known are ignored.
+    assert_eq!(
+        ticked("?layers=density&layers=none&layers=bogus"),
+        ["density"]
+    );
+    assert_eq!(ticked("?layers=none"), Vec::<String>::new());
+    let html = body(&get(&h.web, "/explore", &Jar::default()));
+    assert!(
+        html.contains(r#"<form id="layers" method="get" action="/explore">"#),
+        "{html}"
+    );
+    assert!(
+        html.contains(r#"<input type="hidden" name="layers" value="none">"#),
+        "{html}"
+    );
+}
+
 #[test]
 fn the_explorer_without_the_npm_packages_shows_the_thumbnail_and_says_why() {
     let h = harness_with(WebConfig {

@@ -3,6 +3,7 @@
 // (the image nearest its centre), shows an image; the map follows the viewer. State for tests
 // and the console is kept on `window.streetlevelExplorer`.
 import { active, formFilters, mapExpression, monthsBefore, searchParameters, viewerFilter } from './filters.mjs';
+import { createLayerSwitcher, layersParameter, readLayers } from './layers.mjs';
 import { createLegend } from './legend.mjs';
 import { createMap } from './map.mjs';
 import { createPlayer } from './player.mjs';
@@ -122,6 +123,18 @@ viewer.on('image', (image) => {
   keepView = false;
 });
 
+// The layers shown, from the URL (a form without JavaScript may have repeated the parameter:
+// the URL gets the one comma list) and the "Layers" switcher.
+let shownLayers = readLayers(window.location.search);
+writeState({ layers: layersParameter(shownLayers) });
+const layerSwitcher = createLayerSwitcher(document.getElementById('layers'), (shown) => {
+  shownLayers = shown;
+  mapView?.setLayers(shown);
+  writeState({ layers: layersParameter(shown) });
+  record('layers', { shown });
+});
+layerSwitcher.show(shownLayers);
+
 // The filters: on the map's layers, on the viewer's navigation (with the player's lock), and
 // counted in view through the API.
 let filters = initial.filters;
@@ -180,7 +193,7 @@ for (const preset of filterForm.querySelectorAll('[data-months]')) {
 }
 
 try {
-  mapView = await createMap(mapContainer, config, view, record);
+  mapView = await createMap(mapContainer, config, view, record, shownLayers);
 } catch (error) {
   fail(`Cannot load the map: ${error.message}`);
 }
@@ -231,6 +244,12 @@ window.addEventListener('popstate', () => {
     for (const [name, value] of Object.entries(restored.filters)) filterForm.elements[name].value = value ?? '';
     filters = restored.filters;
     applyFilters();
+  }
+  const restoredLayers = readLayers(window.location.search);
+  if (restoredLayers.join() !== shownLayers.join()) {
+    shownLayers = restoredLayers;
+    layerSwitcher.show(shownLayers);
+    mapView?.setLayers(shownLayers);
   }
   if (restored.image && restored.image !== explorer.currentImageId) {
     keepView = Boolean(restored.map);
