@@ -167,6 +167,55 @@ describe('the explorer in Chromium', () => {
     }
   });
 
+  test('? opens the shortcut sheet from the map, the image and the page, not in a text field', async () => {
+    const { page, problems, finish } = await openPage(browser);
+    try {
+      await openExplorer(page, problems, `/explore?image=${sequence[0]}`, sequence[0]);
+      const sheet = page.getByRole('dialog', { name: 'Keyboard shortcuts' });
+      const isOpen = () => page.locator('#shortcuts').evaluate((dialog) => dialog.open);
+      // Keyboard only: Tab reaches the "Shortcuts" button, Enter opens the sheet.
+      let reached = false;
+      for (let step = 0; step < 30 && !reached; step += 1) {
+        await page.keyboard.press('Tab');
+        reached = await page.evaluate(() => document.activeElement.id === 'shortcuts-open');
+      }
+      assert.ok(reached, 'Tab reaches "Shortcuts"');
+      await page.keyboard.press('Enter');
+      await sheet.waitFor();
+      for (const text of ['Show the image nearest the centre', 'Play or pause the sequence', 'Next or previous image of the sequence']) {
+        assert.ok((await sheet.textContent()).includes(text), text);
+      }
+      assert.deepEqual(await axeViolations(page), [], 'with the shortcut sheet open');
+      await screenshot(page, 'explorer-shortcuts');
+      await page.keyboard.press('Escape');
+      assert.equal(await isOpen(), false);
+      assert.equal(await page.evaluate(() => document.activeElement.id), 'shortcuts-open');
+      // `?` on the focused map and on the focused image; the focus returns to each.
+      for (const [where, focus] of [
+        ['the map', () => window.streetlevelExplorer.map.getCanvas().focus()],
+        ['the image', () => document.querySelector('#viewer [tabindex="0"]').focus()],
+      ]) {
+        await page.evaluate(focus);
+        const focused = await page.evaluate(() => document.activeElement.outerHTML.slice(0, 80));
+        await page.keyboard.press('?');
+        assert.equal(await isOpen(), true, `? on ${where}`);
+        await page.keyboard.press('Escape');
+        assert.equal(await isOpen(), false);
+        assert.equal(await page.evaluate(() => document.activeElement.outerHTML.slice(0, 80)), focused, `the focus returns to ${where}`);
+      }
+      // In a text field `?` is a character.
+      await page.locator('summary', { hasText: 'Filters' }).click();
+      const creator = page.getByLabel('Creator (username)');
+      await creator.focus();
+      await page.keyboard.press('?');
+      assert.equal(await creator.inputValue(), '?');
+      assert.equal(await isOpen(), false, 'no sheet while typing');
+      await creator.fill('');
+    } finally {
+      await finish();
+    }
+  });
+
   test('/ for a browser is the explorer: the whole coverage, density at low zoom, pick an image', async (t) => {
     const { page, problems, finish } = await openPage(browser);
     try {

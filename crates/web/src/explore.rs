@@ -23,7 +23,8 @@ use crate::assets::{MAPILLARY_CSS, MAPILLARY_JS, MAPLIBRE_CSS, MAPLIBRE_JS, miss
 use crate::config::Urls;
 use crate::embed::ScriptJson;
 use crate::explore_panels::{
-    Filters, filter_form, layer_switcher, legend_and_share, player_bar, shown_layers,
+    Filters, filter_form, layer_switcher, legend_and_share, player_bar, shortcut_sheet,
+    shown_layers,
 };
 use crate::form::Form;
 use crate::html::DOCTYPE;
@@ -40,6 +41,7 @@ const MODULES: &[&str] = &[
     "player.mjs",
     "legend.mjs",
     "layers.mjs",
+    "shortcuts.mjs",
 ];
 
 /// The origin (`scheme://host[:port]`) of an absolute URL.
@@ -222,7 +224,7 @@ impl Web {
                             input id="split" type="range" min="20" max="80" step="5" value="40"; "\n"
                         } "\n"
                         (filters) "\n"
-                        @if interactive { (legend_and_share()) "\n" }
+                        @if interactive { (legend_and_share()) "\n" (shortcut_sheet()) "\n" }
                         nav aria-label="Site" {
                             a href="/dashboard" { "Dashboard" } "\n"
                         } "\n"

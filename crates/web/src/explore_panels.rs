@@ -185,3 +185,78 @@ pub(crate) fn legend_and_share() -> Markup {
         }
     }
 }
+
+/// Keys (one or more ways to press them) and what they do.
+type Keys = [(&'static [&'static str], &'static str)];
+
+/// The keys of the page, the map and the viewer (mapillary-js's own keys), by where they work.
+const SHORTCUTS: &[(&str, &Keys)] = &[
+    (
+        "Anywhere",
+        &[
+            (&["?"], "Open this list"),
+            (
+                &["Tab", "Shift + Tab"],
+                "Go to the next or the previous control",
+            ),
+            (&["Escape"], "Close a dialog"),
+        ],
+    ),
+    (
+        "On the map (Tab to it)",
+        &[
+            (&["←", "↑", "→", "↓"], "Move the map"),
+            (&["+", "-"], "Zoom in or out"),
+            (
+                &["Enter"],
+                "Show the image nearest the centre, under the ring",
+            ),
+        ],
+    ),
+    (
+        "On the image (Tab to it, or click it)",
+        &[
+            (
+                &["↑", "↓", "←", "→"],
+                "Step forward, back, left or right to a nearby image",
+            ),
+            (&["Shift + ←", "Shift + →"], "Turn left or right"),
+            (&["Shift + ↓"], "Turn around"),
+            (&["Shift + ↑"], "Go to a panorama nearby"),
+            (
+                &["Alt + ↑", "Alt + ↓"],
+                "Next or previous image of the sequence",
+            ),
+            (&["Space"], "Play or pause the sequence"),
+            (&["Shift + D"], "Play the other way"),
+            (&["<", ">"], "Play slower or faster"),
+            (&["+", "-"], "Zoom in or out"),
+        ],
+    ),
+];
+
+/// The shortcut sheet, a native `<dialog>` that `?` or the "Shortcuts" button opens
+/// (`shortcuts.mjs`).
+pub(crate) fn shortcut_sheet() -> Markup {
+    html! {
+        button id="shortcuts-open" type="button" aria-haspopup="dialog" aria-keyshortcuts="?" { "Shortcuts" } "\n"
+        dialog id="shortcuts" class="shortcuts" aria-labelledby="shortcuts-title" {
+            h2 id="shortcuts-title" { "Keyboard shortcuts" } "\n"
+            @for (place, keys) in SHORTCUTS {
+                h3 { (place) } "\n"
+                dl {
+                    @for (combinations, what) in *keys {
+                        dt {
+                            @for (index, combination) in combinations.iter().enumerate() {
+                                @if index > 0 { " " }
+                                kbd { (combination) }
+                            }
+                        }
+                        dd { (what) } "\n"
+                    }
+                }
+            }
+            form method="dialog" { button type="submit" { "Close" } } "\n"
+        }
+    }
+}

@@ -1442,6 +1442,27 @@ fn the_layer_switcher_ticks_the_layers_the_url_names() {
 }
 
 #[test]
+fn the_shortcut_sheet_is_a_dialog_that_question_mark_opens() {
+    let h = harness();
+    let html = body(&get(&h.web, "/explore", &Jar::default()));
+    assert!(
+        html.contains(r#"<button id="shortcuts-open" type="button" aria-haspopup="dialog" aria-keyshortcuts="?">Shortcuts</button>"#),
+        "{html}"
+    );
+    assert!(
+        html.contains(
+            r#"<dialog id="shortcuts" class="shortcuts" aria-labelledby="shortcuts-title">"#
+        ),
+        "{html}"
+    );
+    assert!(html.contains("<kbd>Enter</kbd>"), "{html}");
+    assert!(
+        html.contains("/assets/streetlevel/explorer/shortcuts.mjs"),
+        "{html}"
+    );
+}
+
+#[test]
 fn the_explorer_without_the_npm_packages_shows_the_thumbnail_and_says_why() {
     let h = harness_with(WebConfig {
         assets_dir: unique_dir("no-assets"),

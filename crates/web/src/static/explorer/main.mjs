@@ -7,6 +7,7 @@ import { createLayerSwitcher, layersParameter, readLayers } from './layers.mjs';
 import { createLegend } from './legend.mjs';
 import { createMap } from './map.mjs';
 import { createPlayer } from './player.mjs';
+import { wireShortcuts } from './shortcuts.mjs';
 import { mapParameter, readState, writeState } from './state.mjs';
 import { createViewer } from './viewer.mjs';
 
@@ -76,6 +77,7 @@ async function api(path) {
 }
 
 const legend = createLegend(config, api);
+wireShortcuts(record);
 
 // The sequence player; the lock and the speed go into the URL as they change.
 const player = createPlayer(viewer, api, initial, (changes) => {
