@@ -2,12 +2,15 @@
 // fixtures with two capture years, panoramas, two creators and two organisations: a filter
 // reduces what the map draws, what the count says and where "next" can go, and lives in the
 // URL; the player plays (forwards and reversed), jumps to the first and last image, says the
-// position, keeps its speed and its lock on the sequence in the URL.
+// position, keeps its speed and its lock on the sequence in the URL; the layer switcher shows
+// and hides the map's layers, which the URL's `layers` names.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 
 import { api, launchBrowser, startService } from './harness.mjs';
-import { COVERAGE_GREEN, WAIT_MS, mapPixels, openPage, screenshot, waitForImage, waitForMapIdle } from './explorer-support.mjs';
+import {
+  COVERAGE_GREEN, WAIT_MS, axeViolations, mapPixels, openPage, screenshot, waitForImage, waitForMapIdle,
+} from './explorer-support.mjs';
 
 describe('the explorer\'s filters and player in Chromium', () => {
   let service;
@@ -63,6 +66,66 @@ describe('the explorer\'s filters and player in Chromium', () => {
   const drawnImages = (page) => page.evaluate(() => {
     const { map } = window.streetlevelExplorer;
     return map.queryRenderedFeatures({ layers: ['image'] }).map((feature) => feature.properties);
+  });
+
+  // Whether each switchable MapLibre layer is drawn.
+  const visibility = (page) => page.evaluate(() => {
+    const { map } = window.streetlevelExplorer;
+    return Object.fromEntries(['overview', 'sequence', 'image', 'density', 'point', 'traffic_sign']
+      .map((id) => [id, map.getLayoutProperty(id, 'visibility') ?? 'visible']));
+  });
+
+  test('layers: the switcher shows and hides them by keyboard, the URL names them, a reload keeps them', async (t) => {
+    const { page, problems, finish } = await openPage(browser);
+    try {
+      // Without the parameter: images and the density, no map features or signs.
+      await open(page, problems, `image=${sequence[0]}`, sequence[0]);
+      assert.deepEqual(await visibility(page), {
+        overview: 'visible', sequence: 'visible', image: 'visible', density: 'visible', point: 'none', traffic_sign: 'none',
+      });
+      assert.equal(new URL(page.url()).searchParams.has('layers'), false);
+      const greenWith = await mapPixels(page, await screenshot(page, 'explorer-layers-default'), COVERAGE_GREEN);
+      await page.locator('summary', { hasText: 'Layers' }).click();
+      assert.deepEqual(await axeViolations(page), [], 'with the layer switcher open');
+      const imagesBox = page.getByLabel('Images and sequences');
+      assert.equal(await imagesBox.isChecked(), true);
+      assert.equal(await page.getByLabel('Traffic signs').isChecked(), false);
+      // Space on the focused box hides the images: nothing of them drawn, the URL says which remain.
+      await imagesBox.focus();
+      await page.keyboard.press('Space');
+      await page.waitForFunction(() => new URL(window.location.href).searchParams.get('layers') === 'density');
+      await waitForMapIdle(page);
+      assert.equal((await visibility(page)).image, 'none');
+      const imagesDrawn = await page.evaluate(() => window.streetlevelExplorer.map.queryRenderedFeatures({ layers: ['image', 'sequence'] }).length);
+      assert.equal(imagesDrawn, 0, 'no image point or sequence line drawn');
+      const greenWithout = await mapPixels(page, await screenshot(page, 'explorer-layers-no-images'), COVERAGE_GREEN);
+      t.diagnostic(`coverage pixels: ${greenWith} with the images, ${greenWithout} without`);
+      assert.ok(greenWith > 50 && greenWithout < greenWith / 5, `${greenWith} to ${greenWithout}`);
+      // Traffic signs on, then a reload: the same layers, the same boxes ticked.
+      await page.getByLabel('Traffic signs').check();
+      await page.waitForFunction(() => new URL(window.location.href).searchParams.get('layers') === 'density,signs');
+      assert.equal((await visibility(page)).traffic_sign, 'visible');
+      await page.reload();
+      await waitForImage(page, problems, sequence[0]);
+      await page.waitForFunction(() => window.streetlevelExplorer?.mapLoaded, null, { timeout: WAIT_MS });
+      const reloaded = await visibility(page);
+      assert.equal(reloaded.image, 'none');
+      assert.equal(reloaded.traffic_sign, 'visible');
+      assert.equal(reloaded.point, 'none');
+      assert.equal(await page.getByLabel('Traffic signs').isChecked(), true);
+      assert.equal(await page.getByLabel('Images and sequences').isChecked(), false);
+      // Nothing ticked is `none`, not the default; every layer back is the default again.
+      await page.locator('summary', { hasText: 'Layers' }).click();
+      await page.getByLabel('Traffic signs').uncheck();
+      await page.getByLabel('Density at low zoom').uncheck();
+      await page.waitForFunction(() => new URL(window.location.href).searchParams.get('layers') === 'none');
+      assert.deepEqual(Object.values(await visibility(page)), Array(6).fill('none'));
+      await page.getByLabel('Images and sequences').check();
+      await page.getByLabel('Density at low zoom').check();
+      await page.waitForFunction(() => !new URL(window.location.href).searchParams.has('layers'));
+    } finally {
+      await finish();
+    }
   });
 
   test('panoramas only: fewer points drawn and counted, the URL says so, a reload keeps it', async (t) => {

@@ -13,6 +13,19 @@ import {
   openPage, screenshot, waitForImage, waitForMapIdle,
 } from './explorer-support.mjs';
 
+// The width and height of a baseline or progressive JPEG, from its first SOF marker.
+function jpegSize(bytes) {
+  let at = 2;
+  while (at + 9 < bytes.length) {
+    const marker = bytes[at + 1];
+    if (marker >= 0xc0 && marker <= 0xcf && ![0xc4, 0xc8, 0xcc].includes(marker)) {
+      return { height: bytes.readUInt16BE(at + 5), width: bytes.readUInt16BE(at + 7) };
+    }
+    at += 2 + bytes.readUInt16BE(at + 2);
+  }
+  return { width: 0, height: 0 };
+}
+
 describe('the explorer in Chromium', () => {
   let service;
   let browser;
@@ -154,6 +167,55 @@ describe('the explorer in Chromium', () => {
     }
   });
 
+  test('? opens the shortcut sheet from the map, the image and the page, not in a text field', async () => {
+    const { page, problems, finish } = await openPage(browser);
+    try {
+      await openExplorer(page, problems, `/explore?image=${sequence[0]}`, sequence[0]);
+      const sheet = page.getByRole('dialog', { name: 'Keyboard shortcuts' });
+      const isOpen = () => page.locator('#shortcuts').evaluate((dialog) => dialog.open);
+      // Keyboard only: Tab reaches the "Shortcuts" button, Enter opens the sheet.
+      let reached = false;
+      for (let step = 0; step < 30 && !reached; step += 1) {
+        await page.keyboard.press('Tab');
+        reached = await page.evaluate(() => document.activeElement.id === 'shortcuts-open');
+      }
+      assert.ok(reached, 'Tab reaches "Shortcuts"');
+      await page.keyboard.press('Enter');
+      await sheet.waitFor();
+      for (const text of ['Show the image nearest the centre', 'Play or pause the sequence', 'Next or previous image of the sequence']) {
+        assert.ok((await sheet.textContent()).includes(text), text);
+      }
+      assert.deepEqual(await axeViolations(page), [], 'with the shortcut sheet open');
+      await screenshot(page, 'explorer-shortcuts');
+      await page.keyboard.press('Escape');
+      assert.equal(await isOpen(), false);
+      assert.equal(await page.evaluate(() => document.activeElement.id), 'shortcuts-open');
+      // `?` on the focused map and on the focused image; the focus returns to each.
+      for (const [where, focus] of [
+        ['the map', () => window.streetlevelExplorer.map.getCanvas().focus()],
+        ['the image', () => document.querySelector('#viewer [tabindex="0"]').focus()],
+      ]) {
+        await page.evaluate(focus);
+        const focused = await page.evaluate(() => document.activeElement.outerHTML.slice(0, 80));
+        await page.keyboard.press('?');
+        assert.equal(await isOpen(), true, `? on ${where}`);
+        await page.keyboard.press('Escape');
+        assert.equal(await isOpen(), false);
+        assert.equal(await page.evaluate(() => document.activeElement.outerHTML.slice(0, 80)), focused, `the focus returns to ${where}`);
+      }
+      // In a text field `?` is a character.
+      await page.locator('summary', { hasText: 'Filters' }).click();
+      const creator = page.getByLabel('Creator (username)');
+      await creator.focus();
+      await page.keyboard.press('?');
+      assert.equal(await creator.inputValue(), '?');
+      assert.equal(await isOpen(), false, 'no sheet while typing');
+      await creator.fill('');
+    } finally {
+      await finish();
+    }
+  });
+
   test('/ for a browser is the explorer: the whole coverage, density at low zoom, pick an image', async (t) => {
     const { page, problems, finish } = await openPage(browser);
     try {
@@ -290,11 +352,57 @@ describe('the explorer in Chromium', () => {
       assert.equal(await page.locator('#share').evaluate((dialog) => dialog.open), true);
       assert.equal(await page.getByLabel('Link to this view').inputValue(), page.url());
       assert.match(await page.getByLabel('Embed this image in a web page').inputValue(), new RegExp(`/embed\\?image_key=${sequence[1]}&style=split`));
+      assert.equal(await page.getByLabel('Short link to this image (with a preview card)').inputValue(), `${service.baseUrl}/i/${sequence[1]}`);
       assert.deepEqual(await axeViolations(page), [], 'with the share dialog open');
       await screenshot(page, 'explorer-share');
       await page.keyboard.press('Escape');
       assert.equal(await page.locator('#share').evaluate((dialog) => dialog.open), false);
       assert.equal(await page.evaluate(() => document.activeElement.id), 'share-open');
+    } finally {
+      await finish();
+    }
+  });
+
+  test('/i/<id>: a preview card whose picture needs no token, then the explorer on the image', async (t) => {
+    const id = sequence[2];
+    // What a link unfurler reads: the page's head, without a browser or a token.
+    const answer = await fetch(`${service.baseUrl}/i/${id}`);
+    assert.equal(answer.status, 200);
+    const html = await answer.text();
+    const meta = (key) => {
+      const found = new RegExp(`<meta (?:property|name)="${key}" content="([^"]*)"`).exec(html);
+      return found ? found[1].replaceAll('&amp;', '&') : null;
+    };
+    const image = await api(service.baseUrl, `/${id}?fields=captured_at,geometry,computed_geometry`, service.app.clientToken);
+    const [lng, lat] = (image.body.computed_geometry ?? image.body.geometry).coordinates;
+    const day = new Date(image.body.captured_at).toLocaleDateString('en-GB', { day: 'numeric', month: 'long', year: 'numeric', timeZone: 'UTC' });
+    const title = meta('og:title');
+    t.diagnostic(`og:title ${title}`);
+    assert.ok(title.includes(day) && title.includes(`${Math.abs(lat).toFixed(5)}° ${lat < 0 ? 'S' : 'N'}`), `date and place: ${title} (${day})`);
+    assert.equal(meta('og:url'), `${service.baseUrl}/i/${id}`);
+    assert.equal(meta('twitter:card'), 'summary_large_image');
+    const picture = meta('og:image');
+    assert.match(picture, new RegExp(`^${service.baseUrl}/media/thumb/${id}/1024\\?`));
+    assert.equal(meta('twitter:image'), picture);
+    const thumbnail = await fetch(picture, { headers: { cookie: '' } });
+    assert.equal(thumbnail.status, 200, picture);
+    assert.equal(thumbnail.headers.get('content-type'), 'image/jpeg');
+    const size = jpegSize(Buffer.from(await thumbnail.arrayBuffer()));
+    t.diagnostic(`og:image ${size.width}x${size.height}`);
+    assert.equal(size.width, 1024, JSON.stringify(size));
+    // A link to no image: 404 and no card.
+    const missing = await fetch(`${service.baseUrl}/i/1`);
+    assert.equal(missing.status, 404);
+    const missingHtml = await missing.text();
+    assert.doesNotMatch(missingHtml, /og:image|twitter:image|\/media\//);
+
+    // A browser: the explorer on the image, at the explorer's own address.
+    const { page, problems, finish } = await openPage(browser);
+    try {
+      await openExplorer(page, problems, `/i/${id}`, id);
+      assert.equal(new URL(page.url()).pathname, '/explore');
+      assert.equal(new URL(page.url()).searchParams.get('image'), id);
+      assert.equal(await page.title(), `${title} · streetlevel`);
     } finally {
       await finish();
     }

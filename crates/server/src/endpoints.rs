@@ -76,13 +76,10 @@ impl ProjectionContext for Context<'_> {
     }
 
     fn thumbnail_url(&self, id: ImageId, size: ThumbnailSize) -> Option<String> {
-        let size = match size {
-            ThumbnailSize::Px256 => ThumbSize::W256,
-            ThumbnailSize::Px1024 => ThumbSize::W1024,
-            ThumbnailSize::Px2048 => ThumbSize::W2048,
-            ThumbnailSize::Original => ThumbSize::Original,
-        };
-        Some(self.links.media_url(&MediaObject::Thumb(id, size)))
+        Some(
+            self.links
+                .media_url(&MediaObject::Thumb(id, ThumbSize::from(size))),
+        )
     }
 
     fn mesh_url(&self, id: MediaId) -> Option<String> {

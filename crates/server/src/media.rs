@@ -14,7 +14,7 @@ use streetlevel_media::{MediaStore, Stored};
 
 use crate::media_reply::MediaBody;
 use streetlevel_media::layout::{self, ImageObject, Key};
-use streetlevel_model::{Clock, ImageId, MediaId};
+use streetlevel_model::{Clock, ImageId, MediaId, ThumbnailSize};
 
 use crate::query::Query;
 use crate::{Config, Error};
@@ -34,6 +34,17 @@ pub enum ThumbSize {
     W2048,
     /// The original width.
     Original,
+}
+
+impl From<ThumbnailSize> for ThumbSize {
+    fn from(size: ThumbnailSize) -> Self {
+        match size {
+            ThumbnailSize::Px256 => ThumbSize::W256,
+            ThumbnailSize::Px1024 => ThumbSize::W1024,
+            ThumbnailSize::Px2048 => ThumbSize::W2048,
+            ThumbnailSize::Original => ThumbSize::Original,
+        }
+    }
 }
 
 impl ThumbSize {

@@ -322,11 +322,12 @@ fn warn_if_empty(store: &Store, data: &Path) {
     }
 }
 
-/// The embed page's image look-ups, with thumbnails signed by `media_links`.
+/// The pages' image look-ups, with thumbnails signed by `media_links` (the store answers for
+/// public images only, so no hidden or deleted image gets a signed URL here).
 fn embed_images(store: &Arc<RwLock<Store>>, media_links: &Arc<MediaLinks>) -> StoreImages {
     let thumbnails = Arc::clone(media_links);
-    StoreImages::new(Arc::clone(store), move |id| {
-        Some(thumbnails.url(&MediaObject::Thumb(id, ThumbSize::W2048)))
+    StoreImages::new(Arc::clone(store), move |id, size| {
+        Some(thumbnails.url(&MediaObject::Thumb(id, ThumbSize::from(size))))
     })
 }
 

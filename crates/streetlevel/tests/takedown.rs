@@ -2,7 +2,8 @@
 //! key>`, `POST /<id>/hide` and `/restore`, the `streetlevel images|sequences delete|hide|restore`
 //! and `takedowns list` commands. Real photos (`../shared/data/opensfm-blur-pairs`, a walk in
 //! Lund) are imported for two users; afterwards nothing of an erased image is reachable by
-//! any URL on any serving process (entity, `ids=`, search, tile, a media URL signed before),
+//! any URL on any serving process (entity, `ids=`, search, tile, the share link `/i/<id>` and
+//! its preview card, a media URL signed before),
 //! and none of its files is left. With `STREETLEVEL_TEST_TOPOLOGY=replicas` every server here
 //! is two replicas on PostgreSQL, and each check asks every replica.
 #![allow(clippy::unwrap_used, clippy::panic, clippy::expect_used)]
@@ -235,6 +236,7 @@ impl Setup {
         by_status(&format!("/{id}?fields=id"), "the entity");
         by_status(&format!("/?ids={id}&fields=id"), "ids=");
         by_status(&format!("/{id}/detections"), "its detections");
+        self.assert_share_link(id, present, deadline);
         // A media URL signed while the image was public, on every process.
         for response in self.server.get_on_every_process_by(
             media_path,
@@ -290,6 +292,35 @@ impl Setup {
                     ))),
                 "the tile's surrogate keys"
             );
+        }
+    }
+
+    /// The short share link `/i/<id>`: the explorer with a preview card whose picture needs no
+    /// token while the image is public; 404 and no card (no signed URL at all) once it is not.
+    fn assert_share_link(&self, id: &str, present: bool, deadline: std::time::Instant) {
+        let expected = if present { 200 } else { 404 };
+        for response in self.server.get_on_every_process_by(
+            &format!("/i/{id}"),
+            &[],
+            |response| response.status == expected,
+            deadline,
+        ) {
+            let html = text(&response);
+            assert_eq!(response.status, expected, "the share link of {id}: {html}");
+            assert_eq!(
+                html.contains(r#"<meta property="og:image""#),
+                present,
+                "the preview card of {id}: {html}"
+            );
+            assert_eq!(html.contains("/media/"), present, "{html}");
+            if present {
+                let marker = r#"<meta property="og:image" content=""#;
+                let url = &html[html.find(marker).unwrap() + marker.len()..];
+                let url = url[..url.find('"').unwrap()].replace("&amp;", "&");
+                let picture = self.server.get(&url[url.find("/media/").unwrap()..]);
+                assert_eq!(picture.status, 200, "the card's picture {url}");
+                assert!(url.contains(&format!("/thumb/{id}/1024?")), "{url}");
+            }
         }
     }
 

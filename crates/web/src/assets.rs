@@ -56,6 +56,14 @@ const OWN_ASSETS: &[(&str, &str)] = &[
         "explorer/legend.mjs",
         include_str!("static/explorer/legend.mjs"),
     ),
+    (
+        "explorer/layers.mjs",
+        include_str!("static/explorer/layers.mjs"),
+    ),
+    (
+        "explorer/shortcuts.mjs",
+        include_str!("static/explorer/shortcuts.mjs"),
+    ),
 ];
 
 /// The media type of a file, by its extension. JavaScript modules (`.mjs`) must be

@@ -22,9 +22,13 @@ use crate::EmbedImage;
 use crate::assets::{MAPILLARY_CSS, MAPILLARY_JS, MAPLIBRE_CSS, MAPLIBRE_JS, missing_packages};
 use crate::config::Urls;
 use crate::embed::ScriptJson;
-use crate::explore_panels::{Filters, filter_form, legend_and_share, player_bar};
+use crate::explore_panels::{
+    Filters, filter_form, layer_switcher, legend_and_share, player_bar, shortcut_sheet,
+    shown_layers,
+};
 use crate::form::Form;
 use crate::html::DOCTYPE;
+use crate::share_link::{card_title, preview_card};
 use crate::web::Web;
 
 /// The explorer's modules, in the order they are preloaded.
@@ -36,6 +40,8 @@ const MODULES: &[&str] = &[
     "filters.mjs",
     "player.mjs",
     "legend.mjs",
+    "layers.mjs",
+    "shortcuts.mjs",
 ];
 
 /// The origin (`scheme://host[:port]`) of an absolute URL.
@@ -91,6 +97,18 @@ impl Web {
     pub(crate) fn explore(&self, parts: &Parts) -> Response<Bytes> {
         let query = Form::parse(parts.uri.query().unwrap_or(""));
         let asked = query.get("image").filter(|key| !key.is_empty());
+        self.explorer(parts, &query, asked, false)
+    }
+
+    /// The explorer with the state `query`, on the image `asked` if any (404 when there is no
+    /// public image by that ID), with the image's preview card when `card` (`/i/<id>`).
+    pub(crate) fn explorer(
+        &self,
+        parts: &Parts,
+        query: &Form,
+        asked: Option<&str>,
+        card: bool,
+    ) -> Response<Bytes> {
         let image = asked
             .and_then(|key| key.parse::<ImageId>().ok())
             .and_then(|id| self.images.embed_image(id));
@@ -126,15 +144,23 @@ impl Web {
         let interactive = missing.is_empty();
         let image_key = image.as_ref().map(|image| image.id.to_string());
         let panels = (
-            filter_form(&Filters::of(&query), image_key.as_deref()),
+            html! {
+                (filter_form(&Filters::of(query), image_key.as_deref())) "\n"
+                (layer_switcher(&shown_layers(query), image_key.as_deref()))
+            },
             player_bar(query.get("speed").unwrap_or("")),
         );
+        let head = match (&image, card) {
+            (Some(image), true) => (card_title(image), preview_card(image, &urls)),
+            _ => (String::from("Explore street-level imagery"), html! {}),
+        };
         let body = Self::explorer_document(
             &urls,
             image.as_ref(),
             notice.as_deref(),
             interactive,
             &config,
+            &head,
             &panels,
         );
         response(
@@ -150,6 +176,7 @@ impl Web {
         notice: Option<&str>,
         interactive: bool,
         config: &serde_json::Value,
+        (title, card): &(String, Markup),
         (filters, player): &(Markup, Markup),
     ) -> Markup {
         let thumb = image.and_then(|image| image.thumb_2048_url.as_deref());
@@ -164,7 +191,8 @@ impl Web {
                     "\n"
                     meta charset="utf-8"; "\n"
                     meta name="viewport" content="width=device-width, initial-scale=1"; "\n"
-                    title { "Explore street-level imagery · streetlevel" } "\n"
+                    title { (title) " · streetlevel" } "\n"
+                    (card)
                     @if let Some(url) = thumb {
                         link rel="preload" as="image" href=(url); "\n"
                     }
@@ -196,7 +224,7 @@ impl Web {
                             input id="split" type="range" min="20" max="80" step="5" value="40"; "\n"
                         } "\n"
                         (filters) "\n"
-                        @if interactive { (legend_and_share()) "\n" }
+                        @if interactive { (legend_and_share()) "\n" (shortcut_sheet()) "\n" }
                         nav aria-label="Site" {
                             a href="/dashboard" { "Dashboard" } "\n"
                         } "\n"

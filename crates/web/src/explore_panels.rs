@@ -1,6 +1,7 @@
 //! The explorer's panels, rendered on the server so that they work without JavaScript (the
-//! filter form is a plain `GET /explore` form) and are enhanced by `static/explorer/`: the
-//! filters and the sequence player.
+//! filter and layer forms are plain `GET /explore` forms) and are enhanced by
+//! `static/explorer/`: the filters, the layer switcher, the sequence player, the legend and the
+//! share dialog.
 
 use maud::{Markup, html};
 
@@ -67,6 +68,62 @@ pub(crate) fn filter_form(filters: &Filters<'_>, image: Option<&str>) -> Markup 
     }
 }
 
+/// The map's layers people can show or hide, by their name in the URL's `layers`, with their
+/// labels (`layers.mjs` has the same names).
+const LAYERS: &[(&str, &str)] = &[
+    ("images", "Images and sequences"),
+    ("density", "Density at low zoom"),
+    ("points", "Map features"),
+    ("signs", "Traffic signs"),
+];
+
+/// The layers shown without a `layers` parameter.
+const DEFAULT_LAYERS: &[&str] = &["images", "density"];
+
+/// The layers `query` names: every `layers` value is a comma list (a form without JavaScript
+/// repeats the parameter), names not known are ignored; the default ones without the parameter.
+pub(crate) fn shown_layers(query: &Form) -> Vec<&'static str> {
+    if query.get("layers").is_none() {
+        return DEFAULT_LAYERS.to_vec();
+    }
+    let named: Vec<&str> = query
+        .all("layers")
+        .flat_map(|value| value.split(','))
+        .collect();
+    LAYERS
+        .iter()
+        .map(|(name, _)| *name)
+        .filter(|name| named.contains(name))
+        .collect()
+}
+
+/// The layer switcher, a checkbox per layer. Without JavaScript it submits to `/explore`
+/// (keeping the image); its hidden `none` keeps "nothing ticked" from meaning the default.
+pub(crate) fn layer_switcher(shown: &[&str], image: Option<&str>) -> Markup {
+    html! {
+        details id="layers-panel" class="filters layers" {
+            summary { "Layers" } "\n"
+            form id="layers" method="get" action="/explore" {
+                "\n"
+                fieldset {
+                    legend { "Shown on the map" }
+                    @for (name, label) in LAYERS {
+                        label class="check" {
+                            input type="checkbox" name="layers" value=(name) checked[shown.contains(name)];
+                            " " (label)
+                        } "\n"
+                    }
+                }
+                input type="hidden" name="layers" value="none";
+                @if let Some(image) = image {
+                    input type="hidden" name="image" value=(image);
+                }
+                button type="submit" { "Apply" } "\n"
+            } "\n"
+        }
+    }
+}
+
 /// The sequence player: play and pause, direction, speed, first and last image, the lock on the
 /// sequence and the position in it. It needs the viewer, so it starts hidden and `player.mjs`
 /// shows it.
@@ -88,7 +145,8 @@ pub(crate) fn player_bar(speed: &str) -> Markup {
 }
 
 /// What is known of the image shown ("About this image", filled by `legend.mjs`) and the
-/// share dialog with the exact view's link and the `/embed` snippet.
+/// share dialog with the exact view's link, the image's short link (`/i/<id>`) and the
+/// `/embed` snippet.
 pub(crate) fn legend_and_share() -> Markup {
     let copy = |target: &str, label: &str| {
         html! { button type="button" class="copy" data-copy=(target) aria-label=(label) { "Copy" } }
@@ -117,8 +175,87 @@ pub(crate) fn legend_and_share() -> Markup {
             h2 id="share-title" { "Share this view" } "\n"
             label for="permalink" { "Link to this view" } "\n"
             input id="permalink" type="text" readonly; " " (copy("permalink", "Copy the link")) "\n"
+            div id="short-link-row" class="share-row" {
+                label for="short-link" { "Short link to this image (with a preview card)" } "\n"
+                input id="short-link" type="text" readonly; " " (copy("short-link", "Copy the short link")) "\n"
+            } "\n"
             label for="embed-code" { "Embed this image in a web page" } "\n"
             textarea id="embed-code" rows="3" readonly {} " " (copy("embed-code", "Copy the embed code")) "\n"
+            form method="dialog" { button type="submit" { "Close" } } "\n"
+        }
+    }
+}
+
+/// Keys (one or more ways to press them) and what they do.
+type Keys = [(&'static [&'static str], &'static str)];
+
+/// The keys of the page, the map and the viewer (mapillary-js's own keys), by where they work.
+const SHORTCUTS: &[(&str, &Keys)] = &[
+    (
+        "Anywhere",
+        &[
+            (&["?"], "Open this list"),
+            (
+                &["Tab", "Shift + Tab"],
+                "Go to the next or the previous control",
+            ),
+            (&["Escape"], "Close a dialog"),
+        ],
+    ),
+    (
+        "On the map (Tab to it)",
+        &[
+            (&["←", "↑", "→", "↓"], "Move the map"),
+            (&["+", "-"], "Zoom in or out"),
+            (
+                &["Enter"],
+                "Show the image nearest the centre, under the ring",
+            ),
+        ],
+    ),
+    (
+        "On the image (Tab to it, or click it)",
+        &[
+            (
+                &["↑", "↓", "←", "→"],
+                "Step forward, back, left or right to a nearby image",
+            ),
+            (&["Shift + ←", "Shift + →"], "Turn left or right"),
+            (&["Shift + ↓"], "Turn around"),
+            (&["Shift + ↑"], "Go to a panorama nearby"),
+            (
+                &["Alt + ↑", "Alt + ↓"],
+                "Next or previous image of the sequence",
+            ),
+            (&["Space"], "Play or pause the sequence"),
+            (&["Shift + D"], "Play the other way"),
+            (&["<", ">"], "Play slower or faster"),
+            (&["+", "-"], "Zoom in or out"),
+        ],
+    ),
+];
+
+/// The shortcut sheet, a native `<dialog>` that `?` or the "Shortcuts" button opens
+/// (`shortcuts.mjs`).
+pub(crate) fn shortcut_sheet() -> Markup {
+    html! {
+        button id="shortcuts-open" type="button" aria-haspopup="dialog" aria-keyshortcuts="?" { "Shortcuts" } "\n"
+        dialog id="shortcuts" class="shortcuts" aria-labelledby="shortcuts-title" {
+            h2 id="shortcuts-title" { "Keyboard shortcuts" } "\n"
+            @for (place, keys) in SHORTCUTS {
+                h3 { (place) } "\n"
+                dl {
+                    @for (combinations, what) in *keys {
+                        dt {
+                            @for (index, combination) in combinations.iter().enumerate() {
+                                @if index > 0 { " " }
+                                kbd { (combination) }
+                            }
+                        }
+                        dd { (what) } "\n"
+                    }
+                }
+            }
             form method="dialog" { button type="submit" { "Close" } } "\n"
         }
     }

@@ -2,7 +2,7 @@
 
 use std::sync::{Arc, PoisonError, RwLock};
 
-use streetlevel_model::ImageId;
+use streetlevel_model::{ImageId, ThumbnailSize, Timestamp};
 use streetlevel_store::Store;
 
 /// What the embed page needs to know about an image before any JavaScript runs.
@@ -14,14 +14,20 @@ pub struct EmbedImage {
     pub longitude: f64,
     /// Latitude of the (computed, else original) location, degrees.
     pub latitude: f64,
+    /// When it was taken.
+    pub captured_at: Timestamp,
     /// A URL of the 2048 px thumbnail that a browser can fetch without a token (a signed media
     /// URL), shown as a plain `<img>` when the viewer cannot run. `None` if there is none.
     pub thumb_2048_url: Option<String>,
+    /// A URL of the 1024 px thumbnail fetchable without a token, the picture of the share
+    /// link's preview card (`og:image`). `None` if there is none.
+    pub thumb_1024_url: Option<String>,
 }
 
 /// Looks up images for the embed page.
 pub trait EmbedImages: Send + Sync {
-    /// The image with this ID, `None` if there is none.
+    /// The image with this ID, `None` if there is none or it is hidden or deleted: the
+    /// pages that show it publish signed URLs of its thumbnails.
     fn embed_image(&self, id: ImageId) -> Option<EmbedImage>;
 
     /// West, south, east and north of every image's locations, degrees, for the
@@ -32,7 +38,7 @@ pub trait EmbedImages: Send + Sync {
 }
 
 /// Signs thumbnail URLs: the server's media signer, handed in by whoever wires the crates.
-pub type ThumbUrl = dyn Fn(ImageId) -> Option<String> + Send + Sync;
+pub type ThumbUrl = dyn Fn(ImageId, ThumbnailSize) -> Option<String> + Send + Sync;
 
 /// [`EmbedImages`] over the shared in-memory store.
 pub struct StoreImages {
@@ -52,7 +58,7 @@ impl StoreImages {
     /// Images from `store`, with thumbnail URLs from `thumb_url`.
     pub fn new(
         store: Arc<RwLock<Store>>,
-        thumb_url: impl Fn(ImageId) -> Option<String> + Send + Sync + 'static,
+        thumb_url: impl Fn(ImageId, ThumbnailSize) -> Option<String> + Send + Sync + 'static,
     ) -> Self {
         Self {
             store,
@@ -63,6 +69,7 @@ impl StoreImages {
 
 impl EmbedImages for StoreImages {
     fn embed_image(&self, id: ImageId) -> Option<EmbedImage> {
+        // The store answers for visible images only: a hidden or deleted one is unknown here.
         let image = self
             .store
             .read()
@@ -73,7 +80,9 @@ impl EmbedImages for StoreImages {
             id,
             longitude: location.lon,
             latitude: location.lat,
-            thumb_2048_url: (self.thumb_url)(id),
+            captured_at: image.captured_at,
+            thumb_2048_url: (self.thumb_url)(id, ThumbnailSize::Px2048),
+            thumb_1024_url: (self.thumb_url)(id, ThumbnailSize::Px1024),
         })
     }
 

@@ -16,6 +16,7 @@ mod images;
 mod login;
 mod privacy;
 mod registry;
+mod share_link;
 mod takedown;
 mod web;
 

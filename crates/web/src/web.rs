@@ -35,6 +35,9 @@ pub enum Page {
     Embed,
     /// `/explore`: the public explorer, map and viewer together.
     Explore,
+    /// `/i/<image id>`: an image's short share link, the explorer on that image with a
+    /// preview card (Open Graph and Twitter meta) for the sites it is shared on.
+    ImageLink(String),
     /// `/report?image_key=<id>`: the public privacy request form.
     Report,
     /// `/dashboard/image?image_key=<id>`: an image's blur, and drawing boxes to blur.
@@ -146,6 +149,7 @@ impl Web {
                 crate::HomePage::Links => self.home(parts),
             },
             Page::Explore if get => self.explore(parts),
+            Page::ImageLink(id) if get => self.image_link(parts, id),
             Page::SignIn if get => self.login_form(parts),
             Page::SignIn if post => self.login_submit(parts, body),
             Page::SignOut if post => self.logout(parts, body),
@@ -165,7 +169,7 @@ impl Web {
             | Page::Report
             | Page::DashboardImage => method_not_allowed("GET, HEAD, POST"),
             Page::SignOut => method_not_allowed("POST"),
-            Page::Home | Page::Embed | Page::Explore | Page::Asset(_) => {
+            Page::Home | Page::Embed | Page::Explore | Page::ImageLink(_) | Page::Asset(_) => {
                 method_not_allowed("GET, HEAD")
             }
         }

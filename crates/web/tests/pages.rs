@@ -25,7 +25,9 @@ impl EmbedImages for FakeImages {
             id,
             longitude: 13.4,
             latitude: 52.5,
+            captured_at: Timestamp(1_709_683_199_000),
             thumb_2048_url: Some(format!("/media/thumb/{id}/2048?expires=1&signature=ab")),
+            thumb_1024_url: Some(format!("/media/thumb/{id}/1024?expires=1&signature=cd")),
         })
     }
 
@@ -156,6 +158,7 @@ fn page_of(uri: &str) -> Page {
         "/dashboard" => Page::Dashboard,
         "/embed" => Page::Embed,
         "/explore" => Page::Explore,
+        _ if path.starts_with("/i/") => Page::ImageLink(path[3..].to_owned()),
         _ => Page::Asset(
             path.strip_prefix("/assets/")
                 .unwrap_or_else(|| panic!("{uri} is not a page"))
@@ -1314,6 +1317,151 @@ fn the_explorer_is_the_home_page_and_inlines_the_image_it_opens_on() {
     assert_eq!(explorer_config(&html)["image"], serde_json::Value::Null);
 }
 
+/// The `content` of the `<meta>` whose `property` or `name` is `key`, unescaped.
+fn meta(html: &str, key: &str) -> Option<String> {
+    ["property", "name"].iter().find_map(|attribute| {
+        let marker = format!(r#"<meta {attribute}="{key}" content=""#);
+        let rest = &html[html.find(&marker)? + marker.len()..];
+        Some(unescape(&rest[..rest.find('"')?]).replace("&amp;", "&"))
+    })
+}
+
+#[test]
+fn an_image_link_is_the_explorer_on_it_with_a_preview_card() {
+    let h = harness();
+    let response = get(&h.web, &format!("/i/{IMAGE}"), &Jar::default());
+    assert_eq!(response.status(), StatusCode::OK);
+    let html = body(&response);
+    assert_eq!(explorer_config(&html)["image"]["id"], IMAGE.to_string());
+    assert!(html.contains(r#"<img id="placeholder""#), "{html}");
+    // Title: the date (UTC) and the place.
+    let title = "Street-level photo, 5 March 2024, 52.50000° N, 13.40000° E";
+    assert!(
+        html.contains(&format!("<title>{title} · streetlevel</title>")),
+        "{html}"
+    );
+    let link = format!("http://127.0.0.1:8080/i/{IMAGE}");
+    let picture = format!("http://127.0.0.1:8080/media/thumb/{IMAGE}/1024?expires=1&signature=cd");
+    for (key, expected) in [
+        ("og:type", "website"),
+        ("og:title", title),
+        ("twitter:title", title),
+        ("og:url", &link),
+        ("og:image", &picture),
+        ("twitter:image", &picture),
+        ("og:image:width", "1024"),
+        ("twitter:card", "summary_large_image"),
+    ] {
+        assert_eq!(meta(&html, key).as_deref(), Some(expected), "{key}: {html}");
+    }
+    let description = meta(&html, "og:description").unwrap();
+    assert!(
+        description.contains("5 March 2024") && description.contains("52.50000° N"),
+        "{description}"
+    );
+    assert!(
+        html.contains(&format!(r#"<link rel="canonical" href="{link}">"#)),
+        "{html}"
+    );
+    let head = Request::head(format!("/i/{IMAGE}"))
+        .header(header::HOST, "127.0.0.1:8080")
+        .body(Bytes::new())
+        .unwrap();
+    assert_eq!(handle(&h.web, head).status(), StatusCode::OK);
+    let post = post(&h.web, &format!("/i/{IMAGE}"), &Jar::default(), &[]);
+    assert_eq!(post.status(), StatusCode::METHOD_NOT_ALLOWED);
+
+    // The explorer's own address has no card.
+    let explorer = body(&get(
+        &h.web,
+        &format!("/explore?image={IMAGE}"),
+        &Jar::default(),
+    ));
+    assert_eq!(meta(&explorer, "og:image"), None, "{explorer}");
+    assert!(!explorer.contains("og:"), "{explorer}");
+
+    // No public image by that ID (unknown, hidden or deleted: the store tells none of them
+    // apart): 404, the explorer with a notice, and no card at all.
+    for missing in ["7", "12abc"] {
+        let response = get(&h.web, &format!("/i/{missing}"), &Jar::default());
+        assert_eq!(response.status(), StatusCode::NOT_FOUND, "{missing}");
+        let html = body(&response);
+        assert!(
+            html.contains(&format!("There is no image with the ID {missing}.")),
+            "{html}"
+        );
+        assert!(
+            !html.contains("og:") && !html.contains("twitter:"),
+            "{html}"
+        );
+        assert!(!html.contains("/media/"), "{html}");
+        assert_eq!(explorer_config(&html)["image"], serde_json::Value::Null);
+    }
+}
+
+/// The values of the ticked `layers` boxes of an explorer page.
+fn ticked_layers(html: &str) -> Vec<String> {
+    html.match_indices(r#"<input type="checkbox" name="layers" value=""#)
+        .filter_map(|(start, marker)| {
+            let rest = &html[start + marker.len()..];
+            let tag = &rest[..rest.find('>')?];
+            tag.contains("checked")
+                .then(|| tag[..tag.find('"').unwrap_or(0)].to_owned())
+        })
+        .collect()
+}
+
+#[test]
+fn the_layer_switcher_ticks_the_layers_the_url_names() {
+    let h = harness();
+    let ticked = |query: &str| {
+        ticked_layers(&body(&get(
+            &h.web,
+            &format!("/explore{query}"),
+            &Jar::default(),
+        )))
+    };
+    assert_eq!(ticked(""), ["images", "density"]);
+    assert_eq!(ticked("?layers=signs,points"), ["points", "signs"]);
+    // As a form without JavaScript sends it: repeated, with the `none` that keeps an empty
+    // choice from meaning the default; names not known are ignored.
+    assert_eq!(
+        ticked("?layers=density&layers=none&layers=bogus"),
+        ["density"]
+    );
+    assert_eq!(ticked("?layers=none"), Vec::<String>::new());
+    let html = body(&get(&h.web, "/explore", &Jar::default()));
+    assert!(
+        html.contains(r#"<form id="layers" method="get" action="/explore">"#),
+        "{html}"
+    );
+    assert!(
+        html.contains(r#"<input type="hidden" name="layers" value="none">"#),
+        "{html}"
+    );
+}
+
+#[test]
+fn the_shortcut_sheet_is_a_dialog_that_question_mark_opens() {
+    let h = harness();
+    let html = body(&get(&h.web, "/explore", &Jar::default()));
+    assert!(
+        html.contains(r#"<button id="shortcuts-open" type="button" aria-haspopup="dialog" aria-keyshortcuts="?">Shortcuts</button>"#),
+        "{html}"
+    );
+    assert!(
+        html.contains(
+            r#"<dialog id="shortcuts" class="shortcuts" aria-labelledby="shortcuts-title">"#
+        ),
+        "{html}"
+    );
+    assert!(html.contains("<kbd>Enter</kbd>"), "{html}");
+    assert!(
+        html.contains("/assets/streetlevel/explorer/shortcuts.mjs"),
+        "{html}"
+    );
+}
+
 #[test]
 fn the_explorer_without_the_npm_packages_shows_the_thumbnail_and_says_why() {
     let h = harness_with(WebConfig {
@@ -1581,6 +1729,17 @@ fn a_hostile_value_cannot_leave_the_explorer() {
         explorer_config(&html)["baseMapStyle"],
         format!("https://maps.example/style.json?{HOSTILE}")
     );
+    // The route table passes only a segment starting with a digit; the page holds anything.
+    let (parts, ()) = Request::get("/i/x")
+        .header(header::HOST, "127.0.0.1:8080")
+        .body(())
+        .unwrap()
+        .into_parts();
+    let link = h
+        .web
+        .page(&Page::ImageLink(HOSTILE.to_owned()), &parts, b"");
+    assert_eq!(link.status(), StatusCode::NOT_FOUND);
+    assert_inert(&body(&link), 3, true, "image link");
 }
 
 // Taking images down from the dashboard.

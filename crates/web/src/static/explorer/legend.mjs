@@ -1,6 +1,6 @@
 // "About this image" (date, absolute and relative, creator, organisation, camera, coordinates,
 // IDs with copy buttons, the API JSON and an OpenStreetMap editor here) and the share dialog
-// (the exact view's link and the `/embed` snippet).
+// (the exact view's link, the image's short link `/i/<id>` and the `/embed` snippet).
 
 const byId = (id) => document.getElementById(id);
 const lang = document.documentElement.lang || undefined;
@@ -43,6 +43,8 @@ export function createLegend(config, api) {
   opener.addEventListener('click', () => {
     byId('permalink').value = window.location.href;
     const image = new URL(window.location.href).searchParams.get('image');
+    byId('short-link').value = image ? `${config.webUrl}/i/${image}` : '';
+    byId('short-link-row').hidden = !image;
     byId('embed-code').value = image
       ? `<iframe src="${config.webUrl}/embed?image_key=${image}&style=split" width="640" height="360" title="Street-level image" allowfullscreen></iframe>`
       : '';

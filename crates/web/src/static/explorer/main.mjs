@@ -3,13 +3,20 @@
 // (the image nearest its centre), shows an image; the map follows the viewer. State for tests
 // and the console is kept on `window.streetlevelExplorer`.
 import { active, formFilters, mapExpression, monthsBefore, searchParameters, viewerFilter } from './filters.mjs';
+import { createLayerSwitcher, layersParameter, readLayers } from './layers.mjs';
 import { createLegend } from './legend.mjs';
 import { createMap } from './map.mjs';
 import { createPlayer } from './player.mjs';
+import { wireShortcuts } from './shortcuts.mjs';
 import { mapParameter, readState, writeState } from './state.mjs';
 import { createViewer } from './viewer.mjs';
 
 const config = JSON.parse(document.getElementById('explorer-config').textContent);
+// The short share link `/i/<id>` continues as the explorer's own address, whose URL holds
+// the state from here on.
+if (config.image && window.location.pathname === `/i/${config.image.id}`) {
+  window.history.replaceState(null, '', `/explore?image=${config.image.id}`);
+}
 const announce = document.getElementById('announce');
 const layout = document.getElementById('explorer');
 const explorer = {
@@ -70,6 +77,7 @@ async function api(path) {
 }
 
 const legend = createLegend(config, api);
+wireShortcuts(record);
 
 // The sequence player; the lock and the speed go into the URL as they change.
 const player = createPlayer(viewer, api, initial, (changes) => {
@@ -116,6 +124,18 @@ viewer.on('image', (image) => {
   mapView?.follow(image.lngLat, !keepView);
   keepView = false;
 });
+
+// The layers shown, from the URL (a form without JavaScript may have repeated the parameter:
+// the URL gets the one comma list) and the "Layers" switcher.
+let shownLayers = readLayers(window.location.search);
+writeState({ layers: layersParameter(shownLayers) });
+const layerSwitcher = createLayerSwitcher(document.getElementById('layers'), (shown) => {
+  shownLayers = shown;
+  mapView?.setLayers(shown);
+  writeState({ layers: layersParameter(shown) });
+  record('layers', { shown });
+});
+layerSwitcher.show(shownLayers);
 
 // The filters: on the map's layers, on the viewer's navigation (with the player's lock), and
 // counted in view through the API.
@@ -175,7 +195,7 @@ for (const preset of filterForm.querySelectorAll('[data-months]')) {
 }
 
 try {
-  mapView = await createMap(mapContainer, config, view, record);
+  mapView = await createMap(mapContainer, config, view, record, shownLayers);
 } catch (error) {
   fail(`Cannot load the map: ${error.message}`);
 }
@@ -226,6 +246,12 @@ window.addEventListener('popstate', () => {
     for (const [name, value] of Object.entries(restored.filters)) filterForm.elements[name].value = value ?? '';
     filters = restored.filters;
     applyFilters();
+  }
+  const restoredLayers = readLayers(window.location.search);
+  if (restoredLayers.join() !== shownLayers.join()) {
+    shownLayers = restoredLayers;
+    layerSwitcher.show(shownLayers);
+    mapView?.setLayers(shownLayers);
   }
   if (restored.image && restored.image !== explorer.currentImageId) {
     keepView = Boolean(restored.map);

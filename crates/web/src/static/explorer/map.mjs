@@ -3,6 +3,8 @@
 // marker for the image shown. It answers which image a click or the keyboard points at.
 import { Map as MapLibreMap } from '/assets/maplibre-gl/dist/maplibre-gl.mjs';
 
+import { MAP_LAYERS } from './layers.mjs';
+
 const MARKER = '#ffd400';
 // The layers drawing images, which the filters apply to.
 const FILTERED = ['density', 'overview', 'sequence', 'image'];
@@ -80,13 +82,27 @@ function toSegment(point, a, b) {
   return squared(point, { x: a.x + t * (b.x - a.x), y: a.y + t * (b.y - a.y) });
 }
 
-// A map in `container` with the view `view` (`{center, zoom}` or `{bounds}`).
-export async function createMap(container, config, view, report) {
+// `setVisible(id, 'visible' or 'none')` for each MapLibre layer that layers.mjs switches: visible
+// when its name is in `shown`.
+function visibility(shown, setVisible) {
+  for (const [name, ids] of Object.entries(MAP_LAYERS)) {
+    for (const id of ids) setVisible(id, shown.includes(name) ? 'visible' : 'none');
+  }
+}
+
+// A map in `container` with the view `view` (`{center, zoom}` or `{bounds}`) showing the
+// layers named in `shown` (layers.mjs).
+export async function createMap(container, config, view, report, shown) {
+  const described = await style(config, report);
+  visibility(shown, (id, value) => {
+    const layer = described.layers.find((candidate) => candidate.id === id);
+    if (layer) layer.layout = { ...layer.layout, visibility: value };
+  });
   const map = new MapLibreMap({
     container,
     ...view,
     attributionControl: false,
-    style: await style(config, report),
+    style: described,
   });
 
   // The image drawn nearest to `point` (pixels) within `slack` pixels, else the image a
@@ -126,9 +142,21 @@ export async function createMap(container, config, view, report) {
   };
   map.on('load', applyFilter);
 
+  // The layers shown: the style has the first choice; a later one is applied once it has loaded.
+  let shownNow = shown;
+  const applyLayers = () => visibility(shownNow, (id, value) => {
+    if (map.getLayer(id)) map.setLayoutProperty(id, 'visibility', value);
+  });
+  map.on('load', applyLayers);
+
   return {
     map,
     imageNear,
+    // Shows the layers named in `names` (layers.mjs), hides the others.
+    setLayers(names) {
+      shownNow = names;
+      if (map.isStyleLoaded()) applyLayers();
+    },
     // Draws only the coverage `expression` keeps (null: all of it).
     setFilter(expression) {
       filter = expression;

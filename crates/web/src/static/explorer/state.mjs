@@ -1,7 +1,8 @@
 // The explorer's state as it appears in the page's URL (docs/API.md, "The explorer"):
 // `image=<id>`, `map=<zoom>/<lat>/<lng>`, the filters `from`, `to` (YYYY-MM-DD), `pano`
 // (`only` or `exclude`), `creator` (a username), `org` (an organisation ID), and the player's
-// `lock` (a sequence ID) and `speed`. The map's moves replace the current history
+// `lock` (a sequence ID) and `speed`, and the map's `layers` (layers.mjs). The map's moves
+// replace the current history
 // entry; a new image pushes one, so Back returns to the previous image and a reload restores
 // the view.
 
