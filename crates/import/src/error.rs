@@ -120,6 +120,10 @@ pub enum ImportError {
     /// blur was not published, and the same import succeeds once it answers again.
     #[error("held until the blur service answers, nothing unblurred was published: {0}")]
     BlurUnavailable(String),
+    /// The media store is away (an object store down or unreachable): what could not be
+    /// written was not published, and the same import succeeds once it answers again.
+    #[error("held until the media store answers, nothing without its media was published: {0}")]
+    MediaStoreUnavailable(String),
     /// A blur edit or privacy request refused before anything was stored.
     #[error(transparent)]
     Privacy(crate::PrivacyRefusal),

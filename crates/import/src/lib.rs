@@ -10,6 +10,7 @@ pub mod fuzzing;
 mod jobs;
 mod media;
 mod notes;
+mod picture_write;
 mod pipeline;
 mod privacy;
 mod reblur;

@@ -12,6 +12,8 @@
 //! taken only for the ID reservation and each batch's insert, never while files are read or
 //! thumbnails are made.
 
+pub(crate) use crate::picture_write::write_picture;
+use crate::picture_write::write_picture_with;
 use std::sync::RwLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -170,9 +172,19 @@ pub(crate) struct ImportRun<'a> {
     pub(crate) thumbnail_nanos: std::sync::atomic::AtomicU64,
     /// Nanoseconds spent blurring, for the report.
     pub(crate) blur_nanos: std::sync::atomic::AtomicU64,
-    /// Why the run is held: the external blur service was away for a picture, so nothing
-    /// more is blurred or published, and the run ends with [`ImportError::BlurUnavailable`].
-    pub(crate) held: std::sync::Mutex<Option<String>>,
+    /// Why the run is held: the external blur service or the media store was away for a
+    /// picture, so nothing more is blurred or published, and the run ends with
+    /// [`ImportError::BlurUnavailable`] or [`ImportError::MediaStoreUnavailable`].
+    pub(crate) held: std::sync::Mutex<Option<(HeldBy, String)>>,
+}
+
+/// What a run waits for when it is held.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum HeldBy {
+    /// The external blur service (down, timing out, overloaded).
+    BlurService,
+    /// The media store (an object store down or unreachable).
+    MediaStore,
 }
 
 /// What reading one source file found: its metadata and the hash of its bytes.
@@ -302,17 +314,51 @@ impl ImportRun<'_> {
         })
     }
 
-    /// [`ImportError::BlurUnavailable`] once the run is held.
+    /// [`ImportError::BlurUnavailable`] or [`ImportError::MediaStoreUnavailable`] once the
+    /// run is held.
     fn check_held(&self) -> Result<(), ImportError> {
-        self.held_reason()
-            .map_or(Ok(()), |reason| Err(ImportError::BlurUnavailable(reason)))
+        let held = self
+            .held
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        match held {
+            None => Ok(()),
+            Some((HeldBy::BlurService, reason)) => Err(ImportError::BlurUnavailable(reason)),
+            Some((HeldBy::MediaStore, reason)) => Err(ImportError::MediaStoreUnavailable(reason)),
+        }
     }
 
     fn held_reason(&self) -> Option<String> {
         self.held
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+            .as_ref()
+            .map(|(_, reason)| reason.clone())
+    }
+
+    /// Holds the run (the first reason stays).
+    fn hold(&self, by: HeldBy, reason: String) {
+        self.held
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get_or_insert((by, reason));
+    }
+
+    /// Writes `bytes` as `key`; a media store that is away holds the run, as a blur service
+    /// that is away does, so that nothing is published without its objects.
+    fn write_object(
+        &self,
+        key: &streetlevel_media::Key,
+        bytes: &[u8],
+        what: &str,
+    ) -> Result<(), String> {
+        self.media.write(key, bytes).map_err(|error| {
+            if streetlevel_media::is_unavailable(&error) {
+                self.hold(HeldBy::MediaStore, error.to_string());
+            }
+            format!("cannot write {what}: {error}")
+        })
     }
 
     /// Adds the images of one sequence (`members`, in capture order) and the sequence to
@@ -520,18 +566,16 @@ impl ImportRun<'_> {
                 self.blur_nanos.fetch_add(elapsed, Ordering::Relaxed);
                 let (blurred, pixels) = blurred.map_err(|error| {
                     if error.is_transient() {
-                        let mut held = self
-                            .held
-                            .lock()
-                            .unwrap_or_else(std::sync::PoisonError::into_inner);
-                        held.get_or_insert_with(|| error.to_string());
+                        self.hold(HeldBy::BlurService, error.to_string());
                     }
                     format!("cannot be blurred, so it is not published: {error}")
                 })?;
                 if *keep_unblurred {
-                    self.media
-                        .write(&ImageObject::Unblurred.key(image), &bytes)
-                        .map_err(|error| format!("cannot keep the unblurred original: {error}"))?;
+                    self.write_object(
+                        &ImageObject::Unblurred.key(image),
+                        &bytes,
+                        "the kept unblurred original",
+                    )?;
                 }
                 let record = BlurRecord {
                     regions: blurred.regions,
@@ -541,14 +585,25 @@ impl ImportRun<'_> {
                 (blurred.jpeg, Some(record), pixels)
             }
         };
-        write_picture(
-            &self.media,
-            image,
-            (&published, pixels),
-            read.metadata.orientation,
-            &self.thumbnail_nanos,
-        )?;
+        self.write_picture(image, (&published, pixels), read.metadata.orientation)?;
         Ok(record)
+    }
+
+    /// [`write_picture`] through [`Pipeline::write_object`]: a media store that is away
+    /// holds the run.
+    fn write_picture(
+        &self,
+        image: ImageId,
+        picture: (&[u8], Option<streetlevel_blur::BlurredPixels>),
+        orientation: u8,
+    ) -> Result<(), String> {
+        write_picture_with(
+            |key, bytes, what| self.write_object(key, bytes, what),
+            image,
+            picture,
+            orientation,
+            &self.thumbnail_nanos,
+        )
     }
 
     /// Stores `batch`; `bookkeeping` runs in its transaction with every file's outcome once the
@@ -589,44 +644,6 @@ impl ImportRun<'_> {
         })?;
         Ok(write_lock(self.store).add_written(written))
     }
-}
-
-/// Makes the thumbnails of `jpeg` (from `pixels`, its pixels as the blurrer decoded them,
-/// when given, so that it is not decoded again) and writes them and `jpeg` as the image's
-/// original.
-pub(crate) fn write_picture(
-    media: &MediaStore,
-    image: ImageId,
-    (jpeg, pixels): (&[u8], Option<streetlevel_blur::BlurredPixels>),
-    orientation: u8,
-    thumbnail_nanos: &std::sync::atomic::AtomicU64,
-) -> Result<(), String> {
-    let started = std::time::Instant::now();
-    let thumbnails = match pixels {
-        Some(pixels) => streetlevel_ingest::thumbnails_from_rgb(
-            pixels.width,
-            pixels.height,
-            pixels.rgb,
-            orientation,
-        ),
-        None => streetlevel_ingest::thumbnails(jpeg, orientation),
-    }
-    .map_err(|error| error.to_string());
-    let elapsed = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
-    thumbnail_nanos.fetch_add(elapsed, Ordering::Relaxed);
-    let thumbnails = thumbnails?;
-    for (width, thumbnail) in [
-        (256, &thumbnails.px256),
-        (1024, &thumbnails.px1024),
-        (2048, &thumbnails.px2048),
-    ] {
-        media
-            .write(&ImageObject::Thumbnail(width).key(image), &thumbnail.jpeg)
-            .map_err(|error| format!("cannot write a thumbnail: {error}"))?;
-    }
-    media
-        .write(&ImageObject::Original.key(image), jpeg)
-        .map_err(|error| format!("cannot write the original: {error}"))
 }
 
 /// Each file's outcome by name, with its notes; a file that has no outcome was never

@@ -211,6 +211,10 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                 "{error}. The sequences finished before are published, blurred: run the same \
                  import again once the blur service answers, it skips them"
             ),
+            ImportError::MediaStoreUnavailable(_) => anyhow::anyhow!(
+                "{error}. The sequences finished before are published with all their media: \
+                 run the same import again once the media store answers, it skips them"
+            ),
             other => other.into(),
         },
     )?;

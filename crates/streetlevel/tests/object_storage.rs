@@ -612,3 +612,85 @@ fn media_migrate_moves_a_data_directory_to_garage_and_back_resuming_after_a_fail
     drop(garage);
     let _ = std::fs::remove_dir_all(&root);
 }
+
+#[test]
+fn an_import_while_the_store_is_down_publishes_nothing_and_the_same_import_finishes_it() {
+    let Some(mut garage) = garage() else { return };
+    let env_owned = garage.env();
+    let env: Vec<(&str, &str)> = env_owned
+        .iter()
+        .map(|(name, value)| (*name, value.as_str()))
+        .collect();
+    let root = temp_dir("store-down");
+    let photos = root.join("photos");
+    std::fs::create_dir_all(&photos).unwrap();
+    let shared =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/opensfm-blur-pairs");
+    for number in 7..=9 {
+        let name = format!("after_lund_images_{number:02}.jpg");
+        std::fs::copy(shared.join(&name), photos.join(&name)).unwrap();
+    }
+    let data = root.join("data");
+    let data_arg = data.to_string_lossy().into_owned();
+    let photos_arg = photos.to_string_lossy().into_owned();
+    let import = [
+        "import",
+        "--data",
+        &data_arg,
+        "--user",
+        "alice",
+        "--media-store",
+        STORE,
+        &photos_arg,
+    ];
+    garage.stop();
+    let held = run_failing(&import, &env);
+    assert!(
+        held.contains("held until the media store answers"),
+        "{held}"
+    );
+    garage.start_again();
+    let bucket = bucket(&garage);
+    let token = streetlevel_tests::create_app(Path::new(BINARY), &data, "read");
+    let count = |server: &Server| {
+        let listed = server.request(
+            "GET",
+            "/images?bbox=-180,-85,180,85&limit=10&fields=id",
+            &[("Authorization", &format!("OAuth {token}"))],
+            b"",
+        );
+        assert_eq!(listed.status, 200);
+        listed.json()["data"].as_array().unwrap().len()
+    };
+    let server = Server::start_with_env(
+        Path::new(BINARY),
+        &data,
+        "127.0.0.1:0",
+        &["--media-store", STORE],
+        &env,
+    );
+    assert_eq!(
+        count(&server),
+        0,
+        "nothing published while the store was down"
+    );
+    drop(server);
+    streetlevel_tests::run_with_env(Path::new(BINARY), &import, &env);
+    // Run twice: the second finds everything imported and adds nothing.
+    streetlevel_tests::run_with_env(Path::new(BINARY), &import, &env);
+    let server = Server::start_with_env(
+        Path::new(BINARY),
+        &data,
+        "127.0.0.1:0",
+        &["--media-store", STORE],
+        &env,
+    );
+    assert_eq!(count(&server), 3, "each photo published exactly once");
+    let stored = bucket
+        .list(&streetlevel_media::layout::images_prefix())
+        .unwrap();
+    assert_eq!(stored.len(), 3 * 4, "every object of each: {stored:?}");
+    drop(server);
+    drop(garage);
+    let _ = std::fs::remove_dir_all(&root);
+}

@@ -188,7 +188,12 @@ impl Uploads {
                     "an upload's lease ran out before it was renewed: left to the worker that took it over"
                 );
             }
-            Err(ImportError::BlurUnavailable(reason)) => self.hold(job, worker, &reason)?,
+            Err(ImportError::BlurUnavailable(reason)) => {
+                self.hold(job, worker, "the blur service", &reason)?;
+            }
+            Err(ImportError::MediaStoreUnavailable(reason)) => {
+                self.hold(job, worker, "the media store", &reason)?;
+            }
             Err(error) => {
                 tracing::warn!(job, %error, "an upload failed");
                 self.fail_processing(job, worker, &error.to_string())?;
@@ -288,13 +293,20 @@ impl Uploads {
     }
 
     /// Puts `job` back in the queue if `worker` still holds it, not to be taken before
-    /// `blur_retry_after` has passed, with the reason the status shows: the blur service was
-    /// away, so nothing of it was published, and a later try may succeed.
-    pub(super) fn hold(&self, job: i64, worker: &str, reason: &str) -> Result<(), ImportError> {
+    /// `blur_retry_after` has passed, with the reason the status shows: `what` (the blur
+    /// service, the media store) was away, so nothing of it was published, and a later try
+    /// may succeed.
+    pub(super) fn hold(
+        &self,
+        job: i64,
+        worker: &str,
+        what: &str,
+        reason: &str,
+    ) -> Result<(), ImportError> {
         let retry_after = self.limits.blur_retry_after;
         let reason = format!(
-            "waiting for the blur service, nothing is published until it answers; tried again \
-             in {} s: {reason}",
+            "waiting for {what}, nothing is published until it answers; tried again in {} s: \
+             {reason}",
             retry_after.as_secs()
         );
         tracing::warn!(job, %reason, "an upload is held");
