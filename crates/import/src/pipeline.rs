@@ -601,6 +601,17 @@ pub(crate) fn write_picture(
     orientation: u8,
     thumbnail_nanos: &std::sync::atomic::AtomicU64,
 ) -> Result<(), String> {
+    let thumbnails = make_thumbnails((jpeg, pixels), orientation, thumbnail_nanos)?;
+    write_picture_files(media, image, jpeg, &thumbnails)
+}
+
+/// The thumbnails of `jpeg` (from `pixels` when given), the time taken added to
+/// `thumbnail_nanos`: the CPU work of [`write_picture`], for callers that write later.
+pub(crate) fn make_thumbnails(
+    (jpeg, pixels): (&[u8], Option<streetlevel_blur::BlurredPixels>),
+    orientation: u8,
+    thumbnail_nanos: &std::sync::atomic::AtomicU64,
+) -> Result<streetlevel_ingest::Thumbnails, String> {
     let started = std::time::Instant::now();
     let thumbnails = match pixels {
         Some(pixels) => streetlevel_ingest::thumbnails_from_rgb(
@@ -614,7 +625,16 @@ pub(crate) fn write_picture(
     .map_err(|error| error.to_string());
     let elapsed = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
     thumbnail_nanos.fetch_add(elapsed, Ordering::Relaxed);
-    let thumbnails = thumbnails?;
+    thumbnails
+}
+
+/// Writes `thumbnails` and `jpeg` as the image's original: files only, no CPU work.
+pub(crate) fn write_picture_files(
+    media: &MediaStore,
+    image: ImageId,
+    jpeg: &[u8],
+    thumbnails: &streetlevel_ingest::Thumbnails,
+) -> Result<(), String> {
     for (width, thumbnail) in [
         (256, &thumbnails.px256),
         (1024, &thumbnails.px1024),
