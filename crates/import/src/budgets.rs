@@ -2,19 +2,22 @@
 //! entry count and inflated size (read from its central directory, overlapping and duplicate
 //! entries refused), an image's stored bytes (what follows the JPEG's end-of-image marker is
 //! dropped), the memory of the pictures worked on at once (one pool per process, whatever the
-//! number of cores, covering each picture's whole working set), and a job's time.
+//! number of cores, covering each picture's whole working set: `budgets/memory.rs`), and a
+//! job's time.
 //!
 //! The pipeline sees these only through [`Budgeted`] (a [`Sources`] that trims and refuses)
 //! and [`picture_permit`], so its own steps stay as they are.
 
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex, PoisonError};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use crate::ImportError;
 use crate::pipeline::Sources;
+
+mod memory;
+pub use memory::{PicturePermit, picture_permit, set_decode_memory_limit};
 
 /// The default of [`set_decode_memory_limit`]: enough for the whole working set of the
 /// largest image `ingest` accepts (a progressive JPEG of `MAX_PIXELS` blurred with the default
@@ -67,126 +70,6 @@ pub enum PictureWork {
         /// The upright width and height it is scaled to.
         size: (u32, u32),
     },
-}
-
-/// The pictures of this process and the bytes they may hold at once.
-struct MemoryPool {
-    limit: AtomicU64,
-    in_use: Mutex<u64>,
-    released: Condvar,
-}
-
-static PICTURES: MemoryPool = MemoryPool {
-    limit: AtomicU64::new(DEFAULT_DECODE_MEMORY_BYTES),
-    in_use: Mutex::new(0),
-    released: Condvar::new(),
-};
-
-/// Sets how many bytes the pictures this process works on may hold at once (the server's
-/// `decode_memory_bytes`): each picture's whole working set, from its decode to its last
-/// thumbnail or tile. A picture that would exceed it waits for others to end, and one that
-/// alone needs more is refused.
-pub fn set_decode_memory_limit(bytes: u64) {
-    PICTURES.limit.store(bytes, Ordering::Relaxed);
-    PICTURES.released.notify_all();
-}
-
-/// A picture of at least this many bytes (its own working set, without the blurrer's) is a
-/// large one: once the process has no picture left to work on after one, the blurrer gives
-/// back what it keeps between pictures.
-const LARGE_PICTURE_BYTES: u64 = 256 << 20;
-
-/// Whether a large picture was worked on since the blurrer last gave its memory back.
-static LARGE_SINCE_RELEASE: AtomicBool = AtomicBool::new(false);
-
-/// A share of the process's picture memory, given back when dropped.
-pub struct PicturePermit {
-    bytes: u64,
-    /// The blurrer whose sessions go when the process's pictures are done after a large one.
-    blurrer: Option<std::sync::Arc<dyn streetlevel_blur::Blurrer>>,
-}
-
-impl std::fmt::Debug for PicturePermit {
-    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        formatter
-            .debug_struct("PicturePermit")
-            .field("bytes", &self.bytes)
-            .finish_non_exhaustive()
-    }
-}
-
-impl PicturePermit {
-    /// The bytes this permit holds.
-    pub fn bytes(&self) -> u64 {
-        self.bytes
-    }
-
-    /// The same permit, which asks `blurrer` to give back what it keeps between pictures
-    /// (its models' sessions, hundreds of megabytes each) when it is the last one held after
-    /// a large picture, so that the process returns to its idle size.
-    #[must_use]
-    pub fn releasing(mut self, blurrer: std::sync::Arc<dyn streetlevel_blur::Blurrer>) -> Self {
-        self.blurrer = Some(blurrer);
-        self
-    }
-}
-
-impl Drop for PicturePermit {
-    fn drop(&mut self) {
-        let idle = {
-            let mut in_use = PICTURES
-                .in_use
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            *in_use = in_use.saturating_sub(self.bytes);
-            *in_use == 0
-        };
-        PICTURES.released.notify_all();
-        if idle
-            && let Some(blurrer) = &self.blurrer
-            && LARGE_SINCE_RELEASE.swap(false, Ordering::Relaxed)
-        {
-            blurrer.release_memory();
-        }
-    }
-}
-
-/// Waits until the working set of `work` on `jpeg` fits in the process's picture memory
-/// and takes its share; refuses a file that needs more than all of it, or whose layout
-/// cannot be read (the decoder would refuse it too).
-pub fn picture_permit(jpeg: &[u8], work: PictureWork) -> Result<PicturePermit, String> {
-    let bytes = picture_memory(jpeg, work).ok_or("not a readable jpeg")?;
-    let limit = PICTURES.limit.load(Ordering::Relaxed);
-    if bytes > limit {
-        return Err(format!(
-            "working on it needs about {} MB, more than this server's picture memory of {} MB \
-             (decode_memory_bytes)",
-            bytes >> 20,
-            limit >> 20
-        ));
-    }
-    let mut in_use = PICTURES
-        .in_use
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner);
-    while *in_use + bytes > PICTURES.limit.load(Ordering::Relaxed) {
-        in_use = PICTURES
-            .released
-            .wait(in_use)
-            .unwrap_or_else(PoisonError::into_inner);
-    }
-    *in_use += bytes;
-    let own = match work {
-        PictureWork::Blur { detection, .. } => bytes.saturating_sub(detection),
-        _ => bytes,
-    };
-    if own >= LARGE_PICTURE_BYTES {
-        LARGE_SINCE_RELEASE.store(true, Ordering::Relaxed);
-    }
-    Ok(PicturePermit {
-        bytes,
-        blurrer: None,
-    })
 }
 
 /// The bytes `work` on `jpeg` holds at its peak, by what its markers say (the file's own

@@ -12,8 +12,8 @@
 //! taken only for the ID reservation and each batch's insert, never while files are read or
 //! thumbnails are made.
 
-pub(crate) use crate::picture_write::write_picture;
 use crate::picture_write::write_picture_with;
+pub(crate) use crate::picture_write::{make_thumbnails, write_picture_files};
 use std::sync::RwLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -589,7 +589,7 @@ impl ImportRun<'_> {
         Ok(record)
     }
 
-    /// [`write_picture`] through [`Pipeline::write_object`]: a media store that is away
+    /// [`write_picture_with`] through [`Pipeline::write_object`]: a media store that is away
     /// holds the run.
     fn write_picture(
         &self,

@@ -5,12 +5,16 @@
 //! Invariants: an image is blurred from its kept unblurred original when there is one (with
 //! the boxes blurred by hand, blur edits, laid on again), and otherwise from its published
 //! picture, which only ever adds blur; it is seen upright, as the import saw it (the Exif
-//! orientation of its file, not of its record, which says 1 for every upright thumbnail); its
-//! original and thumbnails are written (atomically) and its cached pyramid tiles removed before
-//! its regions and fingerprint are replaced in one transaction, so a crash in between leaves it
-//! listed for the next run; nothing unblurred is written at a key that is served. Which images are
-//! stale is decided once, by [`blur_status`] and the run's selection alike: last blurred by
-//! another blurrer than the one configured, or never blurred.
+//! orientation of its file, not of its record, which says 1 for every upright thumbnail). It
+//! is blurred and its thumbnails made outside any transaction; then one short write
+//! transaction checks that its blur edits and its served original are what the blurring read
+//! (a blur edit applied meanwhile is never overwritten: the image is blurred again from what
+//! changed, [`REBLUR_ATTEMPTS`] times at most), writes its original and thumbnails
+//! (atomically), removes its cached pyramid tiles and replaces its regions and fingerprint; a
+//! crash before the commit leaves it listed for the next run. Nothing unblurred is written at
+//! a key that is served. Which images are stale is decided once, by [`blur_status`] and the
+//! run's selection alike: last blurred by another blurrer than the one configured, or never
+//! blurred.
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -27,7 +31,11 @@ use streetlevel_store::Store;
 use crate::ImportError;
 use crate::blurring::{BlurRecord, unblurred_path, write_record};
 use crate::budgets::PictureWork;
-use crate::pipeline::write_picture;
+use crate::pipeline::{make_thumbnails, write_picture_files};
+
+/// How many times one image is blurred before it is left for the next run because its blur
+/// edits or its served original kept changing while it was blurred.
+pub const REBLUR_ATTEMPTS: usize = 3;
 
 /// Which images a run blurs again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -345,30 +353,96 @@ fn reblur_one(
     was_blurred: bool,
     thumbnail_nanos: &AtomicU64,
 ) -> Result<Source, String> {
+    for attempt in 1..=REBLUR_ATTEMPTS {
+        let basis = read_basis(database, data_dir, media, image, was_blurred)?;
+        let picture = blur_picture(image, blurrer, &basis, thumbnail_nanos)?;
+        match publish(database, media, image, blurrer, &basis, &picture)? {
+            None => return Ok(basis.source),
+            Some(changed) => tracing::info!(
+                image = %image.id,
+                attempt,
+                changed,
+                "an image is blurred again: it changed while it was blurred"
+            ),
+        }
+    }
+    Err(format!(
+        "its blur edits or its picture changed while it was blurred, {REBLUR_ATTEMPTS} times: \
+         left for the next run"
+    ))
+}
+
+/// What one image is blurred from, as read before blurring; the transaction that publishes
+/// the result checks that its edits and its served original still say the same.
+struct ReblurBasis {
+    source: Source,
+    /// The bytes blurred: the unblurred original, or the served one.
+    bytes: Vec<u8>,
+    /// The boxes blurred by hand and not removed.
+    edits: Vec<streetlevel_blur::Region>,
+    /// The served original's path and bytes, if it has one.
+    served: Option<(std::path::PathBuf, Vec<u8>)>,
+}
+
+fn read_basis(
+    database: &Database,
+    data_dir: &Path,
+    media: &LocalMedia,
+    image: &Image,
+    was_blurred: bool,
+) -> Result<ReblurBasis, String> {
+    let read = |path: &Path| {
+        std::fs::read(path).map_err(|error| format!("cannot read {}: {error}", path.display()))
+    };
+    let served = match media.find_image_object(image.id, ImageObject::Original) {
+        Some(path) => {
+            let bytes = read(&path)?;
+            Some((path, bytes))
+        }
+        None => None,
+    };
     let unblurred = unblurred_path(data_dir, image.id);
-    let (path, source) = if unblurred.is_file() {
-        (unblurred, Source::Unblurred)
+    let (source, bytes) = if unblurred.is_file() {
+        (Source::Unblurred, read(&unblurred)?)
     } else {
-        let path = media
-            .find_image_object(image.id, ImageObject::Original)
+        let (_, bytes) = served
+            .as_ref()
             .ok_or_else(|| String::from("no picture file (neither unblurred nor published)"))?;
         let source = if was_blurred {
             Source::Published
         } else {
             Source::NeverBlurred
         };
-        (path, source)
+        (source, bytes.clone())
     };
-    let bytes =
-        std::fs::read(&path).map_err(|error| format!("cannot read {}: {error}", path.display()))?;
+    let edits = database
+        .read(|connection| crate::privacy::edit_regions(connection, image.id))
+        .map_err(|error: DbError| format!("cannot read its blur edits: {error}"))?;
+    Ok(ReblurBasis {
+        source,
+        bytes,
+        edits,
+        served,
+    })
+}
+
+/// The blurred picture of `basis` and its thumbnails: the CPU work, within the process's
+/// picture memory.
+fn blur_picture(
+    image: &Image,
+    blurrer: &dyn Blurrer,
+    basis: &ReblurBasis,
+    thumbnail_nanos: &AtomicU64,
+) -> Result<(streetlevel_blur::Blurred, streetlevel_ingest::Thumbnails), String> {
+    let bytes = &basis.bytes;
     // The record says 1 for every imported image (its thumbnails are upright); the file
     // says how its pixels are stored, as it did when it was imported.
-    let orientation = streetlevel_ingest::read_metadata(&bytes)
+    let orientation = streetlevel_ingest::read_metadata(bytes)
         .map_or(image.exif_orientation.unwrap_or(1), |metadata| {
             metadata.orientation
         });
     let _memory = crate::budgets::picture_permit(
-        &bytes,
+        bytes,
         PictureWork::Blur {
             orientation,
             detection: blurrer.working_memory_bytes(),
@@ -376,32 +450,76 @@ fn reblur_one(
     )?;
     let mut blurred = blurrer
         .blur(
-            &bytes,
+            bytes,
             Hints {
                 orientation,
                 panorama: image.is_pano,
             },
         )
         .map_err(|error| format!("cannot be blurred: {error}"))?;
-    if source == Source::Unblurred {
-        // Boxes blurred by hand are not the detector's to drop: laid on the new picture.
-        let edits = database
-            .read(|connection| crate::privacy::edit_regions(connection, image.id))
-            .map_err(|error: DbError| format!("cannot read its blur edits: {error}"))?;
-        if !edits.is_empty() {
-            blurred.jpeg = streetlevel_blur::blur_regions(&blurred.jpeg, &edits)
-                .map_err(|error| format!("cannot blur its edited boxes: {error}"))?;
-        }
+    // Boxes blurred by hand are not the detector's to drop: laid on the new picture.
+    if basis.source == Source::Unblurred && !basis.edits.is_empty() {
+        blurred.jpeg = streetlevel_blur::blur_regions(&blurred.jpeg, &basis.edits)
+            .map_err(|error| format!("cannot blur its edited boxes: {error}"))?;
     }
-    write_picture(
-        &MediaStore::Local(media.clone()),
-        image.id,
-        (&blurred.jpeg, None),
-        orientation,
-        thumbnail_nanos,
-    )?;
-    // What was made from the old picture and is not written anew: the pyramid tiles, and
-    // where an older layout kept the original and the thumbnails.
+    let thumbnails = make_thumbnails((&blurred.jpeg, None), orientation, thumbnail_nanos)?;
+    Ok((blurred, thumbnails))
+}
+
+/// In one write transaction: when the image's blur edits and served original are still
+/// `basis`'s, writes the picture and its thumbnails, removes what was made from the old one
+/// and records the blur; otherwise says what changed, and nothing is written.
+fn publish(
+    database: &Database,
+    media: &LocalMedia,
+    image: &Image,
+    blurrer: &dyn Blurrer,
+    basis: &ReblurBasis,
+    (blurred, thumbnails): &(streetlevel_blur::Blurred, streetlevel_ingest::Thumbnails),
+) -> Result<Option<&'static str>, String> {
+    let record = BlurRecord {
+        regions: blurred.regions.clone(),
+        blurred_by: blurrer.fingerprint(),
+        unblurred_kept: basis.source == Source::Unblurred,
+    };
+    // Failures of its own (a file) are the inner error: nothing is recorded before them.
+    let published = database.write(|connection| {
+        if crate::privacy::edit_regions(connection, image.id)? != basis.edits {
+            return Ok(Ok(Some("its blur edits")));
+        }
+        let served = media.find_image_object(image.id, ImageObject::Original);
+        let unchanged = match (&basis.served, served) {
+            (Some((before, bytes)), Some(now)) => {
+                // A comparison of bytes already read, not a render: the transaction stays
+                // short.
+                *before == now && std::fs::read(&now).is_ok_and(|read| read == *bytes)
+            }
+            (None, None) => true,
+            _ => false,
+        };
+        if !unchanged {
+            return Ok(Ok(Some("its picture")));
+        }
+        let written = write_picture_files(
+            &MediaStore::Local(media.clone()),
+            image.id,
+            &blurred.jpeg,
+            thumbnails,
+        )
+        .and_then(|()| remove_stale(media, image));
+        if let Err(reason) = written {
+            return Ok(Err(reason));
+        }
+        let now = connection.now_millis()?;
+        write_record(connection, image.id, &record, now)?;
+        Ok::<_, DbError>(Ok(None))
+    });
+    published.map_err(|error| format!("cannot record the blur: {error}"))?
+}
+
+/// Removes what was made from the old picture and is not written anew: the pyramid tiles,
+/// and where an older layout kept the original and the thumbnails.
+fn remove_stale(media: &LocalMedia, image: &Image) -> Result<(), String> {
     let mut stale = Vec::new();
     for object in layout::derived_objects(image.width, image.height) {
         if let ImageObject::Tile { .. } = object {
@@ -415,16 +533,5 @@ fn reblur_one(
             .remove(&key)
             .map_err(|error| format!("cannot remove {key}: {error}"))?;
     }
-    let record = BlurRecord {
-        regions: blurred.regions,
-        blurred_by: blurrer.fingerprint(),
-        unblurred_kept: source == Source::Unblurred,
-    };
-    database
-        .write(|connection| {
-            let now = connection.now_millis()?;
-            write_record(connection, image.id, &record, now)
-        })
-        .map_err(|error: DbError| format!("cannot record the blur: {error}"))?;
-    Ok(source)
+    Ok(())
 }

@@ -51,12 +51,12 @@ impl App {
             .into_iter()
             .find(|part| part.name == protocol::PICTURE_PART)
             .ok_or_else(|| Error::BadBody(String::from("the part 'picture' is missing")))?;
-        // On the process's CPU pool, with the upload queue's decoding and blurring, and within
-        // its picture memory. The memory is waited for on a pool thread, as the queue's
-        // pictures wait for it: held while waiting for a pool thread, it could be what the
-        // pool's threads are all waiting for.
+        // On the CPU pool's interactive lane, which the upload queue's decoding and blurring
+        // never queue ahead of, and within the process's picture memory (where it goes
+        // first). The memory is waited for on the lane's thread, as the queue's pictures wait
+        // for theirs on the pool's.
         let orientation = streetlevel_ingest::read_orientation(&picture.body);
-        let blurred = streetlevel_import::run_on_cpu_pool(|| {
+        let blurred = streetlevel_import::run_interactive(|| {
             let _memory = streetlevel_import::picture_permit(
                 &picture.body,
                 streetlevel_import::PictureWork::Blur {

@@ -99,7 +99,7 @@ fn privacy_error(error: ImportError, raw: &str) -> Error {
         ImportError::Privacy(PrivacyRefusal::Unknown | PrivacyRefusal::UnknownImage) => {
             Error::UnknownId(raw.to_owned())
         }
-        ImportError::Privacy(PrivacyRefusal::QueueFull) => Error::Busy,
+        ImportError::Privacy(PrivacyRefusal::QueueFull | PrivacyRefusal::Changed(_)) => Error::Busy,
         ImportError::Privacy(refusal) => Error::bad_parameter("state", refusal.to_string()),
         error => Error::storage(error.is_unavailable(), &error),
     }

@@ -13,6 +13,7 @@
 #![allow(clippy::unwrap_used, clippy::panic, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use streetlevel_tests::{Response, Server, auth, create_user, run_with_env};
@@ -81,6 +82,11 @@ struct World {
 }
 
 fn world(name: &str) -> World {
+    world_with(name, &[])
+}
+
+/// [`world`] with more arguments for `streetlevel serve`.
+fn world_with(name: &str, serve: &[&str]) -> World {
     let root = temp_dir(name);
     let data = root.join("data");
     let folder = root.join("photos");
@@ -111,11 +117,9 @@ fn world(name: &str) -> World {
         );
     }
     let token = streetlevel_tests::create_app(Path::new(BINARY), &data, "read");
-    let server = Server::start(
-        Path::new(BINARY),
-        &data,
-        &["--administrators", "carol,erin"],
-    );
+    let mut args = vec!["--administrators", "carol,erin"];
+    args.extend_from_slice(serve);
+    let server = Server::start(Path::new(BINARY), &data, &args);
     let found = server.request(
         "GET",
         "/images?bbox=-180,-85,180,85&fields=id",
@@ -844,6 +848,10 @@ fn handled_on_the_command_line(world: &World, image: &str) {
 }
 
 fn create_app_with_secret(world: &World) -> (String, String) {
+    create_app_with_secret_and_scopes(world, "read,write")
+}
+
+fn create_app_with_secret_and_scopes(world: &World, scopes: &str) -> (String, String) {
     let created = world.cli(&[
         "apps",
         "create",
@@ -852,7 +860,7 @@ fn create_app_with_secret(world: &World) -> (String, String) {
         "--callback",
         "http://127.0.0.1/callback",
         "--scopes",
-        "read,write",
+        scopes,
     ]);
     let field = |name: &str| {
         created
@@ -1098,4 +1106,275 @@ fn a_full_queue_refuses_more_requests_until_administrators_handle_some() {
     let sent = submit_report(&world, &image, &report_cookie, &body);
     assert_eq!(sent.status, 201, "{}", text(&sent));
     assert_eq!(world.stored_requests(), 10_001);
+}
+
+/// The real street photos of `../shared/data/opensfm-blur-pairs`, every one of them (8 MP
+/// Berlin, 1024 x 768 Lund, before and after blurring: all different bytes).
+fn every_photo() -> Vec<(String, Vec<u8>)> {
+    let dir = photos_dir();
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| {
+            Path::new(name)
+                .extension()
+                .is_some_and(|extension| extension.eq_ignore_ascii_case("jpg"))
+        })
+        .collect();
+    names.sort();
+    assert!(
+        names.len() >= 60,
+        "{} photos in {}",
+        names.len(),
+        dir.display()
+    );
+    names
+        .into_iter()
+        .map(|name| {
+            let bytes = std::fs::read(dir.join(&name)).unwrap();
+            (name, bytes)
+        })
+        .collect()
+}
+
+/// Uploads `photos` as the uploader does (a session each, a manifest) with `auth` and
+/// finishes the manifest: the job's ID.
+fn upload_as_one_job(world: &World, auth: &str, photos: &[(String, Vec<u8>)]) -> i64 {
+    let mut handles = Vec::new();
+    for (index, (name, bytes)) in photos.iter().enumerate() {
+        let key = format!("mly_tools_{index:04}_{}", name.replace('_', "-"));
+        let response = world.server.request(
+            "POST",
+            &format!("/upload/{key}"),
+            &[("Authorization", auth), ("Offset", "0")],
+            bytes,
+        );
+        assert_eq!(response.status, 200, "{}", text(&response));
+        handles.push(response.json()["h"].as_str().unwrap().to_owned());
+    }
+    let manifest = json!({"image_handles": handles}).to_string();
+    let stored = world.server.request(
+        "POST",
+        "/upload/uuid_lane.json",
+        &[("Authorization", auth), ("Offset", "0")],
+        manifest.as_bytes(),
+    );
+    assert_eq!(stored.status, 200, "{}", text(&stored));
+    let finished = world.server.request(
+        "POST",
+        "/finish_upload",
+        &[
+            ("Authorization", auth),
+            ("Content-Type", "application/json"),
+        ],
+        json!({"file_handle": stored.json()["h"], "file_type": "mly_bundle_manifest"})
+            .to_string()
+            .as_bytes(),
+    );
+    assert_eq!(finished.status, 200, "{}", text(&finished));
+    finished.json()["cluster_id"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// The state, lease and image count of an upload job, where the server keeps its tables.
+fn job_state(database: &streetlevel_db::Database, job: i64) -> (String, Option<i64>, i64) {
+    database
+        .read(|connection| {
+            connection.query_row(
+                "SELECT state, lease_until, images FROM import_jobs WHERE id = ?1",
+                streetlevel_db::params![job],
+                |row| Ok::<_, streetlevel_db::DbError>((row.get(0)?, row.get(1)?, row.get(2)?)),
+            )
+        })
+        .unwrap()
+        .expect("the job's row")
+}
+
+/// What issue 40 bounds while a blur edit is applied during a large upload: how long a token
+/// is issued in, how long the upload job goes without its lease renewed, and how long the
+/// edit itself takes. Each is milliseconds at the job's pace (its lease is renewed every
+/// quarter of [`LANE_TEST_LEASE_SECONDS`]); before the render left the write transaction and
+/// the edit got its lane, the edit waited for the upload's pictures and every writer waited
+/// for its render.
+const LANE_TEST_BOUND: Duration = Duration::from_secs(2);
+/// The upload job's lease in the lane test, seconds (renewed every quarter).
+const LANE_TEST_LEASE_SECONDS: u64 = 4;
+
+/// Refreshes `first` (a token of the app `(id, secret)`) at `addr` as a chain until `stop`:
+/// how many were issued and the slowest answer. Each refresh is a write.
+fn issue_tokens_until(
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    addr: std::net::SocketAddr,
+    (id, secret): (String, String),
+    first: String,
+) -> std::thread::JoinHandle<(usize, Duration)> {
+    std::thread::spawn(move || {
+        let mut current = first;
+        let mut slowest = Duration::ZERO;
+        let mut issued = 0;
+        while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+            let started = Instant::now();
+            let response = streetlevel_tests::request(
+                addr,
+                "POST",
+                "/token",
+                &[
+                    ("Content-Type", "application/json"),
+                    ("Authorization", &format!("OAuth {secret}")),
+                ],
+                json!({
+                    "grant_type": "refresh_token",
+                    "refresh_token": current,
+                    "client_id": id.parse::<u64>().unwrap(),
+                })
+                .to_string()
+                .as_bytes(),
+            );
+            slowest = slowest.max(started.elapsed());
+            assert_eq!(response.status, 200, "{}", text(&response));
+            response.json()["access_token"]
+                .as_str()
+                .unwrap()
+                .clone_into(&mut current);
+            issued += 1;
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        (issued, slowest)
+    })
+}
+
+/// Watches upload job `job` until it is no longer processing (before `deadline`): its final
+/// state, its images, and the longest time its lease went without a renewal.
+fn watch_lease(
+    database: std::sync::Arc<streetlevel_db::Database>,
+    job: i64,
+    deadline: Instant,
+) -> std::thread::JoinHandle<(String, i64, Duration)> {
+    std::thread::spawn(move || {
+        let (mut last, mut changed_at) = (job_state(&database, job).1, Instant::now());
+        let mut longest = Duration::ZERO;
+        loop {
+            let (state, lease_until, images) = job_state(&database, job);
+            if state != "processing" {
+                return (state, images, longest.max(changed_at.elapsed()));
+            }
+            if lease_until != last {
+                longest = longest.max(changed_at.elapsed());
+                (last, changed_at) = (lease_until, Instant::now());
+            }
+            assert!(Instant::now() < deadline, "the job did not end");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    })
+}
+
+/// Issue 40: a blur edit applied while a large upload of real photos is processed (on one CPU
+/// thread, so the upload's pictures queue behind each other; blurred with the real models when
+/// they are installed) renders on the interactive lane
+/// and takes the database's write lock only to publish. Meanwhile tokens are issued (a
+/// refresh chain, each a write) within [`LANE_TEST_BOUND`], the job's lease is renewed at
+/// least that often and never lost, the edit is answered within that bound while the job is
+/// still processing, its box is blurred, and the job publishes every photo.
+#[test]
+fn a_blur_edit_during_a_large_upload_holds_up_neither_tokens_nor_the_uploads_lease() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    let lease = LANE_TEST_LEASE_SECONDS.to_string();
+    let mut serve = vec!["--cpu-threads", "1", "--upload-job-lease-seconds", &lease];
+    // With the real models (as `cargo xtask test` runs it) each picture of the upload takes
+    // seconds of CPU, as a large upload's do; without them only its thumbnails are made.
+    let models = streetlevel_tests::test_models_dir().map(|dir| dir.to_string_lossy().into_owned());
+    if let Some(models) = &models {
+        serve.extend(["--blur", "true", "--blur-models-dir", models.as_str()]);
+    }
+    let world = world_with("lane", &serve);
+    let database = Arc::new(streetlevel_db::Database::open(world.server.database()).unwrap());
+    let app = create_app_with_secret_and_scopes(&world, "read,upload");
+    // Two new users: one uploads, one's tokens are refreshed.
+    let uploader = format!("OAuth {}", user_token(&world, &app, "uploader"));
+    let first_token = user_token(&world, &app, "token-user");
+    let alice = world.sign_in("alice");
+    let image = world.images[2].clone();
+    let before = world.thumbnail(&image);
+    // Blurred, the six 8 MP Berlin photos are seconds of CPU each; else every photo but the
+    // three the world imported (they would be duplicates), whose thumbnails take longer.
+    let mut photos = every_photo();
+    if models.is_some() {
+        photos.retain(|(name, _)| name.contains("berlin"));
+    } else {
+        photos
+            .retain(|(name, _)| !(1..=3).any(|n| *name == format!("after_lund_images_{n:02}.jpg")));
+    }
+    let job = upload_as_one_job(&world, &uploader, &photos);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut state = job_state(&database, job);
+    while state.0 != "processing" {
+        assert_eq!(state.0, "received", "{state:?}");
+        assert!(
+            Instant::now() < deadline,
+            "the job was not claimed: {state:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+        state = job_state(&database, job);
+    }
+    // The edit comes once the first new picture is stored: the upload's pictures are then
+    // under way on the pool, one after another.
+    let stored = |data: &Path| std::fs::read_dir(data.join("media/img")).unwrap().count();
+    let imported = 3;
+    while stored(&world.data) <= imported {
+        assert!(
+            Instant::now() < deadline,
+            "no picture of the upload was stored"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let tokens = issue_tokens_until(
+        Arc::clone(&stop),
+        world.server.processes()[0],
+        app.clone(),
+        first_token,
+    );
+    let leases = watch_lease(Arc::clone(&database), job, deadline);
+
+    let shares = [0.1, 0.2, 0.3, 0.3];
+    let started = Instant::now();
+    let drawn = world.draw(&alice, &image, shares);
+    let edit_took = started.elapsed();
+    assert_eq!(drawn.status, 200, "{}", text(&drawn));
+    assert!(text(&drawn).contains("Applied edit"), "{}", text(&drawn));
+    let during = job_state(&database, job).0;
+    let (state, images, longest_without_renewal) = leases.join().unwrap();
+    stop.store(true, Ordering::SeqCst);
+    let (issued, slowest_token) = tokens.join().unwrap();
+    eprintln!(
+        "edit {edit_took:?}, slowest of {issued} tokens {slowest_token:?}, longest without \
+         lease renewal {longest_without_renewal:?}"
+    );
+    assert!(
+        edit_took <= LANE_TEST_BOUND,
+        "the edit took {edit_took:?} while the upload was processed"
+    );
+    assert_eq!(
+        during, "processing",
+        "the job ended before the edit was answered: the test needs a longer upload"
+    );
+
+    assert_eq!(state, "published", "the job lost its lease or failed");
+    assert_eq!(images, i64::try_from(photos.len()).unwrap());
+    let (change, _) = compare(&before, &world.thumbnail(&image), shares, true);
+    assert!(change > 8.0, "the box changed by {change}");
+    assert!(issued > 0);
+    assert!(
+        slowest_token <= LANE_TEST_BOUND,
+        "a token took {slowest_token:?} while the edit was applied ({issued} issued)"
+    );
+    assert!(
+        longest_without_renewal <= LANE_TEST_BOUND,
+        "the upload's lease went {longest_without_renewal:?} without renewal"
+    );
 }

@@ -900,7 +900,7 @@ fn refusal(error: &ImportError) -> (StatusCode, String) {
         ImportError::Privacy(refusal) => {
             let status = match refusal {
                 PrivacyRefusal::UnknownImage | PrivacyRefusal::Unknown => StatusCode::NOT_FOUND,
-                PrivacyRefusal::Handled => StatusCode::CONFLICT,
+                PrivacyRefusal::Handled | PrivacyRefusal::Changed(_) => StatusCode::CONFLICT,
                 PrivacyRefusal::Impossible(_) => StatusCode::UNPROCESSABLE_ENTITY,
                 PrivacyRefusal::Invalid(_) => StatusCode::BAD_REQUEST,
                 PrivacyRefusal::QueueFull => StatusCode::SERVICE_UNAVAILABLE,

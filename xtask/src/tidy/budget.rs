@@ -84,12 +84,6 @@ pub(super) const EXCEPTIONS: &[Exception] = &[
         reason: "the report form, the image page and the privacy queue with its blur models' \
                  counts (issue 37; to be split: the counts' section can go to a module of its own)",
     },
-    Exception {
-        path: "crates/import/src/privacy.rs",
-        max_lines: 1075,
-        reason: "blur edits and privacy requests, and the blur status the dashboard shows \
-                 (issue 37; to be split: the status and the edit's rendering can go apart)",
-    },
 ];
 
 /// The budget problems of the source files `files` (paths relative to the repository's
