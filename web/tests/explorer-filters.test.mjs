@@ -10,8 +10,9 @@ import { after, before, describe, test } from 'node:test';
 
 import { api, launchBrowser, startService } from './harness.mjs';
 import {
-  COVERAGE_GREEN, WAIT_MS, axeViolations, boxOf, mapPixels, openPage, screenshot, waitForImage, waitForMapIdle,
+  COVERAGE_GREEN, MARKER_YELLOW, WAIT_MS, axeViolations, boxOf, mapPixels, openPage, screenshot, waitForImage, waitForMapIdle,
 } from './explorer-support.mjs';
+import { pixelsNear } from './png.mjs';
 
 describe('the explorer\'s filters and player in Chromium', () => {
   let service;
@@ -183,14 +184,30 @@ describe('the explorer\'s filters and player in Chromium', () => {
       assert.equal(await page.locator('#feature-position').textContent(), `Image 1 of ${seenBy.length} that saw it`);
       assert.equal(await page.getByRole('button', { name: 'Previous image' }).isDisabled(), true);
       assert.deepEqual(await axeViolations(page), [], 'with the map feature panel open');
-      await screenshot(page, 'explorer-feature');
+      // The detection is outlined in the viewer (a tag; its pixels are counted on the second image).
+      await page.waitForFunction(() => window.streetlevelExplorer.viewer.raw.getComponent('tag').getAll().length > 0);
       await page.getByRole('button', { name: 'Next image' }).click();
       await waitForImage(page, problems, seenBy[1]);
       assert.equal(await page.locator('#feature-position').textContent(), `Image 2 of ${seenBy.length} that saw it`);
       assert.equal(new URL(page.url()).searchParams.get('image'), seenBy[1]);
+      // Yellow pixels of the outline in the viewer, polled until the frame shows them (or not).
+      const yellowInViewer = async (name, done) => {
+        let count = 0;
+        for (let attempt = 0; attempt < 20; attempt += 1) {
+          const shot = await screenshot(page, name);
+          count = pixelsNear(shot, await boxOf(page, '#viewer', shot), MARKER_YELLOW, 40);
+          if (done(count)) break;
+        }
+        return count;
+      };
+      const outlined = await yellowInViewer('explorer-feature', (count) => count > 15);
       // Close: the panel goes and the focus is on the map.
       await page.getByRole('button', { name: 'Close' }).click();
       assert.equal(await page.locator('#feature').isVisible(), false);
+      assert.equal(await page.evaluate(() => window.streetlevelExplorer.viewer.raw.getComponent('tag').getAll().length), 0, 'no outline after Close');
+      const plain = await yellowInViewer('explorer-feature-closed', (count) => count < outlined / 4);
+      t.diagnostic(`detection outline: ${outlined} yellow pixels in the viewer, ${plain} without`);
+      assert.ok(outlined > 15 && plain < outlined / 4, `the detection was outlined: ${outlined} against ${plain} pixels`);
       assert.ok(await page.evaluate(() => document.activeElement === window.streetlevelExplorer.map.getCanvas()));
     } finally {
       await finish();

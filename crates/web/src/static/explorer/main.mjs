@@ -79,7 +79,8 @@ async function api(path) {
 
 const legend = createLegend(config, api);
 // The map feature panel: its images are shown as any other, so Back returns through them.
-const features = createFeatureStepper(api, (id, how) => show(id, how), record, () => explorer.map?.getCanvas().focus());
+const features = createFeatureStepper(api, (id, how) => show(id, how), record, () => explorer.map?.getCanvas().focus(),
+  (rings) => viewer.outline(rings));
 wireShortcuts(record);
 
 // The sequence player; the lock and the speed go into the URL as they change.
@@ -120,6 +121,7 @@ viewer.on('image', (image) => {
   }
   record('image', { imageId: image.id });
   legend.shown(image);
+  features.shown(image.id);
   player.shown(image).then(({ index, total }) => {
     announce.textContent = describe(image) + (index < 0 ? '' : `, image ${index + 1} of ${total} in its sequence`);
     if (image.id === explorer.currentImageId) record('position', { imageId: image.id, index, total });
