@@ -209,6 +209,14 @@ describe('the explorer\'s filters and player in Chromium', () => {
       t.diagnostic(`detection outline: ${outlined} yellow pixels in the viewer, ${plain} without`);
       assert.ok(outlined > 15 && plain < outlined / 4, `the detection was outlined: ${outlined} against ${plain} pixels`);
       assert.ok(await page.evaluate(() => document.activeElement === window.streetlevelExplorer.map.getCanvas()));
+      // Keyboard only: with the sign under the ring of the focused map, Enter opens it too.
+      await page.evaluate((centre) => window.streetlevelExplorer.map.jumpTo({ center: centre }), [lng, lat]);
+      await waitForMapIdle(page);
+      await page.keyboard.press('Enter');
+      await panel.waitFor();
+      await page.waitForFunction((id) => window.streetlevelExplorer.events.some((event) => event.type === 'feature' && event.featureId === id
+        && window.streetlevelExplorer.events.filter((other) => other.type === 'feature').length === 2), sign.id);
+      await waitForImage(page, problems, seenBy[0]);
     } finally {
       await finish();
     }
