@@ -335,7 +335,11 @@ pub fn read_video(bytes: &[u8]) -> bool {
         assert!((-90.0..=90.0).contains(&point.lat), "{point:?}");
         assert!((-180.0..=180.0).contains(&point.lon), "{point:?}");
     }
-    assert!(video.clock.start.is_finite(), "{:?}", video.clock);
+    assert!(
+        video.capture_clock.start.is_finite(),
+        "{:?}",
+        video.capture_clock
+    );
     for sampling in [Sampling::default(), Sampling::Interval(1.0)] {
         let frames = video.plan(sampling);
         for pair in frames.windows(2) {

@@ -48,9 +48,11 @@ pub fn garage_binary() -> Option<PathBuf> {
 #[derive(Debug)]
 pub struct Garage {
     child: Option<Child>,
+    binary: PathBuf,
     dir: PathBuf,
     /// The port of its S3 API, on 127.0.0.1.
     pub s3_port: u16,
+    admin_port: u16,
 }
 
 fn free_port() -> u16 {
@@ -88,14 +90,40 @@ impl Garage {
              api_bind_addr = \"127.0.0.1:{admin}\"\n",
             dir = dir.display()
         );
-        let config_path = dir.join("garage.toml");
-        std::fs::write(&config_path, config).expect("write Garage's configuration");
-        let log = std::fs::File::create(dir.join("garage.log")).expect("create Garage's log");
+        std::fs::write(dir.join("garage.toml"), config).expect("write Garage's configuration");
+        let mut garage = Garage {
+            child: None,
+            binary: binary.to_owned(),
+            dir,
+            s3_port: s3,
+            admin_port: admin,
+        };
+        garage.start_again();
+        garage
+    }
+
+    /// Kills Garage, keeping its directory, as a store that went down.
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts Garage (again, after [`Garage::stop`]) on the same directory and ports, and
+    /// returns once its S3 API answers.
+    pub fn start_again(&mut self) {
+        self.stop();
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("garage.log"))
+            .expect("open Garage's log");
         let child = Command::new("setpriv")
             .args(["--pdeathsig", "KILL", "--"])
-            .arg(binary)
+            .arg(&self.binary)
             .arg("-c")
-            .arg(&config_path)
+            .arg(self.dir.join("garage.toml"))
             .args(["server", "--single-node", "--default-bucket"])
             .env("GARAGE_RPC_SECRET", "0".repeat(32) + &"1".repeat(32))
             .env("GARAGE_DEFAULT_ACCESS_KEY", ACCESS_KEY)
@@ -106,14 +134,9 @@ impl Garage {
             .stdout(log.try_clone().expect("the log again"))
             .stderr(log)
             .spawn()
-            .unwrap_or_else(|error| panic!("cannot run {}: {error}", binary.display()));
-        let mut garage = Garage {
-            child: Some(child),
-            dir,
-            s3_port: s3,
-        };
-        garage.wait_ready(admin);
-        garage
+            .unwrap_or_else(|error| panic!("cannot run {}: {error}", self.binary.display()));
+        self.child = Some(child);
+        self.wait_ready(self.admin_port);
     }
 
     /// Waits until the admin API's `/health` says the node is up and the S3 API answers.

@@ -3,7 +3,10 @@
 //! fixture set under `wrk`, against a hyper hello world in the same run; see
 //! `crates/streetlevel/benches/http_load.rs`); `cargo xtask bench blur` prints the face
 //! models' recall on the production-blur pairs and their time per picture
-//! (`crates/blur/examples/blur_recall.rs`). Figures go to `docs/PERFORMANCE.md` and
+//! (`crates/blur/examples/blur_recall.rs`); `cargo xtask bench faces` the default face
+//! model's recall and false positives on photos with people from registry packages
+//! (`crates/blur/examples/face_recall.rs`, the photos obtained by `photos.rs`). Figures go to
+//! `docs/PERFORMANCE.md` and
 //! `docs/PRIVACY.md` by hand, with the command that produced them.
 
 use std::path::Path;
@@ -37,6 +40,26 @@ pub(crate) fn run(root: &Path, package: Option<&str>, filter: Option<&str>) -> R
                 "streetlevel-blur",
                 "--example",
                 "blur_recall",
+            ],
+        );
+    }
+    if package.is_none() && filter == Some("faces") {
+        let models = crate::models::ensure(root)?;
+        let photos = crate::photos::ensure(root)?;
+        return crate::run_command_with_env(
+            root,
+            &cargo,
+            &[
+                "run",
+                "--release",
+                "--package",
+                "streetlevel-blur",
+                "--example",
+                "face_recall",
+            ],
+            &[
+                ("STREETLEVEL_TEST_MODELS", &models.to_string_lossy()),
+                ("STREETLEVEL_FACE_PHOTOS", &photos.to_string_lossy()),
             ],
         );
     }

@@ -15,6 +15,7 @@ mod fuzz;
 mod garage;
 mod models;
 mod openapi;
+mod photos;
 mod python;
 mod release;
 mod serve;
@@ -47,7 +48,8 @@ enum Task {
     /// Check the layering and documentation rules of ARCHITECTURE.md.
     Tidy,
     /// Run the divan benchmarks (all crates, or one with --package); `bench http` runs the
-    /// HTTP load benchmark (needs wrk).
+    /// HTTP load benchmark (needs wrk); `bench blur` the blur models' recall on the shared
+    /// pairs; `bench faces` face recall on photos from registry packages.
     Bench {
         /// Only this package's benchmarks.
         #[arg(long, short)]

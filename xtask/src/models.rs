@@ -197,7 +197,7 @@ fn extract(wheel: &Path, member: &str, target: &Path) -> Result<()> {
 }
 
 /// The SHA-256 of a file in hex.
-fn sha256_of(path: &Path) -> Result<String> {
+pub(crate) fn sha256_of(path: &Path) -> Result<String> {
     use sha2::Digest as _;
     let mut hasher = sha2::Sha256::new();
     std::io::copy(&mut std::fs::File::open(path)?, &mut hasher)?;

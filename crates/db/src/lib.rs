@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+mod clock;
 mod migrate;
 mod notify;
 mod postgres;
@@ -682,6 +683,7 @@ mod tests {
             })
             .unwrap();
         assert_eq!(count, Some(2), "a failed write changes nothing");
+        crate::clock::tests::database_clock_is_the_hosts_to_a_second(database);
     }
 
     /// A write run as a read is refused before it runs, on `SQLite` (where every test runs),

@@ -14,8 +14,6 @@ use streetlevel_db::{Conn, DbError, id_to_sql, params};
 use streetlevel_media::{ImageObject, LocalMedia};
 use streetlevel_model::ImageId;
 
-use crate::tables::now_millis;
-
 /// The file of the unblurred original of `image` kept in the data directory `data_dir`: its
 /// key of the media layout (`media/img/<id>/unblurred.jpg`), or where an older data directory
 /// kept it when it is there.
@@ -89,14 +87,15 @@ pub(crate) struct BlurRecord {
 }
 
 /// Replaces the detector regions and the blur state of `image` with `record`'s, in the
-/// caller's transaction (an import's insert, or `reblur`).
+/// caller's transaction (an import's insert, or `reblur`), as of `now` (the database's
+/// clock, which a resumed `reblur --all` compares with its start).
 pub(crate) fn write_record(
     connection: &mut dyn Conn,
     image: ImageId,
     record: &BlurRecord,
+    now: i64,
 ) -> Result<(), DbError> {
     let image_id = id_to_sql(image.0);
-    let now = now_millis();
     connection.execute(
         "DELETE FROM import_blur_regions WHERE image_id = ?1 AND source = ?2",
         params![image_id, SOURCE_DETECTOR],

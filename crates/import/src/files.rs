@@ -10,7 +10,7 @@ use streetlevel_store::Store;
 
 use crate::budgets::{Budgeted, Interrupt};
 use crate::jobs::base62;
-use crate::pipeline::{Grouping, Owner, Progress, Report, Run, Sources, read_lock};
+use crate::pipeline::{Grouping, ImportRun, Owner, Progress, Report, Sources, read_lock};
 use crate::video::{Frame, VideoOptions, is_video_name};
 use crate::{Blurring, ImportError};
 
@@ -91,7 +91,7 @@ pub fn import_paths(
         let bytes: [u8; 22] = rand::random();
         SequenceId(base62(&bytes, 22))
     };
-    let run = Run {
+    let run = ImportRun {
         store,
         media: crate::media_store(data_dir),
         blurring: &options.blurring,
@@ -111,13 +111,7 @@ pub fn import_paths(
         std::process::id(),
         rand::random::<u32>()
     )));
-    let arrival = streetlevel_model::Timestamp(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |elapsed| {
-                i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX)
-            }),
-    );
+    let arrival = streetlevel_model::Clock::now(&streetlevel_model::SystemClock);
     let mut entries = Vec::with_capacity(files.len());
     for (index, file) in files.into_iter().enumerate() {
         if !is_video_name(&file) {

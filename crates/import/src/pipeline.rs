@@ -150,7 +150,7 @@ pub(crate) enum Grouping {
 }
 
 /// The fixed inputs of one run of the pipeline.
-pub(crate) struct Run<'a> {
+pub(crate) struct ImportRun<'a> {
     pub(crate) store: &'a RwLock<Store>,
     /// Where the images' objects go, at their keys of the media layout.
     pub(crate) media: MediaStore,
@@ -175,7 +175,8 @@ pub(crate) struct Run<'a> {
     pub(crate) held: std::sync::Mutex<Option<String>>,
 }
 
-struct Read {
+/// What reading one source file found: its metadata and the hash of its bytes.
+struct FileMetadata {
     metadata: Metadata,
     content_hash: [u8; 32],
 }
@@ -183,16 +184,16 @@ struct Read {
 /// Bookkeeping run in the transaction that publishes the last batch, given that batch's
 /// outcome and every file's final outcome (as the [`Report`] will list them), so that what it
 /// records is complete the moment the images are visible.
-pub(crate) type Also<'a> =
+pub(crate) type Bookkeeping<'a> =
     Box<dyn FnOnce(&mut dyn Conn, &BatchOutcome, &[FileOutcome]) -> Result<(), DbError> + 'a>;
 
-impl Run<'_> {
-    /// Imports `sources`; `also` runs in the transaction of the last batch (which exists even
-    /// when nothing is new, so a job is marked done exactly once).
+impl ImportRun<'_> {
+    /// Imports `sources`; `bookkeeping` runs in the transaction of the last batch (which
+    /// exists even when nothing is new, so a job is marked done exactly once).
     pub(crate) fn import(
         &self,
         sources: &dyn Sources,
-        also: Option<Also<'_>>,
+        bookkeeping: Option<Bookkeeping<'_>>,
     ) -> Result<Report, ImportError> {
         self.blurring.check()?;
         let total = sources.len();
@@ -218,7 +219,7 @@ impl Run<'_> {
         let mut sequences = Vec::new();
         let mut batch = ImportBatch::default();
         let mut blur_records: Vec<(ImageId, BlurRecord)> = Vec::new();
-        let mut also = also;
+        let mut bookkeeping = bookkeeping;
         let n_groups = groups.len();
         for (group_index, group) in groups.into_iter().enumerate() {
             let sequence = (self.sequence_key)(group_index);
@@ -262,7 +263,7 @@ impl Run<'_> {
                         &std::mem::take(&mut batch),
                         &std::mem::take(&mut blur_records),
                     ),
-                    if last { also.take() } else { None },
+                    if last { bookkeeping.take() } else { None },
                     sources,
                     &outcomes,
                     &notes,
@@ -274,11 +275,11 @@ impl Run<'_> {
                 sequences.push(sequence);
             }
         }
-        if let Some(also) = also.take() {
+        if let Some(bookkeeping) = bookkeeping.take() {
             // Nothing to insert: the caller's bookkeeping still runs in a transaction.
             self.insert(
                 (&ImportBatch::default(), &[]),
-                Some(also),
+                Some(bookkeeping),
                 sources,
                 &outcomes,
                 &notes,
@@ -320,7 +321,7 @@ impl Run<'_> {
         &self,
         batch: &mut ImportBatch,
         members: &[usize],
-        reads: &mut [Option<Read>],
+        reads: &mut [Option<FileMetadata>],
         first_id: u64,
         sequence: &SequenceId,
         creator: CreatorId,
@@ -365,7 +366,7 @@ impl Run<'_> {
         &self,
         sources: &dyn Sources,
         outcomes: &mut [Option<Outcome>],
-    ) -> Result<(Vec<usize>, Vec<Option<Read>>), ImportError> {
+    ) -> Result<(Vec<usize>, Vec<Option<FileMetadata>>), ImportError> {
         let total = sources.len();
         let done = AtomicUsize::new(0);
         (self.progress)(Progress::Reading { done: 0, total });
@@ -376,7 +377,7 @@ impl Run<'_> {
                 if let Some(source) = sources.time_source(index) {
                     metadata.time_source = source;
                 }
-                Ok(Read {
+                Ok(FileMetadata {
                     metadata,
                     content_hash: streetlevel_ingest::content_hash(&bytes),
                 })
@@ -386,7 +387,7 @@ impl Run<'_> {
             read
         });
         let mut candidates = Vec::new();
-        let reads: Vec<Option<Read>> = reads
+        let reads: Vec<Option<FileMetadata>> = reads
             .into_iter()
             .enumerate()
             .map(|(index, read)| match read {
@@ -429,7 +430,7 @@ impl Run<'_> {
     fn group(
         &self,
         kept: &[usize],
-        reads: &[Option<Read>],
+        reads: &[Option<FileMetadata>],
         outcomes: &mut [Option<Outcome>],
     ) -> Vec<Vec<usize>> {
         let metadata: Vec<Metadata> = kept
@@ -473,7 +474,7 @@ impl Run<'_> {
         sources: &dyn Sources,
         index: usize,
         image: ImageId,
-        read: Option<&Read>,
+        read: Option<&FileMetadata>,
     ) -> Result<Option<BlurRecord>, String> {
         let Some(read) = read else {
             return Err(String::from("not read"));
@@ -550,13 +551,13 @@ impl Run<'_> {
         Ok(record)
     }
 
-    /// Stores `batch`; `also` runs in its transaction with every file's outcome once the
+    /// Stores `batch`; `bookkeeping` runs in its transaction with every file's outcome once the
     /// batch's is added to `outcomes` (the files of earlier batches and those left out), with
     /// the files' notes.
     fn insert(
         &self,
         (batch, blur_records): (&ImportBatch, &[(ImageId, BlurRecord)]),
-        also: Option<Also<'_>>,
+        bookkeeping: Option<Bookkeeping<'_>>,
         sources: &dyn Sources,
         outcomes: &[Option<Outcome>],
         notes: &[ReadNotes],
@@ -567,16 +568,17 @@ impl Run<'_> {
         let prepared = read_lock(self.store).prepare_batch(batch)?;
         let written = prepared.write(|transaction, outcome| {
             // What blurring found becomes visible with the images it belongs to.
+            let now = transaction.now_millis()?;
             for (image, record) in blur_records {
                 if outcome.inserted.contains(image) {
-                    write_record(transaction, *image, record)?;
+                    write_record(transaction, *image, record, now)?;
                 }
             }
-            match also {
-                Some(also) => {
+            match bookkeeping {
+                Some(bookkeeping) => {
                     let mut files = outcomes.to_vec();
                     record(&mut files, outcome, first_id);
-                    also(
+                    bookkeeping(
                         transaction,
                         outcome,
                         &file_outcomes(sources, files, notes.to_vec()),

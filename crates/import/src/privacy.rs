@@ -24,7 +24,6 @@ use streetlevel_model::{Image, ImageId};
 use streetlevel_store::Store;
 
 use crate::ImportError;
-use crate::tables::now_millis;
 use streetlevel_media::{ImageObject, LocalMedia, write_atomically};
 
 /// Where an edit's region came from, as stored in `import_blur_regions.source`.
@@ -536,8 +535,8 @@ impl Privacy {
                 ))));
             }
         }
-        let now = now_millis();
         let id = self.db.write(|connection| {
+            let now = connection.now_millis()?;
             if !apply {
                 let pending: Option<i64> = connection.query_value(
                     "SELECT COUNT(*) FROM import_blur_edits WHERE state = 'pending'",
@@ -616,8 +615,8 @@ impl Privacy {
 
     /// Refuses a pending edit.
     pub fn refuse(&self, id: u64, decided_by: &str) -> Result<BlurEdit, ImportError> {
-        let now = now_millis();
         let changed = self.db.write(|connection| {
+            let now = connection.now_millis()?;
             connection.execute(
                 "UPDATE import_blur_edits SET state = 'refused', decided_by = ?2, decided_at = ?3
                  WHERE id = ?1 AND state = 'pending'",
@@ -688,8 +687,8 @@ impl Privacy {
             crate::budgets::picture_permit(&base, crate::budgets::PictureWork::BlurRegions)
                 .map_err(|reason| refused(PrivacyRefusal::Impossible(reason)))?
         };
-        let now = now_millis();
         self.db.write(|connection| {
+            let now = connection.now_millis()?;
             // Taken again inside the transaction: another process may have decided it.
             let state: Option<String> = connection.query_value(
                 "SELECT state FROM import_blur_edits WHERE id = ?1",
@@ -747,8 +746,8 @@ impl Privacy {
         {
             return Err(refused(PrivacyRefusal::UnknownImage));
         }
-        let now = now_millis();
         let id = self.db.write(|connection| {
+            let now = connection.now_millis()?;
             let open: Option<i64> = connection.query_value(
                 "SELECT COUNT(*) FROM import_privacy_requests WHERE state = 'open'",
                 params![],
@@ -862,8 +861,8 @@ impl Privacy {
                 Some(id),
             )?);
         }
-        let now = now_millis();
         let changed = self.db.write(|connection| {
+            let now = connection.now_millis()?;
             connection.execute(
                 "UPDATE import_privacy_requests SET state = ?2, resolved_at = ?3, resolved_by = ?4
                  WHERE id = ?1 AND state = 'open'",

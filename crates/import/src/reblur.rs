@@ -28,7 +28,6 @@ use crate::ImportError;
 use crate::blurring::{BlurRecord, unblurred_path, write_record};
 use crate::budgets::PictureWork;
 use crate::pipeline::write_picture;
-use crate::tables::now_millis;
 
 /// Which images a run blurs again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -263,30 +262,32 @@ pub fn reblur(
     }
     if let (Some(run), false) = (run, report.interrupted) {
         database.write(|connection| {
+            let now = connection.now_millis()?;
             connection.execute(
                 "UPDATE import_reblur_runs SET finished_at = ?2 WHERE id = ?1",
-                params![run.id, now_millis()],
+                params![run.id, now],
             )
         })?;
     }
     Ok(report)
 }
 
+/// A `reblur --all` run: its row and when it started on the database's clock.
 #[derive(Debug, Clone, Copy)]
-struct Run {
+struct ReblurRun {
     id: i64,
     started_at: i64,
 }
 
 /// The `--all` run under way, or a new one; `true` when one was under way.
-fn current_run(database: &Database) -> Result<(Run, bool), ImportError> {
+fn current_run(database: &Database) -> Result<(ReblurRun, bool), ImportError> {
     Ok(database.write(|connection| {
         let open = connection.query_row(
             "SELECT id, started_at FROM import_reblur_runs WHERE finished_at IS NULL
              ORDER BY id DESC LIMIT 1",
             params![],
             |row| {
-                Ok::<_, DbError>(Run {
+                Ok::<_, DbError>(ReblurRun {
                     id: row.get(0)?,
                     started_at: row.get(1)?,
                 })
@@ -300,12 +301,12 @@ fn current_run(database: &Database) -> Result<(Run, bool), ImportError> {
             .flatten()
             .unwrap_or(0)
             + 1;
-        let started_at = now_millis();
+        let started_at = connection.now_millis()?;
         connection.execute(
             "INSERT INTO import_reblur_runs (id, started_at) VALUES (?1, ?2)",
             params![id, started_at],
         )?;
-        Ok((Run { id, started_at }, false))
+        Ok((ReblurRun { id, started_at }, false))
     })?)
 }
 
@@ -420,7 +421,10 @@ fn reblur_one(
         unblurred_kept: source == Source::Unblurred,
     };
     database
-        .write(|connection| write_record(connection, image.id, &record))
+        .write(|connection| {
+            let now = connection.now_millis()?;
+            write_record(connection, image.id, &record, now)
+        })
         .map_err(|error: DbError| format!("cannot record the blur: {error}"))?;
     Ok(source)
 }

@@ -205,10 +205,10 @@ impl Uploads {
         check_key(key)?;
         let path = self.session_path(user_id, key);
         let writer = new_handle();
-        let now = tables::now_millis();
         // One write transaction: no other request, finish call or sweep of any process
         // runs between the checks and the claim.
         let (handle, finished, stored) = self.db.write(|connection| {
+            let now = connection.now_millis()?;
             connection.execute(
                 "INSERT INTO import_sessions (user_id, key, handle, created_at, touched_at)
                  VALUES (?1, ?2, ?3, ?4, ?4) ON CONFLICT DO NOTHING",
@@ -303,9 +303,10 @@ impl Uploads {
     /// bytes for [`UploadLimits::session_max_age`]: their files are deleted and their bytes
     /// no longer count against their user's limit. Returns how many were removed.
     pub fn remove_abandoned(&self) -> Result<usize, ImportError> {
-        let now = tables::now_millis();
-        let cutoff = now - i64::try_from(self.limits.session_max_age.as_millis()).unwrap_or(0);
+        let max_age = i64::try_from(self.limits.session_max_age.as_millis()).unwrap_or(0);
         self.db.write(|connection| {
+            let now = connection.now_millis()?;
+            let cutoff = now - max_age;
             let abandoned = connection.query_map(
                 "SELECT user_id, key, job FROM import_sessions
                  WHERE coalesce(touched_at, created_at) < ?1
@@ -348,14 +349,15 @@ impl Uploads {
         let Some(named) = named_md5(key) else {
             return Ok(());
         };
-        let now = tables::now_millis();
-        let row = self.db.read(|connection| {
-            connection.query_row(
+        let (now, row) = self.db.read(|connection| {
+            let now = connection.now_millis()?;
+            let row = connection.query_row(
                 "SELECT writer_until, legacy_uploader FROM import_sessions
                  WHERE user_id = ?1 AND key = ?2",
                 params![id_to_sql(user_id), key],
                 |row| Ok::<_, DbError>((row.get::<Option<i64>>(0)?, row.get::<i64>(1)?)),
-            )
+            )?;
+            Ok::<_, DbError>((now, row))
         })?;
         let Some((writer_until, legacy_uploader)) = row else {
             return Ok(());
@@ -407,6 +409,7 @@ impl Uploads {
             return Ok(());
         };
         let discarded = self.db.write(|connection| {
+            let now = connection.now_millis()?;
             connection.execute(
                 "DELETE FROM import_sessions WHERE user_id = ?1 AND key = ?2 AND job IS NULL
                    AND (writer_until IS NULL OR writer_until < ?3)",
@@ -504,7 +507,6 @@ impl Appender<'_> {
     fn reserve(&mut self, needed: u64) -> Result<(), ImportError> {
         let limits = self.uploads.limits;
         let user_id = id_to_sql(self.user_id);
-        let now = tables::now_millis();
         let wanted = if needed > self.held {
             needed
                 .saturating_add(RESERVATION_STEP)
@@ -513,6 +515,7 @@ impl Appender<'_> {
             self.held
         };
         let held = self.uploads.db.write(|connection| {
+            let now = connection.now_millis()?;
             let others: i64 = connection
                 .query_value::<i64>(
                     // sum() of BIGINT is NUMERIC on PostgreSQL.
@@ -573,17 +576,12 @@ impl Appender<'_> {
         }
         let size = i64::try_from(self.stored + self.written).unwrap_or(i64::MAX);
         self.uploads.db.write(|connection| {
+            let now = connection.now_millis()?;
             connection.execute(
                 "UPDATE import_sessions SET held = ?4, writer = NULL, writer_until = NULL,
                     touched_at = ?5
                  WHERE user_id = ?1 AND key = ?2 AND writer = ?3",
-                params![
-                    id_to_sql(self.user_id),
-                    &self.key,
-                    &self.writer,
-                    size,
-                    tables::now_millis()
-                ],
+                params![id_to_sql(self.user_id), &self.key, &self.writer, size, now],
             )
         })?;
         Ok(())

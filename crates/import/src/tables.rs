@@ -295,12 +295,3 @@ pub fn migrate(database: &Database) -> Result<(), ImportError> {
     database.migrate("import", &MIGRATIONS)?;
     Ok(())
 }
-
-/// Milliseconds since the epoch, for the tables' time columns.
-pub(crate) fn now_millis() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |elapsed| {
-            i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX)
-        })
-}

@@ -135,7 +135,7 @@ pub(crate) fn frames_named(
         extract_frames(path, video.video_track, &indices, scratch, &options.limits)
     })
     .map_err(|error| error.to_string())?;
-    let time_source = match video.clock.basis {
+    let time_source = match video.capture_clock.basis {
         TimeBasis::Gps => TimeSource::Gps,
         TimeBasis::CreationTime => TimeSource::VideoCreationTime,
         TimeBasis::Arrival => TimeSource::UploadTime,
@@ -149,7 +149,7 @@ pub(crate) fn frames_named(
                 planned.seconds, planned.frame
             ),
             jpeg,
-            tags: tags(planned, &video, video.clock.basis == TimeBasis::Gps),
+            tags: tags(planned, &video, video.capture_clock.basis == TimeBasis::Gps),
             time_source,
         })
         .collect())

@@ -111,6 +111,11 @@ pub fn image_prefix(image: ImageId) -> Key {
     Key(format!("{MEDIA_DIR}/img/{image}/"))
 }
 
+/// The prefix of every media object (not of upload sessions): `media/`.
+pub fn media_prefix() -> Key {
+    Key(format!("{MEDIA_DIR}/"))
+}
+
 /// The prefix of every image's objects: `media/img/`.
 pub fn images_prefix() -> Key {
     Key(format!("{MEDIA_DIR}/img/"))

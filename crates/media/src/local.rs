@@ -150,6 +150,32 @@ impl LocalMedia {
         Ok(keys)
     }
 
+    /// Every key under `prefix`, at any depth, in name order; the temporary files of writes
+    /// under way (and other hidden or temporary names) are not objects and are left out.
+    pub fn list_all(&self, prefix: &Key) -> std::io::Result<Vec<Key>> {
+        let mut keys = Vec::new();
+        let mut folders = vec![prefix.as_str().trim_end_matches('/').to_owned()];
+        while let Some(folder) = folders.pop() {
+            let entries = match std::fs::read_dir(self.root.join(&folder)) {
+                Ok(entries) => entries,
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(error) => return Err(error),
+            };
+            for entry in entries {
+                let entry = entry?;
+                let name = entry.file_name().to_string_lossy().into_owned();
+                let kind = entry.file_type()?;
+                if kind.is_dir() {
+                    folders.push(format!("{folder}/{name}"));
+                } else if kind.is_file() && !name.starts_with('.') && !is_temporary(&name) {
+                    keys.push(Key::from_layout(format!("{folder}/{name}")));
+                }
+            }
+        }
+        keys.sort();
+        Ok(keys)
+    }
+
     /// Removes every object of `image` (whose entity is `width` x `height`): everything under
     /// its prefix, whatever made it, and every place an older layout kept its objects.
     pub fn remove_image(&self, image: ImageId, width: u32, height: u32) -> Removal {
@@ -252,6 +278,15 @@ pub(crate) fn file_stream(
     .boxed()
 }
 
+/// Whether a file's `name` is one [`write_atomically`] writes before renaming it into place.
+fn is_temporary(name: &str) -> bool {
+    name.rsplit_once('.').is_some_and(|(_, extension)| {
+        extension
+            .strip_prefix("tmp")
+            .is_some_and(|rest| rest.contains('-'))
+    })
+}
+
 /// Writes `bytes` to `path` through a temporary file in the same folder, synced before the
 /// rename, so the file is either absent or complete. Concurrent writers of one path (two
 /// requests making the same thumbnail) each write a temporary file of their own, named by
@@ -278,6 +313,39 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn listing_everything_finds_objects_at_any_depth_but_no_temporary_file() {
+        let dir = temp_dir("list-all");
+        let media = LocalMedia::new(&dir);
+        let keys = [
+            ImageObject::Original.key(ImageId(1)),
+            ImageObject::Thumbnail(256).key(ImageId(1)),
+            ImageObject::Tile { z: 0, x: 0, y: 0 }.key(ImageId(2)),
+            crate::layout::cluster_key(streetlevel_model::MediaId(3)),
+        ];
+        for key in &keys {
+            media.write(key, b"bytes").unwrap();
+        }
+        let folder = dir.join("media/img/1");
+        std::fs::write(folder.join("256.tmp123-4"), b"half").unwrap();
+        std::fs::write(folder.join(".hidden"), b"x").unwrap();
+        let mut expected: Vec<Key> = keys.to_vec();
+        expected.sort();
+        assert_eq!(
+            media
+                .list_all(&Key::from_layout(String::from("media/")))
+                .unwrap(),
+            expected
+        );
+        assert!(
+            media
+                .list_all(&Key::from_layout(String::from("nothing/")))
+                .unwrap()
+                .is_empty()
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     fn temp_dir(name: &str) -> PathBuf {
         let dir =

@@ -10,15 +10,17 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use futures_util::{StreamExt as _, TryStreamExt as _};
-use object_store::aws::AmazonS3Builder;
+use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
 use object_store::path::Path as StorePath;
 use object_store::prefix::PrefixStore;
+use object_store::{ClientConfigKey, RetryConfig};
 use object_store::{
     GetOptions, GetRange, ObjectStore, ObjectStoreExt as _, PutPayload, WriteMultipart,
 };
 
 use crate::layout::Key;
 use crate::local::Removal;
+use crate::presign::Presigner;
 
 /// Objects of at least this size are written in parts (S3's smallest part is 5 MiB).
 pub const MULTIPART_BYTES: usize = 8 << 20;
@@ -31,6 +33,11 @@ pub const SCHEME: &str = "s3://";
 pub struct ObjectMedia {
     store: Arc<dyn ObjectStore>,
     url: String,
+    /// The keys' prefix within the bucket, without slashes at either end.
+    prefix: String,
+    /// Signs `GET` URLs of the objects, when the store has static credentials and is
+    /// addressed path-style.
+    presigner: Option<Arc<Presigner>>,
     runtime: Arc<tokio::runtime::Runtime>,
 }
 
@@ -48,8 +55,8 @@ pub struct OpenError(pub String);
 
 impl ObjectMedia {
     /// The store `url` (`s3://bucket/prefix`) names, with the endpoint, region and credentials
-    /// from the standard `AWS_*` environment variables, overridden by `settings` (the same
-    /// names, from a configuration file).
+    /// from the standard `AWS_*` environment variables, or from `settings` (the same names,
+    /// from a configuration file) where the environment has no such variable.
     pub fn open(url: &str, settings: &[(String, String)]) -> Result<Self, OpenError> {
         let rest = url
             .strip_prefix(SCHEME)
@@ -60,14 +67,35 @@ impl ObjectMedia {
         }
         // One crypto provider for the process's TLS (PostgreSQL's too): ring.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let mut builder = AmazonS3Builder::from_env().with_bucket_name(bucket);
-        for (name, value) in settings {
-            let key = name
-                .to_ascii_lowercase()
-                .parse()
-                .map_err(|_| OpenError(format!("{name} is no S3 setting")))?;
-            builder = builder.with_config(key, value.clone());
+        // A store that is down answers a request within seconds, not after object_store's
+        // default three minutes of retries (the setting names below win over these).
+        let mut builder = AmazonS3Builder::new()
+            .with_config(
+                AmazonS3ConfigKey::Client(ClientConfigKey::ConnectTimeout),
+                "3s",
+            )
+            .with_retry(RetryConfig {
+                max_retries: 2,
+                retry_timeout: std::time::Duration::from_secs(10),
+                ..RetryConfig::default()
+            });
+        for (name, value) in std::env::vars_os() {
+            if let (Some(name), Some(value)) = (name.to_str(), value.to_str())
+                && name.starts_with("AWS_")
+                && let Ok(key) = name.to_ascii_lowercase().parse::<AmazonS3ConfigKey>()
+            {
+                builder = builder.with_config(key, value);
+            }
         }
+        builder = builder.with_bucket_name(bucket);
+        for (name, value) in settings {
+            let key = setting_key(name)?;
+            // The environment wins over the file, as every other setting's variable does.
+            if std::env::var_os(name).is_none() {
+                builder = builder.with_config(key, value.clone());
+            }
+        }
+        let presigner = presigner(&builder, bucket).map(Arc::new);
         let store = builder
             .build()
             .map_err(|error| OpenError(format!("cannot open {url}: {error}")))?;
@@ -88,6 +116,8 @@ impl ObjectMedia {
         Ok(ObjectMedia {
             store,
             url: url.to_owned(),
+            prefix: prefix.to_owned(),
+            presigner,
             runtime: Arc::new(runtime),
         })
     }
@@ -95,6 +125,19 @@ impl ObjectMedia {
     /// `s3://bucket/prefix`.
     pub fn url(&self) -> &str {
         &self.url
+    }
+
+    /// A presigned `GET` URL of `key`, the same within each time bucket of `bucket_seconds`
+    /// (see [`Presigner::url`]); `None` when the store cannot presign (credentials from a
+    /// provider rather than static keys, or virtual-hosted addressing).
+    pub fn presigned_url(&self, key: &Key, now_unix: u64, bucket_seconds: u64) -> Option<String> {
+        let signer = self.presigner.as_ref()?;
+        let path = if self.prefix.is_empty() {
+            key.as_str().to_owned()
+        } else {
+            format!("{}/{}", self.prefix, key.as_str())
+        };
+        Some(signer.url(&path, now_unix, bucket_seconds))
     }
 
     fn location(key: &Key) -> StorePath {
@@ -232,11 +275,91 @@ impl ObjectMedia {
     }
 }
 
+/// A signer for the store `builder` describes, when it has static credentials and path-style
+/// addressing.
+fn presigner(builder: &AmazonS3Builder, bucket: &str) -> Option<Presigner> {
+    use AmazonS3ConfigKey as K;
+    let value = |key: K| builder.get_config_value(&key);
+    if value(K::VirtualHostedStyleRequest).as_deref() == Some("true") {
+        return None;
+    }
+    Presigner::new(
+        value(K::Endpoint).as_deref(),
+        value(K::Region).as_deref().unwrap_or("us-east-1"),
+        &value(K::AccessKeyId)?,
+        &value(K::SecretAccessKey)?,
+        value(K::Token).as_deref(),
+        bucket,
+    )
+}
+
+/// The S3 setting a config file's `name` is: one of the standard `AWS_*` names.
+fn setting_key(name: &str) -> Result<AmazonS3ConfigKey, OpenError> {
+    let unknown = || {
+        OpenError(format!(
+            "{name} is no S3 setting (the standard names: AWS_ENDPOINT_URL, AWS_REGION, \
+             AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ALLOW_HTTP, ...)"
+        ))
+    };
+    if !name.starts_with("AWS_") {
+        return Err(unknown());
+    }
+    name.to_ascii_lowercase().parse().map_err(|_| unknown())
+}
+
+/// The store could not be used: down, unreachable, slow past its timeouts, or refusing the
+/// service's credentials. Carried inside the `std::io::Error`s of the store's calls, so that
+/// a server can answer "try again later" rather than a fault of its own
+/// ([`is_unavailable`]).
+#[derive(Debug)]
+pub struct StoreUnavailable(pub String);
+
+impl std::fmt::Display for StoreUnavailable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the media store is unavailable: {}", self.0)
+    }
+}
+
+impl std::error::Error for StoreUnavailable {}
+
+/// Whether `error` says the object store could not be used (see [`StoreUnavailable`]).
+pub fn is_unavailable(error: &std::io::Error) -> bool {
+    matches!(error.get_ref(), Some(inner) if inner.is::<StoreUnavailable>())
+}
+
 fn io(error: object_store::Error) -> std::io::Error {
     match error {
         object_store::Error::NotFound { .. } => {
             std::io::Error::new(std::io::ErrorKind::NotFound, error.to_string())
         }
-        other => std::io::Error::other(other.to_string()),
+        other => std::io::Error::other(StoreUnavailable(other.to_string())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_config_file_names_s3_settings_by_their_standard_names() {
+        for name in [
+            "AWS_ENDPOINT_URL",
+            "AWS_REGION",
+            "AWS_ACCESS_KEY_ID",
+            "AWS_SECRET_ACCESS_KEY",
+            "AWS_ALLOW_HTTP",
+        ] {
+            assert!(setting_key(name).is_ok(), "{name}");
+        }
+        for name in [
+            "endpoint",
+            "aws_region",
+            "AWS_NO_SUCH_THING",
+            "STREETLEVEL_DATA",
+            "",
+        ] {
+            let error = setting_key(name).unwrap_err();
+            assert!(error.0.contains("is no S3 setting"), "{name}: {}", error.0);
+        }
     }
 }

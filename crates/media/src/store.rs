@@ -39,6 +39,15 @@ enum Source {
 }
 
 impl Stored {
+    /// A presigned `GET` URL of this object on its store, the same within each time bucket
+    /// of `bucket_seconds`; `None` for a file, or a store that cannot presign.
+    pub fn presigned_url(&self, now_unix: u64, bucket_seconds: u64) -> Option<String> {
+        match &self.source {
+            Source::File(_) => None,
+            Source::Object(media, key) => media.presigned_url(key, now_unix, bucket_seconds),
+        }
+    }
+
     /// Bytes `start..start + count`, read as the consumer takes them.
     pub fn stream(self, start: u64, count: u64) -> BoxStream<'static, std::io::Result<Bytes>> {
         match self.source {
@@ -129,6 +138,14 @@ impl MediaStore {
     pub fn list(&self, prefix: &Key) -> std::io::Result<Vec<Key>> {
         match self {
             MediaStore::Local(local) => local.list(prefix),
+            MediaStore::Object(object) => object.list(prefix),
+        }
+    }
+
+    /// Every key under `prefix`, at any depth, in order.
+    pub fn list_all(&self, prefix: &Key) -> std::io::Result<Vec<Key>> {
+        match self {
+            MediaStore::Local(local) => local.list_all(prefix),
             MediaStore::Object(object) => object.list(prefix),
         }
     }

@@ -51,6 +51,10 @@ pub struct Config {
     pub tile_cache_entries: usize,
     /// `Cache-Control: max-age` of tiles, seconds.
     pub tile_max_age_seconds: u32,
+    /// Answer media kept on an object store with a redirect to a presigned URL of the
+    /// object, the same URL for this many seconds (a CDN or a browser keeps it that long);
+    /// 0 streams every object through the server.
+    pub media_redirect_seconds: u64,
     /// Serve `GET /__panic`, which panics in its handler: lets black-box tests prove that a
     /// panic becomes a 500 error body and the process lives on. Off in production.
     pub debug_panic_route: bool,
@@ -78,6 +82,7 @@ impl Default for Config {
             send_timeout: Duration::from_secs(30),
             tile_cache_entries: 4096,
             tile_max_age_seconds: 3600,
+            media_redirect_seconds: 0,
             debug_panic_route: false,
             administrators: Vec::new(),
         }

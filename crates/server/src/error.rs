@@ -14,7 +14,7 @@ pub const UNAVAILABLE_RETRY_AFTER_SECS: u64 = 5;
 pub enum Error {
     /// The listener could not be bound or a socket failed.
     #[error("i/o error: {0}")]
-    Io(#[from] std::io::Error),
+    Io(std::io::Error),
     /// A query parameter is malformed or not allowed in this combination.
     #[error("invalid parameter ({name}): {reason}")]
     BadParameter {
@@ -86,10 +86,10 @@ pub enum Error {
     /// The server is at capacity for this kind of work (password hashing); retry shortly.
     #[error("the server is busy")]
     Busy,
-    /// The database could not be reached (PostgreSQL down or restarting) or a lock was not
-    /// released in time; the details are logged, not sent, and the client retries after
-    /// `UNAVAILABLE_RETRY_AFTER_SECS`.
-    #[error("database unavailable: {0}")]
+    /// The database or the media store could not be reached (PostgreSQL or S3 down or
+    /// restarting) or a lock was not released in time; the details are logged, not sent, and
+    /// the client retries after `UNAVAILABLE_RETRY_AFTER_SECS`.
+    #[error("unavailable: {0}")]
     Unavailable(String),
     /// `POST /blur/` on a server that has no blurrer (blurring off, or its model unusable):
     /// the reason is sent, since it is the operator's configuration, not a passing outage.
@@ -98,6 +98,18 @@ pub enum Error {
     /// A bug or an unexpected failure; the details are logged, not sent.
     #[error("internal error: {0}")]
     Internal(String),
+}
+
+impl From<std::io::Error> for Error {
+    /// An object store that could not be used is a passing outage (503 with `Retry-After`),
+    /// any other i/o error a fault.
+    fn from(error: std::io::Error) -> Self {
+        if streetlevel_media::is_unavailable(&error) {
+            Error::Unavailable(error.to_string())
+        } else {
+            Error::Io(error)
+        }
+    }
 }
 
 impl Error {

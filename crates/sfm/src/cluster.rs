@@ -160,6 +160,7 @@ pub(crate) fn insert_cluster(
     cluster: &ClusterRow,
 ) -> Result<(), DbError> {
     let cameras = Value::Object(cluster.cameras.clone()).to_string();
+    let now = connection.now_millis()?;
     connection.execute(
         "INSERT INTO sfm_clusters (id, sequence, reference_lat, reference_lon, reference_alt,
             cameras, points, created_at)
@@ -172,7 +173,7 @@ pub(crate) fn insert_cluster(
             cluster.reference.alt,
             cameras.as_str(),
             encode_points(&cluster.points).as_slice(),
-            crate::tables::now_millis(),
+            now,
         ],
     )?;
     Ok(())

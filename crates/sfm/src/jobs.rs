@@ -20,7 +20,6 @@ use streetlevel_store::SequenceSummary;
 use streetlevel_store::Store;
 
 use crate::SfmError;
-use crate::tables::now_millis;
 
 /// A job crashed (its worker's lease ran out) this many times is failed, not tried again.
 const MAX_ATTEMPTS: i64 = 3;
@@ -179,10 +178,10 @@ impl Queue {
         sequences: &[(String, u64)],
         settle: Duration,
     ) -> Result<Vec<String>, SfmError> {
-        let now = now_millis();
-        let not_before = now.saturating_add(millis(settle));
         let mut queued = Vec::new();
         self.database.write(|connection| {
+            let now = connection.now_millis()?;
+            let not_before = now.saturating_add(millis(settle));
             for (sequence, newest) in sequences {
                 let changed = connection.execute(
                     "INSERT INTO sfm_jobs (sequence, state, newest_image, not_before, created_at,
@@ -207,7 +206,6 @@ impl Queue {
     /// Queues again the jobs skipped because the engine could not run (a server started
     /// since the engine was installed takes them up); returns how many.
     pub fn requeue_skipped_for_engine(&self) -> Result<usize, SfmError> {
-        let now = now_millis();
         let pattern = format!(
             "{}%",
             crate::SfmError::EngineMissing(String::new())
@@ -215,6 +213,7 @@ impl Queue {
                 .trim_end_matches(": ")
         );
         Ok(self.database.write(|connection| {
+            let now = connection.now_millis()?;
             connection.execute(
                 "UPDATE sfm_jobs SET state = 'queued', reason = NULL, not_before = ?1,
                     attempts = 0, updated_at = ?1
@@ -233,8 +232,7 @@ impl Queue {
         worker: &str,
         only: Option<&[String]>,
     ) -> Result<Option<(String, bool)>, SfmError> {
-        let now = now_millis();
-        let lease_until = now.saturating_add(millis(self.lease));
+        let lease = millis(self.lease);
         let filter = only.map(|sequences| {
             let placeholders: Vec<String> = (0..sequences.len())
                 .map(|index| format!("?{}", index + 2))
@@ -251,13 +249,15 @@ impl Queue {
              ORDER BY not_before, sequence LIMIT 1",
             filter.unwrap_or_default()
         );
-        let mut parameters: Vec<Param<'_>> = vec![Param::from(now)];
-        parameters.extend(
-            only.unwrap_or_default()
-                .iter()
-                .map(|sequence| Param::from(sequence.as_str())),
-        );
         self.database.write(|connection| {
+            let now = connection.now_millis()?;
+            let lease_until = now.saturating_add(lease);
+            let mut parameters: Vec<Param<'_>> = vec![Param::from(now)];
+            parameters.extend(
+                only.unwrap_or_default()
+                    .iter()
+                    .map(|sequence| Param::from(sequence.as_str())),
+            );
             loop {
                 let next = connection.query_row(&sql, &parameters, |row| {
                     Ok::<_, DbError>((
@@ -293,8 +293,9 @@ impl Queue {
 
     /// Renews `worker`'s lease; `false` when it is no longer `worker`'s.
     pub fn renew(&self, sequence: &str, worker: &str) -> Result<bool, SfmError> {
-        let until = now_millis().saturating_add(millis(self.lease));
+        let lease = millis(self.lease);
         let changed = self.database.write(|connection| {
+            let until = connection.now_millis()?.saturating_add(lease);
             connection.execute(
                 "UPDATE sfm_jobs SET lease_until = ?3
                  WHERE sequence = ?1 AND worker = ?2 AND state = 'running'",
@@ -307,10 +308,11 @@ impl Queue {
     /// Records where a running job is.
     pub fn progress(&self, sequence: &str, worker: &str, progress: &str) -> Result<(), SfmError> {
         self.database.write(|connection| {
+            let now = connection.now_millis()?;
             connection.execute(
                 "UPDATE sfm_jobs SET progress = ?3, updated_at = ?4
                  WHERE sequence = ?1 AND worker = ?2 AND state = 'running'",
-                params![sequence, worker, progress, now_millis()],
+                params![sequence, worker, progress, now],
             )
         })?;
         Ok(())
@@ -327,6 +329,7 @@ impl Queue {
     ) -> Result<(), SfmError> {
         let report = report.map(Value::to_string);
         self.database.write(|connection| {
+            let now = connection.now_millis()?;
             connection.execute(
                 "UPDATE sfm_jobs SET state = ?3, reason = ?4, report = ?5, progress = NULL,
                     worker = NULL, lease_until = NULL, updated_at = ?6
@@ -337,7 +340,7 @@ impl Queue {
                     state.as_str(),
                     reason,
                     report.as_deref(),
-                    now_millis()
+                    now
                 ],
             )
         })?;
@@ -347,11 +350,12 @@ impl Queue {
     /// Gives `worker`'s job back (a stopping server): the next worker to look resumes it.
     pub fn give_back(&self, sequence: &str, worker: &str) -> Result<(), SfmError> {
         self.database.write(|connection| {
+            let now = connection.now_millis()?;
             connection.execute(
                 "UPDATE sfm_jobs SET lease_until = NULL, attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END,
                     updated_at = ?3
                  WHERE sequence = ?1 AND worker = ?2 AND state = 'running'",
-                params![sequence, worker, now_millis()],
+                params![sequence, worker, now],
             )
         })?;
         Ok(())
@@ -390,6 +394,7 @@ pub(crate) fn mark_done(
     newest: u64,
     report: &Value,
 ) -> Result<(), DbError> {
+    let now = connection.now_millis()?;
     let changed = connection.execute(
         "UPDATE sfm_jobs SET state = 'done', reason = NULL, report = ?4, progress = NULL,
             newest_image = ?3, worker = NULL, lease_until = NULL, updated_at = ?5
@@ -399,7 +404,7 @@ pub(crate) fn mark_done(
             worker,
             id_to_sql(newest),
             report.to_string().as_str(),
-            now_millis()
+            now
         ],
     )?;
     if changed == 1 {

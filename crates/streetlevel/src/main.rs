@@ -1,5 +1,5 @@
 //! The `streetlevel` command line: `serve`, `fixtures`, `import`, `backup`, `restore`,
-//! `migrate`, `sfm`, and
+//! `migrate`, `media migrate`, `sfm`, and
 //! the admin commands `apps`, `users`, `images`, `sequences`, `uploads`, `takedowns` and `requests`. Each subcommand lives in its own module of this binary.
 
 mod admin;
@@ -8,6 +8,7 @@ mod blur;
 mod data_lock;
 mod fixtures;
 mod import;
+mod media_migrate;
 mod media_store;
 mod migrate;
 mod reblur;
@@ -40,6 +41,9 @@ enum Command {
     Restore(backup::RestoreArgs),
     /// Copy a data directory's database into an empty PostgreSQL database, for replicas.
     Migrate(migrate::MigrateArgs),
+    /// Move a data directory's media between its files and an object store.
+    #[command(subcommand)]
+    Media(media_migrate::MediaCommand),
     /// Manage developer apps.
     #[command(subcommand)]
     Apps(admin::AppsCommand),
@@ -90,6 +94,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Backup(args) => backup::run_backup(&args),
         Command::Restore(args) => backup::run_restore(&args),
         Command::Migrate(args) => migrate::run(&args),
+        Command::Media(command) => media_migrate::run(command),
         Command::Apps(command) => admin::run_apps(command),
         Command::Users(command) => admin::run_users(command),
         Command::Images(action) => takedown::run(takedown::Kind::Images, &action),

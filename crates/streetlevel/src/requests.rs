@@ -9,7 +9,7 @@ use std::sync::{Arc, RwLock};
 
 use anyhow::Context;
 use streetlevel_import::{Privacy, PrivacyRequest, RequestState};
-use streetlevel_model::Timestamp;
+use streetlevel_model::{Clock as _, SystemClock, Timestamp};
 
 use crate::takedown::{DataArgs, open_store};
 
@@ -49,14 +49,6 @@ fn open(data: &DataArgs) -> anyhow::Result<Privacy> {
     Privacy::open(store, &data.data).context("cannot open the privacy tables")
 }
 
-fn now_millis() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |elapsed| {
-            i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX)
-        })
-}
-
 fn line(request: &PrivacyRequest, now: i64) -> String {
     let area = request.area.map_or_else(
         || String::from("-"),
@@ -92,7 +84,7 @@ pub fn run(command: RequestsCommand) -> anyhow::Result<()> {
                     })
                 })
                 .transpose()?;
-            let now = now_millis();
+            let now = SystemClock.now().millis();
             for request in open(&data)?.requests(state, limit)? {
                 writeln!(out, "{}", line(&request, now))?;
             }
@@ -109,7 +101,7 @@ pub fn run(command: RequestsCommand) -> anyhow::Result<()> {
             let (request, edit) = open(&data)?
                 .resolve(id, state, "command line", apply_blur)
                 .with_context(|| format!("request {id} was not resolved"))?;
-            writeln!(out, "{}", line(&request, now_millis()))?;
+            writeln!(out, "{}", line(&request, SystemClock.now().millis()))?;
             if let Some(edit) = edit {
                 writeln!(
                     out,

@@ -5,7 +5,7 @@
 
 mod log_writer;
 pub(crate) mod media;
-mod settings;
+pub(crate) mod settings;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -360,7 +360,7 @@ fn spawn_cleaner(
 }
 
 async fn serve(args: Args, settings: Settings) -> anyhow::Result<()> {
-    let media_store = settings.media_store.clone();
+    let media_store = crate::media_store::MediaStoreArgs::from(&settings);
     let Resolved {
         data,
         addr,
@@ -377,7 +377,7 @@ async fn serve(args: Args, settings: Settings) -> anyhow::Result<()> {
         blur,
         sfm,
     } = settings::resolve(settings, args.debug_panic_route, media_key)?;
-    crate::media_store::use_media_store(&data, media_store.as_deref())?;
+    media_store.apply(&data)?;
     let config = fit_connections_to_descriptors(config);
     let location = database_location(&data, database_url)?;
     check_database_file(&data)?;

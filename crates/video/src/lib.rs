@@ -17,7 +17,7 @@ pub use container::{Container, MAX_MOOV_BYTES, MAX_SAMPLES, Sample, Track, read_
 pub use error::VideoError;
 pub use ffmpeg::{DecodeLimits, extract_frames};
 pub use gps::GpsPoint;
-pub use time::{Clock, TimeBasis};
+pub use time::{CaptureClock, TimeBasis};
 
 /// The largest picture decoded (width × height), as for photos.
 pub const MAX_FRAME_PIXELS: u64 = 100_000_000;
@@ -98,7 +98,7 @@ pub struct Video {
     /// Where it came from.
     pub gps_source: GpsSource,
     /// The clock of the capture times.
-    pub clock: Clock,
+    pub capture_clock: CaptureClock,
     /// The camera's make, when known.
     pub make: Option<String>,
     /// The camera's model, when known.
@@ -161,7 +161,7 @@ impl Video {
             .iter()
             .filter_map(|point| point.epoch.map(|epoch| (point.time, epoch)))
             .collect();
-        let clock = time::choose(
+        let capture_clock = time::choose(
             time::gps_start(&epochs),
             source == GpsSource::Camm,
             container.creation_time,
@@ -173,7 +173,7 @@ impl Video {
             video_track,
             gps,
             gps_source: source,
-            clock,
+            capture_clock,
             make,
             model,
         })
@@ -238,7 +238,7 @@ impl Video {
             .map(|((frame, point), direction)| PlannedFrame {
                 frame,
                 seconds: point.time,
-                captured_at_ms: time::seconds_to_millis(self.clock.start + point.time),
+                captured_at_ms: time::seconds_to_millis(self.capture_clock.start + point.time),
                 lat: point.lat,
                 lon: point.lon,
                 alt: point.alt,

@@ -30,9 +30,11 @@ pub enum TimeBasis {
     Arrival,
 }
 
-/// The UTC time of the video's start (its time 0) and where it came from.
+/// The capture clock of a video: the UTC time of its start (its time 0) and where that came
+/// from. Not the service's clock (`streetlevel_model::Clock`), which says when things happen
+/// to the service.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Clock {
+pub struct CaptureClock {
     /// Seconds since 1970 at the video's time 0.
     pub start: f64,
     /// Where `start` came from.
@@ -70,7 +72,7 @@ pub fn choose(
     creation_time: Option<i64>,
     duration_seconds: f64,
     arrival: f64,
-) -> Clock {
+) -> CaptureClock {
     let creation = creation_time
         .map(approximate)
         .filter(|&seconds| seconds >= EARLIEST_PLAUSIBLE && seconds <= arrival + 86_400.0);
@@ -86,18 +88,18 @@ pub fn choose(
         } else {
             start
         };
-        return Clock {
+        return CaptureClock {
             start,
             basis: TimeBasis::Gps,
         };
     }
     if let Some(creation) = creation {
-        return Clock {
+        return CaptureClock {
             start: creation - duration_seconds.max(0.0),
             basis: TimeBasis::CreationTime,
         };
     }
-    Clock {
+    CaptureClock {
         start: arrival,
         basis: TimeBasis::Arrival,
     }
@@ -149,7 +151,7 @@ mod tests {
         let from_unix = choose(Some(unix), true, None, 5.0, arrival);
         assert_eq!(
             from_unix,
-            Clock {
+            CaptureClock {
                 start: unix,
                 basis: TimeBasis::Gps
             }
@@ -157,7 +159,7 @@ mod tests {
         let from_gps = choose(Some(unix - GPS_EPOCH_TO_UNIX), true, None, 5.0, arrival);
         assert_eq!(
             from_gps,
-            Clock {
+            CaptureClock {
                 start: unix,
                 basis: TimeBasis::Gps
             }
@@ -173,7 +175,7 @@ mod tests {
         let creation = choose(None, false, Some(1_741_930_000), 10.0, arrival);
         assert_eq!(
             creation,
-            Clock {
+            CaptureClock {
                 start: 1_741_929_990.0,
                 basis: TimeBasis::CreationTime
             }
@@ -182,7 +184,7 @@ mod tests {
         for unusable in [None, Some(12), Some(1_841_930_000)] {
             assert_eq!(
                 choose(None, false, unusable, 10.0, arrival),
-                Clock {
+                CaptureClock {
                     start: arrival,
                     basis: TimeBasis::Arrival
                 }

@@ -156,9 +156,9 @@ fn the_gopro_clip_gives_its_gps5_track_and_gps_clock() {
     );
     // The research notes (mapillary_tools 0.14.7 on this file): 191 GPS points, ~10.5 s.
     assert_eq!(video.gps.len(), 191, "GPS5 points kept");
-    assert_eq!(video.clock.basis, TimeBasis::Gps);
+    assert_eq!(video.capture_clock.basis, TimeBasis::Gps);
     // GPSU of the first payload is 2019-11-18T23:45:14Z (the mvhd says 15:45:32, local time).
-    let start = iso((video.clock.start * 1000.0).to_i64().unwrap());
+    let start = iso((video.capture_clock.start * 1000.0).to_i64().unwrap());
     assert!(start.starts_with("2019-11-18T23:45:1"), "{start}");
     let track = video.track();
     assert_eq!(
@@ -205,9 +205,9 @@ fn plain_clips_take_the_gpx_beside_them_h264_and_hevc() {
             1,
             "{gps:?}"
         );
-        assert_eq!(video.clock.basis, TimeBasis::Gps);
+        assert_eq!(video.capture_clock.basis, TimeBasis::Gps);
         assert_eq!(
-            iso((video.clock.start * 1000.0).to_i64().unwrap()),
+            iso((video.capture_clock.start * 1000.0).to_i64().unwrap()),
             "2025-03-14T07:00:00.000Z"
         );
         // 30 km/h is 8.3 m/s: a frame about every 3 m is every 0.36 s or so.
@@ -343,8 +343,8 @@ fn the_uploaders_camm_rewrite_reads_as_the_original() {
         (rewritten.make.as_deref(), rewritten.model.as_deref()),
         (Some("GoPro"), Some("GoPro Max"))
     );
-    assert_eq!(rewritten.clock.basis, TimeBasis::Gps);
-    assert!((rewritten.clock.start - original.clock.start).abs() < 1.0);
+    assert_eq!(rewritten.capture_clock.basis, TimeBasis::Gps);
+    assert!((rewritten.capture_clock.start - original.capture_clock.start).abs() < 1.0);
     assert_eq!(rewritten.frame_times(), original.frame_times());
     let (a, b) = (
         original.plan(Sampling::default()),
@@ -360,9 +360,9 @@ fn the_uploaders_camm_rewrite_reads_as_the_original() {
     assert_eq!(rewritten.gps_source, GpsSource::Camm);
     // The uploader's CAMM times are whole milliseconds of its timescale.
     assert!(
-        (rewritten.clock.start - 1_741_935_600.0).abs() < 0.005,
+        (rewritten.capture_clock.start - 1_741_935_600.0).abs() < 0.005,
         "{}",
-        rewritten.clock.start
+        rewritten.capture_clock.start
     );
     // The uploader does not cut the GPX track at the clip's end; the reader does.
     assert_eq!(

@@ -20,7 +20,7 @@ use crate::login::login_location;
 use crate::web::{Session, Web};
 
 /// Values shown once after an action.
-struct Fresh {
+struct OneTimeValues {
     app_name: String,
     /// Label and value of each, in order.
     values: Vec<(&'static str, String)>,
@@ -29,7 +29,7 @@ struct Fresh {
 /// What the page says after an action.
 #[derive(Default)]
 struct Outcome {
-    fresh: Option<Fresh>,
+    fresh: Option<OneTimeValues>,
     alert: Option<String>,
     /// The create form's values, kept after a rejected submission.
     name: String,
@@ -147,7 +147,7 @@ impl Web {
             }
             Err(error) => return server_failed(&error),
         };
-        let fresh = Fresh {
+        let fresh = OneTimeValues {
             app_name: name.to_owned(),
             values: vec![
                 ("Client ID", credentials.client_id.to_string()),
@@ -204,7 +204,7 @@ impl Web {
             Ok(rotated) => rotated,
             Err(error) => return server_failed(&error),
         };
-        let fresh = Fresh {
+        let fresh = OneTimeValues {
             app_name: app.name,
             values: vec![("Client ID", app.client_id.to_string()), (label, value)],
         };
@@ -347,7 +347,7 @@ fn server_failed(error: &AuthError) -> Result<(StatusCode, Outcome), html::Unava
     ))
 }
 
-fn fresh_section(fresh: &Fresh) -> Markup {
+fn fresh_section(fresh: &OneTimeValues) -> Markup {
     html! {
         section aria-labelledby="fresh" class="fresh" {
             h2 id="fresh" { "Credentials of " (fresh.app_name) } "\n"

@@ -22,7 +22,7 @@ use streetlevel_import::{
     MAX_REASON_CHARS, NewRequest, Privacy, PrivacyRefusal, PrivacyRequest, RequestKind,
     RequestState, Shares, StoredBox,
 };
-use streetlevel_model::{ImageId, Timestamp};
+use streetlevel_model::{Clock as _, ImageId, Timestamp};
 use streetlevel_ratelimit::{ClientAddr, FormLimits, FormThrottle};
 
 use crate::form::{Form, cookie};
@@ -142,16 +142,6 @@ pub(crate) fn duration_words(millis: i64) -> String {
         3600..86_400 => format!("{} h {} min", seconds / 3600, seconds % 3600 / 60),
         _ => format!("{} d {} h", seconds / 86_400, seconds % 86_400 / 3600),
     }
-}
-
-/// Now, as the import tables record times (the system clock: they record, they do not
-/// decide).
-fn now_millis() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |elapsed| {
-            i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX)
-        })
 }
 
 impl Web {
@@ -605,7 +595,8 @@ impl Web {
                 section aria-labelledby="blur" { h2 id="blur" { "Blur" } (image_link) }
             });
         }
-        let now = now_millis();
+        // The service's clock: how long a request has waited is only shown.
+        let now = self.auth.clock().now().millis();
         let read = (
             pages.privacy.requests(Some(RequestState::Open), QUEUE_ROWS),
             pages.privacy.pending_edits(QUEUE_ROWS),

@@ -37,7 +37,7 @@ impl std::fmt::Debug for Takedowns {
 }
 
 /// The images a form names.
-struct Named {
+struct NamedImages {
     subject: String,
     public: Vec<ImageId>,
     hidden: Vec<ImageId>,
@@ -61,7 +61,7 @@ impl Takedowns {
     fn apply(
         &self,
         action: &str,
-        named: &Named,
+        named: &NamedImages,
         note: &TakedownNote<'_>,
     ) -> Result<Vec<ImageId>, bool> {
         let ids =
@@ -92,14 +92,14 @@ impl Takedowns {
 }
 
 /// The images `raw` names: an image (public or hidden) by ID, else a sequence by key.
-fn named(store: &Store, raw: &str) -> Option<Named> {
+fn named(store: &Store, raw: &str) -> Option<NamedImages> {
     if raw.is_empty() || raw.len() > 256 {
         return None;
     }
     if let Ok(id) = raw.parse::<u64>() {
         let id = ImageId(id);
         if let Some(image) = store.image(id) {
-            return Some(Named {
+            return Some(NamedImages {
                 subject: format!("image {id}"),
                 public: vec![id],
                 hidden: Vec::new(),
@@ -107,7 +107,7 @@ fn named(store: &Store, raw: &str) -> Option<Named> {
             });
         }
         if let Some(image) = store.hidden_image(id) {
-            return Some(Named {
+            return Some(NamedImages {
                 subject: format!("image {id}"),
                 public: Vec::new(),
                 hidden: vec![id],
@@ -127,7 +127,7 @@ fn named(store: &Store, raw: &str) -> Option<Named> {
         .chain(hidden.iter().filter_map(|&id| store.hidden_image(id)))
         .map(|image| image.creator)
         .collect();
-    Some(Named {
+    Some(NamedImages {
         subject: format!("sequence {raw}"),
         public,
         hidden,

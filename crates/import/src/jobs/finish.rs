@@ -4,12 +4,11 @@
 use std::io::Read as _;
 
 use streetlevel_db::{DbError, id_from_sql, id_to_sql, params};
-use streetlevel_model::{OrganizationId, Timestamp};
+use streetlevel_model::{Clock, OrganizationId, SystemClock};
 
 use super::FileType;
 use super::sources::ZipEntries;
 use crate::budgets::ZipBudget;
-use crate::tables::now_millis;
 use crate::{ImportError, Uploads};
 
 #[derive(serde::Deserialize)]
@@ -71,7 +70,7 @@ impl Uploads {
                 streetlevel_video::Video::read(
                     &self.session_path(user_id, &key),
                     None,
-                    Timestamp(now_millis()).seconds(),
+                    SystemClock.now().seconds(),
                 )
                 .map_err(|error| ImportError::InvalidUpload(error.to_string()))?;
                 vec![key.clone()]
@@ -89,9 +88,9 @@ impl Uploads {
                 keys
             }
         };
-        let now = now_millis();
         let listed = serde_json::to_string(&sessions).unwrap_or_default();
         let job = self.db().write(|connection| {
+            let now = connection.now_millis()?;
             let job: i64 = connection
                 .query_value(
                     "INSERT INTO import_jobs (user_id, username, organization, file_type,

@@ -15,9 +15,8 @@ use super::sources::SessionFiles;
 use super::sources::ZipEntries;
 use crate::budgets::{Budgeted, Interrupt};
 use crate::pipeline::{
-    FileOutcome, Grouping, Outcome, Progress, Run, Sources, read_lock, write_lock,
+    FileOutcome, Grouping, ImportRun, Outcome, Progress, Sources, read_lock, write_lock,
 };
-use crate::tables::now_millis;
 use crate::{ImportError, Uploads};
 
 /// A job, as [`Uploads::run`] publishes it.
@@ -270,11 +269,12 @@ impl Uploads {
             )));
         };
         let marked = self.db().write(|connection| {
+            let now = connection.now_millis()?;
             connection.execute(
                 "UPDATE import_jobs SET state = 'published', reason = NULL, images = 0,
                     duplicates = ?2, refused = '[]', updated_at = ?3, lease_until = NULL
                  WHERE id = ?1 AND state = 'processing' AND worker = ?4",
-                params![work.id, duplicates, now_millis(), worker],
+                params![work.id, duplicates, now, worker],
             )
         })?;
         if marked == 1 {
@@ -343,7 +343,7 @@ impl Uploads {
         }
         let job = work.id;
         let sequence_key = move |index: usize| derived_sequence_key(job, index);
-        let run = Run {
+        let run = ImportRun {
             store,
             media: crate::media_store(&self.data_dir),
             blurring: &self.blurring,
@@ -390,6 +390,7 @@ impl Uploads {
                         .into_iter()
                         .map(|(source, count)| (source.as_str().to_owned(), count.into()))
                         .collect();
+                let now = transaction.now_millis()?;
                 let marked = transaction.execute(
                     "UPDATE import_jobs SET state = 'published', reason = NULL, images = ?2,
                         duplicates = ?3, refused = ?4, updated_at = ?5, time_sources = ?6,
@@ -400,7 +401,7 @@ impl Uploads {
                         i64::try_from(outcome.inserted.len()).unwrap_or(i64::MAX),
                         duplicates,
                         &serde_json::to_string(&refused).unwrap_or_default(),
-                        now_millis(),
+                        now,
                         &serde_json::Value::Object(time_sources).to_string(),
                         &serde_json::to_string(&crate::notes::warnings(files)).unwrap_or_default(),
                         worker

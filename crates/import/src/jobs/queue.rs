@@ -13,7 +13,6 @@ use streetlevel_store::Store;
 use super::FileType;
 use crate::budgets::{Interrupt, Interruption};
 use crate::pipeline::Owner;
-use crate::tables::now_millis;
 use crate::{ImportError, Uploads};
 
 /// How often the worker looks for abandoned sessions (more often when they age faster).
@@ -81,9 +80,10 @@ impl Uploads {
         &self,
         worker: &str,
     ) -> Result<Option<(PendingJob, String, bool)>, ImportError> {
-        let now = now_millis();
-        let lease_until = now.saturating_add(millis(self.limits.job_lease));
+        let lease = millis(self.limits.job_lease);
         self.db().write(|connection| {
+            let now = connection.now_millis()?;
+            let lease_until = now.saturating_add(lease);
             let next = connection.query_row(
                 "SELECT id, state, worker FROM import_jobs
                  WHERE (state = 'received' AND coalesce(not_before, 0) <= ?1)
@@ -216,10 +216,11 @@ impl Uploads {
             }
             let asked = Instant::now();
             let renewed = self.db().write(|connection| {
+                let lease_until = connection.now_millis()?.saturating_add(millis(lease));
                 connection.execute(
                     "UPDATE import_jobs SET lease_until = ?3
                      WHERE id = ?1 AND worker = ?2 AND state = 'processing'",
-                    params![job, worker, now_millis().saturating_add(millis(lease))],
+                    params![job, worker, lease_until],
                 )
             });
             match renewed {
@@ -291,9 +292,6 @@ impl Uploads {
     /// away, so nothing of it was published, and a later try may succeed.
     pub(super) fn hold(&self, job: i64, worker: &str, reason: &str) -> Result<(), ImportError> {
         let retry_after = self.limits.blur_retry_after;
-        let now = now_millis();
-        let not_before =
-            now.saturating_add(i64::try_from(retry_after.as_millis()).unwrap_or(i64::MAX));
         let reason = format!(
             "waiting for the blur service, nothing is published until it answers; tried again \
              in {} s: {reason}",
@@ -301,6 +299,8 @@ impl Uploads {
         );
         tracing::warn!(job, %reason, "an upload is held");
         self.db().write(|connection| {
+            let now = connection.now_millis()?;
+            let not_before = now.saturating_add(millis(retry_after));
             connection.execute(
                 "UPDATE import_jobs SET state = 'received', reason = ?2, not_before = ?3,
                     updated_at = ?4, worker = NULL, lease_until = NULL
@@ -314,11 +314,12 @@ impl Uploads {
     /// Marks `job` failed if `worker` still holds it.
     fn fail_processing(&self, job: i64, worker: &str, reason: &str) -> Result<(), ImportError> {
         self.db().write(|connection| {
+            let now = connection.now_millis()?;
             connection.execute(
                 "UPDATE import_jobs SET state = 'failed', reason = ?1, updated_at = ?2,
                     lease_until = NULL
                  WHERE id = ?3 AND state = 'processing' AND worker = ?4",
-                params![reason, now_millis(), job, worker],
+                params![reason, now, job, worker],
             )
         })?;
         Ok(())
@@ -328,10 +329,11 @@ impl Uploads {
     /// and the next worker to look, here or in another process, resumes it at once.
     fn give_back(&self, job: i64, worker: &str) -> Result<(), ImportError> {
         self.db().write(|connection| {
+            let now = connection.now_millis()?;
             connection.execute(
                 "UPDATE import_jobs SET lease_until = NULL, updated_at = ?3
                  WHERE id = ?1 AND state = 'processing' AND worker = ?2",
-                params![job, worker, now_millis()],
+                params![job, worker, now],
             )
         })?;
         Ok(())

@@ -34,7 +34,14 @@ impl App {
         })
         .await;
         let (mut reply, media) = match answer {
-            Ok(answer) => answer,
+            Ok((reply, Some(media))) => (reply, media),
+            // A redirect to the object on its store: no body of ours.
+            Ok((reply, None)) => {
+                let result = Ok(Dispatched::Reply(reply));
+                return self
+                    .complete(&parts, class, &request_id, started, result)
+                    .map(full);
+            }
             Err(error) => {
                 return self
                     .complete(&parts, class, &request_id, started, Err(error))
@@ -84,8 +91,9 @@ impl App {
     }
 
     /// The reply to a request for a media object, without its body, and the body: the
-    /// signature and the image's state are checked before anything is read.
-    fn media(&self, path: &str, query: &Query) -> Result<(Reply, MediaBody), Error> {
+    /// signature and the image's state are checked before anything is read. No body when
+    /// the reply is a redirect to the object on its store (`media_redirect_seconds`).
+    fn media(&self, path: &str, query: &Query) -> Result<(Reply, Option<MediaBody>), Error> {
         let object =
             MediaObject::from_path(path).ok_or_else(|| Error::UnknownPath(path.to_owned()))?;
         self.services.media_links.verify(path, query)?;
@@ -117,6 +125,17 @@ impl App {
             }
             return Err(Error::UnknownId(path.to_owned()));
         }
+        let shown = match image {
+            Some(image) => vec![image],
+            None => self.services.media.shown_images(&object),
+        };
+        let keys: Vec<String> = shown
+            .into_iter()
+            .map(crate::takedown::image_surrogate_key)
+            .collect();
+        if let Some(redirect) = self.redirect(&body) {
+            return Ok((with_surrogate_keys(redirect, &keys), None));
+        }
         let mut reply = Reply::empty(StatusCode::OK);
         reply.content_type = Some(object.content_type());
         reply.etag = Some(body.etag());
@@ -126,21 +145,40 @@ impl App {
             HeaderValue::from_static("bytes"),
         );
         reply.cache_control = Some(Cow::Borrowed("public, max-age=86400, immutable"));
-        let shown = match image {
-            Some(image) => vec![image],
-            None => self.services.media.shown_images(&object),
-        };
-        let keys: Vec<String> = shown
-            .into_iter()
-            .map(crate::takedown::image_surrogate_key)
-            .collect();
-        if !keys.is_empty()
-            && let Ok(keys) = HeaderValue::from_str(&keys.join(" "))
-        {
-            reply
-                .headers
-                .insert(HeaderName::from_static("surrogate-key"), keys);
-        }
-        Ok((reply, body))
+        Ok((with_surrogate_keys(reply, &keys), Some(body)))
     }
+
+    /// `302 Found` to a presigned URL of `body` on its object store, when the setting asks
+    /// for redirects and the store can presign: the same URL for the rest of the time
+    /// bucket, which is how long the redirect may be kept.
+    fn redirect(&self, body: &MediaBody) -> Option<Reply> {
+        let bucket = self.config.media_redirect_seconds;
+        let MediaBody::Stored(stored) = body else {
+            return None;
+        };
+        if bucket == 0 {
+            return None;
+        }
+        let now = self.services.clock.now_unix_seconds();
+        let url = stored.presigned_url(now, bucket)?;
+        let mut reply = Reply::empty(StatusCode::FOUND);
+        reply
+            .headers
+            .insert(http::header::LOCATION, HeaderValue::from_str(&url).ok()?);
+        let left = bucket - now % bucket;
+        reply.cache_control = Some(Cow::Owned(format!("public, max-age={left}")));
+        Some(reply)
+    }
+}
+
+/// `reply` with a `Surrogate-Key` header naming `keys`, when there are any.
+fn with_surrogate_keys(mut reply: Reply, keys: &[String]) -> Reply {
+    if !keys.is_empty()
+        && let Ok(keys) = HeaderValue::from_str(&keys.join(" "))
+    {
+        reply
+            .headers
+            .insert(HeaderName::from_static("surrogate-key"), keys);
+    }
+    reply
 }
