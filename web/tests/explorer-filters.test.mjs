@@ -3,14 +3,16 @@
 // reduces what the map draws, what the count says and where "next" can go, and lives in the
 // URL; the player plays (forwards and reversed), jumps to the first and last image, says the
 // position, keeps its speed and its lock on the sequence in the URL; the layer switcher shows
-// and hides the map's layers, which the URL's `layers` names.
+// and hides the map's layers, which the URL's `layers` names; traffic signs are drawn with the
+// icons of mapillary_sprite_source, and a click on one steps through the images that saw it.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 
 import { api, launchBrowser, startService } from './harness.mjs';
 import {
-  COVERAGE_GREEN, WAIT_MS, axeViolations, mapPixels, openPage, screenshot, waitForImage, waitForMapIdle,
+  COVERAGE_GREEN, MARKER_YELLOW, WAIT_MS, axeViolations, boxOf, mapPixels, openPage, screenshot, waitForImage, waitForMapIdle,
 } from './explorer-support.mjs';
+import { pixelsNear } from './png.mjs';
 
 describe('the explorer\'s filters and player in Chromium', () => {
   let service;
@@ -123,6 +125,98 @@ describe('the explorer\'s filters and player in Chromium', () => {
       await page.getByLabel('Images and sequences').check();
       await page.getByLabel('Density at low zoom').check();
       await page.waitForFunction(() => !new URL(window.location.href).searchParams.has('layers'));
+    } finally {
+      await finish();
+    }
+  });
+
+  test('traffic signs drawn with the sprite\'s icons; a click steps through the images that saw one', async (t) => {
+    const sprite = await fetch(`${service.baseUrl}/assets/mapillary_sprite_source/sprites/sprites.json`);
+    assert.equal(sprite.status, 200);
+    const icons = await sprite.json();
+    // A traffic sign that two images or more saw, with an icon in the sprite.
+    const signs = await api(service.baseUrl, '/map_features?bbox=-180,-85,180,85&object_values=regulatory--*,warning--*&fields=id,object_value,geometry,images&limit=200', service.app.clientToken);
+    assert.equal(signs.status, 200, JSON.stringify(signs.body));
+    const sign = signs.body.data.find((feature) => feature.images?.data?.length >= 2 && feature.object_value in icons);
+    assert.ok(sign, 'a traffic sign seen twice or more, with an icon');
+    const seenBy = sign.images.data.map((image) => image.id);
+    const [lng, lat] = sign.geometry.coordinates;
+    const { page, problems, finish } = await openPage(browser);
+    try {
+      await page.goto(`${service.baseUrl}/explore?map=18/${lat}/${lng}&layers=images,signs`);
+      await page.waitForFunction(() => window.streetlevelExplorer?.mapLoaded, null, { timeout: WAIT_MS });
+      await waitForMapIdle(page);
+      // The sign is drawn by the icon layer (not the circle for classes without an icon).
+      const drawn = await page.evaluate((id) => {
+        const { map } = window.streetlevelExplorer;
+        const feature = map.queryRenderedFeatures({ layers: ['traffic_sign'] }).find((candidate) => String(candidate.properties.id) === id);
+        return feature ? { point: map.project(feature.geometry.coordinates), value: feature.properties.value } : null;
+      }, sign.id);
+      assert.ok(drawn, `sign ${sign.id} drawn as an icon`);
+      // Its icon's pixels: the picture around it changes when the layer alone is hidden.
+      const around = async (name) => {
+        const shot = await screenshot(page, name);
+        const map = await boxOf(page, '#map', shot);
+        const pixels = [];
+        for (let y = Math.round(drawn.point.y) - 10; y <= Math.round(drawn.point.y) + 10; y += 1) {
+          for (let x = Math.round(drawn.point.x) - 10; x <= Math.round(drawn.point.x) + 10; x += 1) {
+            const at = ((map.y + y) * shot.width + map.x + x) * shot.channels;
+            pixels.push([shot.pixels[at], shot.pixels[at + 1], shot.pixels[at + 2]]);
+          }
+        }
+        return pixels;
+      };
+      const withIcon = await around('explorer-sign');
+      await page.evaluate(() => window.streetlevelExplorer.map.setLayoutProperty('traffic_sign', 'visibility', 'none'));
+      await waitForMapIdle(page);
+      const without = await around('explorer-sign-off');
+      const changed = withIcon.filter((pixel, index) => pixel.some((value, channel) => Math.abs(value - without[index][channel]) > 40)).length;
+      t.diagnostic(`sign ${sign.object_value}: ${changed} of ${withIcon.length} pixels are its icon's`);
+      assert.ok(changed > 40, `the icon drew ${changed} pixels`);
+      await page.evaluate(() => window.streetlevelExplorer.map.setLayoutProperty('traffic_sign', 'visibility', 'visible'));
+      await waitForMapIdle(page);
+      // A click on it: the panel names it and shows the first image that saw it; Next the second.
+      const canvas = await page.locator('#map canvas').boundingBox();
+      await page.mouse.click(canvas.x + drawn.point.x, canvas.y + drawn.point.y);
+      const panel = page.getByRole('region', { name: /^Traffic sign: / });
+      await panel.waitFor();
+      await waitForImage(page, problems, seenBy[0]);
+      assert.equal(await page.locator('#feature-position').textContent(), `Image 1 of ${seenBy.length} that saw it`);
+      assert.equal(await page.getByRole('button', { name: 'Previous image' }).isDisabled(), true);
+      assert.deepEqual(await axeViolations(page), [], 'with the map feature panel open');
+      // The detection is outlined in the viewer (a tag; its pixels are counted on the second image).
+      await page.waitForFunction(() => window.streetlevelExplorer.viewer.raw.getComponent('tag').getAll().length > 0);
+      await page.getByRole('button', { name: 'Next image' }).click();
+      await waitForImage(page, problems, seenBy[1]);
+      assert.equal(await page.locator('#feature-position').textContent(), `Image 2 of ${seenBy.length} that saw it`);
+      assert.equal(new URL(page.url()).searchParams.get('image'), seenBy[1]);
+      // Yellow pixels of the outline in the viewer, polled until the frame shows them (or not).
+      const yellowInViewer = async (name, done) => {
+        let count = 0;
+        for (let attempt = 0; attempt < 20; attempt += 1) {
+          const shot = await screenshot(page, name);
+          count = pixelsNear(shot, await boxOf(page, '#viewer', shot), MARKER_YELLOW, 40);
+          if (done(count)) break;
+        }
+        return count;
+      };
+      const outlined = await yellowInViewer('explorer-feature', (count) => count > 15);
+      // Close: the panel goes and the focus is on the map.
+      await page.getByRole('button', { name: 'Close' }).click();
+      assert.equal(await page.locator('#feature').isVisible(), false);
+      assert.equal(await page.evaluate(() => window.streetlevelExplorer.viewer.raw.getComponent('tag').getAll().length), 0, 'no outline after Close');
+      const plain = await yellowInViewer('explorer-feature-closed', (count) => count < outlined / 4);
+      t.diagnostic(`detection outline: ${outlined} yellow pixels in the viewer, ${plain} without`);
+      assert.ok(outlined > 15 && plain < outlined / 4, `the detection was outlined: ${outlined} against ${plain} pixels`);
+      assert.ok(await page.evaluate(() => document.activeElement === window.streetlevelExplorer.map.getCanvas()));
+      // Keyboard only: with the sign under the ring of the focused map, Enter opens it too.
+      await page.evaluate((centre) => window.streetlevelExplorer.map.jumpTo({ center: centre }), [lng, lat]);
+      await waitForMapIdle(page);
+      await page.keyboard.press('Enter');
+      await panel.waitFor();
+      await page.waitForFunction((id) => window.streetlevelExplorer.events.some((event) => event.type === 'feature' && event.featureId === id
+        && window.streetlevelExplorer.events.filter((other) => other.type === 'feature').length === 2), sign.id);
+      await waitForImage(page, problems, seenBy[0]);
     } finally {
       await finish();
     }

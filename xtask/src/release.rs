@@ -41,13 +41,24 @@ const ASSET_FILES: &[&str] = &[
     "maplibre-gl/dist/maplibre-gl.css",
     "maplibre-gl/LICENSE.txt",
     "maplibre-gl/package.json",
+    "mapillary_sprite_source/sprites/sprites.json",
+    "mapillary_sprite_source/sprites/sprites.png",
+    "mapillary_sprite_source/sprites/sprites@2x.json",
+    "mapillary_sprite_source/sprites/sprites@2x.png",
+    "mapillary_sprite_source/LICENSE",
+    "mapillary_sprite_source/package.json",
 ];
 
-/// Scripts the embed page loads that its HTML does not name: `embed.mjs` imports `MapLibre`,
-/// which starts its worker from a file next to it.
+/// Files the pages load that their HTML does not name: `embed.mjs` imports `MapLibre`, which
+/// starts its worker from a file next to it; the explorer's map loads the feature icons.
 const IMPORTED_SCRIPTS: &[&str] = &[
     "/assets/maplibre-gl/dist/maplibre-gl.mjs",
     "/assets/maplibre-gl/dist/maplibre-gl-worker.mjs",
+    // The explorer's map feature icons, which its map loads.
+    "/assets/mapillary_sprite_source/sprites/sprites.json",
+    "/assets/mapillary_sprite_source/sprites/sprites.png",
+    "/assets/mapillary_sprite_source/sprites/sprites@2x.json",
+    "/assets/mapillary_sprite_source/sprites/sprites@2x.png",
 ];
 
 /// Appended to the unpacked mapillary-js: the served copy must end with it, which proves the

@@ -18,8 +18,13 @@ pub(crate) const MAPILLARY_CSS: &str = "mapillary-js/dist/mapillary.css";
 pub(crate) const MAPLIBRE_JS: &str = "maplibre-gl/dist/maplibre-gl.mjs";
 pub(crate) const MAPLIBRE_CSS: &str = "maplibre-gl/dist/maplibre-gl.css";
 
-/// Folders of `node_modules` that may be served.
-const SERVED_PACKAGES: &[&str] = &["mapillary-js/dist/", "maplibre-gl/dist/"];
+/// Folders of `node_modules` that may be served: the viewer's and the map's builds, and the
+/// map feature icons the explorer draws (`mapillary_sprite_source`, MIT).
+const SERVED_PACKAGES: &[&str] = &[
+    "mapillary-js/dist/",
+    "maplibre-gl/dist/",
+    "mapillary_sprite_source/sprites/",
+];
 
 /// This crate's own assets, under `/assets/streetlevel/`.
 const OWN_ASSETS: &[(&str, &str)] = &[
@@ -63,6 +68,10 @@ const OWN_ASSETS: &[(&str, &str)] = &[
     (
         "explorer/shortcuts.mjs",
         include_str!("static/explorer/shortcuts.mjs"),
+    ),
+    (
+        "explorer/features.mjs",
+        include_str!("static/explorer/features.mjs"),
     ),
 ];
 
@@ -167,9 +176,11 @@ mod tests {
     fn only_package_dist_files_are_servable() {
         assert!(servable("maplibre-gl/dist/maplibre-gl.mjs"));
         assert!(servable("mapillary-js/dist/mapillary.css"));
+        assert!(servable("mapillary_sprite_source/sprites/sprites@2x.png"));
         for bad in [
             "maplibre-gl/package.json",
             "playwright-core/index.js",
+            "mapillary_sprite_source/package_signs/x.svg",
             "maplibre-gl/dist/../../x",
             "maplibre-gl/dist/.hidden",
             "maplibre-gl/dist//x",

@@ -23,8 +23,8 @@ use crate::assets::{MAPILLARY_CSS, MAPILLARY_JS, MAPLIBRE_CSS, MAPLIBRE_JS, miss
 use crate::config::Urls;
 use crate::embed::ScriptJson;
 use crate::explore_panels::{
-    Filters, filter_form, layer_switcher, legend_and_share, player_bar, shortcut_sheet,
-    shown_layers,
+    Filters, feature_panel, filter_form, layer_switcher, legend_and_share, player_bar,
+    shortcut_sheet, shown_layers,
 };
 use crate::form::Form;
 use crate::html::DOCTYPE;
@@ -42,6 +42,7 @@ const MODULES: &[&str] = &[
     "legend.mjs",
     "layers.mjs",
     "shortcuts.mjs",
+    "features.mjs",
 ];
 
 /// The origin (`scheme://host[:port]`) of an absolute URL.
@@ -246,6 +247,7 @@ impl Web {
                             div class="crosshair" aria-hidden="true" {} "\n"
                             p id="count" class="count" {} "\n"
                             button id="pick" type="button" class="pick" { "Show the image nearest the map centre" } "\n"
+                            @if interactive { (feature_panel()) "\n" }
                         } "\n"
                     } "\n"
                     footer class="status-bar" {

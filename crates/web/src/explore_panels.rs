@@ -124,6 +124,23 @@ pub(crate) fn layer_switcher(shown: &[&str], image: Option<&str>) -> Markup {
     }
 }
 
+/// The panel of a map feature picked on the map (`features.mjs`): which feature, and Previous
+/// and Next through the images that saw it. It needs the map, so it starts hidden.
+pub(crate) fn feature_panel() -> Markup {
+    html! {
+        section id="feature" class="feature" aria-labelledby="feature-title" hidden {
+            "\n"
+            h2 id="feature-title" { "Map feature" } "\n"
+            p id="feature-position" role="status" {} "\n"
+            div class="feature-buttons" {
+                button id="feature-previous" type="button" { "Previous image" } "\n"
+                button id="feature-next" type="button" { "Next image" } "\n"
+                button id="feature-close" type="button" { "Close" } "\n"
+            }
+        }
+    }
+}
+
 /// The sequence player: play and pause, direction, speed, first and last image, the lock on the
 /// sequence and the position in it. It needs the viewer, so it starts hidden and `player.mjs`
 /// shows it.

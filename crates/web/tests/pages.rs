@@ -66,6 +66,8 @@ fn fake_node_modules() -> PathBuf {
             "self.onmessage = null;",
         ),
         ("maplibre-gl/package.json", "{}"),
+        ("mapillary_sprite_source/sprites/sprites.json", "{}"),
+        ("mapillary_sprite_source/package.json", "{}"),
     ] {
         let file = dir.join(path);
         std::fs::create_dir_all(file.parent().unwrap()).unwrap();
@@ -1033,6 +1035,10 @@ fn npm_files_are_served_with_their_content_types() {
             "text/javascript; charset=utf-8",
         ),
         ("/assets/streetlevel/site.css", "text/css; charset=utf-8"),
+        (
+            "/assets/mapillary_sprite_source/sprites/sprites.json",
+            "application/json",
+        ),
     ] {
         let response = get(&h.web, path, &Jar::default());
         assert_eq!(response.status(), StatusCode::OK, "{path}");
@@ -1045,6 +1051,7 @@ fn npm_files_are_served_with_their_content_types() {
     }
     for path in [
         "/assets/maplibre-gl/package.json",
+        "/assets/mapillary_sprite_source/package.json",
         "/assets/maplibre-gl/dist/../package.json",
         "/assets/maplibre-gl/dist/missing.mjs",
         "/assets/streetlevel/missing.css",

@@ -11,8 +11,8 @@ export const DEFAULT_LAYERS = ['images', 'density'];
 export const MAP_LAYERS = {
   images: ['overview', 'sequence', 'image'],
   density: ['density'],
-  points: ['point'],
-  signs: ['traffic_sign'],
+  points: ['point', 'point-other'],
+  signs: ['traffic_sign', 'traffic_sign-other'],
 };
 
 // The layers named by `search` (a URL's query string): every `layers` value, each a comma

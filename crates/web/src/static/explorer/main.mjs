@@ -3,6 +3,7 @@
 // (the image nearest its centre), shows an image; the map follows the viewer. State for tests
 // and the console is kept on `window.streetlevelExplorer`.
 import { active, formFilters, mapExpression, monthsBefore, searchParameters, viewerFilter } from './filters.mjs';
+import { createFeatureStepper } from './features.mjs';
 import { createLayerSwitcher, layersParameter, readLayers } from './layers.mjs';
 import { createLegend } from './legend.mjs';
 import { createMap } from './map.mjs';
@@ -77,6 +78,9 @@ async function api(path) {
 }
 
 const legend = createLegend(config, api);
+// The map feature panel: its images are shown as any other, so Back returns through them.
+const features = createFeatureStepper(api, (id, how) => show(id, how), record, () => explorer.map?.getCanvas().focus(),
+  (rings) => viewer.outline(rings));
 wireShortcuts(record);
 
 // The sequence player; the lock and the speed go into the URL as they change.
@@ -117,6 +121,7 @@ viewer.on('image', (image) => {
   }
   record('image', { imageId: image.id });
   legend.shown(image);
+  features.shown(image.id);
   player.shown(image).then(({ index, total }) => {
     announce.textContent = describe(image) + (index < 0 ? '' : `, image ${index + 1} of ${total} in its sequence`);
     if (image.id === explorer.currentImageId) record('position', { imageId: image.id, index, total });
@@ -212,7 +217,12 @@ if (mapView) {
     if (event.sourceId === 'coverage' && event.tile) explorer.tilesLoaded += 1;
   });
   map.on('error', (event) => record('maperror', { message: String(event.error?.message ?? event.error) }));
-  map.on('click', (event) => show(mapView.imageNear(event.point, 6), 'click'));
+  // A click on a map feature steps through the images that saw it; elsewhere it shows an image.
+  map.on('click', (event) => {
+    const feature = mapView.featureNear(event.point, 8);
+    if (feature) features.open(feature).catch((error) => fail(`Cannot read map feature ${feature.id}: ${error.message}`));
+    else show(mapView.imageNear(event.point, 6), 'click');
+  });
   // The map's view goes into the current history entry as it moves.
   let counter = null;
   map.on('moveend', () => {
@@ -220,7 +230,7 @@ if (mapView) {
     clearTimeout(counter);
     counter = setTimeout(updateCount, 250);
   });
-  for (const layer of ['image', 'sequence']) {
+  for (const layer of ['image', 'sequence', 'point', 'traffic_sign', 'point-other', 'traffic_sign-other']) {
     map.on('mouseenter', layer, () => { map.getCanvas().style.cursor = 'pointer'; });
     map.on('mouseleave', layer, () => { map.getCanvas().style.cursor = ''; });
   }
@@ -230,7 +240,10 @@ if (mapView) {
   map.getCanvas().addEventListener('keydown', (event) => {
     if (event.key === 'Enter') {
       event.preventDefault();
-      show(mapView.imageNearCentre(), 'keyboard');
+      const canvas = map.getCanvas();
+      const feature = mapView.featureNear({ x: canvas.clientWidth / 2, y: canvas.clientHeight / 2 }, 12);
+      if (feature) features.open(feature).catch((error) => fail(`Cannot read map feature ${feature.id}: ${error.message}`));
+      else show(mapView.imageNearCentre(), 'keyboard');
     }
   });
   document.getElementById('pick').addEventListener('click', () => show(mapView.imageNearCentre(), 'button'));

@@ -3,6 +3,7 @@
 // marker for the image shown. It answers which image a click or the keyboard points at.
 import { Map as MapLibreMap } from '/assets/maplibre-gl/dist/maplibre-gl.mjs';
 
+import { FEATURE_LAYERS, SPRITE_PATH, withIcons } from './features.mjs';
 import { MAP_LAYERS } from './layers.mjs';
 
 const MARKER = '#ffd400';
@@ -23,9 +24,11 @@ export function idOf(value) {
 
 // The layers the explorer draws: the server's (without its background), with the overview
 // points as a density heat map below zoom 6 (each weighted by its cell's `count` when the
-// tile carries one), and the marker of the image shown on top.
-function layers(described) {
-  const own = described.layers.filter((layer) => layer.type !== 'background');
+// tile carries one), the map features as icons (`icons`: the sprite's names, none without
+// the sprite), and the marker of the image shown on top.
+function layers(described, icons) {
+  const plain = described.layers.filter((layer) => layer.type !== 'background');
+  const own = icons.length > 0 ? withIcons(plain, icons) : plain;
   const density = {
     id: 'density',
     type: 'heatmap',
@@ -58,7 +61,14 @@ async function style(config, report) {
   const described = await fetch(`${config.tilesUrl}/maps/style.json?access_token=${token}`)
     .then((response) => (response.ok ? response.json() : Promise.reject(new Error(`HTTP ${response.status}`))));
   const sources = { ...described.sources, current: { type: 'geojson', data: pointData(null) } };
-  const plain = { version: 8, sources, layers: layers(described) };
+  // The map features' icons (features.mjs), named `features:<class>` beside a base map's own.
+  const spriteUrl = `${window.location.origin}${SPRITE_PATH}`;
+  const icons = await fetch(`${spriteUrl}.json`)
+    .then((response) => (response.ok ? response.json() : {}))
+    .then((index) => Object.keys(index))
+    .catch(() => []);
+  const sprite = icons.length > 0 ? [{ id: 'features', url: spriteUrl }] : [];
+  const plain = { version: 8, sprite, sources, layers: layers(described, icons) };
   if (!config.baseMapStyle) {
     return plain;
   }
@@ -66,7 +76,13 @@ async function style(config, report) {
     const response = await fetch(config.baseMapStyle, { signal: AbortSignal.timeout(5000) });
     const base = response.ok ? await response.json() : Promise.reject(new Error(`HTTP ${response.status}`));
     report('basemap', { url: config.baseMapStyle });
-    return { ...base, sources: { ...base.sources, ...sources }, layers: [...base.layers, ...plain.layers.slice(1)] };
+    const baseSprite = Array.isArray(base.sprite) ? base.sprite : base.sprite ? [{ id: 'default', url: base.sprite }] : [];
+    return {
+      ...base,
+      sprite: [...baseSprite, ...sprite],
+      sources: { ...base.sources, ...sources },
+      layers: [...base.layers, ...plain.layers.slice(1)],
+    };
   } catch (error) {
     report('basemap-unavailable', { url: config.baseMapStyle, message: String(error?.message ?? error) });
     return plain;
@@ -133,6 +149,23 @@ export async function createMap(container, config, view, report, shown) {
     return best?.id ?? null;
   }
 
+  // The map feature drawn nearest to `point` within `slack` pixels: `{id, layer, value}`.
+  function featureNear(point, slack) {
+    const box = [[point.x - slack, point.y - slack], [point.x + slack, point.y + slack]];
+    const ids = Object.keys(FEATURE_LAYERS).flatMap((id) => [id, `${id}-other`]).filter((id) => map.getLayer(id));
+    if (ids.length === 0) return null;
+    const found = map.queryRenderedFeatures(box, { layers: ids })
+      .filter((feature) => feature.geometry.type === 'Point' && idOf(feature.properties.id))
+      .map((feature) => ({
+        id: idOf(feature.properties.id),
+        layer: feature.layer.id.replace(/-other$/, ''),
+        value: feature.properties.value,
+        away: squared(point, map.project(feature.geometry.coordinates)),
+      }));
+    found.sort((a, b) => a.away - b.away);
+    return found[0] ?? null;
+  }
+
   // The filter of the coverage layers, applied once the style has loaded.
   let filter = null;
   const applyFilter = () => {
@@ -152,6 +185,7 @@ export async function createMap(container, config, view, report, shown) {
   return {
     map,
     imageNear,
+    featureNear,
     // Shows the layers named in `names` (layers.mjs), hides the others.
     setLayers(names) {
       shownNow = names;

@@ -28,6 +28,8 @@ export function createViewer(container, { baseUrl, accessToken, imageId }) {
     imageTiling: false,
   });
   const listeners = { image: [], load: [], playing: [] };
+  // The tag component draws detection outlines; it is activated the first time one is drawn.
+  let tagsActive = false;
   const sequence = () => viewer.getComponent('sequence');
   const { NavigationDirection } = window.mapillary;
   viewer.on('image', (event) => {
@@ -82,6 +84,22 @@ export function createViewer(container, { baseUrl, accessToken, imageId }) {
     // navigator's play service (not in its typed API): this is the one place that reaches it.
     setSpeed(speed) {
       viewer._navigator?.playService?.setSpeed(Math.min(1, Math.max(0, 0.5 + Math.log2(speed) / 4)));
+    },
+    // Outlines the regions `rings` (closed rings in the image's normalised coordinates) on the
+    // image shown, replacing any outline before; null removes them.
+    outline(rings) {
+      const { OutlineTag, PolygonGeometry } = window.mapillary;
+      if (!tagsActive) {
+        if (!rings) return;
+        viewer.activateComponent('tag');
+        tagsActive = true;
+      }
+      const tags = viewer.getComponent('tag');
+      tags.removeAll();
+      if (!rings) return;
+      tags.add(rings.map((ring, number) => new OutlineTag(`detection-${number}`, new PolygonGeometry(ring), {
+        lineColor: 0xffd400, lineWidth: 3, fillOpacity: 0,
+      })));
     },
     // For tests and the console: the viewer underneath.
     get raw() {
