@@ -7,7 +7,8 @@
 //! answers with presigned URLs that Garage accepts (whole, by range, not once tampered with)
 //! and refuses to redirect once the image is erased; with the store down, media answer 503
 //! with `Retry-After`, and are served again once it is back; `streetlevel media migrate`
-//! moves a data directory's media to the bucket and back, resuming after a failure. Real photos
+//! moves a data directory's media to the bucket and back, resuming after a failure; an image
+//! deleted through the API has nothing left under its prefix when the DELETE answers. Real photos
 //! (`../shared/data/opensfm-blur-pairs`).
 //!
 //! Garage is built by `cargo xtask test` (and `cargo xtask models`) into the tools cache;
@@ -690,6 +691,130 @@ fn an_import_while_the_store_is_down_publishes_nothing_and_the_same_import_finis
         .list(&streetlevel_media::layout::images_prefix())
         .unwrap();
     assert_eq!(stored.len(), 3 * 4, "every object of each: {stored:?}");
+    drop(server);
+    drop(garage);
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+#[test]
+// One scenario read top to bottom: import, sign in as the owner, delete, list.
+#[allow(clippy::too_many_lines)]
+fn an_erasure_through_the_api_has_emptied_the_images_prefix_when_the_delete_answers() {
+    let Some(garage) = garage() else { return };
+    let env_owned = garage.env();
+    let env: Vec<(&str, &str)> = env_owned
+        .iter()
+        .map(|(name, value)| (*name, value.as_str()))
+        .collect();
+    let root = temp_dir("api-erasure");
+    let photos = root.join("photos");
+    std::fs::create_dir_all(&photos).unwrap();
+    let shared =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/opensfm-blur-pairs");
+    let name = "after_lund_images_10.jpg";
+    std::fs::copy(shared.join(name), photos.join(name)).unwrap();
+    let data = root.join("data");
+    let data_arg = data.to_string_lossy().into_owned();
+    let photos_arg = photos.to_string_lossy().into_owned();
+    streetlevel_tests::run_with_env(
+        Path::new(BINARY),
+        &[
+            "import",
+            "--data",
+            &data_arg,
+            "--user",
+            "alice",
+            "--media-store",
+            STORE,
+            &photos_arg,
+        ],
+        &env,
+    );
+    let created = streetlevel_tests::run(
+        Path::new(BINARY),
+        &[
+            "apps",
+            "create",
+            "--data",
+            &data_arg,
+            "--name",
+            "erasure",
+            "--callback",
+            "http://127.0.0.1/callback",
+            "--scopes",
+            "read,write",
+        ],
+    );
+    let field = |name: &str| {
+        created
+            .lines()
+            .find_map(|line| line.strip_prefix(&format!("{name}: ")))
+            .unwrap()
+            .trim()
+            .to_owned()
+    };
+    let (client_id, secret, client_token) = (
+        field("client_id"),
+        field("client_secret"),
+        field("client_token"),
+    );
+    let server = Server::start_with_env(
+        Path::new(BINARY),
+        &data,
+        "127.0.0.1:0",
+        &["--media-store", STORE],
+        &env,
+    );
+    let code = streetlevel_tests::auth::approved_code(server.database(), &client_id, "alice");
+    let exchanged = server.request(
+        "POST",
+        "/token",
+        &[
+            ("Content-Type", "application/json"),
+            ("Authorization", &format!("OAuth {secret}")),
+        ],
+        serde_json::json!({
+            "grant_type": "authorization_code",
+            "code": code,
+            "client_id": client_id.parse::<u64>().unwrap(),
+        })
+        .to_string()
+        .as_bytes(),
+    );
+    assert_eq!(exchanged.status, 200);
+    let alice = exchanged.json()["access_token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let listed = server.request(
+        "GET",
+        "/images?bbox=-180,-85,180,85&limit=10&fields=id",
+        &[("Authorization", &format!("OAuth {client_token}"))],
+        b"",
+    );
+    let id: u64 = listed.json()["data"][0]["id"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let bucket = bucket(&garage);
+    let prefix = streetlevel_media::layout::image_prefix(streetlevel_model::ImageId(id));
+    assert_eq!(bucket.list(&prefix).unwrap().len(), 4);
+    let deleted = server.request(
+        "DELETE",
+        &format!("/{id}"),
+        &[("Authorization", &format!("OAuth {alice}"))],
+        b"",
+    );
+    assert_eq!(
+        deleted.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&deleted.body)
+    );
+    // Listed at once after the answer: nothing of the image is left on the store.
+    let left = bucket.list(&prefix).unwrap();
+    assert!(left.is_empty(), "left after the DELETE answered: {left:?}");
     drop(server);
     drop(garage);
     let _ = std::fs::remove_dir_all(&root);
