@@ -56,3 +56,76 @@ pub fn approved_code_at(
 pub fn approved_code(location: &Location, client_id: &str, username: &str) -> String {
     approved_code_at(location, client_id, username, now())
 }
+
+/// An app's credentials, from `streetlevel apps create`.
+#[derive(Debug, Clone)]
+pub struct App {
+    /// Its client ID.
+    pub id: String,
+    /// Its client token (`OAuth <token>` for reads).
+    pub token: String,
+    /// Its client secret (for `POST /token`).
+    pub secret: String,
+}
+
+/// Registers an app in `data` with `scopes` (`read`, `read,write`, ...) through `binary`'s
+/// `apps create`.
+pub fn create_app(binary: &std::path::Path, data: &std::path::Path, scopes: &str) -> App {
+    let created = crate::run(
+        binary,
+        &[
+            "apps",
+            "create",
+            "--data",
+            &data.to_string_lossy(),
+            "--name",
+            "test app",
+            "--callback",
+            "http://127.0.0.1/callback",
+            "--scopes",
+            scopes,
+        ],
+    );
+    let field = |name: &str| {
+        created
+            .lines()
+            .find_map(|line| line.strip_prefix(&format!("{name}: ")))
+            .unwrap_or_else(|| panic!("no {name} in {created:?}"))
+            .trim()
+            .to_owned()
+    };
+    App {
+        id: field("client_id"),
+        token: field("client_token"),
+        secret: field("client_secret"),
+    }
+}
+
+/// A new user `username` approves `app`; their access token, exchanged at `server`.
+pub fn user_token(server: &crate::Server, app: &App, username: &str) -> String {
+    let code = approved_code(server.database(), &app.id, username);
+    let body = serde_json::json!({
+        "grant_type": "authorization_code",
+        "code": code,
+        "client_id": app.id.parse::<u64>().expect("a numeric client ID"),
+    });
+    let response = server.request(
+        "POST",
+        "/token",
+        &[
+            ("Content-Type", "application/json"),
+            ("Authorization", &format!("OAuth {}", app.secret)),
+        ],
+        body.to_string().as_bytes(),
+    );
+    assert_eq!(
+        response.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&response.body)
+    );
+    response.json()["access_token"]
+        .as_str()
+        .expect("an access token")
+        .to_owned()
+}

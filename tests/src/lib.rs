@@ -207,31 +207,10 @@ fn copy_dir(from: &Path, to: &Path) {
 }
 
 /// Registers an app in `data` with `scopes` (`read`, `read,upload`, ...) through
-/// `streetlevel apps create` and returns its client token.
+/// `streetlevel apps create` and returns its client token ([`auth::create_app`] gives all its
+/// credentials).
 pub fn create_app(binary: &Path, data: &Path, scopes: &str) -> String {
-    let data = data.to_string_lossy();
-    let created = run(
-        binary,
-        &[
-            "apps",
-            "create",
-            "--data",
-            &data,
-            "--name",
-            "test app",
-            "--callback",
-            "http://127.0.0.1/callback",
-            "--scopes",
-            scopes,
-        ],
-    );
-    created
-        .lines()
-        .find_map(|line| line.strip_prefix("client_token: "))
-        .map_or_else(
-            || panic!("no client_token in {created:?}"),
-            |token| token.trim().to_owned(),
-        )
+    auth::create_app(binary, data, scopes).token
 }
 
 /// Creates a user in `data` with an email address through `streetlevel users create`, the

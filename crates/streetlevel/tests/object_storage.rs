@@ -57,12 +57,54 @@ fn garage() -> Option<Garage> {
 /// A client of the bucket of its own (the media crate's store on `object_store`), to see what
 /// the service left there.
 fn bucket(garage: &Garage) -> MediaStore {
+    bucket_at(garage, STORE)
+}
+
+/// [`bucket`] at another `s3://` URL.
+fn bucket_at(garage: &Garage, url: &str) -> MediaStore {
     let settings: Vec<(String, String)> = garage
         .env()
         .into_iter()
         .map(|(name, value)| (name.to_owned(), value))
         .collect();
-    MediaStore::connect(Path::new("/nonexistent"), Some(STORE), &settings).unwrap()
+    MediaStore::connect(Path::new("/nonexistent"), Some(url), &settings).unwrap()
+}
+
+/// `env` as `run_with_env` and `Server::start_with_env` take it.
+fn borrowed<'a>(env: &'a [(&'static str, String)]) -> Vec<(&'static str, &'a str)> {
+    env.iter()
+        .map(|(name, value)| (*name, value.as_str()))
+        .collect()
+}
+
+/// The test's temporary directory `name` with the shared Lund photos `numbers`
+/// (`after_lund_images_NN.jpg`) copied into its `photos/`: the directory, `photos/` and
+/// `data/` (not created yet).
+fn with_lund_photos(
+    name: &str,
+    numbers: std::ops::RangeInclusive<u32>,
+) -> (PathBuf, PathBuf, PathBuf) {
+    let root = temp_dir(name);
+    let photos = root.join("photos");
+    std::fs::create_dir_all(&photos).unwrap();
+    let shared =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/opensfm-blur-pairs");
+    for number in numbers {
+        let name = format!("after_lund_images_{number:02}.jpg");
+        std::fs::copy(shared.join(&name), photos.join(&name)).unwrap();
+    }
+    let data = root.join("data");
+    (root, photos, data)
+}
+
+/// `streetlevel import` of `photos` into `data` as alice, onto [`STORE`] when `onto_store`.
+fn import_args<'a>(data: &'a str, photos: &'a str, onto_store: bool) -> Vec<&'a str> {
+    let mut args = vec!["import", "--data", data, "--user", "alice"];
+    if onto_store {
+        args.extend(["--media-store", STORE]);
+    }
+    args.push(photos);
+    args
 }
 
 #[test]
@@ -71,34 +113,13 @@ fn bucket(garage: &Garage) -> MediaStore {
 fn import_serve_and_erase_on_garage_leave_nothing_behind() {
     let Some(garage) = garage() else { return };
     let env_owned = garage.env();
-    let env: Vec<(&str, &str)> = env_owned
-        .iter()
-        .map(|(name, value)| (*name, value.as_str()))
-        .collect();
-    let root = temp_dir("garage");
-    let photos = root.join("photos");
-    std::fs::create_dir_all(&photos).unwrap();
-    let shared =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/opensfm-blur-pairs");
-    for number in 1..=3 {
-        let name = format!("after_lund_images_{number:02}.jpg");
-        std::fs::copy(shared.join(&name), photos.join(&name)).unwrap();
-    }
-    let data = root.join("data");
+    let env = borrowed(&env_owned);
+    let (root, photos, data) = with_lund_photos("garage", 1..=3);
     let data_arg = data.to_string_lossy().into_owned();
     let photos_arg = photos.to_string_lossy().into_owned();
     streetlevel_tests::run_with_env(
         Path::new(BINARY),
-        &[
-            "import",
-            "--data",
-            &data_arg,
-            "--user",
-            "alice",
-            "--media-store",
-            STORE,
-            &photos_arg,
-        ],
+        &import_args(&data_arg, &photos_arg, true),
         &env,
     );
     // Nothing of the media is in the data directory; every object is in the bucket.
@@ -235,32 +256,13 @@ fn get_from_store(url: &str, headers: &[(&str, &str)]) -> streetlevel_tests::Res
 fn media_redirect_to_presigned_urls_that_the_store_accepts() {
     let Some(mut garage) = garage() else { return };
     let env_owned = garage.env();
-    let env: Vec<(&str, &str)> = env_owned
-        .iter()
-        .map(|(name, value)| (*name, value.as_str()))
-        .collect();
-    let root = temp_dir("redirect");
-    let photos = root.join("photos");
-    std::fs::create_dir_all(&photos).unwrap();
-    let shared =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/opensfm-blur-pairs");
-    let name = "after_lund_images_04.jpg";
-    std::fs::copy(shared.join(name), photos.join(name)).unwrap();
-    let data = root.join("data");
+    let env = borrowed(&env_owned);
+    let (root, photos, data) = with_lund_photos("redirect", 4..=4);
     let data_arg = data.to_string_lossy().into_owned();
     let photos_arg = photos.to_string_lossy().into_owned();
     streetlevel_tests::run_with_env(
         Path::new(BINARY),
-        &[
-            "import",
-            "--data",
-            &data_arg,
-            "--user",
-            "alice",
-            "--media-store",
-            STORE,
-            &photos_arg,
-        ],
+        &import_args(&data_arg, &photos_arg, true),
         &env,
     );
     let token = streetlevel_tests::create_app(Path::new(BINARY), &data, "read");
@@ -460,33 +462,14 @@ fn run_failing(args: &[&str], env: &[(&str, &str)]) -> String {
 fn media_migrate_moves_a_data_directory_to_garage_and_back_resuming_after_a_failure() {
     let Some(garage) = garage() else { return };
     let env_owned = garage.env();
-    let env: Vec<(&str, &str)> = env_owned
-        .iter()
-        .map(|(name, value)| (*name, value.as_str()))
-        .collect();
+    let env = borrowed(&env_owned);
     let moved_to = "s3://streetlevel/moved";
-    let root = temp_dir("migrate");
-    let photos = root.join("photos");
-    std::fs::create_dir_all(&photos).unwrap();
-    let shared =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/opensfm-blur-pairs");
-    for number in 5..=6 {
-        let name = format!("after_lund_images_{number:02}.jpg");
-        std::fs::copy(shared.join(&name), photos.join(&name)).unwrap();
-    }
-    let data = root.join("data");
+    let (root, photos, data) = with_lund_photos("migrate", 5..=6);
     let data_arg = data.to_string_lossy().into_owned();
     let photos_arg = photos.to_string_lossy().into_owned();
     streetlevel_tests::run(
         Path::new(BINARY),
-        &[
-            "import",
-            "--data",
-            &data_arg,
-            "--user",
-            "alice",
-            &photos_arg,
-        ],
+        &import_args(&data_arg, &photos_arg, false),
     );
     let before = media_files(&data);
     assert_eq!(before.len(), 2 * 4, "originals and thumbnails: {before:?}");
@@ -509,16 +492,7 @@ fn media_migrate_moves_a_data_directory_to_garage_and_back_resuming_after_a_fail
             .trim(),
         moved_to
     );
-    let bucket = MediaStore::connect(
-        Path::new("/nonexistent"),
-        Some(moved_to),
-        &garage
-            .env()
-            .into_iter()
-            .map(|(name, value)| (name.to_owned(), value))
-            .collect::<Vec<_>>(),
-    )
-    .unwrap();
+    let bucket = bucket_at(&garage, moved_to);
     for (key, bytes) in &before {
         let key = bucket
             .list_all(&streetlevel_media::layout::media_prefix())
@@ -618,32 +592,11 @@ fn media_migrate_moves_a_data_directory_to_garage_and_back_resuming_after_a_fail
 fn an_import_while_the_store_is_down_publishes_nothing_and_the_same_import_finishes_it() {
     let Some(mut garage) = garage() else { return };
     let env_owned = garage.env();
-    let env: Vec<(&str, &str)> = env_owned
-        .iter()
-        .map(|(name, value)| (*name, value.as_str()))
-        .collect();
-    let root = temp_dir("store-down");
-    let photos = root.join("photos");
-    std::fs::create_dir_all(&photos).unwrap();
-    let shared =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/opensfm-blur-pairs");
-    for number in 7..=9 {
-        let name = format!("after_lund_images_{number:02}.jpg");
-        std::fs::copy(shared.join(&name), photos.join(&name)).unwrap();
-    }
-    let data = root.join("data");
+    let env = borrowed(&env_owned);
+    let (root, photos, data) = with_lund_photos("store-down", 7..=9);
     let data_arg = data.to_string_lossy().into_owned();
     let photos_arg = photos.to_string_lossy().into_owned();
-    let import = [
-        "import",
-        "--data",
-        &data_arg,
-        "--user",
-        "alice",
-        "--media-store",
-        STORE,
-        &photos_arg,
-    ];
+    let import = import_args(&data_arg, &photos_arg, true);
     garage.stop();
     let held = run_failing(&import, &env);
     assert!(
@@ -702,62 +655,16 @@ fn an_import_while_the_store_is_down_publishes_nothing_and_the_same_import_finis
 fn an_erasure_through_the_api_has_emptied_the_images_prefix_when_the_delete_answers() {
     let Some(garage) = garage() else { return };
     let env_owned = garage.env();
-    let env: Vec<(&str, &str)> = env_owned
-        .iter()
-        .map(|(name, value)| (*name, value.as_str()))
-        .collect();
-    let root = temp_dir("api-erasure");
-    let photos = root.join("photos");
-    std::fs::create_dir_all(&photos).unwrap();
-    let shared =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/opensfm-blur-pairs");
-    let name = "after_lund_images_10.jpg";
-    std::fs::copy(shared.join(name), photos.join(name)).unwrap();
-    let data = root.join("data");
+    let env = borrowed(&env_owned);
+    let (root, photos, data) = with_lund_photos("api-erasure", 10..=10);
     let data_arg = data.to_string_lossy().into_owned();
     let photos_arg = photos.to_string_lossy().into_owned();
     streetlevel_tests::run_with_env(
         Path::new(BINARY),
-        &[
-            "import",
-            "--data",
-            &data_arg,
-            "--user",
-            "alice",
-            "--media-store",
-            STORE,
-            &photos_arg,
-        ],
+        &import_args(&data_arg, &photos_arg, true),
         &env,
     );
-    let created = streetlevel_tests::run(
-        Path::new(BINARY),
-        &[
-            "apps",
-            "create",
-            "--data",
-            &data_arg,
-            "--name",
-            "erasure",
-            "--callback",
-            "http://127.0.0.1/callback",
-            "--scopes",
-            "read,write",
-        ],
-    );
-    let field = |name: &str| {
-        created
-            .lines()
-            .find_map(|line| line.strip_prefix(&format!("{name}: ")))
-            .unwrap()
-            .trim()
-            .to_owned()
-    };
-    let (client_id, secret, client_token) = (
-        field("client_id"),
-        field("client_secret"),
-        field("client_token"),
-    );
+    let app = streetlevel_tests::auth::create_app(Path::new(BINARY), &data, "read,write");
     let server = Server::start_with_env(
         Path::new(BINARY),
         &data,
@@ -765,31 +672,11 @@ fn an_erasure_through_the_api_has_emptied_the_images_prefix_when_the_delete_answ
         &["--media-store", STORE],
         &env,
     );
-    let code = streetlevel_tests::auth::approved_code(server.database(), &client_id, "alice");
-    let exchanged = server.request(
-        "POST",
-        "/token",
-        &[
-            ("Content-Type", "application/json"),
-            ("Authorization", &format!("OAuth {secret}")),
-        ],
-        serde_json::json!({
-            "grant_type": "authorization_code",
-            "code": code,
-            "client_id": client_id.parse::<u64>().unwrap(),
-        })
-        .to_string()
-        .as_bytes(),
-    );
-    assert_eq!(exchanged.status, 200);
-    let alice = exchanged.json()["access_token"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let alice = streetlevel_tests::auth::user_token(&server, &app, "alice");
     let listed = server.request(
         "GET",
         "/images?bbox=-180,-85,180,85&limit=10&fields=id",
-        &[("Authorization", &format!("OAuth {client_token}"))],
+        &[("Authorization", &format!("OAuth {}", app.token))],
         b"",
     );
     let id: u64 = listed.json()["data"][0]["id"]

@@ -12,9 +12,9 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use streetlevel_mvt::{TileId, Value as TileValue};
-use streetlevel_tests::{Response, Server, auth, run};
+use streetlevel_tests::{Response, Server, auth};
 
 const BINARY: &str = env!("CARGO_BIN_EXE_streetlevel");
 
@@ -65,65 +65,6 @@ fn import(data: &Path, user: &str, numbers: std::ops::RangeInclusive<u32>) {
     );
 }
 
-/// An app's credentials, from `streetlevel apps create`.
-struct App {
-    id: String,
-    token: String,
-    secret: String,
-}
-
-fn create_app(data: &Path, scopes: &str) -> App {
-    let created = run(
-        Path::new(BINARY),
-        &[
-            "apps",
-            "create",
-            "--data",
-            &data.to_string_lossy(),
-            "--name",
-            "takedown test",
-            "--callback",
-            "http://127.0.0.1/callback",
-            "--scopes",
-            scopes,
-        ],
-    );
-    let field = |name: &str| {
-        created
-            .lines()
-            .find_map(|line| line.strip_prefix(&format!("{name}: ")))
-            .unwrap_or_else(|| panic!("no {name} in {created:?}"))
-            .trim()
-            .to_owned()
-    };
-    App {
-        id: field("client_id"),
-        token: field("client_token"),
-        secret: field("client_secret"),
-    }
-}
-
-/// A new user `username` approves `app`; their access token, exchanged at `server`.
-fn user_token(server: &Server, app: &App, username: &str) -> String {
-    let code = auth::approved_code(server.database(), &app.id, username);
-    let body = json!({
-        "grant_type": "authorization_code",
-        "code": code,
-        "client_id": app.id.parse::<u64>().unwrap(),
-    });
-    let response = server.request(
-        "POST",
-        "/token",
-        &[
-            ("Content-Type", "application/json"),
-            ("Authorization", &format!("OAuth {}", app.secret)),
-        ],
-        body.to_string().as_bytes(),
-    );
-    assert_eq!(response.status, 200, "{}", text(&response));
-    response.json()["access_token"].as_str().unwrap().to_owned()
-}
-
 fn text(response: &Response) -> String {
     String::from_utf8_lossy(&response.body).into_owned()
 }
@@ -142,7 +83,7 @@ fn with_token(server: &Server, method: &str, target: &str, token: Option<&str>) 
 struct Setup {
     data: PathBuf,
     server: Server,
-    read_write: App,
+    read_write: auth::App,
     alice: String,
     bob: String,
     carol: String,
@@ -154,13 +95,13 @@ fn setup(name: &str) -> Setup {
     let data = root.join("data");
     import(&data, "alice", 1..=8);
     import(&data, "bob", 9..=12);
-    let read_write = create_app(&data, "read,write");
-    let read_only = create_app(&data, "read");
+    let read_write = auth::create_app(Path::new(BINARY), &data, "read,write");
+    let read_only = auth::create_app(Path::new(BINARY), &data, "read");
     let server = Server::start(Path::new(BINARY), &data, &["--administrators", "carol"]);
-    let alice = user_token(&server, &read_write, "alice");
-    let bob = user_token(&server, &read_write, "bob");
-    let carol = user_token(&server, &read_write, "carol");
-    let alice_read_only = user_token(&server, &read_only, "alice-reader");
+    let alice = auth::user_token(&server, &read_write, "alice");
+    let bob = auth::user_token(&server, &read_write, "bob");
+    let carol = auth::user_token(&server, &read_write, "carol");
+    let alice_read_only = auth::user_token(&server, &read_only, "alice-reader");
     Setup {
         data,
         server,
