@@ -68,26 +68,18 @@ impl ObjectMedia {
         // One crypto provider for the process's TLS (PostgreSQL's too): ring.
         let _ = rustls::crypto::ring::default_provider().install_default();
         // A store that is down answers a request within seconds, not after object_store's
-        // default three minutes of retries (the setting names below win over these).
-        let mut builder = AmazonS3Builder::new()
-            .with_config(
-                AmazonS3ConfigKey::Client(ClientConfigKey::ConnectTimeout),
-                "3s",
-            )
+        // default three minutes of retries (an AWS_CONNECT_TIMEOUT given wins).
+        let connect_timeout = AmazonS3ConfigKey::Client(ClientConfigKey::ConnectTimeout);
+        let mut builder = AmazonS3Builder::from_env()
+            .with_bucket_name(bucket)
             .with_retry(RetryConfig {
                 max_retries: 2,
                 retry_timeout: std::time::Duration::from_secs(10),
                 ..RetryConfig::default()
             });
-        for (name, value) in std::env::vars_os() {
-            if let (Some(name), Some(value)) = (name.to_str(), value.to_str())
-                && name.starts_with("AWS_")
-                && let Ok(key) = name.to_ascii_lowercase().parse::<AmazonS3ConfigKey>()
-            {
-                builder = builder.with_config(key, value);
-            }
+        if builder.get_config_value(&connect_timeout).is_none() {
+            builder = builder.with_config(connect_timeout, "3s");
         }
-        builder = builder.with_bucket_name(bucket);
         for (name, value) in settings {
             let key = setting_key(name)?;
             // The environment wins over the file, as every other setting's variable does.

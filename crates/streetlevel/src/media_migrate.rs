@@ -111,7 +111,7 @@ fn migrate(args: &MigrateArgs) -> anyhow::Result<()> {
         progress.moved(bytes.len());
     }
     journal.sync_all()?;
-    progress.finish();
+    progress.print();
     record_store(data, to_url.as_deref())?;
     std::fs::remove_file(&journal_path)?;
     eprintln!(
@@ -291,9 +291,5 @@ impl Progress {
             "media migrate: {} of {} objects copied and verified ({megabytes:.1} MB this run)",
             self.done, self.total
         );
-    }
-
-    fn finish(&self) {
-        self.print();
     }
 }
