@@ -4,7 +4,6 @@
 
 use std::borrow::Cow;
 use std::panic::AssertUnwindSafe;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock, TryLockError};
 use std::time::Instant;
@@ -108,8 +107,9 @@ pub struct Services {
     pub web: Option<Arc<Web>>,
     /// Upload sessions and the processing queue, if uploads are enabled.
     pub uploads: Option<Arc<streetlevel_import::Uploads>>,
-    /// The data directory whose files erasing an image removes (`None`: no files).
-    pub data_dir: Option<PathBuf>,
+    /// Takedowns: who may act on which images, erasing, hiding, restoring (shared with the
+    /// web pages).
+    pub moderation: Arc<streetlevel_moderation::Moderation>,
     /// Sign-in throttling and the password-hashing queue (shared with the web pages).
     pub sign_in: Arc<streetlevel_ratelimit::SignInGuard>,
     /// What `POST /blur/` blurs with, if blurring is on and its model usable.

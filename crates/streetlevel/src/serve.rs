@@ -17,6 +17,7 @@ use streetlevel_auth::{AuthStore, OsRandom};
 use streetlevel_db::{Database, Location};
 use streetlevel_import::Uploads;
 use streetlevel_model::{Clock, SystemClock};
+use streetlevel_moderation::Moderation;
 use streetlevel_ratelimit::{RateLimits, RedisConfig, SignInGuard};
 use streetlevel_server::media::{MediaLinks, MediaObject, ThumbSize};
 use streetlevel_server::{Server, Services};
@@ -331,17 +332,20 @@ fn embed_images(store: &Arc<RwLock<Store>>, media_links: &Arc<MediaLinks>) -> St
     })
 }
 
-/// What the dashboard needs to take images down: the store, the files and the administrators.
-fn takedowns(
+/// Takedowns, for the API and the dashboard alike: the store, the files and the
+/// administrators.
+fn moderation(
     store: &Arc<RwLock<Store>>,
     data: &Path,
     config: &streetlevel_server::Config,
-) -> streetlevel_web::Takedowns {
-    streetlevel_web::Takedowns {
-        store: Arc::clone(store),
-        data_dir: Some(data.to_path_buf()),
-        administrators: config.administrators.clone(),
-    }
+    clock: &Arc<dyn Clock>,
+) -> Arc<Moderation> {
+    Arc::new(Moderation::new(
+        Arc::clone(store),
+        Some(data.to_path_buf()),
+        config.administrators.clone(),
+        Arc::clone(clock),
+    ))
 }
 
 /// Forgets the quotas and sign-in throttles that refilled, every minute.
@@ -418,18 +422,18 @@ async fn serve(args: Args, settings: Settings) -> anyhow::Result<()> {
             .with_blurrer(blurrer),
     );
     warn_if_blurred_by_older(&privacy);
-    let images = embed_images(&store, &media_links);
+    let moderation = moderation(&store, &data, &config, &clock);
     let web = Web::new(
         web_config,
         Arc::clone(&auth),
         &registry,
-        Arc::new(images),
+        Arc::new(embed_images(&store, &media_links)),
         OsRandom,
     )
     .context("cannot start the web pages")?
     .with_uploads(Arc::clone(&uploads))
     .with_sign_in_guard(Arc::clone(&sign_in))
-    .with_takedowns(takedowns(&store, &data, &config))
+    .with_takedowns(Arc::clone(&moderation))
     .with_privacy(Arc::clone(&privacy));
 
     let services = Services {
@@ -443,7 +447,7 @@ async fn serve(args: Args, settings: Settings) -> anyhow::Result<()> {
         web: Some(Arc::new(web)),
         uploads: Some(Arc::clone(&uploads)),
         sign_in: Arc::clone(&sign_in),
-        data_dir: Some(data.clone()),
+        moderation,
         blurrer: blur_api,
         privacy: Some(privacy),
     };

@@ -9,12 +9,13 @@
 
 use std::io::Write as _;
 use std::path::PathBuf;
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
 
 use anyhow::Context;
 use streetlevel_db::Location;
-use streetlevel_model::{ImageId, SequenceId, SystemClock};
-use streetlevel_store::{Store, TakedownNote};
+use streetlevel_model::SystemClock;
+use streetlevel_moderation::{self as moderation, Caller, Moderation, Names, Target};
+use streetlevel_store::Store;
 
 /// Where the data lives: the data directory (its `media/` holds the files) and the database.
 #[derive(clap::Args, Debug)]
@@ -115,72 +116,38 @@ pub(crate) fn open_store(data: &DataArgs) -> anyhow::Result<Store> {
 /// Runs `streetlevel images|sequences|uploads <action>`.
 pub fn run(kind: Kind, action: &Action) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
-    let (targets, verb) = match action {
-        Action::Delete(targets) => (targets, "deleted"),
-        Action::Hide(targets) => (targets, "hidden"),
-        Action::Restore(targets) => (targets, "restored"),
+    let (targets, verb, action) = match action {
+        Action::Delete(targets) => (targets, "deleted", moderation::Action::Delete),
+        Action::Hide(targets) => (targets, "hidden", moderation::Action::Hide),
+        Action::Restore(targets) => (targets, "restored", moderation::Action::Restore),
     };
-    let store = RwLock::new(open_store(&targets.data)?);
+    let service = Moderation::new(
+        Arc::new(RwLock::new(open_store(&targets.data)?)),
+        Some(targets.data.data.clone()),
+        Vec::new(),
+        Arc::new(SystemClock),
+    );
     let mut total = 0;
     let mut unknown = Vec::new();
     for raw in &targets.ids {
-        let (subject, ids) = {
-            let store = store
-                .read()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            let Some(found) = images_named(&store, &targets.data, kind, raw)? else {
-                unknown.push(raw.clone());
-                continue;
-            };
-            found
+        let Some(target) = target_named(&service, &targets.data, kind, raw)? else {
+            unknown.push(raw.clone());
+            continue;
         };
-        let note = TakedownNote {
-            actor: "command line",
-            subject: &subject,
-            at: streetlevel_model::Clock::now(&SystemClock),
-        };
-        let before = store
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .generation();
-        let done: Vec<ImageId> = match action {
-            Action::Delete(_) => {
-                let erasure = streetlevel_import::erase_images(
-                    &store,
-                    Some(&targets.data.data),
-                    &ids,
-                    &note,
-                )?;
-                for (file, error) in &erasure.failures {
-                    eprintln!("warning: cannot remove {}: {error}", file.display());
-                }
-                erasure.images.iter().map(|image| image.id).collect()
-            }
-            Action::Hide(_) => store
-                .write()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .hide_images(&ids, &note)?
-                .iter()
-                .map(|image| image.id)
-                .collect(),
-            Action::Restore(_) => store
-                .write()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .restore_images(&ids, &note)?
-                .iter()
-                .map(|image| image.id)
-                .collect(),
-        };
-        let count = done.len();
-        // What a CDN in front of the servers purges, as the API's answer lists it.
-        let keys = store
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .surrogate_keys_since(before, &done);
+        let done = service.take_down(Caller::CommandLine, &target, action)?;
+        for (file, error) in &done.failures {
+            eprintln!("warning: cannot remove {}: {error}", file.display());
+        }
+        let count = done.images.len();
         total += count;
-        writeln!(out, "{subject}: {count} images {verb}")?;
+        writeln!(out, "{}: {count} images {verb}", target.subject)?;
         if count > 0 {
-            writeln!(out, "surrogate keys to purge: {}", keys.join(" "))?;
+            // What a CDN in front of the servers purges, as the API's answer lists it.
+            writeln!(
+                out,
+                "surrogate keys to purge: {}",
+                done.surrogate_keys.join(" ")
+            )?;
         }
     }
     anyhow::ensure!(
@@ -191,32 +158,17 @@ pub fn run(kind: Kind, action: &Action) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The record's name for `raw` and the images it names (public and hidden), `None` when
-/// it names nothing.
-fn images_named(
-    store: &Store,
+/// The images `raw` names (public and hidden), `None` when it names nothing.
+fn target_named(
+    service: &Moderation,
     data: &DataArgs,
     kind: Kind,
     raw: &str,
-) -> anyhow::Result<Option<(String, Vec<ImageId>)>> {
-    let of_sequence = |key: &SequenceId| -> Vec<ImageId> {
-        let mut ids = store.sequence_image_ids(key).unwrap_or_default();
-        ids.extend(store.hidden_images_of_sequence(key));
-        ids
-    };
+) -> anyhow::Result<Option<Target>> {
+    let store = service.store();
     Ok(match kind {
-        Kind::Images => {
-            let Ok(id) = raw.parse::<u64>() else {
-                return Ok(None);
-            };
-            let id = ImageId(id);
-            (store.image(id).is_some() || store.hidden_image(id).is_some())
-                .then(|| (format!("image {id}"), vec![id]))
-        }
-        Kind::Sequences => {
-            let ids = of_sequence(&SequenceId::from(raw));
-            (!ids.is_empty()).then(|| (format!("sequence {raw}"), ids))
-        }
+        Kind::Images => Target::resolve(&store, raw, Names::Images),
+        Kind::Sequences => Target::resolve(&store, raw, Names::Sequences),
         Kind::Uploads => {
             let Ok(job) = raw.parse::<u64>() else {
                 return Ok(None);
@@ -232,10 +184,8 @@ fn images_named(
                 streetlevel_import::UploadLimits::default(),
             )
             .context("cannot open the upload tables")?;
-            uploads.sequences_of_job(job)?.map(|sequences| {
-                let ids = sequences.iter().flat_map(of_sequence).collect();
-                (format!("upload {job}"), ids)
-            })
+            // The command line acts as an administrator: the uploader does not matter.
+            Target::upload(&store, &uploads, job, |_| None)?
         }
     })
 }

@@ -25,5 +25,4 @@ pub use embed::EmbedStyle;
 pub use error::WebError;
 pub use images::{EmbedImage, EmbedImages, StoreImages, ThumbUrl};
 pub use registry::Registry;
-pub use takedown::Takedowns;
 pub use web::{Page, Web};

@@ -23,6 +23,7 @@ use streetlevel_import::{
     RequestState, Shares, StoredBox,
 };
 use streetlevel_model::{Clock as _, ImageId, Timestamp};
+use streetlevel_moderation::Role;
 use streetlevel_ratelimit::{ClientAddr, FormLimits, FormThrottle};
 
 use crate::form::{Form, cookie};
@@ -454,20 +455,14 @@ impl Web {
         creator: streetlevel_model::CreatorId,
     ) -> (bool, String) {
         let username = &session.user.username;
-        let owns = self.takedowns.as_ref().is_some_and(|takedowns| {
-            takedowns
-                .store
-                .read()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .creator(creator)
-                .is_some_and(|found| &found.username == username)
-        });
-        if owns {
-            (true, format!("user {username}"))
-        } else if self.is_administrator(session) {
-            (true, format!("administrator {username}"))
-        } else {
-            (false, format!("user {username}"))
+        match self
+            .moderation
+            .as_ref()
+            .and_then(|moderation| moderation.role(username, creator))
+        {
+            Some(Role::Owner) => (true, format!("user {username}")),
+            Some(Role::Administrator) => (true, format!("administrator {username}")),
+            None => (false, format!("user {username}")),
         }
     }
 

@@ -1,48 +1,18 @@
 //! The dashboard's "Your images": the signed-in user's sequences with forms to delete, hide
 //! and restore them, and one to take down an image or sequence by ID or key (administrators:
-//! anyone's). The same rules as the API's (docs/PRIVACY.md): the owner or an administrator;
-//! someone else's hidden images are answered like missing ones. Erasure goes through
-//! `streetlevel_import::erase_images`, the one place that lists an image's rows and files.
+//! anyone's). The rules, the action, the record and the CDN keys are
+//! `streetlevel-moderation`'s, the same as the API's and the command line's (docs/PRIVACY.md):
+//! the owner or an administrator; someone else's hidden images are answered like missing ones.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::Arc;
 
 use http::StatusCode;
 use maud::{Markup, html};
-use streetlevel_model::{CreatorId, ImageId, SequenceId};
-use streetlevel_store::{Store, TakedownNote};
+use streetlevel_moderation::{Action, Caller, Moderation, ModerationError, Names, Target};
 
 use crate::form::Form;
 use crate::web::{Session, Web};
-
-/// What the dashboard needs to take images down.
-pub struct Takedowns {
-    /// The shared store.
-    pub store: Arc<RwLock<Store>>,
-    /// The data directory whose files erasure removes.
-    pub data_dir: Option<PathBuf>,
-    /// The usernames of administrators.
-    pub administrators: Vec<String>,
-}
-
-impl std::fmt::Debug for Takedowns {
-    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        formatter
-            .debug_struct("Takedowns")
-            .field("data_dir", &self.data_dir)
-            .field("administrators", &self.administrators)
-            .finish_non_exhaustive()
-    }
-}
-
-/// The images a form names.
-struct NamedImages {
-    subject: String,
-    public: Vec<ImageId>,
-    hidden: Vec<ImageId>,
-    creators: Vec<CreatorId>,
-}
 
 /// One sequence of the user, for the list.
 struct SequenceRow {
@@ -51,174 +21,59 @@ struct SequenceRow {
     hidden: usize,
 }
 
-fn read(store: &RwLock<Store>) -> std::sync::RwLockReadGuard<'_, Store> {
-    store.read().unwrap_or_else(PoisonError::into_inner)
-}
-
-impl Takedowns {
-    /// Deletes (`action` `delete`), hides (`hide`) or restores (anything else) the images
-    /// `named`: the IDs changed, or whether the database could not be reached.
-    fn apply(
-        &self,
-        action: &str,
-        named: &NamedImages,
-        note: &TakedownNote<'_>,
-    ) -> Result<Vec<ImageId>, bool> {
-        let ids =
-            |images: Vec<streetlevel_model::Image>| images.iter().map(|image| image.id).collect();
-        match action {
-            "delete" => {
-                let ids: Vec<ImageId> = named.public.iter().chain(&named.hidden).copied().collect();
-                streetlevel_import::erase_images(&self.store, self.data_dir.as_deref(), &ids, note)
-                    .map(|erasure| erasure.images.iter().map(|image| image.id).collect())
-                    .map_err(|error| error.is_unavailable())
-            }
-            "hide" => self
-                .store
-                .write()
-                .unwrap_or_else(PoisonError::into_inner)
-                .hide_images(&named.public, note)
-                .map(ids)
-                .map_err(|error| error.is_unavailable()),
-            _ => self
-                .store
-                .write()
-                .unwrap_or_else(PoisonError::into_inner)
-                .restore_images(&named.hidden, note)
-                .map(ids)
-                .map_err(|error| error.is_unavailable()),
-        }
-    }
-}
-
-/// The images `raw` names: an image (public or hidden) by ID, else a sequence by key.
-fn named(store: &Store, raw: &str) -> Option<NamedImages> {
-    if raw.is_empty() || raw.len() > 256 {
-        return None;
-    }
-    if let Ok(id) = raw.parse::<u64>() {
-        let id = ImageId(id);
-        if let Some(image) = store.image(id) {
-            return Some(NamedImages {
-                subject: format!("image {id}"),
-                public: vec![id],
-                hidden: Vec::new(),
-                creators: vec![image.creator],
-            });
-        }
-        if let Some(image) = store.hidden_image(id) {
-            return Some(NamedImages {
-                subject: format!("image {id}"),
-                public: Vec::new(),
-                hidden: vec![id],
-                creators: vec![image.creator],
-            });
-        }
-    }
-    let key = SequenceId::from(raw);
-    let public = store.sequence_image_ids(&key).unwrap_or_default();
-    let hidden = store.hidden_images_of_sequence(&key);
-    if public.is_empty() && hidden.is_empty() {
-        return None;
-    }
-    let creators = public
-        .iter()
-        .filter_map(|&id| store.image(id))
-        .chain(hidden.iter().filter_map(|&id| store.hidden_image(id)))
-        .map(|image| image.creator)
-        .collect();
-    Some(NamedImages {
-        subject: format!("sequence {raw}"),
-        public,
-        hidden,
-        creators,
-    })
-}
-
 impl Web {
     pub(crate) fn is_administrator(&self, session: &Session) -> bool {
-        self.takedowns
+        self.moderation
             .as_ref()
-            .is_some_and(|takedowns| takedowns.administrators.contains(&session.user.username))
+            .is_some_and(|moderation| moderation.is_administrator(&session.user.username))
     }
 
     /// Handles a takedown form: the status and the sentence the dashboard shows.
     pub(crate) fn takedown_action(&self, session: &Session, form: &Form) -> (StatusCode, String) {
-        let Some(takedowns) = &self.takedowns else {
+        let Some(moderation) = &self.moderation else {
             return (
                 StatusCode::NOT_FOUND,
                 String::from("Taking images down is not enabled."),
             );
         };
-        let action = form.get("takedown").unwrap_or("");
-        let verb = match action {
-            "delete" => "Deleted",
-            "hide" => "Hid",
-            "restore" => "Restored",
-            _ => return (StatusCode::BAD_REQUEST, String::from("Unknown action.")),
+        let word = form.get("takedown").unwrap_or("");
+        let Some(action) = Action::parse(word) else {
+            return (StatusCode::BAD_REQUEST, String::from("Unknown action."));
         };
-        let target = form.get("target").unwrap_or("").trim();
+        let verb = match action {
+            Action::Delete => "Deleted",
+            Action::Hide => "Hid",
+            Action::Restore => "Restored",
+        };
         let missing = || {
             (
                 StatusCode::NOT_FOUND,
                 String::from("There is no image or sequence with this ID or key."),
             )
         };
-        let Some(named) = named(&read(&takedowns.store), target) else {
+        let raw = form.get("target").unwrap_or("").trim();
+        let Some(target) = Target::resolve(&moderation.store(), raw, Names::Any) else {
             return missing();
         };
-        let username = &session.user.username;
-        let owner = read(&takedowns.store)
-            .creator_by_username(username)
-            .map(|creator| creator.id);
-        let owns = !named.creators.is_empty()
-            && named.creators.iter().all(|creator| Some(*creator) == owner);
-        let administrator = self.is_administrator(session);
-        if !owns && !administrator {
-            if named.public.is_empty() {
-                return missing();
-            }
-            return (
+        match moderation.take_down(Caller::User(&session.user.username), &target, action) {
+            Ok(done) => (
+                StatusCode::OK,
+                format!("{verb} {} images ({}).", done.images.len(), target.subject),
+            ),
+            Err(ModerationError::Unknown) => missing(),
+            Err(ModerationError::Forbidden(_)) => (
                 StatusCode::FORBIDDEN,
                 String::from("Only the owner of these images or an administrator may do this."),
-            );
-        }
-        let actor = if owns {
-            format!("user {username}")
-        } else {
-            format!("administrator {username}")
-        };
-        let note = TakedownNote {
-            actor: &actor,
-            subject: &named.subject,
-            at: self.auth.clock().now(),
-        };
-        let before = read(&takedowns.store).generation();
-        let done = takedowns.apply(action, &named, &note);
-        match done {
-            Ok(ids) => {
-                // The CDN keys to purge, logged as the API's takedowns log them.
-                let keys = read(&takedowns.store).surrogate_keys_since(before, &ids);
-                tracing::info!(
-                    actor = %actor,
-                    subject = %named.subject,
-                    action,
-                    images = ids.len(),
-                    surrogate_keys = %keys.join(" "),
-                    "takedown"
-                );
-                (
-                    StatusCode::OK,
-                    format!("{verb} {} images ({}).", ids.len(), named.subject),
-                )
-            }
-            Err(true) => (
+            ),
+            Err(ModerationError::Storage {
+                unavailable: true, ..
+            }) => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 String::from(
                     "The database cannot be reached: nothing was changed. Try again in a few seconds.",
                 ),
             ),
-            Err(false) => (
+            Err(ModerationError::Storage { .. }) => (
                 StatusCode::INTERNAL_SERVER_ERROR,
                 String::from("The server failed to take the images down. Please try again later."),
             ),
@@ -227,8 +82,8 @@ impl Web {
 
     /// The "Your images" section, when taking images down is enabled.
     pub(crate) fn images_section(&self, session: &Session, csrf: &str) -> Option<Markup> {
-        let takedowns = self.takedowns.as_ref()?;
-        let store = read(&takedowns.store);
+        let moderation = self.moderation.as_ref()?;
+        let store = moderation.store();
         let mut sequences: BTreeMap<String, SequenceRow> = BTreeMap::new();
         for id in store.images_of_username(&session.user.username) {
             if let Some(image) = store.image(id) {
@@ -334,8 +189,8 @@ impl Web {
     /// Lets signed-in users delete, hide and restore their images from the dashboard (and
     /// administrators anyone's).
     #[must_use]
-    pub fn with_takedowns(mut self, takedowns: Takedowns) -> Self {
-        self.takedowns = Some(Arc::new(takedowns));
+    pub fn with_takedowns(mut self, moderation: Arc<Moderation>) -> Self {
+        self.moderation = Some(moderation);
         self
     }
 }

@@ -63,7 +63,7 @@ pub struct Web {
     /// Sign-in throttling and the password-hashing queue.
     pub(crate) sign_in: Arc<SignInGuard>,
     /// Deleting, hiding and restoring images from the dashboard, when enabled.
-    pub(crate) takedowns: Option<Arc<crate::Takedowns>>,
+    pub(crate) moderation: Option<Arc<streetlevel_moderation::Moderation>>,
     /// Blur edits and privacy requests, when enabled.
     pub(crate) privacy: Option<Arc<crate::privacy::PrivacyPages>>,
 }
@@ -112,7 +112,7 @@ impl Web {
             embed,
             uploads: None,
             sign_in,
-            takedowns: None,
+            moderation: None,
             privacy: None,
         })
     }

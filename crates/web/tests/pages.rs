@@ -1798,11 +1798,14 @@ fn takedown_harness() -> (
     let store = Arc::new(std::sync::RwLock::new(store));
     let mut h = harness();
     h.auth.create_user("carol", PASSWORD).unwrap();
-    h.web = h.web.with_takedowns(streetlevel_web::Takedowns {
-        store: Arc::clone(&store),
-        data_dir: None,
-        administrators: vec![String::from("carol")],
-    });
+    h.web = h
+        .web
+        .with_takedowns(Arc::new(streetlevel_moderation::Moderation::new(
+            Arc::clone(&store),
+            None,
+            vec![String::from("carol")],
+            h.auth.clock(),
+        )));
     (h, store, ids)
 }
 
