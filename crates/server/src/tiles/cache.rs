@@ -10,7 +10,7 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock, PoisonError, RwLock, Weak};
+use std::sync::{Arc, OnceLock, PoisonError, RwLock, TryLockError, Weak};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -361,9 +361,16 @@ impl TileCache {
             <= cached.rendered_at
     }
 
-    /// Follows the store's log of touched areas up to its current generation.
+    /// Follows the store's log of touched areas up to its current generation. It runs on the
+    /// async workers, so it never waits for the store's lock: while a writer holds it (a
+    /// takedown or a follow waiting on a slow database), cached tiles are answered as they
+    /// were before that write began, and the next lookup after it follows it.
     fn follow_writes(&self) {
-        let store = self.store.read().unwrap_or_else(PoisonError::into_inner);
+        let store = match self.store.try_read() {
+            Ok(store) => store,
+            Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(TryLockError::WouldBlock) => return,
+        };
         let generation = store.generation();
         if self
             .touched
@@ -433,12 +440,15 @@ async fn warm_loop(cache: Weak<TileCache>) {
         let Some(strong) = cache.upgrade() else {
             return;
         };
-        let generation = strong
-            .store
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .generation();
-        if warmed_at != Some(generation) {
+        // Not while a writer holds the store: this task shares the async workers.
+        let generation = match strong.store.try_read() {
+            Ok(store) => Some(store.generation()),
+            Err(TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner().generation()),
+            Err(TryLockError::WouldBlock) => None,
+        };
+        if let Some(generation) = generation
+            && warmed_at != Some(generation)
+        {
             strong.follow_writes();
             strong.warm().await;
             warmed_at = Some(generation);
@@ -586,6 +596,44 @@ mod tests {
         }
         assert_eq!(cache.stats().renders, 1);
         assert!(tiles.iter().all(|tile| Arc::ptr_eq(tile, &tiles[0])));
+    }
+
+    #[tokio::test]
+    async fn a_cached_tile_answers_while_a_writer_holds_the_store() {
+        let store = two_towns();
+        let cache = TileCache::new(Arc::clone(&store), 100);
+        let first = cache
+            .tile(Tileset::Coverage, tile_at(LUND, 14))
+            .await
+            .unwrap();
+        let (locked, is_locked) = std::sync::mpsc::channel();
+        let (answered, is_answered) = std::sync::mpsc::channel::<()>();
+        let released = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let writer = {
+            let (store, released) = (Arc::clone(&store), Arc::clone(&released));
+            std::thread::spawn(move || {
+                let guard = store.write().unwrap();
+                locked.send(()).unwrap();
+                // A writer stalled on its database, until the tile is answered (or, if the
+                // lookup waits for this lock, until the bound: then the test fails below).
+                let _ = is_answered.recv_timeout(Duration::from_secs(20));
+                released.store(true, Ordering::SeqCst);
+                drop(guard);
+            })
+        };
+        is_locked.recv().unwrap();
+        // On this single-threaded runtime a lookup that waited for the lock would block it.
+        let again = cache
+            .tile(Tileset::Coverage, tile_at(LUND, 14))
+            .await
+            .unwrap();
+        assert!(
+            !released.load(Ordering::SeqCst),
+            "the lookup waited for the writer"
+        );
+        let _ = answered.send(());
+        writer.join().unwrap();
+        assert!(Arc::ptr_eq(&first, &again));
     }
 
     fn fetch(tile: &CachedTile, accept_encoding: Option<&'static str>) -> http::Response<Bytes> {
