@@ -6,7 +6,8 @@
 //! URLs either signs (the media key from the database, no shared file); a blur edit applied
 //! through B reads and writes the originals on the store (removing a blur needs the kept
 //! unblurred original, which is there too); a DELETE through A leaves nothing under the
-//! image's prefix, and both replicas answer its media as gone. Real photos
+//! image's prefix, and both replicas answer its media as gone. The media key is the one the
+//! first replica found in its data directory, put in the database for the other. Real photos
 //! (`../shared/data/opensfm-blur-pairs`), in a zip large enough to be written in parts.
 //!
 //! Garage is built by `cargo xtask test` into the tools cache; without it the test says so and
@@ -348,6 +349,12 @@ fn an_upload_begun_on_one_replica_is_finished_served_edited_and_erased_through_b
     )
     .unwrap();
     let config_arg = config.to_string_lossy().into_owned();
+    // A's data directory has the media key of a server it was before: the first replica to
+    // start puts it in the database (media URLs handed out before keep working), and every
+    // other replica signs with it, without a file of its own.
+    let old_key = "0f".repeat(32);
+    std::fs::create_dir_all(root.join("a")).unwrap();
+    std::fs::write(root.join("a").join("media.key"), &old_key).unwrap();
     let start = |name: &str| {
         let dir = root.join(name);
         std::fs::create_dir_all(&dir).unwrap();
@@ -362,6 +369,13 @@ fn an_upload_begun_on_one_replica_is_finished_served_edited_and_erased_through_b
     };
     let (dir_a, a) = start("a");
     let (dir_b, b) = start("b");
+    assert_eq!(
+        postgres
+            .query("SELECT key_hex FROM media_signing_key")
+            .trim(),
+        old_key
+    );
+    assert!(!dir_b.join("media.key").exists());
     let bucket = bucket(&garage);
 
     // The session begins on A and its body is cut: what arrived is A's segment on the
