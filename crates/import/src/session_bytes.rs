@@ -239,6 +239,28 @@ impl SessionBytes {
     }
 }
 
+/// Removes the copies in `data_dir`'s [`SCRATCH_DIR`] older than `age`: what a process that
+/// died while a job or a check read a session left (a copy lives no longer than its job,
+/// which the job time limit bounds); how many were removed.
+pub(crate) fn remove_stale_copies(data_dir: &Path, age: std::time::Duration) -> usize {
+    let Ok(entries) = std::fs::read_dir(data_dir.join(SCRATCH_DIR)) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let stale = entry
+            .metadata()
+            .and_then(|metadata| metadata.modified())
+            .ok()
+            .and_then(|modified| modified.elapsed().ok())
+            .is_some_and(|elapsed| elapsed > age);
+        if stale && std::fs::remove_file(entry.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
 impl SessionWriter {
     /// Appends `bytes`.
     pub(crate) fn write(&mut self, bytes: &[u8]) -> std::io::Result<()> {
@@ -256,5 +278,26 @@ impl SessionWriter {
             SessionWriter::Segment(segment) if segment.written() == 0 => segment.abort(),
             SessionWriter::Segment(segment) => segment.finish().map(|_| ()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{SCRATCH_DIR, remove_stale_copies};
+    use std::time::Duration;
+
+    #[test]
+    fn only_copies_older_than_a_job_can_run_are_removed() {
+        let data = std::env::temp_dir().join(format!("session-bytes-{}", std::process::id()));
+        let scratch = data.join(SCRATCH_DIR);
+        std::fs::create_dir_all(&scratch).unwrap();
+        std::fs::write(scratch.join("1-00-mly_tools_a.zip"), b"a copy").unwrap();
+        assert_eq!(remove_stale_copies(&data, Duration::from_secs(3600)), 0);
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(remove_stale_copies(&data, Duration::from_millis(10)), 1);
+        assert_eq!(std::fs::read_dir(&scratch).unwrap().count(), 0);
+        // No scratch folder: nothing to do.
+        std::fs::remove_dir_all(&data).unwrap();
+        assert_eq!(remove_stale_copies(&data, Duration::ZERO), 0);
     }
 }

@@ -264,6 +264,13 @@ impl Uploads {
                     Ok(removed) => tracing::info!(removed, "abandoned upload sessions removed"),
                     Err(error) => tracing::warn!(%error, "cannot remove abandoned upload sessions"),
                 }
+                let copies = crate::session_bytes::remove_stale_copies(
+                    &self.data_dir,
+                    self.limits.job_time_limit.saturating_mul(2),
+                );
+                if copies > 0 {
+                    tracing::info!(copies, "stale copies of upload sessions removed");
+                }
                 swept = Some(Instant::now());
             }
             let processed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
