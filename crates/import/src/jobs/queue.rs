@@ -194,6 +194,10 @@ impl Uploads {
             Err(ImportError::MediaStoreUnavailable(reason)) => {
                 self.hold(job, worker, "the media store", &reason)?;
             }
+            // The store that holds the session's bytes (`--media-store`) could not be read.
+            Err(ImportError::Io(error)) if streetlevel_media::is_unavailable(&error) => {
+                self.hold(job, worker, "the media store", &error.to_string())?;
+            }
             Err(error) => {
                 tracing::warn!(job, %error, "an upload failed");
                 self.fail_processing(job, worker, &error.to_string())?;
