@@ -6,22 +6,11 @@
 //! reason); a pipeline whose blurrer cannot be made publishes nothing. The regions found are
 //! written in the transaction that makes the image visible.
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use streetlevel_blur::{Blurrer, Region};
 use streetlevel_db::{Conn, DbError, id_to_sql, params};
-use streetlevel_media::{ImageObject, LocalMedia};
 use streetlevel_model::ImageId;
-
-/// The file of the unblurred original of `image` kept in the data directory `data_dir`: its
-/// key of the media layout (`media/img/<id>/unblurred.jpg`), or where an older data directory
-/// kept it when it is there.
-pub fn unblurred_path(data_dir: &Path, image: ImageId) -> PathBuf {
-    LocalMedia::new(data_dir)
-        .find_image_object(image, ImageObject::Unblurred)
-        .unwrap_or_else(|| ImageObject::Unblurred.key(image).path(data_dir))
-}
 
 /// Where a region came from, as stored in `import_blur_regions.source`.
 pub const SOURCE_DETECTOR: &str = "detector";

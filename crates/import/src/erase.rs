@@ -7,7 +7,8 @@
 //! Rows go first, in one transaction: the store's (the image, its detections, its content
 //! hash, its links from map features, a sequence left empty; see `streetlevel-store`),
 //! this crate's (the upload sessions that became the images) and the reconstructions' (its
-//! shot, so its mesh, and its part of its cluster's points; see `streetlevel-sfm`). Then memory, then the files:
+//! shot, so its mesh, and its part of its cluster's points; see `streetlevel-sfm`). Then memory, then the files
+//! (and the bytes of the upload sessions that became the images, if a job left them):
 //! from then on no server that holds the store's answer serves the image, and a file a
 //! concurrent request rendered after the deletion is removed by that request itself (see the
 //! server's media handler).
@@ -15,7 +16,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{PoisonError, RwLock};
 
-use streetlevel_db::{Conn, DbError, Param, id_to_sql};
+use streetlevel_db::{Conn, DbError, Param, id_from_sql, id_to_sql};
 use streetlevel_media::{MediaStore, layout};
 use streetlevel_model::{Image, ImageId, SequenceId};
 use streetlevel_store::{Store, TakedownNote};
@@ -86,10 +87,14 @@ pub fn erase_images(
         crate::tables::migrate(database)?;
         streetlevel_sfm::migrate(database)?;
     }
+    // The upload sessions that became the images: their bytes go with them (a job removes
+    // them once it published, unless that failed).
+    let mut sessions = Vec::new();
     let images = {
         let mut store = store.write().unwrap_or_else(PoisonError::into_inner);
         store.delete_images(ids, note, |connection, erased| {
             if database.is_some() {
+                sessions = sessions_of(connection, erased)?;
                 delete_own_rows(connection, erased)?;
                 // Their shots (and so meshes) and their part of every cluster's points.
                 streetlevel_sfm::forget_images(connection, erased)?;
@@ -119,6 +124,15 @@ pub fn erase_images(
     }
     erasure.images = images;
     drop(store);
+    let bytes = crate::session_bytes::SessionBytes::of(data_dir);
+    for (user, key) in sessions {
+        if let Err(error) = bytes.remove(user, &key) {
+            let place = streetlevel_media::layout::upload_key(user, &key);
+            erasure
+                .failures
+                .push((PathBuf::from(place.as_str()), error));
+        }
+    }
     for (file, error) in &erasure.failures {
         tracing::error!(file = %file.display(), %error, "an erased image's file could not be removed");
     }
@@ -141,6 +155,28 @@ impl crate::Uploads {
                 .collect(),
         ))
     }
+}
+
+/// The upload sessions (user, key) that became the images `erased`.
+fn sessions_of(
+    connection: &mut dyn Conn,
+    erased: &[ImageId],
+) -> Result<Vec<(u64, String)>, DbError> {
+    let mut sessions = Vec::new();
+    for chunk in erased.chunks(IDS_PER_STATEMENT) {
+        let placeholders: Vec<String> = (1..=chunk.len()).map(|n| format!("?{n}")).collect();
+        let values: Vec<i64> = chunk.iter().map(|id| id_to_sql(id.0)).collect();
+        let parameters: Vec<Param<'_>> = values.iter().map(|&value| Param::Int(value)).collect();
+        sessions.extend(connection.query_map(
+            &format!(
+                "SELECT user_id, key FROM import_sessions WHERE image IN ({})",
+                placeholders.join(", ")
+            ),
+            &parameters,
+            |row| Ok::<_, DbError>((id_from_sql(row.get::<i64>(0)?), row.get::<String>(1)?)),
+        )?);
+    }
+    Ok(sessions)
 }
 
 /// This crate's rows about the images `erased`: the upload sessions that became them (their

@@ -133,13 +133,16 @@ pub enum ImportError {
 }
 
 impl ImportError {
-    /// Whether the database could not be reached (PostgreSQL restarting, a lock not released
-    /// in time), so that the same call may succeed shortly: the uploader retries it.
+    /// Whether the database or the media store could not be reached (PostgreSQL restarting, a
+    /// lock not released in time, the object store down), so that the same call may succeed
+    /// shortly: the uploader retries it.
     #[must_use]
     pub fn is_unavailable(&self) -> bool {
         match self {
             ImportError::Database(error) => error.is_unavailable(),
             ImportError::Store(error) => error.is_unavailable(),
+            // The media store, which holds the upload sessions' bytes with `--media-store`.
+            ImportError::Io(error) => streetlevel_media::is_unavailable(error),
             _ => false,
         }
     }
@@ -152,5 +155,18 @@ impl From<std::io::Error> for ImportError {
         } else {
             ImportError::Io(error)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ImportError;
+
+    #[test]
+    fn a_media_store_that_is_away_is_worth_retrying_and_a_missing_file_is_not() {
+        let away = std::io::Error::other(streetlevel_media::StoreUnavailable(String::from("down")));
+        assert!(ImportError::from(away).is_unavailable());
+        let missing = std::io::Error::from(std::io::ErrorKind::NotFound);
+        assert!(!ImportError::from(missing).is_unavailable());
     }
 }

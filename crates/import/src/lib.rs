@@ -14,11 +14,12 @@ mod picture_write;
 mod pipeline;
 mod privacy;
 mod reblur;
+mod session_bytes;
 mod sessions;
 mod tables;
 mod video;
 
-pub use blurring::{Blurring, SOURCE_DETECTOR, unblurred_path};
+pub use blurring::{Blurring, SOURCE_DETECTOR};
 pub use budgets::{
     DEFAULT_DECODE_MEMORY_BYTES, PicturePermit, PictureWork, picture_memory, picture_permit,
     set_decode_memory_limit,

@@ -7,8 +7,10 @@
 //! blurred original: from the kept unblurred original with every region that is not removed
 //! when the operator keeps one, else the served original with the new box blurred on top
 //! (so that without an unblurred original blur can only be added). The thumbnails and
-//! pyramid tiles cached from the old original are removed from `media/cache`, which the
-//! replicas share, so every replica renders them anew from the new original.
+//! pyramid tiles made from the old original are removed from the media store (the image's
+//! prefix of the media layout), which the replicas share, so every replica renders them anew
+//! from the new original; the originals are read and written there too, so any replica
+//! applies an edit of any image.
 //!
 //! Invariants: no transaction is open while a picture is rendered. An edit is rendered from
 //! what was read (the regions not removed, the served original's bytes, the kept unblurred
@@ -31,7 +33,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, PoisonError, RwLock};
 
 use streetlevel_db::{Database, DbError, id_from_sql, id_to_sql, params};
-use streetlevel_media::{ImageObject, LocalMedia};
+use streetlevel_media::{ImageObject, Key, MediaStore};
 use streetlevel_model::{Image, ImageId};
 use streetlevel_store::Store;
 
@@ -155,12 +157,26 @@ impl Privacy {
     /// Whether the operator keeps this image's unblurred original (so that blur can be
     /// removed as well as added).
     pub fn unblurred_kept(&self, image: ImageId) -> bool {
-        crate::unblurred_path(&self.data_dir, image).is_file()
+        self.media()
+            .find_image_object(image, ImageObject::Unblurred)
+            .is_ok_and(|key| key.is_some())
     }
 
-    /// The served original's file, if the image has one on disk.
-    fn original_file(&self, image: ImageId) -> Option<PathBuf> {
-        LocalMedia::new(&self.data_dir).find_image_object(image, ImageObject::Original)
+    /// The process's media store, where the originals are read and written.
+    fn media(&self) -> MediaStore {
+        crate::media_store(&self.data_dir)
+    }
+
+    /// The served original's key, if the image has one on the media store.
+    fn original_key(&self, image: ImageId) -> Result<Key, ImportError> {
+        self.media()
+            .find_image_object(image, ImageObject::Original)?
+            .ok_or_else(|| {
+                refused(PrivacyRefusal::Impossible(String::from(
+                    "this image's original is not stored on this server (a fixture rendered on \
+                     request)",
+                )))
+            })
     }
 
     /// Every region of an image's blur, removed ones too, in the order found.
@@ -192,12 +208,12 @@ impl Privacy {
         let entity = self
             .image(image)
             .ok_or_else(|| refused(PrivacyRefusal::UnknownImage))?;
-        let file = self.original_file(image).ok_or_else(|| {
-            refused(PrivacyRefusal::Impossible(String::from(
-                "this image's original is not a file on this server (a fixture rendered on request)",
-            )))
-        })?;
-        let size = streetlevel_blur::stored_size(&std::fs::read(&file)?)
+        let original = self.original_key(image)?;
+        let bytes = self
+            .media()
+            .read(&original)?
+            .ok_or_else(|| refused(PrivacyRefusal::UnknownImage))?;
+        let size = streetlevel_blur::stored_size(&bytes)
             .map_err(|error| refused(PrivacyRefusal::Impossible(error.to_string())))?;
         let (x, y, width, height) = streetlevel_blur::upright_shares_to_stored(
             [shares.left, shares.top, shares.width, shares.height],

@@ -24,12 +24,12 @@ use std::sync::{PoisonError, RwLock};
 use streetlevel_blur::{Blurrer, Hints};
 use streetlevel_db::{Database, DbError, Param, params};
 use streetlevel_media::layout::{self, ImageObject};
-use streetlevel_media::{LocalMedia, MediaStore};
+use streetlevel_media::{Key, MediaStore};
 use streetlevel_model::{Image, ImageId};
 use streetlevel_store::Store;
 
 use crate::ImportError;
-use crate::blurring::{BlurRecord, unblurred_path, write_record};
+use crate::blurring::{BlurRecord, write_record};
 use crate::budgets::PictureWork;
 use crate::pipeline::{make_thumbnails, write_picture_files};
 
@@ -50,7 +50,7 @@ pub enum Selection {
 /// Where one image's picture was blurred from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Source {
-    /// Its kept unblurred original (`unblurred/<id>.jpg`): blurred from scratch.
+    /// Its kept unblurred original (`media/img/<id>/unblurred.jpg`): blurred from scratch.
     Unblurred,
     /// Its published picture, already blurred by an earlier blurrer: blur is only added.
     Published,
@@ -232,8 +232,8 @@ pub fn reblur(
     };
     let total = images.len();
     progress(ReblurProgress::Started { total, resumed });
-    // Blurring again reads and writes the data directory's files (not yet an object store).
-    let media = LocalMedia::new(data_dir);
+    // The process's media store: the data directory's files or the object store.
+    let media = crate::media_store(data_dir);
     let thumbnail_nanos = AtomicU64::new(0);
     let finished = AtomicUsize::new(0);
     let outcomes = crate::cpu::map(total, |index| {
@@ -243,7 +243,6 @@ pub fn reblur(
         let image = &images[index];
         let outcome = reblur_one(
             &database,
-            data_dir,
             &media,
             image,
             blurrer,
@@ -346,15 +345,14 @@ fn images_where(
 
 fn reblur_one(
     database: &Database,
-    data_dir: &Path,
-    media: &LocalMedia,
+    media: &MediaStore,
     image: &Image,
     blurrer: &dyn Blurrer,
     was_blurred: bool,
     thumbnail_nanos: &AtomicU64,
 ) -> Result<Source, String> {
     for attempt in 1..=REBLUR_ATTEMPTS {
-        let basis = read_basis(database, data_dir, media, image, was_blurred)?;
+        let basis = read_basis(database, media, image, was_blurred)?;
         let picture = blur_picture(image, blurrer, &basis, thumbnail_nanos)?;
         match publish(database, media, image, blurrer, &basis, &picture)? {
             None => return Ok(basis.source),
@@ -380,29 +378,34 @@ struct ReblurBasis {
     bytes: Vec<u8>,
     /// The boxes blurred by hand and not removed.
     edits: Vec<streetlevel_blur::Region>,
-    /// The served original's path and bytes, if it has one.
-    served: Option<(std::path::PathBuf, Vec<u8>)>,
+    /// The served original's key and bytes, if it has one.
+    served: Option<(Key, Vec<u8>)>,
 }
 
 fn read_basis(
     database: &Database,
-    data_dir: &Path,
-    media: &LocalMedia,
+    media: &MediaStore,
     image: &Image,
     was_blurred: bool,
 ) -> Result<ReblurBasis, String> {
-    let read = |path: &Path| {
-        std::fs::read(path).map_err(|error| format!("cannot read {}: {error}", path.display()))
+    let read = |key: &Key| match media.read(key) {
+        Ok(Some(bytes)) => Ok(bytes),
+        Ok(None) => Err(format!("cannot read {key}: it is gone")),
+        Err(error) => Err(format!("cannot read {key}: {error}")),
     };
-    let served = match media.find_image_object(image.id, ImageObject::Original) {
-        Some(path) => {
-            let bytes = read(&path)?;
-            Some((path, bytes))
+    let find = |object: ImageObject| {
+        media
+            .find_image_object(image.id, object)
+            .map_err(|error| format!("cannot look for its picture: {error}"))
+    };
+    let served = match find(ImageObject::Original)? {
+        Some(key) => {
+            let bytes = read(&key)?;
+            Some((key, bytes))
         }
         None => None,
     };
-    let unblurred = unblurred_path(data_dir, image.id);
-    let (source, bytes) = if unblurred.is_file() {
+    let (source, bytes) = if let Some(unblurred) = find(ImageObject::Unblurred)? {
         (Source::Unblurred, read(&unblurred)?)
     } else {
         let (_, bytes) = served
@@ -471,7 +474,7 @@ fn blur_picture(
 /// and records the blur; otherwise says what changed, and nothing is written.
 fn publish(
     database: &Database,
-    media: &LocalMedia,
+    media: &MediaStore,
     image: &Image,
     blurrer: &dyn Blurrer,
     basis: &ReblurBasis,
@@ -487,12 +490,18 @@ fn publish(
         if crate::privacy::edit_regions(connection, image.id)? != basis.edits {
             return Ok(Ok(Some("its blur edits")));
         }
-        let served = media.find_image_object(image.id, ImageObject::Original);
+        let served = media
+            .find_image_object(image.id, ImageObject::Original)
+            .ok()
+            .flatten();
         let unchanged = match (&basis.served, served) {
             (Some((before, bytes)), Some(now)) => {
                 // A comparison of bytes already read, not a render: the transaction stays
                 // short.
-                *before == now && std::fs::read(&now).is_ok_and(|read| read == *bytes)
+                *before == now
+                    && media
+                        .read(&now)
+                        .is_ok_and(|read| read.as_ref() == Some(bytes))
             }
             (None, None) => true,
             _ => false,
@@ -500,13 +509,8 @@ fn publish(
         if !unchanged {
             return Ok(Ok(Some("its picture")));
         }
-        let written = write_picture_files(
-            &MediaStore::Local(media.clone()),
-            image.id,
-            &blurred.jpeg,
-            thumbnails,
-        )
-        .and_then(|()| remove_stale(media, image));
+        let written = write_picture_files(media, image.id, &blurred.jpeg, thumbnails)
+            .and_then(|()| remove_stale(media, image));
         if let Err(reason) = written {
             return Ok(Err(reason));
         }
@@ -519,15 +523,26 @@ fn publish(
 
 /// Removes what was made from the old picture and is not written anew: the pyramid tiles,
 /// and where an older layout kept the original and the thumbnails.
-fn remove_stale(media: &LocalMedia, image: &Image) -> Result<(), String> {
+fn remove_stale(media: &MediaStore, image: &Image) -> Result<(), String> {
+    let tiles = layout::derived_objects(image.width, image.height)
+        .into_iter()
+        .filter(|object| matches!(object, ImageObject::Tile { .. }));
     let mut stale = Vec::new();
-    for object in layout::derived_objects(image.width, image.height) {
-        if let ImageObject::Tile { .. } = object {
-            stale.push(object.key(image.id));
+    if let MediaStore::Object(_) = media {
+        // One listing of the image's prefix rather than a request per tile it could have;
+        // an object store has nothing where older layouts kept files.
+        let tiles: HashSet<Key> = tiles.map(|tile| tile.key(image.id)).collect();
+        let listed = media
+            .list(&layout::image_prefix(image.id))
+            .map_err(|error| format!("cannot list its objects: {error}"))?;
+        stale.extend(listed.into_iter().filter(|key| tiles.contains(key)));
+    } else {
+        for object in layout::derived_objects(image.width, image.height) {
+            stale.extend(layout::legacy_keys(image.id, object));
         }
-        stale.extend(layout::legacy_keys(image.id, object));
+        stale.extend(tiles.map(|tile| tile.key(image.id)));
+        stale.extend(layout::legacy_keys(image.id, ImageObject::Original));
     }
-    stale.extend(layout::legacy_keys(image.id, ImageObject::Original));
     for key in stale {
         media
             .remove(&key)

@@ -2,15 +2,15 @@
 //! key the client chooses, its bytes are appended at an offset the client must know, and it
 //! answers with an opaque handle that later names it in a finish call.
 //!
-//! Invariants: the stored offset is the size of the session's file, so whatever reached the
-//! disk survives a restart; a session handed to a job takes no more bytes; sessions are per
+//! Invariants: the stored offset is the size of the session's bytes (its file, or its
+//! segments on an object store: `session_bytes.rs`), so whatever was stored survives a
+//! restart; a session handed to a job takes no more bytes; sessions are per
 //! user (the same photo gives the same key to everyone); one request at a time writes to a
 //! session (a lease in the database, so also across replicas), and every byte written was
 //! reserved first against the user's pending limit in a database write transaction, so no
 //! number of parallel requests, in any number of processes, exceeds it.
 
-use std::fs::{File, OpenOptions};
-use std::io::Write;
+use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::{Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -19,6 +19,7 @@ use streetlevel_db::{Database, DbError, Location, id_from_sql, id_to_sql, params
 use streetlevel_store::Store;
 
 use crate::ImportError;
+use crate::session_bytes::{SessionBytes, SessionWriter};
 use crate::tables;
 
 /// The folder of upload sessions in the data directory (the media layout's).
@@ -99,7 +100,7 @@ pub struct Appender<'a> {
     uploads: &'a Uploads,
     user_id: u64,
     key: String,
-    file: Option<File>,
+    file: Option<SessionWriter>,
     handle: String,
     /// This request's claim on the session.
     writer: String,
@@ -162,8 +163,9 @@ impl Uploads {
         &self.db
     }
 
-    pub(crate) fn session_path(&self, user_id: u64, key: &str) -> PathBuf {
-        streetlevel_media::layout::upload_key(user_id, key).path(&self.data_dir)
+    /// Where the sessions' bytes are: the data directory's files or the object store.
+    pub(crate) fn bytes(&self) -> SessionBytes {
+        SessionBytes::of(&self.data_dir)
     }
 
     /// The bytes stored for a session: 0 for one never seen.
@@ -172,11 +174,10 @@ impl Uploads {
         self.stored(user_id, key)
     }
 
-    /// The session file's size, or once a job processed (and deleted) it, the size it had.
+    /// The session's bytes, or once a job processed (and deleted) them, the size they had.
     fn stored(&self, user_id: u64, key: &str) -> Result<u64, ImportError> {
-        let path = self.session_path(user_id, key);
-        if path.exists() {
-            return file_size(&path);
+        if let Some(size) = self.bytes().size(user_id, key)? {
+            return Ok(size);
         }
         let size: Option<i64> = self
             .db
@@ -203,7 +204,7 @@ impl Uploads {
         generation: UploaderGeneration,
     ) -> Result<Appender<'_>, ImportError> {
         check_key(key)?;
-        let path = self.session_path(user_id, key);
+        let bytes = self.bytes();
         let writer = new_handle();
         // One write transaction: no other request, finish call or sweep of any process
         // runs between the checks and the claim.
@@ -228,8 +229,8 @@ impl Uploads {
                     },
                 )?
                 .ok_or_else(|| DbError::Statement("no session row".into()))?;
-            let stored = if path.exists() {
-                file_size(&path)?
+            let stored = if let Some(size) = bytes.size(user_id, key)? {
+                size
             } else {
                 connection
                     .query_value::<Option<i64>>(
@@ -291,10 +292,7 @@ impl Uploads {
             released: finished,
         };
         if !finished {
-            if let Some(parent) = path.parent() {
-                std::fs::create_dir_all(parent)?;
-            }
-            appender.file = Some(OpenOptions::new().create(true).append(true).open(&path)?);
+            appender.file = Some(bytes.writer(user_id, key, stored)?);
         }
         Ok(appender)
     }
@@ -304,6 +302,7 @@ impl Uploads {
     /// no longer count against their user's limit. Returns how many were removed.
     pub fn remove_abandoned(&self) -> Result<usize, ImportError> {
         let max_age = i64::try_from(self.limits.session_max_age.as_millis()).unwrap_or(0);
+        let bytes = self.bytes();
         self.db.write(|connection| {
             let now = connection.now_millis()?;
             let cutoff = now - max_age;
@@ -323,11 +322,7 @@ impl Uploads {
                 },
             )?;
             for (user_id, key, job) in &abandoned {
-                match std::fs::remove_file(self.session_path(id_from_sql(*user_id), key)) {
-                    Ok(()) => {}
-                    Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
-                    Err(error) => return Err(error.into()),
-                }
+                bytes.remove(id_from_sql(*user_id), key)?;
                 let statement = if job.is_some() {
                     "UPDATE import_sessions SET held = 0 WHERE user_id = ?1 AND key = ?2"
                 } else {
@@ -370,25 +365,23 @@ impl Uploads {
         } else {
             UploaderGeneration::UpTo013
         };
-        let path = self.session_path(user_id, key);
-        let file = match File::open(&path) {
-            Ok(file) => file,
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-            Err(error) => return Err(error.into()),
-        };
+        let bytes = self.bytes();
+        if bytes.size(user_id, key)?.is_none() {
+            return Ok(());
+        }
         let refusal = match KeyDigest::of(key, generation) {
             KeyDigest::Bytes => {
-                let stored = md5_of(file)?;
+                let stored = md5_of(&bytes, user_id, key)?;
                 (!stored.eq_ignore_ascii_case(named)).then(|| ImportError::DigestMismatch {
                     key: key.to_owned(),
                     stored,
                 })
             }
-            KeyDigest::ZipComment => match zip_comment_md5(file) {
+            KeyDigest::ZipComment => match zip_comment_of(&bytes, user_id, key)? {
                 // A zip without the member is named by its bytes' MD5 (the uploader's
                 // `upload_zipfile` of a zip it did not make).
                 Ok(None) => {
-                    let stored = md5_of(File::open(&path)?)?;
+                    let stored = md5_of(&bytes, user_id, key)?;
                     (!stored.eq_ignore_ascii_case(named)).then(|| ImportError::DigestMismatch {
                         key: key.to_owned(),
                         stored,
@@ -420,11 +413,7 @@ impl Uploads {
             // A request began writing meanwhile, or a job took it: the bytes may yet change.
             return Err(ImportError::SessionBusy(key.to_owned()));
         }
-        match std::fs::remove_file(&path) {
-            Ok(()) => {}
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
-            Err(error) => return Err(error.into()),
-        }
+        bytes.remove(user_id, key)?;
         Err(refusal)
     }
 
@@ -495,7 +484,7 @@ impl Appender<'_> {
             self.reserve(total)?;
         }
         if let Some(file) = self.file.as_mut() {
-            file.write_all(bytes)?;
+            file.write(bytes)?;
         }
         self.written += bytes.len() as u64;
         Ok(())
@@ -558,7 +547,7 @@ impl Appender<'_> {
     /// Makes the appended bytes durable, gives the session up and returns its handle.
     pub fn finish(mut self) -> Result<String, ImportError> {
         if let Some(file) = self.file.take() {
-            file.sync_data()?;
+            file.finish()?;
         }
         self.release()?;
         Ok(std::mem::take(&mut self.handle))
@@ -590,7 +579,13 @@ impl Appender<'_> {
 
 impl Drop for Appender<'_> {
     fn drop(&mut self) {
-        // A request that failed: what reached the disk stays, and so does its count.
+        // A request that failed: what reached the disk (or the store) stays, and so does its
+        // count.
+        if let Some(file) = self.file.take()
+            && let Err(error) = file.finish()
+        {
+            tracing::warn!(%error, key = self.key, "cannot store what an upload sent");
+        }
         if let Err(error) = self.release() {
             tracing::warn!(%error, key = self.key, "cannot release an upload session");
         }
@@ -649,20 +644,34 @@ impl KeyDigest {
     }
 }
 
-/// The MD5 of everything `file` holds, in hexadecimal.
-fn md5_of(mut file: File) -> Result<String, ImportError> {
+/// The MD5 of every byte of a session, in hexadecimal, read as a stream.
+fn md5_of(bytes: &SessionBytes, user_id: u64, key: &str) -> Result<String, ImportError> {
     use md5::Digest as _;
-    use std::io::Read as _;
-    let mut hasher = md5::Md5::new();
-    let mut buffer = vec![0_u8; 1 << 20];
-    loop {
-        let read = file.read(&mut buffer)?;
-        if read == 0 {
-            break;
+    struct Hashing(md5::Md5);
+    impl std::io::Write for Hashing {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.update(buf);
+            Ok(buf.len())
         }
-        hasher.update(&buffer[..read]);
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
     }
-    Ok(hex::encode(hasher.finalize()))
+    let mut hashing = Hashing(md5::Md5::new());
+    bytes.copy_to(user_id, key, &mut hashing)?;
+    Ok(hex::encode(hashing.0.finalize()))
+}
+
+/// [`zip_comment_md5`] of a session's bytes (as a file: the zip's directory is at its end).
+fn zip_comment_of(
+    bytes: &SessionBytes,
+    user_id: u64,
+    key: &str,
+) -> Result<Result<Option<String>, ()>, ImportError> {
+    let Some(file) = bytes.as_file(user_id, key)? else {
+        return Ok(Err(()));
+    };
+    Ok(zip_comment_md5(File::open(file.path())?))
 }
 
 /// The `upload_md5sum` an uploader up to 0.13 writes into the comment of the zips it makes
@@ -703,14 +712,6 @@ fn check_key(key: &str) -> Result<(), ImportError> {
         Ok(())
     } else {
         Err(ImportError::InvalidKey(key.chars().take(64).collect()))
-    }
-}
-
-fn file_size(path: &Path) -> Result<u64, ImportError> {
-    match std::fs::metadata(path) {
-        Ok(metadata) => Ok(metadata.len()),
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(0),
-        Err(error) => Err(error.into()),
     }
 }
 

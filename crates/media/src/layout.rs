@@ -144,9 +144,35 @@ pub fn upload_key(user: u64, session: &str) -> Key {
     Key(format!("{UPLOADS_DIR}/{user}/{session}"))
 }
 
+/// The prefix of every upload session's bytes: `uploads/`.
+pub fn sessions_prefix() -> Key {
+    Key(format!("{UPLOADS_DIR}/"))
+}
+
 /// The prefix of every upload session of `user`.
 pub fn uploads_prefix(user: u64) -> Key {
     Key(format!("{UPLOADS_DIR}/{user}/"))
+}
+
+/// On an object store, which cannot append, a session's bytes are segments, one per request
+/// that sent some, each named by the offset it starts at: the prefix of the segments of a
+/// session, `uploads/<user>/<session key>/`.
+pub fn upload_segments_prefix(user: u64, session: &str) -> Key {
+    Key(format!("{UPLOADS_DIR}/{user}/{session}/"))
+}
+
+/// The key of the segment of a session's bytes that starts at `offset`:
+/// `uploads/<user>/<session key>/<offset, 20 digits>` (so that keys sort as offsets do).
+pub fn upload_segment_key(user: u64, session: &str, offset: u64) -> Key {
+    Key(format!("{UPLOADS_DIR}/{user}/{session}/{offset:020}"))
+}
+
+/// The offset a segment's key (see [`upload_segment_key`]) names, `None` for another key.
+pub fn upload_segment_offset(key: &Key) -> Option<u64> {
+    let (_, name) = key.0.rsplit_once('/')?;
+    (name.len() == 20 && name.bytes().all(|byte| byte.is_ascii_digit()))
+        .then(|| name.parse().ok())
+        .flatten()
 }
 
 /// Where data directories written before this layout have `object` of `image`: reads fall
@@ -325,6 +351,12 @@ mod tests {
             PathBuf::from("/data/media/img/9/tile_3_1_2.jpg")
         );
         assert_eq!(upload_key(5, "a.jpg").as_str(), "uploads/5/a.jpg");
+        let segment = upload_segment_key(5, "a.jpg", 8_388_608);
+        assert_eq!(segment.as_str(), "uploads/5/a.jpg/00000000000008388608");
+        assert!(segment.is_under(&upload_segments_prefix(5, "a.jpg")));
+        assert!(segment.is_under(&uploads_prefix(5)));
+        assert_eq!(upload_segment_offset(&segment), Some(8_388_608));
+        assert_eq!(upload_segment_offset(&upload_key(5, "a.jpg")), None);
         assert_eq!(
             read_keys(ImageId(9), ImageObject::Original)
                 .iter()

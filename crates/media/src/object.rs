@@ -236,6 +236,145 @@ impl ObjectMedia {
 }
 
 impl ObjectMedia {
+    /// The keys under `prefix` with their lengths, in order.
+    pub fn list_sized(&self, prefix: &Key) -> std::io::Result<Vec<(Key, u64)>> {
+        let location = Self::location(prefix);
+        self.wait(async {
+            let mut keys: Vec<(Key, u64)> = self
+                .store
+                .list(Some(&location))
+                .map_ok(|meta| {
+                    (
+                        Key::from_layout(meta.location.as_ref().to_owned()),
+                        meta.size,
+                    )
+                })
+                .try_collect()
+                .await
+                .map_err(io)?;
+            keys.sort();
+            Ok(keys)
+        })
+    }
+
+    /// Bytes `start..start + count` of `key` written into `sink` as they arrive (never the
+    /// whole object in memory); how many there were.
+    pub fn copy_to(
+        &self,
+        key: &Key,
+        start: u64,
+        count: u64,
+        sink: &mut dyn std::io::Write,
+    ) -> std::io::Result<u64> {
+        let mut stream = self.stream(key, start, count);
+        self.wait(async {
+            let mut copied = 0;
+            while let Some(chunk) = stream.next().await {
+                let chunk = chunk?;
+                sink.write_all(&chunk)?;
+                copied += chunk.len() as u64;
+            }
+            Ok(copied)
+        })
+    }
+
+    /// A writer of the object `key`, which appears whole when [`ObjectWriter::finish`]
+    /// completes it (in one request up to [`MULTIPART_BYTES`], in parts from there on) and
+    /// never when the writer is dropped unfinished.
+    pub fn writer(&self, key: &Key) -> ObjectWriter {
+        ObjectWriter {
+            media: self.clone(),
+            location: Self::location(key),
+            buffer: Vec::new(),
+            upload: None,
+            written: 0,
+        }
+    }
+}
+
+/// Parts being uploaded at once by one [`ObjectWriter`]: with the part being filled, what it
+/// holds in memory is at most this many parts and one more.
+const PARTS_IN_FLIGHT: usize = 2;
+
+/// Writes one object as its bytes come, holding at most a few parts of it in memory (see
+/// [`ObjectMedia::writer`]).
+pub struct ObjectWriter {
+    media: ObjectMedia,
+    location: StorePath,
+    /// The bytes before the upload in parts starts.
+    buffer: Vec<u8>,
+    upload: Option<WriteMultipart>,
+    written: u64,
+}
+
+impl std::fmt::Debug for ObjectWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ObjectWriter")
+            .field("location", &self.location)
+            .field("written", &self.written)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ObjectWriter {
+    /// Appends `bytes`, waiting while [`PARTS_IN_FLIGHT`] parts are being uploaded.
+    pub fn write(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.written += bytes.len() as u64;
+        let media = self.media.clone();
+        // The upload's parts are tasks of the store's runtime.
+        let _runtime = media.runtime.enter();
+        if self.upload.is_none() {
+            self.buffer.extend_from_slice(bytes);
+            if self.buffer.len() < MULTIPART_BYTES {
+                return Ok(());
+            }
+            let upload = media
+                .wait(media.store.put_multipart(&self.location))
+                .map_err(io)?;
+            let mut upload = WriteMultipart::new_with_chunk_size(upload, MULTIPART_BYTES);
+            upload.write(&std::mem::take(&mut self.buffer));
+            self.upload = Some(upload);
+        } else if let Some(upload) = self.upload.as_mut() {
+            upload.write(bytes);
+        }
+        if let Some(upload) = self.upload.as_mut() {
+            media
+                .wait(upload.wait_for_capacity(PARTS_IN_FLIGHT))
+                .map_err(io)?;
+        }
+        Ok(())
+    }
+
+    /// How many bytes were written.
+    pub fn written(&self) -> u64 {
+        self.written
+    }
+
+    /// Completes the object: from now on it is stored, whole. A writer given no byte writes
+    /// an empty object.
+    pub fn finish(mut self) -> std::io::Result<u64> {
+        let media = self.media.clone();
+        if let Some(upload) = self.upload.take() {
+            media.wait(upload.finish()).map_err(io)?;
+        } else {
+            let payload = PutPayload::from(std::mem::take(&mut self.buffer));
+            media
+                .wait(media.store.put(&self.location, payload))
+                .map_err(io)?;
+        }
+        Ok(self.written)
+    }
+
+    /// Gives the object up: nothing of it is stored.
+    pub fn abort(mut self) -> std::io::Result<()> {
+        if let Some(upload) = self.upload.take() {
+            self.media.wait(upload.abort()).map_err(io)?;
+        }
+        Ok(())
+    }
+}
+
+impl ObjectMedia {
     /// Removes every object under `prefix` (and says how many), listing it and deleting what
     /// it lists in bulk requests.
     pub fn remove_prefix(&self, prefix: &Key) -> Removal {

@@ -5,6 +5,7 @@
 
 mod log_writer;
 pub(crate) mod media;
+mod media_key;
 pub(crate) mod settings;
 
 use std::net::SocketAddr;
@@ -81,33 +82,21 @@ fn init_logging(format: LogFormat) -> log_writer::LogWriterGuard {
     guard
 }
 
-/// The media signing key: from the config, else `DATA/media.key` (created on first start).
-fn media_key(data: &Path, from_config: Option<&str>) -> anyhow::Result<Vec<u8>> {
-    if let Some(text) = from_config {
-        return hex::decode(text.trim()).context("media_key_hex is not hexadecimal");
+/// The media URL signer, with the signing key of `config` or else of the data set (its
+/// database's on PostgreSQL: `media_key.rs`), and `config` with that key.
+fn media_links(
+    mut config: streetlevel_server::Config,
+    data: &Path,
+    database: &Database,
+    bound: SocketAddr,
+    clock: &Arc<dyn Clock>,
+) -> anyhow::Result<(streetlevel_server::Config, Arc<MediaLinks>)> {
+    if config.media_key.is_empty() {
+        config.media_key = media_key::of_data_set(data, database)?;
     }
-    let path = data.join("media.key");
-    match std::fs::read_to_string(&path) {
-        Ok(text) => hex::decode(text.trim())
-            .with_context(|| format!("{} is not hexadecimal", path.display())),
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-            let key: [u8; 32] = rand::random();
-            write_private(&path, hex::encode(key).as_bytes())
-                .with_context(|| format!("cannot write {}", path.display()))?;
-            Ok(key.to_vec())
-        }
-        Err(error) => Err(error).with_context(|| format!("cannot read {}", path.display())),
-    }
-}
-
-/// Writes a secret readable by its owner only (mode 0600 on Unix).
-fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write as _;
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    options.open(path)?.write_all(bytes)
+    let links =
+        MediaLinks::new(&config, bound, Arc::clone(clock)).context("cannot sign media URLs")?;
+    Ok((config, Arc::new(links)))
 }
 
 /// A database file of zero bytes is a damaged or truncated copy, not a new data set: `SQLite`
@@ -380,7 +369,9 @@ async fn serve(args: Args, settings: Settings) -> anyhow::Result<()> {
         auth: auth_config,
         blur,
         sfm,
-    } = settings::resolve(settings, args.debug_panic_route, media_key)?;
+    } = settings::resolve(settings, args.debug_panic_route, |_, from_config| {
+        Ok(media_key::from_config(from_config)?.unwrap_or_default())
+    })?;
     media_store.apply(&data)?;
     let config = fit_connections_to_descriptors(config);
     let location = database_location(&data, database_url)?;
@@ -392,15 +383,13 @@ async fn serve(args: Args, settings: Settings) -> anyhow::Result<()> {
     let listener = listen(&addr).await?;
     // The one clock: tokens, sign-in throttles, quotas and media URLs all read it.
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let media_links = Arc::new(
-        MediaLinks::new(&config, listener.local_addr()?, Arc::clone(&clock))
-            .context("cannot sign media URLs")?,
-    );
     let rate_limits = Arc::new(rate_limits(redis_url, limits, &clock)?);
     let sign_in = Arc::new(SignInGuard::new(Arc::clone(&clock)));
 
     // The one handle of the process: every crate's tables are reached through its pool.
     let database = open_database_off_workers(&data, &location, database_pool).await?;
+    let (config, media_links) =
+        media_links(config, &data, &database, listener.local_addr()?, &clock)?;
     let store = load_store(&data, &database).await?;
     warn_if_empty(&store, &data);
     let store = Arc::new(RwLock::new(store));

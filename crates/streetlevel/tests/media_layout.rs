@@ -3,7 +3,8 @@
 //! object a client can ask for (each thumbnail and every tile of the viewer's pyramid, at
 //! every level); each file it keeps is at a key the layout names under the image's prefix;
 //! and erasing the images leaves no file of them anywhere in the data directory, also where
-//! a data directory written before the layout kept them. Real photos
+//! a data directory written before the layout kept them, nor the bytes of the upload sessions
+//! that became them. Real photos
 //! (`../shared/data/opensfm-blur-pairs`) and a real clip (`../shared/data/video`, with
 //! Debian's `ffmpeg`).
 #![allow(clippy::unwrap_used, clippy::panic, clippy::expect_used)]
@@ -299,6 +300,29 @@ fn erasure_removes_every_object_serving_made_of_every_kind_of_image() {
         .iter()
         .map(|image| image["id"].as_str().unwrap())
         .collect();
+    // The upload sessions that became the images, their bytes left behind (a job that could
+    // not remove them): erasure takes them too, from the layout's keys.
+    let database = streetlevel_db::Database::open(server.database()).unwrap();
+    for id in &ids {
+        let key = format!("{id}.jpg");
+        database
+            .write(|connection| {
+                connection.execute(
+                    "INSERT INTO import_sessions (user_id, key, handle, created_at, image)
+                     VALUES (?1, ?2, ?3, 0, ?4)",
+                    streetlevel_db::params![
+                        1_i64,
+                        &key,
+                        &format!("h1.{id}"),
+                        id.parse::<i64>().unwrap()
+                    ],
+                )
+            })
+            .unwrap();
+        let path = layout::upload_key(1, &key).path(&data);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, b"the uploaded bytes").unwrap();
+    }
     let mut delete = vec!["images", "delete", "--data"];
     let data_arg = data.to_string_lossy().into_owned();
     delete.push(&data_arg);

@@ -1,8 +1,6 @@
 //! The finish call: a session handed over becomes a job row (a manifest's handles checked,
 //! a zip's or a video's one file), in the queue for a worker.
 
-use std::io::Read as _;
-
 use streetlevel_db::{DbError, id_from_sql, id_to_sql, params};
 use streetlevel_model::{Clock, OrganizationId, SystemClock};
 
@@ -52,27 +50,30 @@ impl Uploads {
         // earlier job processed has no file any more (the same file uploaded again, its key
         // the same): the transaction checks that an earlier job took it, and the job reports
         // what that one found.
-        let checked_size = match std::fs::metadata(self.session_path(user_id, &key)) {
-            Ok(metadata) => Some(metadata.len()),
-            Err(_) if file_type != FileType::Manifest => None,
-            Err(_) => return Err(ImportError::SessionIncomplete(key.clone())),
+        let bytes = self.bytes();
+        let checked_size = match bytes.size(user_id, &key)? {
+            Some(size) => Some(size),
+            None if file_type != FileType::Manifest => None,
+            None => return Err(ImportError::SessionIncomplete(key.clone())),
         };
         self.check_named_md5(user_id, &key)?;
         let sessions = match file_type {
             FileType::Zip | FileType::CammVideo if checked_size.is_none() => vec![key.clone()],
             FileType::Zip => {
                 // Refused now, with its reason, rather than failing later in the queue.
-                ZipEntries::open(&self.session_path(user_id, &key), self.zip_budget())?;
+                let file = bytes
+                    .as_file(user_id, &key)?
+                    .ok_or_else(|| ImportError::SessionIncomplete(key.clone()))?;
+                ZipEntries::open(file.path(), self.zip_budget())?;
                 vec![key.clone()]
             }
             FileType::CammVideo => {
                 // Refused now, with its reason: not an MP4, truncated, no usable GPS track.
-                streetlevel_video::Video::read(
-                    &self.session_path(user_id, &key),
-                    None,
-                    SystemClock.now().seconds(),
-                )
-                .map_err(|error| ImportError::InvalidUpload(error.to_string()))?;
+                let file = bytes
+                    .as_file(user_id, &key)?
+                    .ok_or_else(|| ImportError::SessionIncomplete(key.clone()))?;
+                streetlevel_video::Video::read(file.path(), None, SystemClock.now().seconds())
+                    .map_err(|error| ImportError::InvalidUpload(error.to_string()))?;
                 vec![key.clone()]
             }
             FileType::Manifest => {
@@ -147,11 +148,9 @@ impl Uploads {
         if writer_until.is_some_and(|until| until > now) {
             return Err(ImportError::SessionBusy(key.to_owned()));
         }
-        match std::fs::metadata(self.session_path(user_id, key)) {
-            Ok(metadata) if metadata.len() > 0 => {
-                Ok(Some(i64::try_from(metadata.len()).unwrap_or(i64::MAX)))
-            }
-            Err(_) if processed_size.is_some() => Ok(None),
+        match self.bytes().size(user_id, key)? {
+            Some(size) if size > 0 => Ok(Some(i64::try_from(size).unwrap_or(i64::MAX))),
+            None if processed_size.is_some() => Ok(None),
             _ => Err(ImportError::SessionIncomplete(key.to_owned())),
         }
     }
@@ -164,12 +163,14 @@ impl Uploads {
     }
 
     fn read_manifest(&self, user_id: u64, key: &str) -> Result<Manifest, ImportError> {
-        let path = self.session_path(user_id, key);
-        let mut text = Vec::new();
-        std::fs::File::open(&path)
-            .map_err(|_| ImportError::InvalidUpload(String::from("the manifest's bytes are gone")))?
-            .take(MAX_MANIFEST_BYTES + 1)
-            .read_to_end(&mut text)?;
+        let bytes = self.bytes();
+        let gone = || ImportError::InvalidUpload(String::from("the manifest's bytes are gone"));
+        if bytes.size(user_id, key)?.ok_or_else(gone)? > MAX_MANIFEST_BYTES {
+            return Err(ImportError::InvalidUpload(String::from(
+                "the manifest is too large",
+            )));
+        }
+        let text = bytes.read(user_id, key)?.ok_or_else(gone)?;
         if text.len() as u64 > MAX_MANIFEST_BYTES {
             return Err(ImportError::InvalidUpload(String::from(
                 "the manifest is too large",

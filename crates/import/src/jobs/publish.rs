@@ -2,7 +2,6 @@
 //! frames) through the pipeline, published in the transaction that marks the job published,
 //! only while the worker still holds its lease.
 
-use std::path::{Path, PathBuf};
 use std::sync::RwLock;
 
 use sha2::{Digest, Sha256};
@@ -17,6 +16,7 @@ use crate::budgets::{Budgeted, Interrupt};
 use crate::pipeline::{
     FileOutcome, Grouping, ImportRun, Outcome, Progress, Sources, read_lock, write_lock,
 };
+use crate::session_bytes::SessionFile;
 use crate::{ImportError, Uploads};
 
 /// A job, as [`Uploads::run`] publishes it.
@@ -109,9 +109,9 @@ impl Uploads {
     ) -> Result<(), ImportError> {
         let mut present = Vec::new();
         let mut processed_before = Vec::new();
+        let bytes = self.bytes();
         for key in &work.sessions {
-            let path = self.session_path(work.user_id, key);
-            if path.exists() {
+            if bytes.size(work.user_id, key)?.is_some() {
                 present.push(key.clone());
             } else {
                 processed_before.push(key.clone());
@@ -133,7 +133,9 @@ impl Uploads {
         };
         self.run(store, &published, &sources, interrupt)?;
         for key in &present {
-            let _ = std::fs::remove_file(self.session_path(work.user_id, key));
+            if let Err(error) = bytes.remove(work.user_id, key) {
+                tracing::warn!(%error, key, "cannot remove a processed upload's bytes");
+            }
         }
         self.release_sessions(work.user_id, &present)
     }
@@ -145,11 +147,11 @@ impl Uploads {
         worker: &str,
         interrupt: &Interrupt<'_>,
     ) -> Result<(), ImportError> {
-        let (key, path) = self.single_file(work, "archive")?;
-        if !path.exists() {
+        let (key, file) = self.single_file(work, "archive")?;
+        let Some(file) = file else {
             return self.publish_as_before(store, work, worker, key, "archive");
-        }
-        let archive = ZipEntries::open(&path, self.zip_budget())?;
+        };
+        let archive = ZipEntries::open(file.path(), self.zip_budget())?;
         self.run_single(
             store,
             work,
@@ -158,7 +160,9 @@ impl Uploads {
             archive.names.len(),
             interrupt,
         )?;
-        self.release_single(work, key, &path)
+        drop(archive);
+        drop(file);
+        self.release_single(work, key)
     }
 
     /// An uploaded video: its frames sampled and decoded into a scratch folder (removed after),
@@ -170,10 +174,10 @@ impl Uploads {
         worker: &str,
         interrupt: &Interrupt<'_>,
     ) -> Result<(), ImportError> {
-        let (key, path) = self.single_file(work, "video")?;
-        if !path.exists() {
+        let (key, file) = self.single_file(work, "video")?;
+        let Some(file) = file else {
             return self.publish_as_before(store, work, worker, key, "video");
-        }
+        };
         let scratch = self
             .data_dir
             .join("video-frames")
@@ -182,7 +186,7 @@ impl Uploads {
         let mut options = crate::VideoOptions::default();
         options.limits.timeout = self.limits.job_time_limit;
         let frames = crate::video::frames_named(
-            &path,
+            file.path(),
             key,
             &scratch,
             &options,
@@ -194,21 +198,22 @@ impl Uploads {
             self.run_single(store, work, worker, &frames, frames.0.len(), interrupt)
         });
         let _ = std::fs::remove_dir_all(&scratch);
+        drop(file);
         result?;
-        self.release_single(work, key, &path)
+        self.release_single(work, key)
     }
 
     /// The one uploaded file of a zip's or a video's job (`what` names it in the refusal): its
-    /// session key and where its bytes are (gone when an earlier job processed them).
+    /// session key and its bytes as a file (`None` when an earlier job processed them).
     fn single_file<'a>(
         &self,
         work: &'a PendingJob,
         what: &str,
-    ) -> Result<(&'a String, PathBuf), ImportError> {
+    ) -> Result<(&'a String, Option<SessionFile>), ImportError> {
         let Some(key) = work.sessions.first() else {
             return Err(ImportError::InvalidUpload(format!("no {what}")));
         };
-        Ok((key, self.session_path(work.user_id, key)))
+        Ok((key, self.bytes().as_file(work.user_id, key)?))
     }
 
     /// A zip or a video uploaded again under the same key (the uploader's history lost, or
@@ -307,13 +312,10 @@ impl Uploads {
     }
 
     /// After a job's one file was published: its bytes removed and its session released.
-    fn release_single(
-        &self,
-        work: &PendingJob,
-        key: &String,
-        path: &Path,
-    ) -> Result<(), ImportError> {
-        let _ = std::fs::remove_file(path);
+    fn release_single(&self, work: &PendingJob, key: &String) -> Result<(), ImportError> {
+        if let Err(error) = self.bytes().remove(work.user_id, key) {
+            tracing::warn!(%error, key, "cannot remove a processed upload's bytes");
+        }
         self.release_sessions(work.user_id, std::slice::from_ref(key))
     }
 

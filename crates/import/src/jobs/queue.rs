@@ -194,6 +194,10 @@ impl Uploads {
             Err(ImportError::MediaStoreUnavailable(reason)) => {
                 self.hold(job, worker, "the media store", &reason)?;
             }
+            // The store that holds the session's bytes (`--media-store`) could not be read.
+            Err(ImportError::Io(error)) if streetlevel_media::is_unavailable(&error) => {
+                self.hold(job, worker, "the media store", &error.to_string())?;
+            }
             Err(error) => {
                 tracing::warn!(job, %error, "an upload failed");
                 self.fail_processing(job, worker, &error.to_string())?;
@@ -263,6 +267,13 @@ impl Uploads {
                     Ok(0) => {}
                     Ok(removed) => tracing::info!(removed, "abandoned upload sessions removed"),
                     Err(error) => tracing::warn!(%error, "cannot remove abandoned upload sessions"),
+                }
+                let copies = crate::session_bytes::remove_stale_copies(
+                    &self.data_dir,
+                    self.limits.job_time_limit.saturating_mul(2),
+                );
+                if copies > 0 {
+                    tracing::info!(copies, "stale copies of upload sessions removed");
                 }
                 swept = Some(Instant::now());
             }

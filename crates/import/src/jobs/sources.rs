@@ -29,8 +29,11 @@ impl Sources for SessionFiles<'_> {
     }
 
     fn read(&self, index: usize) -> Result<Vec<u8>, String> {
-        std::fs::read(self.uploads.session_path(self.user_id, &self.keys[index]))
-            .map_err(|error| format!("cannot read the upload: {error}"))
+        match self.uploads.bytes().read(self.user_id, &self.keys[index]) {
+            Ok(Some(bytes)) => Ok(bytes),
+            Ok(None) => Err(String::from("cannot read the upload: its bytes are gone")),
+            Err(error) => Err(format!("cannot read the upload: {error}")),
+        }
     }
 }
 

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use streetlevel_blur::Region;
 use streetlevel_db::{Conn, DbError, id_to_sql, params};
-use streetlevel_media::{LocalMedia, write_atomically};
+use streetlevel_media::{ImageObject, Key};
 use streetlevel_model::{Image, ImageId};
 
 use super::edit::{BlurEdit, BlurRegion, EditKind, EditState, regions, to_blur_region};
@@ -57,11 +57,7 @@ impl Privacy {
         let mut attempt = 1;
         let (edit, image) = loop {
             let (edit, image) = self.pending(id)?;
-            let original = self.original_file(edit.image).ok_or_else(|| {
-                refused(PrivacyRefusal::Impossible(String::from(
-                    "this image's original is not a file on this server (a fixture rendered on request)",
-                )))
-            })?;
+            let original = self.original_key(edit.image)?;
             let basis = self.read_basis(&edit, &original)?;
             // Its memory is waited for on the lane's thread, as the upload queue's pictures
             // wait for theirs on the pool's.
@@ -121,18 +117,19 @@ impl Privacy {
     }
 
     /// What `edit` is rendered from, read now.
-    fn read_basis(&self, edit: &BlurEdit, original: &Path) -> Result<RenderBasis, ImportError> {
-        let unblurred = crate::unblurred_path(&self.data_dir, edit.image);
-        let unblurred = match std::fs::read(&unblurred) {
-            Ok(bytes) => Some(bytes),
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => None,
-            Err(error) => return Err(error.into()),
-        };
+    fn read_basis(&self, edit: &BlurEdit, original: &Key) -> Result<RenderBasis, ImportError> {
+        let media = self.media();
+        let unblurred = media.read_image_object(edit.image, ImageObject::Unblurred)?;
+        let original = media.read(original)?.ok_or_else(|| {
+            refused(PrivacyRefusal::Changed(String::from(
+                "its picture was removed meanwhile",
+            )))
+        })?;
         Ok(RenderBasis {
             regions: self
                 .db
                 .read(|connection| regions(connection, edit.image, true))?,
-            original: std::fs::read(original)?,
+            original,
             unblurred,
         })
     }
@@ -147,8 +144,9 @@ impl Privacy {
         decided_by: &str,
         basis: &RenderBasis,
         rendered: &[u8],
-        original: &Path,
+        original: &Key,
     ) -> Result<Option<Changed>, ImportError> {
+        let media = self.media();
         self.db.write(|connection| {
             let state: Option<String> = connection.query_value(
                 "SELECT state FROM import_blur_edits WHERE id = ?1",
@@ -161,17 +159,14 @@ impl Privacy {
                 return Ok(Some(Changed::Regions));
             }
             // A comparison of bytes already read, not a render: the transaction stays short.
-            match std::fs::read(original) {
-                Ok(bytes) if bytes == basis.original => {}
-                Ok(_) => return Ok(Some(Changed::Original)),
-                Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-                    return Ok(Some(Changed::Original));
-                }
-                Err(error) => return Err(error.into()),
+            match media.read(original)? {
+                Some(bytes) if bytes == basis.original => {}
+                Some(_) | None => return Ok(Some(Changed::Original)),
             }
             let now = connection.now_millis()?;
             record_edit(connection, edit, decided_by, now)?;
-            write_atomically(original, rendered)?;
+            // Whole or not at all, on either store: a file renamed into place, one object put.
+            media.write(original, rendered)?;
             Ok::<_, ImportError>(None)
         })
     }
@@ -296,7 +291,7 @@ fn blur(jpeg: &[u8], regions: &[Region]) -> Result<Vec<u8>, ImportError> {
 /// Removes the thumbnails and pyramid tiles made from an image's original; returns how many
 /// there were.
 pub fn remove_cached_media(data_dir: &Path, image: &Image) -> usize {
-    LocalMedia::new(data_dir)
+    crate::media_store(data_dir)
         .remove_derived(image.id, image.width, image.height)
         .removed
 }

@@ -56,7 +56,8 @@ pub struct Settings {
     /// the same level or above (a flag over a variable over the file) win over it.
     #[arg(long, env = "STREETLEVEL_COMPAT", value_enum)]
     pub compat: Option<Compat>,
-    /// The media signing key, hexadecimal; default `DATA/media.key`, created on first start.
+    /// The media signing key, hexadecimal; default on PostgreSQL the database's (shared by
+    /// every replica), else `DATA/media.key`, created on first start.
     /// A secret: prefer the environment or the file to a flag, which other users can see.
     #[arg(long, env = "STREETLEVEL_MEDIA_KEY_HEX", hide_env_values = true)]
     pub media_key_hex: Option<String>,
@@ -404,7 +405,8 @@ fn administrators(names: Option<Vec<String>>) -> Vec<String> {
 }
 
 /// Applies the defaults. The public URL sets every surface whose own URL is not given.
-/// `media_key` turns the data directory into the signing key when the settings hold none.
+/// `media_key` turns the data directory and `media_key_hex` into the signing key (empty for
+/// one the caller finds later).
 pub fn resolve(
     settings: Settings,
     debug_panic_route: bool,
