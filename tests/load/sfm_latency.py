@@ -16,14 +16,19 @@ request (7 fields) with `wrk --threads 1 --connections 4 --duration 8s --latency
 3. idle again, once the job is done.
 
 Prints p50 and p99 in milliseconds, requests per second, each as a ratio to the first idle row,
-and the CPU time of the server and of the engine processes it waited for during the row.
-Everything is bounded: a job not done within 20 minutes stops the run. Standard library and
-`wrk` only; the helpers are queue_latency.py's.
+and the CPU time of the server and of the engine processes it waited for during the row; then
+the rows while the reconstruction ran summed up (the p50 ratios' median and greatest), the job's
+report (images registered, the engine's CPU and wall time, its peak resident memory) and the
+server's own peak resident memory (VmHWM, the engine not included: it is a child process).
+Everything is bounded: a job not done within SFM_LIMIT_SECONDS (environment; default 1200)
+stops the run. Standard library and `wrk` only; the helpers are queue_latency.py's.
 """
 
 from __future__ import annotations
 
 import io
+import json
+import os
 import pathlib
 import shutil
 import sqlite3
@@ -47,6 +52,25 @@ def sfm_state(data: pathlib.Path) -> str:
     finally:
         database.close()
     return rows[0][0] if rows else "missing"
+
+
+def sfm_report(data: pathlib.Path) -> dict:
+    """The report of the one reconstruction job."""
+    database = sqlite3.connect(f"file:{data / 'streetlevel.sqlite'}?mode=ro", uri=True,
+                               timeout=30)
+    try:
+        row = database.execute("SELECT report FROM sfm_jobs").fetchone()
+    finally:
+        database.close()
+    return json.loads(row[0]) if row and row[0] else {}
+
+
+def peak_rss_mib(pid: int) -> float:
+    """A process's peak resident memory (VmHWM), MiB."""
+    for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
 
 
 def wait_for_sfm(data: pathlib.Path, states: set[str], limit_s: float) -> str:
@@ -89,10 +113,11 @@ def main() -> None:
         if final != "published":
             sys.exit(f"the upload ended {final}")
         wait_for_sfm(data, {"running", "done", "failed", "skipped"}, 120)
+        limit = float(os.environ.get("SFM_LIMIT_SECONDS", "1200"))
         started = time.monotonic()
-        while sfm_state(data) == "running" and time.monotonic() - started < 1200:
+        while sfm_state(data) == "running" and time.monotonic() - started < limit:
             row("while a reconstruction runs")
-        final = wait_for_sfm(data, {"done", "failed", "skipped"}, 1200)
+        final = wait_for_sfm(data, {"done", "failed", "skipped"}, limit)
         if final != "done":
             sys.exit(f"the reconstruction ended {final}")
         row("idle, again")
@@ -104,6 +129,18 @@ def main() -> None:
         for label, p50, p99, rate, cpu, state in rows:
             print(f"| {label} | {p50:.2f} ms | {p99:.2f} ms | {rate:.0f} | {p50 / idle_p50:.2f} "
                   f"| {p99 / idle_p99:.2f} | {cpu:.1f} s | {state} |")
+        during = sorted(p50 / idle_p50 for label, p50, *_ in rows if label.startswith("while"))
+        if during:
+            print(f"{len(during)} rows while the reconstruction ran: p50 / idle median "
+                  f"{during[len(during) // 2]:.2f}, greatest {during[-1]:.2f}")
+        report = sfm_report(data)
+        print(f"job: {report.get('registered')} of {report.get('images')} images registered, "
+              f"engine CPU {report.get('engine_cpu_seconds')} s, engine wall "
+              f"{report.get('engine_wall_seconds')} s, job wall {report.get('wall_seconds')} s, "
+              f"engine peak RSS {report.get('engine_peak_rss_kb', 0) / 1024:.0f} MiB, "
+              f"median distance to GPS {report.get('median_gps_distance_m')} m, "
+              f"mappers {report.get('mappers')}")
+        print(f"server peak RSS (VmHWM) {peak_rss_mib(server.pid):.0f} MiB")
     finally:
         server.stdin.close()
         try:

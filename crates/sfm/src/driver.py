@@ -1,4 +1,4 @@
-"""streetlevel's driver of pycolmap: one reconstruction of one part of a sequence.
+"""streetlevel's driver of pycolmap: one reconstruction of one part of a sequence or an area.
 
 Run by streetlevel-sfm as `python -I -B driver.py WORK_DIR` (isolated mode: no user site,
 no environment variables read by Python itself, no bytecode written). WORK_DIR holds
@@ -176,6 +176,19 @@ def main():
         ),
         device=pycolmap.Device.cpu,
     )
+    if int(job.get("spatial_neighbors", 0)) > 0:
+        # Across sequences (an area): each image with its nearest by GPS position too; pairs
+        # matched along the sequence already are not matched again.
+        pycolmap.match_spatial(
+            database_path,
+            matching_options=pycolmap.FeatureMatchingOptions(num_threads=threads, use_gpu=False),
+            pairing_options=pycolmap.SpatialPairingOptions(
+                max_num_neighbors=int(job["spatial_neighbors"]),
+                max_distance=float(job["spatial_distance"]),
+                ignore_z=True,
+            ),
+            device=pycolmap.Device.cpu,
+        )
     stages["match"] = cpu_seconds() - before
 
     names = [image["name"] for image in job["images"]]

@@ -291,37 +291,97 @@ impl Queue {
         })
     }
 
-    /// Renews `worker`'s lease; `false` when it is no longer `worker`'s.
+    /// Joins the jobs of `others` to `worker`'s job on `lead` (an area: sequences whose images
+    /// lie near each other, reconstructed together): each row is held as the lead's is (running,
+    /// by `worker`, under the lead's lease), created when the sequence had none, unless another
+    /// worker holds it under a lease that has not run out (that worker's area job reconstructs
+    /// it). Returns the sequences joined.
+    pub fn join_area(
+        &self,
+        lead: &str,
+        worker: &str,
+        others: &[(String, u64)],
+    ) -> Result<Vec<String>, SfmError> {
+        let mut joined = Vec::new();
+        self.database.write(|connection| {
+            let now = connection.now_millis()?;
+            let lease_until: Option<i64> = connection.query_row(
+                "SELECT lease_until FROM sfm_jobs
+                 WHERE sequence = ?1 AND worker = ?2 AND state = 'running'",
+                params![lead, worker],
+                |row| row.get(0),
+            )?;
+            let Some(lease_until) = lease_until else {
+                return Ok::<_, DbError>(());
+            };
+            for (sequence, newest) in others {
+                let changed = connection.execute(
+                    "INSERT INTO sfm_jobs (sequence, state, newest_image, not_before, worker,
+                        lease_until, attempts, created_at, updated_at)
+                     VALUES (?1, 'running', ?2, ?3, ?4, ?5, 1, ?3, ?3)
+                     ON CONFLICT (sequence) DO UPDATE SET state = 'running', reason = NULL,
+                        worker = excluded.worker, lease_until = excluded.lease_until,
+                        attempts = CASE WHEN sfm_jobs.state = 'running'
+                            THEN sfm_jobs.attempts + 1 ELSE 1 END,
+                        progress = NULL, updated_at = excluded.updated_at
+                     WHERE sfm_jobs.state <> 'running' OR coalesce(sfm_jobs.lease_until, 0) < ?3",
+                    params![
+                        sequence.as_str(),
+                        id_to_sql(*newest),
+                        now,
+                        worker,
+                        lease_until
+                    ],
+                )?;
+                if changed > 0 {
+                    joined.push(sequence.clone());
+                }
+            }
+            Ok(())
+        })?;
+        Ok(joined)
+    }
+
+    /// Renews `worker`'s lease on its job on `sequence` and the jobs joined to it (an area);
+    /// `false` when the lead's is no longer `worker`'s.
     pub fn renew(&self, sequence: &str, worker: &str) -> Result<bool, SfmError> {
         let lease = millis(self.lease);
         let changed = self.database.write(|connection| {
             let until = connection.now_millis()?.saturating_add(lease);
-            connection.execute(
+            let changed = connection.execute(
                 "UPDATE sfm_jobs SET lease_until = ?3
                  WHERE sequence = ?1 AND worker = ?2 AND state = 'running'",
                 params![sequence, worker, until],
-            )
+            )?;
+            if changed == 1 {
+                // A worker runs one job at a time: what else it holds is joined to it.
+                connection.execute(
+                    "UPDATE sfm_jobs SET lease_until = ?2 WHERE worker = ?1 AND state = 'running'",
+                    params![worker, until],
+                )?;
+            }
+            Ok::<_, DbError>(changed)
         })?;
         Ok(changed == 1)
     }
 
-    /// Records where a running job is.
-    pub fn progress(&self, sequence: &str, worker: &str, progress: &str) -> Result<(), SfmError> {
+    /// Records where `worker`'s running job (and the jobs joined to it) is.
+    pub fn progress(&self, worker: &str, progress: &str) -> Result<(), SfmError> {
         self.database.write(|connection| {
             let now = connection.now_millis()?;
             connection.execute(
-                "UPDATE sfm_jobs SET progress = ?3, updated_at = ?4
-                 WHERE sequence = ?1 AND worker = ?2 AND state = 'running'",
-                params![sequence, worker, progress, now],
+                "UPDATE sfm_jobs SET progress = ?2, updated_at = ?3
+                 WHERE worker = ?1 AND state = 'running'",
+                params![worker, progress, now],
             )
         })?;
         Ok(())
     }
 
-    /// Ends `worker`'s job without results: failed or skipped, with the reason and the report.
+    /// Ends `worker`'s job (and the jobs joined to it) without results: failed or skipped,
+    /// with the reason and the report.
     pub fn end(
         &self,
-        sequence: &str,
         worker: &str,
         state: JobState,
         reason: &str,
@@ -331,31 +391,25 @@ impl Queue {
         self.database.write(|connection| {
             let now = connection.now_millis()?;
             connection.execute(
-                "UPDATE sfm_jobs SET state = ?3, reason = ?4, report = ?5, progress = NULL,
-                    worker = NULL, lease_until = NULL, updated_at = ?6
-                 WHERE sequence = ?1 AND worker = ?2 AND state = 'running'",
-                params![
-                    sequence,
-                    worker,
-                    state.as_str(),
-                    reason,
-                    report.as_deref(),
-                    now
-                ],
+                "UPDATE sfm_jobs SET state = ?2, reason = ?3, report = ?4, progress = NULL,
+                    worker = NULL, lease_until = NULL, updated_at = ?5
+                 WHERE worker = ?1 AND state = 'running'",
+                params![worker, state.as_str(), reason, report.as_deref(), now],
             )
         })?;
         Ok(())
     }
 
-    /// Gives `worker`'s job back (a stopping server): the next worker to look resumes it.
-    pub fn give_back(&self, sequence: &str, worker: &str) -> Result<(), SfmError> {
+    /// Gives `worker`'s job (and the jobs joined to it) back (a stopping server): the next
+    /// worker to look resumes it.
+    pub fn give_back(&self, worker: &str) -> Result<(), SfmError> {
         self.database.write(|connection| {
             let now = connection.now_millis()?;
             connection.execute(
                 "UPDATE sfm_jobs SET lease_until = NULL, attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END,
-                    updated_at = ?3
-                 WHERE sequence = ?1 AND worker = ?2 AND state = 'running'",
-                params![sequence, worker, now],
+                    updated_at = ?2
+                 WHERE worker = ?1 AND state = 'running'",
+                params![worker, now],
             )
         })?;
         Ok(())

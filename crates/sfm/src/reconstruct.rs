@@ -20,12 +20,12 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use sha2::Digest as _;
-use streetlevel_model::{ImageId, MediaId, Point, SequenceId};
+use streetlevel_model::{ImageId, MediaId, Point};
 use streetlevel_store::{Computed, ComputedUpdate, Store};
 
 use crate::cluster::{ClusterRow, ShotRow, StoredPoint};
@@ -33,15 +33,16 @@ use crate::colmap::Model;
 use crate::engine::{DriverReport, Engine};
 use crate::geo::{Lla, Topocentric};
 use crate::jobs::{JobState, Queue, mark_done};
-use crate::pose::angle_between;
-use crate::validate::{Given, Lens, Piece, median, validate};
+use crate::validate::{Given, Lens, Piece, validate};
 use crate::{SfmError, cluster};
 
+mod area;
 mod join;
 mod plan;
+mod report;
 
-use join::{Joined, join};
-use plan::{Plan, Planned, image_name};
+use join::join;
+use plan::{Plan, image_name};
 
 /// The folder of the jobs' work directories in the data directory (never served).
 pub const WORK_DIR: &str = "sfm-work";
@@ -89,6 +90,9 @@ pub struct Settings {
     pub mappers: Vec<String>,
     /// See `mappers`.
     pub min_registered_share: f64,
+    /// Sequences of own imagery whose images come this near each other (metres) are
+    /// reconstructed together, as an area (0: each alone).
+    pub area_metres: f64,
 }
 
 impl Default for Settings {
@@ -104,12 +108,10 @@ impl Default for Settings {
             alignment_max_error: 10.0,
             mappers: vec![String::from("global"), String::from("incremental")],
             min_registered_share: 0.8,
+            area_metres: 25.0,
         }
     }
 }
-
-/// A heading changed by more than this counts in the report.
-const HEADING_CHANGED_DEGREES: f64 = 15.0;
 
 /// How a job ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -206,6 +208,8 @@ impl Reconstructor {
             tracing::info!(sequence, worker, "reconstructing a sequence");
         }
         let lost = AtomicBool::new(false);
+        // The job's key (its work directory's): the sequence's, or its area's.
+        let work_key = std::cell::OnceCell::new();
         let result = std::thread::scope(|scope| {
             let (working, renewal) = std::sync::mpsc::channel::<()>();
             let lost = &lost;
@@ -235,10 +239,11 @@ impl Reconstructor {
                     }
                 }
             });
-            let result = self.reconstruct(sequence, worker, stop, lost, progress);
+            let result = self.reconstruct(sequence, worker, stop, lost, progress, &work_key);
             drop(working);
             result
         });
+        let work_key = work_key.get().unwrap_or(&sequence).clone();
         let outcome = |state: JobState, reason: Option<String>, report: Option<Value>| Outcome {
             sequence: sequence.clone(),
             state,
@@ -272,7 +277,7 @@ impl Reconstructor {
                 )))
             }
             Err(Err(SfmError::Interrupted)) => {
-                self.queue.give_back(&sequence, worker)?;
+                self.queue.give_back(worker)?;
                 tracing::info!(
                     sequence,
                     "a reconstruction was interrupted: the next worker resumes it"
@@ -285,21 +290,15 @@ impl Reconstructor {
             }
             Err(Err(SfmError::EngineMissing(reason)) | Ok(Ended::Skipped(reason))) => {
                 tracing::info!(sequence, %reason, "a sequence was not reconstructed");
-                self.queue
-                    .end(&sequence, worker, JobState::Skipped, &reason, None)?;
-                self.remove_work(&sequence);
+                self.queue.end(worker, JobState::Skipped, &reason, None)?;
+                self.remove_work(&work_key);
                 Ok(Some(outcome(JobState::Skipped, Some(reason), None)))
             }
             Err(Ok(Ended::Failed(reason, report))) => {
                 tracing::warn!(sequence, %reason, "a reconstruction found nothing to believe");
-                self.queue.end(
-                    &sequence,
-                    worker,
-                    JobState::Failed,
-                    &reason,
-                    report.as_ref(),
-                )?;
-                self.remove_work(&sequence);
+                self.queue
+                    .end(worker, JobState::Failed, &reason, report.as_ref())?;
+                self.remove_work(&work_key);
                 Ok(Some(outcome(JobState::Failed, Some(reason), report)))
             }
             Err(Err(error)) if error.is_unavailable() => {
@@ -309,9 +308,8 @@ impl Reconstructor {
             Err(Err(error)) => {
                 let reason = error.to_string();
                 tracing::warn!(sequence, %reason, "a reconstruction failed");
-                self.queue
-                    .end(&sequence, worker, JobState::Failed, &reason, None)?;
-                self.remove_work(&sequence);
+                self.queue.end(worker, JobState::Failed, &reason, None)?;
+                self.remove_work(&work_key);
                 Ok(Some(outcome(JobState::Failed, Some(reason), None)))
             }
         }
@@ -339,18 +337,33 @@ impl Reconstructor {
         stop: &AtomicBool,
         lost: &AtomicBool,
         progress: &dyn Fn(&str, &str),
+        work_key: &std::cell::OnceCell<String>,
     ) -> Result<Value, Result<Ended, SfmError>> {
         let started = Instant::now();
         let interrupted = || stop.load(Ordering::Relaxed) || lost.load(Ordering::Relaxed);
-        let images = self
-            .store
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .sequence_images_held(&SequenceId(sequence.to_owned()));
-        if images.len() < crate::validate::MIN_REGISTERED {
+        let mut area = self.area(sequence).map_err(Err)?;
+        let others: Vec<(String, u64)> = area
+            .iter()
+            .filter(|(member, _)| member != sequence)
+            .map(|(member, images)| {
+                let newest = images.iter().map(|image| image.id.0).max().unwrap_or(0);
+                (member.clone(), newest)
+            })
+            .collect();
+        if !others.is_empty() {
+            let joined = self
+                .queue
+                .join_area(sequence, worker, &others)
+                .map_err(Err)?;
+            area.retain(|(member, _)| member == sequence || joined.contains(member));
+            if area.len() > 1 {
+                tracing::info!(sequence, with = ?joined, "reconstructing an area of sequences together");
+            }
+        }
+        let count: usize = area.iter().map(|(_, images)| images.len()).sum();
+        if count < crate::validate::MIN_REGISTERED {
             return Err(Ok(Ended::Skipped(format!(
-                "{} images, fewer than the {} a reconstruction needs",
-                images.len(),
+                "{count} images, fewer than the {} a reconstruction needs",
                 crate::validate::MIN_REGISTERED
             ))));
         }
@@ -358,8 +371,11 @@ impl Reconstructor {
             .engine
             .as_ref()
             .map_err(|reason| Err(SfmError::EngineMissing(reason.clone())))?;
-        let plan = self.plan(sequence, &images);
-        let work = self.work_dir(sequence);
+        let plan = self.plan(&area);
+        let images: Vec<streetlevel_model::Image> =
+            area.into_iter().flat_map(|(_, images)| images).collect();
+        let key = work_key.get_or_init(|| plan.sequence.clone());
+        let work = self.work_dir(key);
         let plan_file = work.join("plan.json");
         let previous: Option<Plan> = std::fs::read(&plan_file)
             .ok()
@@ -385,21 +401,18 @@ impl Reconstructor {
                 return Err(Err(SfmError::Interrupted));
             }
             let dir = work.join(format!("part-{index:03}"));
-            let report = if let Some(report) = finished_report(&dir) {
+            let report = if let Some(report) = report::finished_report(&dir) {
                 reused += 1;
                 report
             } else {
                 let label = format!("part {} of {parts}", index + 1);
-                let _ = self
-                    .queue
-                    .progress(sequence, worker, &format!("{label}: pictures"));
+                let _ = self.queue.progress(worker, &format!("{label}: pictures"));
                 progress(sequence, &format!("{label}: pictures"));
-                self.prepare_part(&plan, members, &dir, engine)
-                    .map_err(Err)?;
+                self.prepare_part(&plan, index, &dir, engine).map_err(Err)?;
                 engine
                     .run(&dir, &interrupted, &|stage| {
                         let text = format!("{label}: {stage}");
-                        let _ = self.queue.progress(sequence, worker, &text);
+                        let _ = self.queue.progress(worker, &text);
                         progress(sequence, &text);
                     })
                     .map_err(|error| {
@@ -454,7 +467,7 @@ impl Reconstructor {
             return Err(Err(SfmError::Interrupted));
         }
         let joined = join(&plan, &pieces);
-        let mut report = Self::report(
+        let mut report = report::report(
             &plan,
             &pieces,
             &joined,
@@ -590,7 +603,7 @@ impl Reconstructor {
                     let planned = &plan.images[shot.image];
                     cameras
                         .entry(planned.camera.clone())
-                        .or_insert_with(|| camera_json(planned, shot.lens));
+                        .or_insert_with(|| report::camera_json(planned, shot.lens));
                 }
                 #[allow(clippy::cast_possible_truncation)] // metres from the reference
                 let points = piece
@@ -612,20 +625,42 @@ impl Reconstructor {
                     .collect();
                 ClusterRow {
                     id: cluster_ids[&piece_index],
-                    sequence: sequence.to_owned(),
+                    sequence: plan.sequence.clone(),
                     reference,
                     cameras,
                     points,
                 }
             })
             .collect();
-        let newest = plan.images.iter().map(|image| image.id).max().unwrap_or(0);
-        let _ = self.queue.progress(sequence, worker, "writing");
+        let newest: Vec<u64> = (0..plan.sequences.len())
+            .map(|member| {
+                plan.images
+                    .iter()
+                    .filter(|image| image.member == member)
+                    .map(|image| image.id)
+                    .max()
+                    .unwrap_or(0)
+            })
+            .collect();
+        let _ = self.queue.progress(worker, "writing");
         progress(sequence, "writing");
         let mut store = self.store.write().unwrap_or_else(PoisonError::into_inner);
         let written = store.set_computed(&updates, |connection, held| {
             let held: HashSet<ImageId> = held.iter().copied().collect();
-            for old in cluster::clusters_of_sequence(connection, sequence)? {
+            // The earlier clusters of these sequences, and of their images (an earlier area's).
+            let mut old: Vec<MediaId> = Vec::new();
+            for member in &plan.sequences {
+                old.extend(cluster::clusters_of_sequence(connection, member)?);
+            }
+            let planned: Vec<ImageId> = plan.images.iter().map(|image| ImageId(image.id)).collect();
+            old.extend(
+                cluster::shots_of_images(connection, &planned)?
+                    .into_iter()
+                    .map(|shot| shot.cluster),
+            );
+            old.sort_unstable_by_key(|id| id.0);
+            old.dedup();
+            for old in old {
                 cluster::delete_cluster(connection, old)?;
             }
             // Shots of images taken down meanwhile are not written, nor are they observers.
@@ -648,7 +683,10 @@ impl Reconstructor {
             for shot in shots.iter().filter(|shot| held.contains(&shot.image)) {
                 cluster::insert_shot(connection, shot)?;
             }
-            mark_done(connection, sequence, worker, newest, &report)
+            for (member, newest) in plan.sequences.iter().zip(&newest) {
+                mark_done(connection, member, worker, *newest, &report)?;
+            }
+            Ok(())
         });
         drop(store);
         match written {
@@ -658,100 +696,8 @@ impl Reconstructor {
             }
             Err(error) => return Err(Err(error.into())),
         }
-        self.remove_work(sequence);
+        self.remove_work(key);
         report["wall_seconds"] = json!(started.elapsed().as_secs_f64());
         Ok(report)
     }
-
-    fn report(
-        plan: &Plan,
-        pieces: &[(usize, Piece)],
-        joined: &Joined,
-        refusals: &[Value],
-        reports: &[DriverReport],
-        elapsed: Duration,
-    ) -> Value {
-        let mut errors = Vec::new();
-        let mut distances = Vec::new();
-        let mut changes = Vec::new();
-        for (index, home) in joined.home.iter().enumerate() {
-            let Some((piece, shot)) = *home else {
-                continue;
-            };
-            let shot = &pieces[piece].1.shots[shot];
-            distances.push(shot.gps_distance);
-            if let Some(compass) = plan.images[index].compass {
-                changes.push(angle_between(shot.pose.compass(), compass));
-            }
-        }
-        for (_, piece) in pieces {
-            errors.push(piece.median_error);
-        }
-        let refused_images: Vec<Value> = pieces
-            .iter()
-            .flat_map(|(_, piece)| piece.refused.iter())
-            .filter(|(image, _)| joined.home[*image].is_none())
-            .map(|(image, reason)| json!({"image": plan.images[*image].id.to_string(), "reason": reason}))
-            .collect();
-        let registered = joined.home.iter().flatten().count();
-        let mut components: Vec<usize> = joined
-            .home
-            .iter()
-            .flatten()
-            .map(|&(piece, _)| joined.component[piece])
-            .collect();
-        components.sort_unstable();
-        components.dedup();
-        json!({
-            "sequence": plan.sequence,
-            "images": plan.images.len(),
-            "registered": registered,
-            "parts": plan.parts.len(),
-            "clusters": pieces.iter().enumerate().filter(|(piece, _)| joined.home.iter().flatten().any(|&(home, _)| home == *piece)).count(),
-            "components": components.len(),
-            "median_reprojection_error_px": round(median(errors.into_iter()), 3),
-            "median_gps_distance_m": round(median(distances.into_iter()), 2),
-            "heading_change": {
-                "median_degrees": round(median(changes.iter().copied()), 1),
-                "over_15_degrees": changes.iter().filter(|&&change| change > HEADING_CHANGED_DEGREES).count(),
-            },
-            "refused_images": refused_images,
-            "refused_models": refusals,
-            "engine": reports.first().map(|report| report.engine.clone()),
-            "mappers": reports.iter().map(|report| report.mapper.clone()).collect::<Vec<_>>(),
-            "engine_cpu_seconds": round(reports.iter().map(|report| report.cpu_total_seconds).sum(), 1),
-            "engine_wall_seconds": round(reports.iter().map(|report| report.wall_seconds).sum(), 1),
-            "engine_peak_rss_kb": reports.iter().map(|report| report.peak_rss_kb).max(),
-            "wall_seconds": round(elapsed.as_secs_f64(), 1),
-        })
-    }
-}
-
-/// The report of a part whose run finished, if it did.
-fn finished_report(dir: &Path) -> Option<DriverReport> {
-    let bytes = std::fs::read(dir.join("report.json")).ok()?;
-    serde_json::from_slice(&bytes).ok()
-}
-
-fn camera_json(planned: &Planned, lens: Lens) -> Value {
-    match lens {
-        Lens::Perspective { focal, k1, k2 } => json!({
-            "projection_type": "perspective",
-            "width": planned.width,
-            "height": planned.height,
-            "focal": focal,
-            "k1": k1,
-            "k2": k2,
-        }),
-        Lens::Spherical => json!({
-            "projection_type": "equirectangular",
-            "width": planned.width,
-            "height": planned.height,
-        }),
-    }
-}
-
-fn round(value: f64, digits: i32) -> f64 {
-    let factor = 10f64.powi(digits);
-    (value * factor).round() / factor
 }

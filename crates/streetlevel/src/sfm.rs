@@ -40,6 +40,11 @@ pub struct EngineArgs {
     /// (a fifth of them shared with the next), joined afterwards. [default: 100]
     #[arg(long = "sfm-part-images", env = "STREETLEVEL_SFM_PART_IMAGES")]
     pub part_images: Option<usize>,
+    /// Sequences whose images come this near each other (metres) are reconstructed
+    /// together, as an area, so that their images share one `merge_cc` where the engine
+    /// matched them; 0 reconstructs each alone. [default: 25]
+    #[arg(long = "sfm-area-metres", env = "STREETLEVEL_SFM_AREA_METRES")]
+    pub area_metres: Option<f64>,
 }
 
 impl EngineArgs {
@@ -48,9 +53,15 @@ impl EngineArgs {
         let defaults = Settings::default();
         let part_images = self.part_images.unwrap_or(defaults.part_images);
         anyhow::ensure!(part_images >= 5, "sfm_part_images must be at least 5");
+        let area_metres = self.area_metres.unwrap_or(defaults.area_metres);
+        anyhow::ensure!(
+            area_metres.is_finite() && (0.0..=1000.0).contains(&area_metres),
+            "sfm_area_metres must be between 0 and 1000"
+        );
         Ok(Settings {
             part_images,
             part_overlap: (part_images / 5).max(3),
+            area_metres,
             ..defaults
         })
     }
@@ -303,12 +314,9 @@ pub struct Args {
     #[arg(long = "sequence")]
     sequences: Vec<String>,
     /// Reconstruct (again) every sequence with an image in this box: west,south,east,north.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        num_args = 4,
-        allow_negative_numbers = true
-    )]
+    // Not `num_args = 4`: clap counts that before it splits at the commas, and refuses
+    // `--bbox W,S,E,N` as one value; the count is checked where the box is made.
+    #[arg(long, value_delimiter = ',', allow_negative_numbers = true)]
     bbox: Option<Vec<f64>>,
     /// Without --sequence or --bbox: every sequence not reconstructed yet (the default);
     /// with --all, every sequence of own imagery (with an image without a mesh) again.
@@ -460,7 +468,8 @@ fn selected_sequences(
     })
 }
 
-/// One line per sequence: what was registered, how well, and how far headings moved.
+/// One line per sequence (an area's job: per sequence of it): what was registered, how
+/// well, and how far headings moved.
 fn describe(outcome: &Outcome) -> String {
     let Some(report) = &outcome.report else {
         return format!(
@@ -470,11 +479,41 @@ fn describe(outcome: &Outcome) -> String {
             outcome.reason.as_deref().unwrap_or_default()
         );
     };
+    let members = report["sequences"]
+        .as_array()
+        .filter(|members| members.len() > 1);
+    let Some(members) = members else {
+        return describe_one(&outcome.sequence, outcome, report);
+    };
+    let mut lines: Vec<String> = members
+        .iter()
+        .map(|member| {
+            let mut line = describe_one(
+                member["sequence"].as_str().unwrap_or_default(),
+                outcome,
+                member,
+            );
+            let _ = write!(
+                line,
+                ", reconstructed with {} other sequences as an area",
+                members.len() - 1
+            );
+            line
+        })
+        .collect();
+    lines.push(format!(
+        "the area: {} of {} images registered, {} connected components (merge_cc), {} crossing parts",
+        report["registered"], report["images"], report["components"], report["crossing_parts"],
+    ));
+    lines.join("\n")
+}
+
+fn describe_one(sequence: &str, outcome: &Outcome, report: &serde_json::Value) -> String {
     let number = |name: &str| report[name].as_f64().unwrap_or(f64::NAN);
     let mut line = format!(
         "{}: {}, {} of {} images registered, median reprojection error {} px, median distance to \
          GPS {} m, heading changed by a median of {}° ({} images by more than 15°)",
-        outcome.sequence,
+        sequence,
         outcome.state.as_str(),
         report["registered"],
         report["images"],

@@ -5,7 +5,9 @@
 //! middle of the job and resumed by the next server; then what the API, the media routes and
 //! the computed coverage tiles give, and what a takedown leaves. And, with a stand-in engine
 //! that writes a model with a NaN or with every camera kilometres from its GPS position, that
-//! such a model is refused and leaves the GPS values; without the engine, that nothing breaks.
+//! such a model is refused and leaves the GPS values; without the engine, that nothing breaks;
+//! and that two sequences that meet are reconstructed together, as an area, into one
+//! connected component.
 #![allow(clippy::unwrap_used, clippy::panic, clippy::expect_used)]
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -43,7 +45,17 @@ fn temp_dir(name: &str) -> PathBuf {
 /// `root/data` with `streetlevel import`'s defaults (blurring on, with the models the
 /// project's setup installs; off only where they are missing outside CI).
 fn import(root: &Path, numbers: std::ops::RangeInclusive<u32>, blur: bool) -> PathBuf {
-    let folder = root.join("photos");
+    import_folder(root, "photos", numbers, blur)
+}
+
+/// As [`import`], from the folder `root/folder` (a folder is a sequence of its own).
+fn import_folder(
+    root: &Path,
+    folder: &str,
+    numbers: std::ops::RangeInclusive<u32>,
+    blur: bool,
+) -> PathBuf {
+    let folder = root.join(folder);
     std::fs::create_dir_all(&folder).unwrap();
     for number in numbers {
         let name = format!("before_lund_images_{number:02}.jpg");
@@ -793,5 +805,121 @@ fn without_the_engine_nothing_breaks_and_the_job_says_why() {
     assert!(log.contains("cargo xtask models"), "{log}");
     let sequences: BTreeSet<String> = jobs(&data).into_iter().map(|job| job.sequence).collect();
     assert_eq!(sequences.len(), 1);
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+/// An image of the data directory's `SQLite` file: its sequence, position, computed compass
+/// angle and `merge_cc`.
+type Placed = (String, [f64; 2], Option<f64>, Option<i64>);
+
+/// Every image, in capture order.
+fn images_in_capture_order(data: &Path) -> Vec<Placed> {
+    let connection = sqlite(data);
+    let mut statement = connection
+        .prepare(
+            "SELECT sequence, lon, lat, computed_compass_angle, merge_cc FROM store_images
+             ORDER BY captured_at, id",
+        )
+        .unwrap();
+    statement
+        .query_map([], |row| {
+            Ok((
+                row.get(0)?,
+                [row.get(1)?, row.get(2)?],
+                row.get(3)?,
+                row.get(4)?,
+            ))
+        })
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+/// The Lund walk recorded as two sequences (its first 14 photos, then the rest, imported
+/// from two folders) that meet where one ends and the other starts: `streetlevel sfm --bbox`
+/// around them reconstructs them in one job, as an area, in one engine run over both (matched
+/// along each and across them by position), and every registered image of both sequences
+/// ends in one connected component (`merge_cc`), with a computed compass along the walk.
+#[test]
+fn two_sequences_that_meet_are_reconstructed_as_one_area_with_one_merge_cc() {
+    let Some(engine) = test_sfm_engine_dir() else {
+        return;
+    };
+    let engine = engine.to_string_lossy().into_owned();
+    let root = temp_dir("area");
+    let data = import_folder(&root, "first", 1..=14, false);
+    import_folder(&root, "second", 15..=29, false);
+    let data_text = data.to_string_lossy().into_owned();
+    let images = images_in_capture_order(&data);
+    let sequences: BTreeSet<&str> = images.iter().map(|image| image.0.as_str()).collect();
+    assert_eq!(sequences.len(), 2, "two folders, two sequences");
+    let track: Vec<[f64; 2]> = images.iter().map(|image| image.1).collect();
+    let directions = travel(&track);
+    let (mut west, mut south, mut east, mut north): (f64, f64, f64, f64) =
+        (180.0, 90.0, -180.0, -90.0);
+    for position in &track {
+        west = west.min(position[0]);
+        east = east.max(position[0]);
+        south = south.min(position[1]);
+        north = north.max(position[1]);
+    }
+    let bbox = format!("{west},{south},{east},{north}");
+    {
+        let printed = run_with_env(
+            Path::new(BINARY),
+            &[
+                "sfm",
+                "--data",
+                &data_text,
+                "--bbox",
+                &bbox,
+                "--sfm-engine-dir",
+                &engine,
+            ],
+            &[],
+        );
+        eprintln!("{printed}");
+        assert!(
+            printed.contains("reconstructed with 1 other sequences as an area"),
+            "{printed}"
+        );
+        assert!(printed.contains("1 connected components"), "{printed}");
+        let jobs = jobs(&data);
+        assert_eq!(jobs.len(), 2);
+        for job in &jobs {
+            assert_eq!(job.state, "done", "{}: {:?}", job.sequence, job.reason);
+            let report: Value = serde_json::from_str(job.report.as_deref().unwrap()).unwrap();
+            assert_eq!(report["sequences"].as_array().unwrap().len(), 2, "{report}");
+            assert_eq!(report["parts"], 1, "{report}");
+        }
+        let images = images_in_capture_order(&data);
+        let registered: Vec<usize> = (0..images.len())
+            .filter(|&index| images[index].3.is_some())
+            .collect();
+        let components: BTreeSet<i64> = images.iter().filter_map(|image| image.3).collect();
+        let agreeing = registered
+            .iter()
+            .filter(|&&index| {
+                images[index]
+                    .2
+                    .is_some_and(|compass| angle_between(compass, directions[index]) <= 15.0)
+            })
+            .count();
+        eprintln!(
+            "{} of {} registered, {agreeing} within 15° of travel, \
+             components {components:?}",
+            registered.len(),
+            images.len()
+        );
+        assert!(registered.len() * 10 >= images.len() * 9);
+        assert!(agreeing * 10 >= registered.len() * 9);
+        assert_eq!(components.len(), 1, "one merge_cc: {components:?}");
+        for sequence in &sequences {
+            assert!(
+                registered.iter().any(|&index| images[index].0 == *sequence),
+                "{sequence} has registered images"
+            );
+        }
+    }
     let _ = std::fs::remove_dir_all(&root);
 }

@@ -7,7 +7,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use streetlevel_model::{CameraType, Image, ImageId};
 
-use super::{Reconstructor, Settings};
+use super::{Reconstructor, Settings, area};
 use crate::SfmError;
 use crate::engine::Engine;
 use crate::geo::{Lla, Topocentric};
@@ -16,16 +16,25 @@ use crate::geo::{Lla, Topocentric};
 /// directory whose plan differs is started afresh.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(super) struct Plan {
+    /// The job's key: its sequence, or the first (by key) of its area's.
     pub(super) sequence: String,
+    /// The sequences reconstructed (one, or an area's, by key).
+    pub(super) sequences: Vec<String>,
     pub(super) reference: [f64; 3],
+    /// Sequence by sequence, each in capture order.
     pub(super) images: Vec<Planned>,
     pub(super) parts: Vec<Vec<usize>>,
+    /// For each part, whether its images are also matched with their nearest neighbours by
+    /// position (across sequences), not only along their sequence.
+    pub(super) spatial: Vec<bool>,
     pub(super) settings: Settings,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(super) struct Planned {
     pub(super) id: u64,
+    /// Its sequence's index in [`Plan::sequences`].
+    pub(super) member: usize,
     pub(super) gps: [f64; 3],
     pub(super) has_altitude: bool,
     /// The camera's key in clusters: make, model, size and projection.
@@ -37,6 +46,12 @@ pub(super) struct Planned {
     pub(super) captured_at: i64,
     pub(super) compass: Option<f64>,
 }
+
+/// Images of each sequence on either side of the closest approach that a crossing part takes.
+const CROSSING_WINDOW: usize = 6;
+
+/// Neighbours by position each image of a part matched across sequences is matched with.
+const SPATIAL_NEIGHBORS: usize = 8;
 
 /// The input the driver reads (`input.json`).
 #[derive(Debug, Serialize)]
@@ -51,6 +66,10 @@ pub(super) struct DriverInput<'a> {
     pub(super) refine_intrinsics: bool,
     pub(super) min_registered_share: f64,
     pub(super) alignment_max_error: f64,
+    /// Each image is also matched with up to this many others within `spatial_distance`
+    /// metres of its GPS position (0: along the sequence only).
+    pub(super) spatial_neighbors: usize,
+    pub(super) spatial_distance: f64,
     pub(super) cameras: Vec<DriverCamera>,
     pub(super) images: Vec<DriverImage>,
 }
@@ -72,8 +91,8 @@ pub(super) struct DriverImage {
 }
 
 impl Reconstructor {
-    pub(super) fn plan(&self, sequence: &str, images: &[Image]) -> Plan {
-        let first = &images[0];
+    pub(super) fn plan(&self, area: &[(String, Vec<Image>)]) -> Plan {
+        let first = &area[0].1[0];
         let reference = [
             first.geometry.lat,
             first.geometry.lon,
@@ -84,57 +103,98 @@ impl Reconstructor {
             lon: reference[1],
             alt: reference[2],
         });
-        let planned = images
-            .iter()
-            .map(|image| {
-                let spherical =
-                    image.is_pano || image.camera_type == Some(CameraType::Equirectangular);
-                let projection = if spherical {
-                    "equirectangular"
-                } else {
-                    "perspective"
-                };
-                let gps = frame.to_enu(Lla {
-                    lat: image.geometry.lat,
-                    lon: image.geometry.lon,
-                    alt: image.altitude.unwrap_or(reference[2]),
-                });
-                Planned {
-                    id: image.id.0,
-                    gps,
-                    has_altitude: image.altitude.is_some(),
-                    camera: format!(
-                        "v2 {} {} {} {} {projection}",
-                        image.make.as_deref().unwrap_or("unknown").to_lowercase(),
-                        image.model.as_deref().unwrap_or("unknown").to_lowercase(),
-                        image.width,
-                        image.height,
-                    ),
-                    spherical,
-                    focal_ratio: if spherical {
-                        None
-                    } else {
-                        self.pictures
-                            .focal_length_35mm(image.id)
-                            .map(|focal| focal_ratio(focal, image.width, image.height))
-                    },
-                    width: image.width,
-                    height: image.height,
-                    captured_at: image.captured_at.0,
-                    compass: image.compass_angle,
-                }
-            })
-            .collect();
+        let mut ranges = Vec::with_capacity(area.len());
+        let mut planned: Vec<Planned> = Vec::new();
+        for (member, (_, images)) in area.iter().enumerate() {
+            let start = planned.len();
+            planned.extend(
+                images
+                    .iter()
+                    .map(|image| self.planned(&frame, member, image)),
+            );
+            ranges.push(start..planned.len());
+        }
+        let settings = &self.settings;
+        let (size, overlap) = (settings.part_images, settings.part_overlap);
+        let step = size.saturating_sub(overlap).max(1);
+        let (parts, spatial) = if area.len() == 1 {
+            let parts = split(planned.len(), size, overlap);
+            let spatial = vec![false; parts.len()];
+            (parts, spatial)
+        } else if planned.len() <= size.max(3) + step / 2 {
+            // A small area: one run, matched across its sequences.
+            (vec![(0..planned.len()).collect()], vec![true])
+        } else {
+            let mut parts: Vec<Vec<usize>> = ranges
+                .iter()
+                .flat_map(|range| {
+                    split(range.len(), size, overlap)
+                        .into_iter()
+                        .map(|part| part.into_iter().map(|index| index + range.start).collect())
+                })
+                .collect();
+            let own = parts.len();
+            let positions: Vec<[f64; 2]> = planned
+                .iter()
+                .map(|image| [image.gps[0], image.gps[1]])
+                .collect();
+            parts.extend(area::crossing_parts(
+                &positions,
+                &ranges,
+                settings.area_metres,
+                CROSSING_WINDOW,
+            ));
+            let spatial = (0..parts.len()).map(|index| index >= own).collect();
+            (parts, spatial)
+        };
         Plan {
-            sequence: sequence.to_owned(),
+            sequence: area[0].0.clone(),
+            sequences: area.iter().map(|(sequence, _)| sequence.clone()).collect(),
             reference,
             images: planned,
-            parts: split(
-                images.len(),
-                self.settings.part_images,
-                self.settings.part_overlap,
+            parts,
+            spatial,
+            settings: settings.clone(),
+        }
+    }
+
+    fn planned(&self, frame: &Topocentric, member: usize, image: &Image) -> Planned {
+        let reference = frame.reference();
+        let spherical = image.is_pano || image.camera_type == Some(CameraType::Equirectangular);
+        let projection = if spherical {
+            "equirectangular"
+        } else {
+            "perspective"
+        };
+        let gps = frame.to_enu(Lla {
+            lat: image.geometry.lat,
+            lon: image.geometry.lon,
+            alt: image.altitude.unwrap_or(reference.alt),
+        });
+        Planned {
+            id: image.id.0,
+            member,
+            gps,
+            has_altitude: image.altitude.is_some(),
+            camera: format!(
+                "v2 {} {} {} {} {projection}",
+                image.make.as_deref().unwrap_or("unknown").to_lowercase(),
+                image.model.as_deref().unwrap_or("unknown").to_lowercase(),
+                image.width,
+                image.height,
             ),
-            settings: self.settings.clone(),
+            spherical,
+            focal_ratio: if spherical {
+                None
+            } else {
+                self.pictures
+                    .focal_length_35mm(image.id)
+                    .map(|focal| focal_ratio(focal, image.width, image.height))
+            },
+            width: image.width,
+            height: image.height,
+            captured_at: image.captured_at.0,
+            compass: image.compass_angle,
         }
     }
 
@@ -142,10 +202,11 @@ impl Reconstructor {
     pub(super) fn prepare_part(
         &self,
         plan: &Plan,
-        members: &[usize],
+        part: usize,
         dir: &Path,
         engine: &Engine,
     ) -> Result<(), SfmError> {
+        let members = &plan.parts[part];
         let _ = std::fs::remove_dir_all(dir);
         let images_dir = dir.join("images");
         std::fs::create_dir_all(&images_dir)?;
@@ -200,6 +261,12 @@ impl Reconstructor {
                 .any(|camera| camera.model == "RADIAL" && camera.focal.is_none()),
             min_registered_share: plan.settings.min_registered_share,
             alignment_max_error: plan.settings.alignment_max_error,
+            spatial_neighbors: if plan.spatial[part] {
+                SPATIAL_NEIGHBORS
+            } else {
+                0
+            },
+            spatial_distance: plan.settings.area_metres,
             cameras,
             images: inputs,
         };

@@ -277,6 +277,10 @@ pub struct Settings {
     /// (a fifth of them shared with the next), joined afterwards. [default: 100]
     #[arg(long, env = "STREETLEVEL_SFM_PART_IMAGES")]
     pub sfm_part_images: Option<usize>,
+    /// Sequences whose images come this near each other (metres) are reconstructed
+    /// together, as an area; 0 reconstructs each alone. [default: 25]
+    #[arg(long, env = "STREETLEVEL_SFM_AREA_METRES")]
+    pub sfm_area_metres: Option<f64>,
     /// How long a reconstruction worker's claim on a job lasts unrenewed (renewed every
     /// quarter of it while it works): a job whose worker died is taken over after this,
     /// seconds. [default: 60]
@@ -525,6 +529,7 @@ fn sfm_background(settings: &Settings) -> crate::sfm::Background {
             threads: settings.sfm_threads,
             time_limit_seconds: settings.sfm_time_limit_seconds,
             part_images: settings.sfm_part_images,
+            area_metres: settings.sfm_area_metres,
         },
     }
 }
