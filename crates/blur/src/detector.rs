@@ -9,7 +9,9 @@
 //!   later) or `[1, N, 5 or 6]` (YOLOv5: box, objectness, class score); RGB 0-1 in,
 //!   letterboxed to the input size when the graph fixes one.
 //! - **PP-OCR's text detector** (plates as short lines of text, `text.rs`): one output, a
-//!   probability map `[1, 1, height, width]`; BGR scaled to -1..1 in.
+//!   probability map `[1, 1, height, width]`; BGR in, scaled as the model was trained
+//!   (`text.rs`, [`crate::text::text_settings`]: PP-OCRv4's to -1..1, others with `ImageNet`'s
+//!   mean and deviation).
 
 use std::sync::{Mutex, PoisonError};
 
@@ -21,7 +23,7 @@ use streetlevel_ingest::Rgb;
 use crate::model::ModelFile;
 use crate::pixels::resize;
 use crate::region::{Bounds, Candidate, RegionClass};
-use crate::text::run_text;
+use crate::text::{TextSettings, run_text, text_settings};
 use crate::units::{index_to_f32, to_f32, to_u32};
 use crate::{BlurError, onnx_shape};
 
@@ -50,11 +52,12 @@ impl Family {
             Family::CenterFace => 850 << 20,
             Family::YuNet => 200 << 20,
             Family::Yolo => 300 << 20,
-            // The plate band is at most 3.44 million pixels (2560 x 1344, or 1920 x 1792
-            // upright): about 150 MB more peak per million input pixels for one session
-            // (0.16 GB at 1024 x 1024, 0.49 GB at 2560 x 1344; ONNX Runtime 1.32 from
-            // Python, one thread, no memory pattern), not yet measured from Rust.
-            Family::Text => 600 << 20,
+            // The largest plate band is 4.95 million pixels (3072 x 1613 of a 4:3 photo, or
+            // 2304 x 2150 upright): about 150 MB more peak per million input pixels for one
+            // session (0.16 GB at 1024 x 1024, 0.49 GB at 2560 x 1344; ONNX Runtime 1.32 from
+            // Python, one thread, no memory pattern), so about 0.72 GB, not yet measured from
+            // Rust.
+            Family::Text => 700 << 20,
         }
     }
 
@@ -83,6 +86,8 @@ pub struct Detector {
     fixed_input: Option<(u32, u32)>,
     /// The lowest score kept.
     threshold: f32,
+    /// How a text detector is run (`None` for the other families).
+    text: Option<TextSettings>,
     sessions: Mutex<Vec<Session>>,
 }
 
@@ -152,6 +157,7 @@ impl Detector {
         } else {
             probe
         };
+        let text = (family == Family::Text).then(|| text_settings(&model.sha256));
         Ok(Detector {
             family,
             class,
@@ -159,6 +165,7 @@ impl Detector {
             graph,
             fixed_input,
             threshold: family.threshold(),
+            text,
             sessions: Mutex::new(vec![first]),
         })
     }
@@ -205,6 +212,13 @@ impl Detector {
         &self.model
     }
 
+    /// The sides (longest, in pixels) of the plate passes a text detector sees the picture at,
+    /// its finds joined; empty for the other families, which see the passes of
+    /// [`crate::passes`].
+    pub fn plate_pass_sides(&self) -> &'static [u32] {
+        self.text.map_or(&[], |settings| settings.sides)
+    }
+
     /// The input size the graph fixes, if any: such a model sees a picture in tiles of it.
     pub(crate) fn fixed_input(&self) -> Option<(u32, u32)> {
         self.fixed_input
@@ -229,7 +243,11 @@ impl Detector {
             Family::CenterFace => run_centerface(&mut session, image),
             Family::YuNet => run_yunet(&mut session, image),
             Family::Yolo => run_yolo(&mut session, image, self.fixed_input),
-            Family::Text => run_text(&mut session, image),
+            Family::Text => run_text(
+                &mut session,
+                image,
+                self.text.unwrap_or_else(|| text_settings("")).normalisation,
+            ),
         }
         .map_err(failed);
         self.sessions

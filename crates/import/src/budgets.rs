@@ -21,7 +21,7 @@ pub use memory::{PicturePermit, picture_permit, set_decode_memory_limit};
 
 /// The default of [`set_decode_memory_limit`]: enough for the whole working set of the
 /// largest image `ingest` accepts (a progressive JPEG of `MAX_PIXELS` blurred with the default
-/// face and plate models: about 0.8 GB of picture and 0.85 + 0.6 GB of detection), so no valid
+/// face and plate models: about 0.8 GB of picture and 0.85 + 0.7 GB of detection), so no valid
 /// file is refused for its size alone. 2 GiB held it until the plate model came; two
 /// twelve-megapixel photos blurred at once charge about 3.4 GB, so with this default they are
 /// blurred one after the other.

@@ -19,17 +19,17 @@ pub struct BlurArgs {
     #[arg(long, env = "STREETLEVEL_BLUR")]
     pub blur: Option<bool>,
     /// The folder holding `libonnxruntime.so.1.32.0`, `centerface.onnx` and
-    /// `ch_PP-OCRv4_det_infer.onnx` (default: `models/` next to the executable, else the source
-    /// tree's `target/streetlevel-models`, which `cargo xtask models` fills).
+    /// `PP-OCRv5_det.onnx` (default: `models/` next to the executable, else the source tree's
+    /// `target/streetlevel-models`, which `cargo xtask models` fills).
     #[arg(long, env = "STREETLEVEL_BLUR_MODELS_DIR")]
     pub blur_models_dir: Option<PathBuf>,
     /// A face model (CenterFace or YuNet ONNX) instead of the pinned CenterFace; its SHA-256
     /// is recorded with every region it finds.
     #[arg(long, env = "STREETLEVEL_BLUR_FACE_MODEL")]
     pub blur_face_model: Option<PathBuf>,
-    /// A licence plate detector (single-class YOLO-style ONNX, or a PP-OCR text detector)
-    /// instead of the pinned PP-OCRv4 text detector; its SHA-256 is recorded with every region
-    /// it finds.
+    /// A licence plate detector (single-class YOLO-style ONNX, or a PP-OCR text detector, such
+    /// as the models folder's `ch_PP-OCRv4_det_infer.onnx`, the default before) instead of
+    /// the pinned PP-OCRv5 text detector; its SHA-256 is recorded with every region it finds.
     #[arg(long, env = "STREETLEVEL_BLUR_PLATE_MODEL")]
     pub blur_plate_model: Option<PathBuf>,
     /// Keep each unblurred original at `DATA/unblurred/<image id>.jpg` (never served), for

@@ -115,8 +115,8 @@ fn an_import_with_the_defaults_publishes_the_photo_blurred_and_records_what_was_
     // Whatever else was blurred is a plate found by the pinned text detector.
     assert!(regions.iter().all(|region| region.0 == "face"
         || (region.0 == "plate"
-            && region.5 == "ch_PP-OCRv4_det_infer.onnx"
-            && region.6 == "d2a7720d45a54257208b1e13e36a8479894cb74155a5efe29462512d42f49da9")));
+            && region.5 == "PP-OCRv5_det.onnx"
+            && region.6 == "d7fe3ea74652890722c0f4d02458b7261d9f5ae6c92904d05707c9eb155c7924")));
 
     // The published original is not the uploaded file: inside every region the pixels
     // changed, and the unblurred original is kept beside it, at a key nothing serves.

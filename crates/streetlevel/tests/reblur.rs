@@ -3,7 +3,8 @@
 //! blurred; `--all` interrupted (killed after its first image) and run again takes up where it
 //! stopped and redoes original, thumbnails, cached tiles and the recorded regions; an image
 //! without a kept unblurred original gets blur added to its published picture, and says so;
-//! on PostgreSQL as on `SQLite`; and a change of the model set (YuNet, then CenterFace) seen
+//! on PostgreSQL as on `SQLite`; and a change of the model set (YuNet and PP-OCRv4, then
+//! CenterFace and PP-OCRv5) seen
 //! as stale on the dashboard and by `reblur --status`, none stale after `reblur`, the served
 //! pictures changed and a box blurred by hand still blurred.
 
@@ -405,8 +406,13 @@ fn a_model_change_leaves_no_image_stale_after_reblur() {
     street_photos(&photos, 3);
     let data = dir.join("data");
     let data_arg = data.to_string_lossy().into_owned();
-    // Blurred with YuNet, the unblurred originals kept.
+    // Blurred with YuNet and PP-OCRv4's text detector (the plate model before PP-OCRv5), the
+    // unblurred originals kept.
     let yunet = yunet().to_string_lossy().into_owned();
+    let plates_v4 = Path::new(&models)
+        .join("ch_PP-OCRv4_det_infer.onnx")
+        .to_string_lossy()
+        .into_owned();
     let imported = succeeded(&streetlevel(
         &[
             "import",
@@ -420,6 +426,8 @@ fn a_model_change_leaves_no_image_stale_after_reblur() {
             &models,
             "--blur-face-model",
             &yunet,
+            "--blur-plate-model",
+            &plates_v4,
             "--keep-unblurred",
             "true",
             &photos.to_string_lossy(),
@@ -431,13 +439,14 @@ fn a_model_change_leaves_no_image_stale_after_reblur() {
     assert!(
         by_yunet
             .iter()
-            .all(|state| state.1.contains("yunet_n_dynamic.onnx")),
+            .all(|state| state.1.contains("yunet_n_dynamic.onnx")
+                && state.1.contains("plate ch_PP-OCRv4_det_infer.onnx sha256:")),
         "{by_yunet:?}"
     );
     let binary = Path::new(BINARY);
     streetlevel_tests::create_user(binary, &data, "carol", "carol@example.com", "correct horse");
     let token = streetlevel_tests::create_app(binary, &data, "read");
-    // The default set changes: the server now blurs with CenterFace.
+    // The default set changes: the server now blurs with CenterFace and PP-OCRv5.
     let server = streetlevel_tests::Server::start(
         binary,
         &data,
@@ -536,7 +545,9 @@ fn a_model_change_leaves_no_image_stale_after_reblur() {
     assert!(
         blur_states(&data)
             .iter()
-            .all(|state| state.1.contains("centerface.onnx") && state.3 == 1),
+            .all(|state| state.1.contains("centerface.onnx")
+                && state.1.contains("plate PP-OCRv5_det.onnx sha256:")
+                && state.3 == 1),
         "{:?}",
         blur_states(&data)
     );

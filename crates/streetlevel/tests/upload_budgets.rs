@@ -989,7 +989,7 @@ fn large_progressive_pictures_keep_within_the_picture_memory() {
     };
     let models = models.to_string_lossy().into_owned();
     // Three pictures of 9792 x 7344 (72 megapixels) and room for one's whole working set
-    // blurred (0.55 GB estimated for the picture, 0.85 GB for CenterFace's detection and 0.6 GB
+    // blurred (0.55 GB estimated for the picture, 0.85 GB for CenterFace's detection and 0.7 GB
     // for the plate model's), not two.
     let count = from_env("STREETLEVEL_MEMORY_TEST_PICTURES", 3);
     let width = u32::try_from(from_env("STREETLEVEL_MEMORY_TEST_WIDTH", 9792)).unwrap();

@@ -306,7 +306,7 @@ pub fn in_ci() -> bool {
     std::env::var_os("CI").is_some_and(|value| !value.is_empty() && value != "false")
 }
 
-/// The default blurrer (CenterFace and the PP-OCRv4 text detector, pinned) from
+/// The default blurrer (CenterFace and the PP-OCRv5 text detector, pinned) from
 /// [`models_dir`], with the runtime loaded; `None` (and a line saying why) outside CI when
 /// the models or the pairs are missing.
 pub fn default_blurrer() -> Option<LocalBlurrer> {
@@ -316,7 +316,7 @@ pub fn default_blurrer() -> Option<LocalBlurrer> {
     ]))
 }
 
-/// The pinned default detector of `class` (CenterFace for faces, the PP-OCRv4 text detector
+/// The pinned default detector of `class` (CenterFace for faces, the PP-OCRv5 text detector
 /// for plates), with the runtime loaded; `None` as [`default_blurrer`].
 pub fn default_detector(
     class: streetlevel_blur::RegionClass,
