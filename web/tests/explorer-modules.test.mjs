@@ -1,10 +1,12 @@
 // The explorer's modules that need no browser, in node: the detection geometry decoder (against
 // an independent decoder, Python's mapbox-vector-tile 2.2.0, whose output is written here), the
 // class names people read, the map feature layers with icons, and the `layers` URL parameter
-// (every choice survives the URL). No server, no Chromium.
+// (every choice survives the URL), and which images "Other dates here" keeps. No server, no
+// Chromium.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 
+import { boxAround, headingGap, metresBetween, otherDates } from '../../crates/web/src/static/explorer/dates.mjs';
 import { className, detectionRings, withIcons } from '../../crates/web/src/static/explorer/features.mjs';
 import { DEFAULT_LAYERS, LAYERS, layersParameter, readLayers } from '../../crates/web/src/static/explorer/layers.mjs';
 
@@ -59,5 +61,38 @@ describe('the explorer\'s modules', () => {
       const search = parameter === null ? '' : `?${new URLSearchParams({ layers: parameter })}`;
       assert.deepEqual(readLayers(search), shown, `${shown} as ${search}`);
     }
+  });
+  test('other dates here: other sequences within 15 m facing within 45°, nearest per sequence, by day', () => {
+    const here = [13.19, 55.7];
+    // `east` and `north` metres from here.
+    const at = (east, north) => ({ type: 'Point', coordinates: [here[0] + east / (111_320 * Math.cos(55.7 * Math.PI / 180)), here[1] + north / 111_320] });
+    assert.ok(Math.abs(metresBetween(here, at(9, 12).coordinates) - 15) < 0.01);
+    assert.equal(headingGap(350, 20), 30);
+    assert.equal(headingGap(10, 190), 180);
+    const [west, south, east, north] = boxAround(here, 30).split(',').map(Number);
+    assert.ok(Math.abs(metresBetween([west, south], [east, south]) - 60) < 0.1 && Math.abs(metresBetween([west, south], [west, north]) - 60) < 0.1);
+    const current = { id: '1', sequenceId: 'S', lngLat: here, compassAngle: 10, pano: false };
+    const image = (id, sequence, day, geometry, compass, extra = {}) => ({
+      id, sequence, captured_at: Date.parse(`${day}T10:00:00Z`), computed_geometry: geometry, compass_angle: compass, is_pano: false, ...extra,
+    });
+    const groups = otherDates(current, [
+      image('2', 'S', '2020-01-01', at(1, 0), 10), // the same sequence
+      image('3', 'A', '2021-05-01', at(5, 5), 340), // 30° off: kept
+      image('4', 'A', '2021-05-01', at(2, 0), 15), // nearer in the same sequence: kept instead
+      image('5', 'B', '2023-07-09', at(0, 14.9), 100, { is_pano: true }), // a panorama faces every way
+      image('6', 'C', '2022-01-01', at(0, 15.5), 10), // too far
+      image('7', 'D', '2022-01-01', at(3, 0), 190), // facing the other way
+      image('8', 'E', '2022-01-01', at(0, 20), 10, { computed_geometry: null, geometry: at(0, 3) }), // GPS only: near
+      image('9', 'F', '2021-05-01', at(-4, 0), 55), // 45° off: kept, same day as A
+      image('10', 'G', '2019-03-03', at(-1, 0), null, { computed_compass_angle: 200 }), // computed compass wins
+    ]);
+    assert.deepEqual(groups.map(({ day, images }) => [day, images.map(({ id }) => id)]), [
+      ['2023-07-09', ['5']],
+      ['2022-01-01', ['8']],
+      ['2021-05-01', ['4', '9']],
+    ]);
+    assert.equal(Math.round(groups[2].images[0].metres), 2);
+    // A panorama shown: every way counts.
+    assert.deepEqual(otherDates({ ...current, pano: true }, [image('7', 'D', '2022-01-01', at(3, 0), 190)]).map(({ day }) => day), ['2022-01-01']);
   });
 });

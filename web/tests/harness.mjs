@@ -92,12 +92,16 @@ export async function startCallback() {
 
 // Seed 3 with 120 images holds perspective sequences and a panorama sequence.
 // `serveArgs` go to `streetlevel serve` (for example `['--compat', 'original']`).
-export async function startService({ images = 120, seed = 3, callbackUrl, serveArgs = [] }) {
+// `fixtureArgs` go to `streetlevel fixtures` (for example `['--revisits', '1']`); `users` are
+// more usernames made with PASSWORD.
+export async function startService({ images = 120, seed = 3, callbackUrl, serveArgs = [], fixtureArgs = [], users = [] }) {
   const bin = binary();
   const root = mkdtempSync(join(tmpdir(), 'streetlevel-browser-'));
   const data = join(root, 'data');
-  run(bin, ['fixtures', '--out', data, '--images', String(images), '--seed', String(seed)]);
-  run(bin, ['users', 'create', '--data', data, '--username', USERNAME], { input: `${PASSWORD}\n` });
+  run(bin, ['fixtures', '--out', data, '--images', String(images), '--seed', String(seed), ...fixtureArgs]);
+  for (const username of [USERNAME, ...users]) {
+    run(bin, ['users', 'create', '--data', data, '--username', username], { input: `${PASSWORD}\n` });
+  }
   const app = keyValues(
     run(bin, ['apps', 'create', '--data', data, '--name', 'Browser Test App', '--callback', callbackUrl, '--scopes', 'read']),
   );

@@ -23,6 +23,10 @@ pub struct Args {
     /// How many images to generate.
     #[arg(long, default_value_t = 2_000)]
     images: usize,
+    /// Share (0 to 1) of sequences that drive the route of the sequence before again, months
+    /// to years later: places with imagery of two dates ("Other dates here" in the explorer).
+    #[arg(long, default_value_t = 0.0, value_parser = share)]
+    revisits: f64,
     /// Write media files now (`eager`) or leave them to the server (`lazy`); by default eager
     /// up to 20,000 images.
     #[arg(long, value_parser = ["eager", "lazy"])]
@@ -33,11 +37,20 @@ pub struct Args {
     force: bool,
 }
 
+/// A share from 0 to 1.
+fn share(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(value) if (0.0..=1.0).contains(&value) => Ok(value),
+        _ => Err(format!("{text} is not a share from 0 to 1")),
+    }
+}
+
 pub fn run(args: Args) -> Result<()> {
     let Args {
         out,
         seed,
         images,
+        revisits,
         media,
         force,
     } = args;
@@ -45,6 +58,7 @@ pub fn run(args: Args) -> Result<()> {
     let config = Config {
         seed,
         images,
+        revisits,
         ..Config::default()
     };
     let mut options = WriteOptions::new(config);

@@ -73,6 +73,14 @@ const OWN_ASSETS: &[(&str, &str)] = &[
         "explorer/features.mjs",
         include_str!("static/explorer/features.mjs"),
     ),
+    (
+        "explorer/dates.mjs",
+        include_str!("static/explorer/dates.mjs"),
+    ),
+    (
+        "explorer/report.mjs",
+        include_str!("static/explorer/report.mjs"),
+    ),
 ];
 
 /// The media type of a file, by its extension. JavaScript modules (`.mjs`) must be

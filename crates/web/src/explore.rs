@@ -23,8 +23,8 @@ use crate::assets::{MAPILLARY_CSS, MAPILLARY_JS, MAPLIBRE_CSS, MAPLIBRE_JS, miss
 use crate::config::Urls;
 use crate::embed::ScriptJson;
 use crate::explore_panels::{
-    Filters, feature_panel, filter_form, layer_switcher, legend_and_share, player_bar,
-    shortcut_sheet, shown_layers,
+    Filters, comparison, feature_panel, filter_form, layer_switcher, legend_and_share, other_dates,
+    player_bar, report_dialog, shortcut_sheet, shown_layers,
 };
 use crate::form::Form;
 use crate::html::DOCTYPE;
@@ -43,6 +43,8 @@ const MODULES: &[&str] = &[
     "layers.mjs",
     "shortcuts.mjs",
     "features.mjs",
+    "dates.mjs",
+    "report.mjs",
 ];
 
 /// The origin (`scheme://host[:port]`) of an absolute URL.
@@ -130,6 +132,14 @@ impl Web {
         } else {
             StatusCode::OK
         };
+        // Who is signed in, so that an owner or an administrator gets the image's management
+        // links (the dashboard checks again).
+        let signed_in = self.session(parts).ok().flatten().map(|session| {
+            serde_json::json!({
+                "username": session.user.username,
+                "administrator": self.is_administrator(&session),
+            })
+        });
         let config = serde_json::json!({
             "baseUrl": urls.base,
             "tilesUrl": urls.tiles,
@@ -141,6 +151,7 @@ impl Web {
                 "lngLat": [image.longitude, image.latitude],
             })),
             "extent": self.images.extent(),
+            "signedIn": signed_in,
         });
         let interactive = missing.is_empty();
         let image_key = image.as_ref().map(|image| image.id.to_string());
@@ -240,6 +251,7 @@ impl Web {
                                 p id="hint" class="hint" { "Choose an image on the map: click a point or a line, or focus the map and press Enter to show the image nearest its centre." } "\n"
                             }
                             div id="viewer" class="viewer-canvas" {} "\n"
+                            @if interactive { (comparison()) "\n" }
                         } "\n"
                         section id="map-pane" class="pane map" aria-label="Map of the imagery" {
                             "\n"
@@ -256,9 +268,11 @@ impl Web {
                         p id="announce" class="announce" role="status" aria-live="polite" {
                             @if let Some(message) = notice { (message) }
                         } "\n"
+                        @if interactive { (other_dates()) "\n" }
                         a id="report" href={ (urls.web) "/report" @if let Some(image) = image { "?image_key=" (image.id) } } hidden[image.is_none()] {
                             "Report / request blurring"
                         } "\n"
+                        @if interactive { (report_dialog()) "\n" }
                     } "\n"
                 } "\n"
             } "\n"

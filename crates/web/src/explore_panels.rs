@@ -4,6 +4,7 @@
 //! share dialog.
 
 use maud::{Markup, html};
+use streetlevel_import::{MAX_CONTACT_CHARS, MAX_REASON_CHARS};
 
 use crate::form::Form;
 
@@ -274,6 +275,92 @@ pub(crate) fn shortcut_sheet() -> Markup {
                 }
             }
             form method="dialog" { button type="submit" { "Close" } } "\n"
+        }
+    }
+}
+
+/// "Other dates here" (`dates.mjs`): the button, the native `<dialog>` listing the images of
+/// other sequences at this place by capture date, and the comparison of two of them with a
+/// curtain (a labelled range, so arrows, Home and End move it). They need the viewer, so the
+/// button starts hidden.
+pub(crate) fn other_dates() -> Markup {
+    html! {
+        button id="dates-open" type="button" aria-haspopup="dialog" hidden { "Other dates here" } "\n"
+        dialog id="dates" class="dates" aria-labelledby="dates-title" {
+            h2 id="dates-title" { "Other dates here" } "\n"
+            p id="dates-summary" role="status" {} "\n"
+            div id="dates-list" {} "\n"
+            form method="dialog" { button type="submit" { "Close" } } "\n"
+        }
+    }
+}
+
+/// The comparison of two images (`dates.mjs`), over the viewer: the right image is drawn from
+/// the curtain rightwards.
+pub(crate) fn comparison() -> Markup {
+    html! {
+        section id="compare" class="compare" aria-labelledby="compare-title" hidden {
+            "\n"
+            h2 id="compare-title" class="visually-hidden" { "Two dates compared" } "\n"
+            div class="compare-frame" {
+                img id="compare-left" alt="";
+                img id="compare-right" alt="";
+                div id="compare-line" class="compare-line" aria-hidden="true" {}
+            } "\n"
+            div class="compare-bar" {
+                span id="compare-left-date" {} "\n"
+                label for="curtain" { "Curtain" } "\n"
+                input id="curtain" type="range" min="0" max="100" step="1" value="50"; "\n"
+                span id="compare-right-date" {} "\n"
+                button id="compare-swap" type="button" { "Swap sides" } "\n"
+                button id="compare-open" type="button" { "Show the other image" } "\n"
+                button id="compare-close" type="button" { "Close the comparison" } "\n"
+            }
+        }
+    }
+}
+
+/// The report dialog (`report.mjs`), which the "Report / request blurring" link opens: the
+/// image shown, what is asked for, why and how to reach the sender, posted to `/report` with
+/// that form's own token (its page is read first, as a browser would); the link without
+/// JavaScript. For a signed-in owner of the image or an administrator, links to the image's
+/// management pages (blurring, hiding and deleting) beside it.
+pub(crate) fn report_dialog() -> Markup {
+    html! {
+        dialog id="report-dialog" class="report" aria-labelledby="report-title" {
+            h2 id="report-title" { "Report this image" } "\n"
+            p {
+                "Ask the operator of this server to blur something in image " code id="report-image" {}
+                " (a face, a licence plate, a house, a person) or to take it down. "
+                "No account is needed; an administrator handles each request."
+            } "\n"
+            img id="report-thumb" alt="" width="256" height="192"; "\n"
+            form id="report-form" method="post" action="/report" {
+                "\n"
+                fieldset {
+                    legend { "What do you ask for?" }
+                    label class="check" { input type="radio" name="kind" value="blur" checked; " Blur something" } " "
+                    label class="check" { input type="radio" name="kind" value="remove"; " Remove the image" }
+                } "\n"
+                label class="check" id="report-view-row" {
+                    input id="report-view" type="checkbox" name="in_view";
+                    " Only the part of the picture in view"
+                } "\n"
+                label for="report-reason" { "What should be blurred, or why should the image be removed?" } "\n"
+                textarea id="report-reason" name="reason" required maxlength=(MAX_REASON_CHARS) rows="3" {} "\n"
+                label for="report-contact" { "How can we reach you? (optional: an email address or a phone number)" } "\n"
+                input id="report-contact" name="contact" type="text" maxlength=(MAX_CONTACT_CHARS); "\n"
+                p id="report-said" role="status" {} "\n"
+                div class="dialog-buttons" {
+                    a id="report-full" href="/report" { "Draw a box on the full form" } "\n"
+                    button id="report-send" type="submit" { "Send the request" } "\n"
+                    button id="report-cancel" type="button" { "Close" }
+                }
+            }
+        } "\n"
+        p id="manage" class="manage" hidden {
+            a id="manage-blur" href="/dashboard/image" { "Edit this image's blurring" } " "
+            a id="manage-takedown" href="/dashboard" { "Hide or delete it" }
         }
     }
 }

@@ -1324,6 +1324,46 @@ fn the_explorer_is_the_home_page_and_inlines_the_image_it_opens_on() {
     assert_eq!(explorer_config(&html)["image"], serde_json::Value::Null);
 }
 
+#[test]
+fn the_explorer_has_other_dates_and_a_report_dialog_and_knows_who_may_manage() {
+    let (h, _store, _ids) = takedown_harness();
+    let page = |jar: &Jar| body(&get(&h.web, &format!("/explore?image={IMAGE}"), jar));
+    let html = page(&Jar::default());
+    for markup in [
+        r#"<button id="dates-open" type="button" aria-haspopup="dialog" hidden>Other dates here</button>"#,
+        r#"<dialog id="dates" class="dates" aria-labelledby="dates-title">"#,
+        r#"<input id="curtain" type="range" min="0" max="100" step="1" value="50">"#,
+        r#"<dialog id="report-dialog" class="report" aria-labelledby="report-title">"#,
+        r#"<p id="manage" class="manage" hidden>"#,
+    ] {
+        assert!(html.contains(markup), "{markup} in {html}");
+    }
+    // Nobody signed in; a user; an administrator (the modules show the links to the image's
+    // creator and to administrators; the dashboard checks again).
+    assert_eq!(explorer_config(&html)["signedIn"], serde_json::Value::Null);
+    let alice = sign_in(&h.web, "alice");
+    assert_eq!(
+        explorer_config(&page(&alice))["signedIn"],
+        serde_json::json!({"username": "alice", "administrator": false})
+    );
+    let carol = sign_in(&h.web, "carol");
+    assert_eq!(
+        explorer_config(&page(&carol))["signedIn"],
+        serde_json::json!({"username": "carol", "administrator": true})
+    );
+    for module in ["dates.mjs", "report.mjs"] {
+        let asset = get(
+            &h.web,
+            &format!("/assets/streetlevel/explorer/{module}"),
+            &Jar::default(),
+        );
+        assert_eq!(asset.status(), StatusCode::OK, "{module}");
+        assert!(html.contains(&format!(
+            r#"<link rel="modulepreload" href="/assets/streetlevel/explorer/{module}">"#
+        )));
+    }
+}
+
 /// The `content` of the `<meta>` whose `property` or `name` is `key`, unescaped.
 fn meta(html: &str, key: &str) -> Option<String> {
     ["property", "name"].iter().find_map(|attribute| {

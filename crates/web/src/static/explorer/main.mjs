@@ -3,11 +3,13 @@
 // (the image nearest its centre), shows an image; the map follows the viewer. State for tests
 // and the console is kept on `window.streetlevelExplorer`.
 import { active, formFilters, mapExpression, monthsBefore, searchParameters, viewerFilter } from './filters.mjs';
+import { createDates } from './dates.mjs';
 import { createFeatureStepper } from './features.mjs';
 import { createLayerSwitcher, layersParameter, readLayers } from './layers.mjs';
 import { createLegend } from './legend.mjs';
 import { createMap } from './map.mjs';
 import { createPlayer } from './player.mjs';
+import { createReport } from './report.mjs';
 import { wireShortcuts } from './shortcuts.mjs';
 import { mapParameter, readState, writeState } from './state.mjs';
 import { createViewer } from './viewer.mjs';
@@ -82,6 +84,17 @@ const legend = createLegend(config, api);
 const features = createFeatureStepper(api, (id, how) => show(id, how), record, () => explorer.map?.getCanvas().focus(),
   (rings) => viewer.outline(rings));
 wireShortcuts(record);
+// "Other dates here" and the comparison, whose other image is the URL's `compare`.
+const dayFormat = new Intl.DateTimeFormat(document.documentElement.lang || undefined, { dateStyle: 'long', timeZone: 'UTC' });
+const dates = createDates(api, {
+  show: (id, how) => show(id, how),
+  changed: (compare) => writeState({ compare }),
+  record,
+  formatDay: (ms) => dayFormat.format(new Date(ms)),
+});
+explorer.dates = dates;
+const report = createReport(config, { visibleBox: () => viewer.visibleBox(), record });
+let compareAsked = initial.compare;
 
 // The sequence player; the lock and the speed go into the URL as they change.
 const player = createPlayer(viewer, api, initial, (changes) => {
@@ -112,15 +125,21 @@ viewer.on('image', (image) => {
   explorer.currentLngLat = image.lngLat;
   document.getElementById('hint')?.remove();
   layout.classList.add('has-image');
-  const report = document.getElementById('report');
-  if (report) {
-    const url = new URL(report.href);
+  const reportLink = document.getElementById('report');
+  if (reportLink) {
+    const url = new URL(reportLink.href);
     url.searchParams.set('image_key', image.id);
-    report.href = url.toString();
-    report.hidden = false;
+    reportLink.href = url.toString();
+    reportLink.hidden = false;
   }
+  report.shown(image);
   record('image', { imageId: image.id });
   legend.shown(image);
+  dates.shown(image);
+  if (compareAsked) {
+    dates.compare(compareAsked);
+    compareAsked = null;
+  }
   features.shown(image.id);
   player.shown(image).then(({ index, total }) => {
     announce.textContent = describe(image) + (index < 0 ? '' : `, image ${index + 1} of ${total} in its sequence`);

@@ -1,7 +1,8 @@
 // The explorer's state as it appears in the page's URL (docs/API.md, "The explorer"):
 // `image=<id>`, `map=<zoom>/<lat>/<lng>`, the filters `from`, `to` (YYYY-MM-DD), `pano`
 // (`only` or `exclude`), `creator` (a username), `org` (an organisation ID), and the player's
-// `lock` (a sequence ID) and `speed`, and the map's `layers` (layers.mjs). The map's moves
+// `lock` (a sequence ID) and `speed`, the map's `layers` (layers.mjs), and `compare` (the
+// image compared with the one shown, dates.mjs). The map's moves
 // replace the current history
 // entry; a new image pushes one, so Back returns to the previous image and a reload restores
 // the view.
@@ -28,6 +29,7 @@ export function readState(search) {
       org: valid('org', (value) => DIGITS.test(value)),
     },
     lock: valid('lock', (value) => value.length <= 100),
+    compare: valid('compare', (value) => DIGITS.test(value)),
     speed: Number(valid('speed', (value) => Number(value) >= 0.25 && Number(value) <= 4) ?? 1),
   };
   const map = (params.get('map') || '').split('/').map(Number);

@@ -101,6 +101,21 @@ export function createViewer(container, { baseUrl, accessToken, imageId }) {
         lineColor: 0xffd400, lineWidth: 3, fillOpacity: 0,
       })));
     },
+    // The part of the picture in view, as shares of it (`{left, top, width, height}`), or null
+    // when all of it is in view or it is a panorama.
+    async visibleBox() {
+      const image = await viewer.getImage();
+      if (!image || image.cameraType === 'spherical' || image.cameraType === 'equirectangular') return null;
+      const { offsetWidth: width, offsetHeight: height } = viewer.getContainer();
+      const corners = await Promise.all([[0, 0], [width, 0], [0, height], [width, height]]
+        .map((point) => viewer.unprojectToBasic(point)));
+      if (corners.some((corner) => !corner)) return null;
+      const clamp = (value) => Math.min(1, Math.max(0, value));
+      const xs = corners.map(([x]) => clamp(x));
+      const ys = corners.map(([, y]) => clamp(y));
+      const box = { left: Math.min(...xs), top: Math.min(...ys), width: Math.max(...xs) - Math.min(...xs), height: Math.max(...ys) - Math.min(...ys) };
+      return box.width > 0.98 && box.height > 0.98 ? null : box;
+    },
     // For tests and the console: the viewer underneath.
     get raw() {
       return viewer;
