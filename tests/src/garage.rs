@@ -43,6 +43,24 @@ pub fn garage_binary() -> Option<PathBuf> {
     Some(cache.join(GARAGE_CACHE_KEY).join("bin").join("garage")).filter(|path| path.is_file())
 }
 
+/// A running Garage, or `None` outside CI when it is not installed (the test is skipped and
+/// says so); in CI a missing Garage fails the test.
+pub fn start_or_skip() -> Option<Garage> {
+    match garage_binary() {
+        Some(binary) => Some(Garage::start(&binary)),
+        None if crate::in_ci() => {
+            panic!("Garage is not installed: `cargo xtask test` builds it into the tools cache")
+        }
+        None => {
+            eprintln!(
+                "skipped: Garage is not installed (`cargo xtask test` builds it into the tools \
+                 cache, ~/.cache/streetlevel/{GARAGE_CACHE_KEY})"
+            );
+            None
+        }
+    }
+}
+
 /// A running single-node Garage with [`BUCKET`], killed (and its directory removed) when
 /// dropped.
 #[derive(Debug)]

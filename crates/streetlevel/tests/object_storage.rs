@@ -36,24 +36,6 @@ fn temp_dir(name: &str) -> PathBuf {
     dir
 }
 
-/// Garage, or `None` (outside CI) when it is not installed.
-fn garage() -> Option<Garage> {
-    match garage::garage_binary() {
-        Some(binary) => Some(Garage::start(&binary)),
-        None if streetlevel_tests::in_ci() => {
-            panic!("Garage is not installed: `cargo xtask test` builds it into the tools cache")
-        }
-        None => {
-            eprintln!(
-                "skipped: Garage is not installed (`cargo xtask test` builds it into the tools \
-                 cache, ~/.cache/streetlevel/{})",
-                garage::GARAGE_CACHE_KEY
-            );
-            None
-        }
-    }
-}
-
 /// A client of the bucket of its own (the media crate's store on `object_store`), to see what
 /// the service left there.
 fn bucket(garage: &Garage) -> MediaStore {
@@ -111,7 +93,9 @@ fn import_args<'a>(data: &'a str, photos: &'a str, onto_store: bool) -> Vec<&'a 
 // One scenario on one Garage, read top to bottom: import, serve, erase.
 #[allow(clippy::too_many_lines)]
 fn import_serve_and_erase_on_garage_leave_nothing_behind() {
-    let Some(garage) = garage() else { return };
+    let Some(garage) = garage::start_or_skip() else {
+        return;
+    };
     let env_owned = garage.env();
     let env = borrowed(&env_owned);
     let (root, photos, data) = with_lund_photos("garage", 1..=3);
@@ -254,7 +238,9 @@ fn get_from_store(url: &str, headers: &[(&str, &str)]) -> streetlevel_tests::Res
 // One scenario on one Garage: redirects given, followed, repeated, refused after erasure.
 #[allow(clippy::too_many_lines)]
 fn media_redirect_to_presigned_urls_that_the_store_accepts() {
-    let Some(mut garage) = garage() else { return };
+    let Some(mut garage) = garage::start_or_skip() else {
+        return;
+    };
     let env_owned = garage.env();
     let env = borrowed(&env_owned);
     let (root, photos, data) = with_lund_photos("redirect", 4..=4);
@@ -460,7 +446,9 @@ fn run_failing(args: &[&str], env: &[(&str, &str)]) -> String {
 // One scenario on one Garage: to the store, served from it, back to files after a failure.
 #[allow(clippy::too_many_lines)]
 fn media_migrate_moves_a_data_directory_to_garage_and_back_resuming_after_a_failure() {
-    let Some(garage) = garage() else { return };
+    let Some(garage) = garage::start_or_skip() else {
+        return;
+    };
     let env_owned = garage.env();
     let env = borrowed(&env_owned);
     let moved_to = "s3://streetlevel/moved";
@@ -590,7 +578,9 @@ fn media_migrate_moves_a_data_directory_to_garage_and_back_resuming_after_a_fail
 
 #[test]
 fn an_import_while_the_store_is_down_publishes_nothing_and_the_same_import_finishes_it() {
-    let Some(mut garage) = garage() else { return };
+    let Some(mut garage) = garage::start_or_skip() else {
+        return;
+    };
     let env_owned = garage.env();
     let env = borrowed(&env_owned);
     let (root, photos, data) = with_lund_photos("store-down", 7..=9);
@@ -653,7 +643,9 @@ fn an_import_while_the_store_is_down_publishes_nothing_and_the_same_import_finis
 // One scenario read top to bottom: import, sign in as the owner, delete, list.
 #[allow(clippy::too_many_lines)]
 fn an_erasure_through_the_api_has_emptied_the_images_prefix_when_the_delete_answers() {
-    let Some(garage) = garage() else { return };
+    let Some(garage) = garage::start_or_skip() else {
+        return;
+    };
     let env_owned = garage.env();
     let env = borrowed(&env_owned);
     let (root, photos, data) = with_lund_photos("api-erasure", 10..=10);

@@ -42,24 +42,6 @@ fn temp_dir(name: &str) -> PathBuf {
     dir
 }
 
-/// Garage, or `None` (outside CI) when it is not installed.
-fn garage() -> Option<Garage> {
-    match garage::garage_binary() {
-        Some(binary) => Some(Garage::start(&binary)),
-        None if streetlevel_tests::in_ci() => {
-            panic!("Garage is not installed: `cargo xtask test` builds it into the tools cache")
-        }
-        None => {
-            eprintln!(
-                "skipped: Garage is not installed (`cargo xtask test` builds it into the tools \
-                 cache, ~/.cache/streetlevel/{})",
-                garage::GARAGE_CACHE_KEY
-            );
-            None
-        }
-    }
-}
-
 /// A client of the bucket of its own, to see what the replicas left there.
 fn bucket(garage: &Garage) -> MediaStore {
     let settings: Vec<(String, String)> = garage
@@ -318,7 +300,9 @@ fn files_under(dir: &Path) -> Vec<PathBuf> {
 // One scenario on one PostgreSQL and one Garage, read top to bottom.
 #[allow(clippy::too_many_lines)]
 fn an_upload_begun_on_one_replica_is_finished_served_edited_and_erased_through_both() {
-    let Some(garage) = garage() else { return };
+    let Some(garage) = garage::start_or_skip() else {
+        return;
+    };
     let postgres = Postgres::start("store-replicas");
     let url = postgres.url();
     let root = temp_dir("scenario");
