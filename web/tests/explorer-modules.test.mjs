@@ -1,14 +1,17 @@
 // The explorer's modules that need no browser, in node: the detection geometry decoder (against
 // an independent decoder, Python's mapbox-vector-tile 2.2.0, whose output is written here), the
 // class names people read, the map feature layers with icons, and the `layers` URL parameter
-// (every choice survives the URL), and which images "Other dates here" keeps. No server, no
-// Chromium.
+// (every choice survives the URL), which images "Other dates here" keeps, and the density
+// layer's filter and weight (evaluated by MapLibre's own expression engine, the npm package
+// @maplibre/maplibre-gl-style-spec that maplibre-gl depends on). No server, no Chromium.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 
 import { boxAround, headingGap, metresBetween, otherDates } from '../../crates/web/src/static/explorer/dates.mjs';
 import { className, detectionRings, withIcons } from '../../crates/web/src/static/explorer/features.mjs';
+import { densityStyle } from '../../crates/web/src/static/explorer/filters.mjs';
 import { DEFAULT_LAYERS, LAYERS, layersParameter, readLayers } from '../../crates/web/src/static/explorer/layers.mjs';
+import { createExpression, featureFilter } from '@maplibre/maplibre-gl-style-spec';
 
 const scaled = (rings) => rings.map((ring) => ring.map(([x, y]) => [x / 4096, y / 4096]));
 
@@ -94,5 +97,43 @@ describe('the explorer\'s modules', () => {
     assert.equal(Math.round(groups[2].images[0].metres), 2);
     // A panorama shown: every way counts.
     assert.deepEqual(otherDates({ ...current, pano: true }, [image('7', 'D', '2022-01-01', at(3, 0), 190)]).map(({ day }) => day), ['2022-01-01']);
+  });
+
+  test('density: each cell weighs by its count, panoramas by theirs, other filters on the sample', () => {
+    const weigh = (style, properties) => {
+      const parsed = createExpression(style.weight, { type: 'number', 'property-type': 'data-driven', expression: { interpolated: false, parameters: ['zoom', 'feature'] } });
+      assert.equal(parsed.result, 'success', JSON.stringify(parsed.value));
+      return parsed.value.evaluate({ zoom: 3 }, { type: 'Point', properties });
+    };
+    const keeps = (style, properties) => style.filter === null
+      || featureFilter(style.filter).filter({ zoom: 3 }, { type: 1, properties });
+    const cell = (count, panoramas, isPano, capturedAt = 1_700_000_000_000) =>
+      ({ count, pano_count: panoramas, is_pano: isPano, captured_at: capturedAt, creator_id: 7 });
+
+    const plain = densityStyle({}, null);
+    assert.equal(plain.filter, null);
+    assert.equal(weigh(plain, cell(1, 0, false)), 1);
+    assert.ok(Math.abs(weigh(plain, cell(1000, 0, false)) - (1 + Math.log(1000))) < 1e-9);
+    assert.ok(weigh(plain, cell(1000, 0, false)) > weigh(plain, cell(10, 0, false)));
+    // A tile without counts (another server) weighs each point 1.
+    assert.equal(weigh(plain, { is_pano: false }), 1);
+
+    // Panoramas only: a cell whose sample is not a panorama still shows by its panoramas.
+    const panoramas = densityStyle({ pano: 'only' }, null);
+    assert.equal(keeps(panoramas, cell(50, 3, false)), true);
+    assert.equal(keeps(panoramas, cell(50, 0, false)), false);
+    assert.ok(Math.abs(weigh(panoramas, cell(50, 3, false)) - (1 + Math.log(3))) < 1e-9);
+    assert.equal(keeps(panoramas, { is_pano: true }), true, 'without counts the sample decides');
+    // No panoramas: the rest of the cell.
+    const flat = densityStyle({ pano: 'exclude' }, null);
+    assert.equal(keeps(flat, cell(4, 4, true)), false);
+    assert.equal(keeps(flat, cell(5, 4, true)), true);
+    assert.equal(weigh(flat, cell(5, 4, true)), 1);
+
+    // Dates and creator apply to the cell's sample image, as on the overview points.
+    const dated = densityStyle({ from: '2024-01-01', creator: 'someone', pano: 'only' }, 7);
+    assert.equal(keeps(dated, cell(9, 2, false, Date.parse('2024-06-01'))), true);
+    assert.equal(keeps(dated, cell(9, 2, false, Date.parse('2023-06-01'))), false);
+    assert.equal(keeps(densityStyle({ creator: 'someone' }, 8), cell(9, 2, false)), false);
   });
 });

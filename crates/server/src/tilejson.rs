@@ -42,12 +42,17 @@ const COVERAGE_LAYERS: &[Layer] = &[
         id: "overview",
         minzoom: 0,
         maxzoom: 5,
-        description: "one image per overview cell",
+        description: "one image per overview cell, with the cell's counts",
         fields: &[
             (
                 "captured_at",
                 FieldType::Number,
                 "capture time, ms since the epoch",
+            ),
+            (
+                "count",
+                FieldType::Number,
+                "how many public images the cell holds",
             ),
             ("creator_id", FieldType::Number, "the creator's ID"),
             ("id", FieldType::Number, "the image's ID"),
@@ -55,6 +60,11 @@ const COVERAGE_LAYERS: &[Layer] = &[
                 "is_pano",
                 FieldType::Boolean,
                 "whether the image is a panorama",
+            ),
+            (
+                "pano_count",
+                FieldType::Number,
+                "how many of the cell's images are panoramas",
             ),
             ("sequence_id", FieldType::String, "the sequence's ID"),
         ],

@@ -168,7 +168,7 @@ pub fn encode(store: &Store, tileset: Tileset, tile: TileId) -> Result<Vec<u8>, 
     Ok(builder.encode())
 }
 
-/// The `overview` (no organization, no compass) or `image` layer.
+/// The `overview` (no organization, no compass; the cell's counts) or `image` layer.
 fn add_images(
     builder: &mut TileBuilder,
     name: &str,
@@ -192,6 +192,10 @@ fn add_images(
                 Value::String(image.sequence_id.as_str().to_owned()),
             ),
         ];
+        if let Some(cell) = image.cell {
+            properties.push(("count", Value::Uint(u64::from(cell.images))));
+            properties.push(("pano_count", Value::Uint(u64::from(cell.panoramas))));
+        }
         if is_image_layer {
             if let Some(organization) = image.organization_id {
                 properties.push(("organization_id", Value::Uint(organization.0)));

@@ -28,7 +28,7 @@ pub use filter::{
     wildcard_match,
 };
 pub use image_record::GeometryVariant;
-pub use overview::OVERVIEW_GRID;
+pub use overview::{CellCount, OVERVIEW_GRID};
 pub use s2::S2CellId;
 pub use sql::{SCHEMA_VERSION, WRITES_CHANNEL};
 pub use store::{DATABASE_FILE, MEDIA_DIR, Store};

@@ -1,24 +1,30 @@
 //! The overview pyramid: for each zoom 0–5 and geometry variant, the lowest image ID of every
-//! global overview cell, so that an overview tile reads about `OVERVIEW_GRID²` entries instead
-//! of projecting every image under it.
+//! global overview cell and how many public images (and panoramas) the cell holds, so that an
+//! overview tile reads about `OVERVIEW_GRID²` entries instead of projecting every image under
+//! it.
 //!
 //! The answer must equal the scan's (project each image into the tile, round to integer
-//! tile-local units, keep the lowest ID per cell of [`OVERVIEW_GRID`] × `OVERVIEW_GRID`). At
+//! tile-local units, keep the lowest ID per cell of [`OVERVIEW_GRID`] × `OVERVIEW_GRID` and
+//! count the cell's images). At
 //! extent 4096 a cell is 64 units, and a tile's origin lies on a multiple of 64 global units,
 //! so a tile's cells are global cells, with two exceptions on the first unit of a cell: the
 //! buffer edges (a point half a unit before the edge rounds onto it but lies outside), and
 //! negative tile-local coordinates, which round half away from zero (−0.5 becomes −1, the
 //! previous cell). Points on a cell's first unit therefore carry a class per axis saying where
-//! they lie against that unit, and each (cell, class) pair keeps its own lowest ID. Lowest-ID
-//! minima do not depend on insertion order, so batches merge into the pyramid in any order.
+//! they lie against that unit, and each (cell, class) pair keeps its own lowest ID and counts;
+//! a tile cell's count is the sum over the pairs that land in it. Lowest-ID minima and sums do
+//! not depend on insertion order, so batches merge into the pyramid in any order. Only public
+//! images are added: a hidden image given new values (a reconstruction) takes a new slot but
+//! stays out.
 //!
 //! Zoom levels are computed each from the locations, not from the next finer one: rounding at
 //! zoom z is not a function of the rounded coordinates at z+1.
 //!
-//! Removing images (erasure, hiding) keeps the same answer: each (cell, class) key whose
-//! lowest ID was a removed image takes the lowest ID among the images still indexed whose
-//! location has that key, found through the image R-tree in the cell's box (widened by a unit,
-//! and to the poles and the antimeridian on the world's edges), or is dropped when none has.
+//! Removing images (erasure, hiding) keeps the same answer: each removed image is taken off
+//! its keys' counts; a key left with no image is dropped, and one whose lowest ID was a removed
+//! image takes the lowest ID among the images still indexed whose location has that key, found
+//! through the image R-tree in the cell's box (widened by a unit, and to the poles and the
+//! antimeridian on the world's edges).
 
 use std::cmp::Ordering;
 
@@ -125,76 +131,117 @@ fn local_cell(local: i64, class: u32, buffer_cells: i64) -> Option<i64> {
     })
 }
 
-/// One zoom and variant: sorted keys with the image index holding each key's lowest ID.
+/// What a (cell, class) key holds: the index of its image with the lowest ID, and how many
+/// public images and panoramas have that key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Entry {
+    image: u32,
+    images: u32,
+    panoramas: u32,
+}
+
+impl Entry {
+    /// The entry of one image.
+    fn of(index: u32, is_pano: bool) -> Self {
+        Entry {
+            image: index,
+            images: 1,
+            panoramas: u32::from(is_pano),
+        }
+    }
+
+    /// Both entries' images together, keeping the lower ID.
+    fn join(self, other: Entry, id_of: &impl Fn(u32) -> u64) -> Entry {
+        Entry {
+            image: if id_of(other.image) < id_of(self.image) {
+                other.image
+            } else {
+                self.image
+            },
+            images: self.images + other.images,
+            panoramas: self.panoramas + other.panoramas,
+        }
+    }
+}
+
+/// How many images, and of them panoramas, one overview point stands for: every public image
+/// in its tile cell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CellCount {
+    /// The images in the cell (`count`).
+    pub images: u32,
+    /// The panoramas among them (`pano_count`).
+    pub panoramas: u32,
+}
+
+/// One zoom and variant: sorted keys with their entries.
 #[derive(Debug, Default)]
 struct Level {
     keys: Vec<u32>,
-    images: Vec<u32>,
+    entries: Vec<Entry>,
 }
 
 impl Level {
-    /// Merges candidates `(key, id, index)` (any order, repeats allowed) keeping the lowest
-    /// ID per key.
-    fn merge(&mut self, mut fresh: Vec<(u32, u64, u32)>, id_of: &impl Fn(u32) -> u64) {
+    /// Merges candidates `(key, entry)` (any order, repeats allowed), joining entries of the
+    /// same key.
+    fn merge(&mut self, mut fresh: Vec<(u32, Entry)>, id_of: &impl Fn(u32) -> u64) {
         if fresh.is_empty() {
             return;
         }
-        fresh.sort_unstable_by_key(|&(key, id, _)| (key, id));
-        fresh.dedup_by_key(|&mut (key, _, _)| key);
-        let total = self.keys.len() + fresh.len();
+        fresh.sort_unstable_by_key(|&(key, _)| key);
+        let mut joined: Vec<(u32, Entry)> = Vec::with_capacity(fresh.len());
+        for (key, entry) in fresh {
+            match joined.last_mut() {
+                Some((last, kept)) if *last == key => *kept = kept.join(entry, id_of),
+                _ => joined.push((key, entry)),
+            }
+        }
+        let total = self.keys.len() + joined.len();
         let mut keys = Vec::with_capacity(total);
-        let mut images = Vec::with_capacity(total);
-        let mut old = self.keys.iter().copied().zip(self.images.iter().copied());
-        let mut new = fresh.into_iter();
+        let mut entries = Vec::with_capacity(total);
+        let mut old = self.keys.iter().copied().zip(self.entries.iter().copied());
+        let mut new = joined.into_iter();
         let mut next_old = old.next();
         let mut next_new = new.next();
         loop {
-            match (next_old, next_new) {
-                (Some((key, index)), Some((fresh_key, id, fresh_index))) => {
-                    match key.cmp(&fresh_key) {
-                        Ordering::Less => {
-                            keys.push(key);
-                            images.push(index);
-                            next_old = old.next();
-                        }
-                        Ordering::Greater => {
-                            keys.push(fresh_key);
-                            images.push(fresh_index);
-                            next_new = new.next();
-                        }
-                        Ordering::Equal => {
-                            keys.push(key);
-                            images.push(if id < id_of(index) {
-                                fresh_index
-                            } else {
-                                index
-                            });
-                            next_old = old.next();
-                            next_new = new.next();
-                        }
+            let (key, entry) = match (next_old, next_new) {
+                (Some((key, entry)), Some((fresh_key, fresh_entry))) => match key.cmp(&fresh_key) {
+                    Ordering::Less => {
+                        next_old = old.next();
+                        (key, entry)
                     }
-                }
-                (Some((key, index)), None) => {
-                    keys.push(key);
-                    images.push(index);
+                    Ordering::Greater => {
+                        next_new = new.next();
+                        (fresh_key, fresh_entry)
+                    }
+                    Ordering::Equal => {
+                        next_old = old.next();
+                        next_new = new.next();
+                        (key, entry.join(fresh_entry, id_of))
+                    }
+                },
+                (Some(old_pair), None) => {
                     next_old = old.next();
+                    old_pair
                 }
-                (None, Some((key, _, index))) => {
-                    keys.push(key);
-                    images.push(index);
+                (None, Some(new_pair)) => {
                     next_new = new.next();
+                    new_pair
                 }
                 (None, None) => break,
-            }
+            };
+            keys.push(key);
+            entries.push(entry);
         }
         keys.shrink_to_fit();
-        images.shrink_to_fit();
+        entries.shrink_to_fit();
         self.keys = keys;
-        self.images = images;
+        self.entries = entries;
     }
 
     fn bytes(&self) -> usize {
-        (self.keys.capacity() + self.images.capacity()) * std::mem::size_of::<u32>()
+        self.keys.capacity() * std::mem::size_of::<u32>()
+            + self.entries.capacity() * std::mem::size_of::<Entry>()
     }
 }
 
@@ -202,27 +249,23 @@ impl Level {
 /// a cell (sequences are walked in order), so only runs are kept.
 #[derive(Default)]
 struct Runs {
-    current: Option<(u32, u64, u32)>,
-    done: Vec<(u32, u64, u32)>,
+    current: Option<(u32, Entry)>,
+    done: Vec<(u32, Entry)>,
 }
 
 impl Runs {
-    fn add(&mut self, key: u32, id: u64, index: u32) {
+    fn add(&mut self, key: u32, entry: Entry, id_of: &impl Fn(u32) -> u64) {
         match &mut self.current {
-            Some(current) if current.0 == key => {
-                if id < current.1 {
-                    *current = (key, id, index);
-                }
-            }
+            Some((current, kept)) if *current == key => *kept = kept.join(entry, id_of),
             _ => {
-                if let Some(current) = self.current.replace((key, id, index)) {
+                if let Some(current) = self.current.replace((key, entry)) {
                     self.done.push(current);
                 }
             }
         }
     }
 
-    fn finish(mut self) -> Vec<(u32, u64, u32)> {
+    fn finish(mut self) -> Vec<(u32, Entry)> {
         self.done.extend(self.current.take());
         self.done
     }
@@ -242,7 +285,7 @@ pub(crate) struct OverviewPyramid {
 /// threads.
 const PARALLEL_BATCH: usize = 50_000;
 
-/// The lowest IDs per cell.
+/// The lowest IDs and counts per cell.
 #[derive(Debug)]
 struct Pyramid {
     /// `levels[zoom * 2 + variant]`, variant 0 original, 1 computed.
@@ -310,15 +353,16 @@ impl OverviewPyramid {
         self.pyramid.remove(records, indexes, removed);
     }
 
-    /// The overview of `tile` as `(id, index)` in ID order, or `None` when the pyramid cannot
-    /// answer exactly (zoom above 5, another extent, a buffer that is not whole cells).
+    /// The overview of `tile` as `(id, index, cell count)` in ID order, or `None` when the
+    /// pyramid cannot answer exactly (zoom above 5, another extent, a buffer that is not whole
+    /// cells).
     pub(crate) fn tile(
         &self,
         tile: TileId,
         config: &ProjectionConfig,
         variant: GeometryVariant,
         id_of: impl Fn(u32) -> u64,
-    ) -> Option<Vec<(u64, u32)>> {
+    ) -> Option<Vec<(u64, u32, CellCount)>> {
         self.pyramid.tile(tile, config, variant, id_of)
     }
 
@@ -336,10 +380,16 @@ impl OverviewPyramid {
 impl Pyramid {
     fn add(&mut self, images: &[ImageRecord], first_new: usize) {
         let new = &images[first_new..];
+        let id_of = |index: u32| images[index as usize].id;
         let mut runs: Vec<Runs> = (0..PYRAMID_ZOOMS * 2).map(|_| Runs::default()).collect();
         let mut exact = true;
         for (offset, record) in new.iter().enumerate() {
+            // A hidden image given new values takes a new slot but stays out of view.
+            if !record.is_visible() {
+                continue;
+            }
             let index = slot(first_new + offset);
+            let entry = Entry::of(index, record.is_pano());
             let original = GeometryVariant::Original.point(record);
             let computed = GeometryVariant::Computed.point(record);
             let original_world = lon_lat_to_world(original[0], original[1]);
@@ -356,13 +406,12 @@ impl Pyramid {
                     match (axis(world_x * units, units), axis(world_y * units, units)) {
                         (Some((column, column_class)), Some((row, row_class))) => runs
                             [zoom * 2 + slot]
-                            .add(pack(column, row, column_class, row_class), record.id, index),
+                            .add(pack(column, row, column_class, row_class), entry, &id_of),
                         _ => exact = false,
                     }
                 }
             }
         }
-        let id_of = |index: u32| images[index as usize].id;
         for (level, runs) in self.levels.iter_mut().zip(runs) {
             level.merge(runs.finish(), &id_of);
         }
@@ -371,7 +420,8 @@ impl Pyramid {
 
     fn remove(&mut self, records: &Records, indexes: &Indexes, removed: &[(u32, ImageRecord)]) {
         let variants = [GeometryVariant::Original, GeometryVariant::Computed];
-        // The keys whose lowest ID was a removed image, per level.
+        // The keys whose lowest ID was a removed image, per level; every key a removed image
+        // had loses it from its counts.
         let mut orphaned: Vec<Vec<u32>> = vec![Vec::new(); self.levels.len()];
         for (slot, record) in removed {
             for (variant_index, variant) in variants.into_iter().enumerate() {
@@ -385,11 +435,17 @@ impl Pyramid {
                         continue;
                     };
                     let key = pack(column, row, column_class, row_class);
-                    let level = zoom * 2 + variant_index;
-                    if let Ok(position) = self.levels[level].keys.binary_search(&key)
-                        && self.levels[level].images[position] == *slot
-                    {
-                        orphaned[level].push(key);
+                    let level = &mut self.levels[zoom * 2 + variant_index];
+                    let Ok(position) = level.keys.binary_search(&key) else {
+                        continue;
+                    };
+                    let entry = &mut level.entries[position];
+                    entry.images = entry.images.saturating_sub(1);
+                    if record.is_pano() {
+                        entry.panoramas = entry.panoramas.saturating_sub(1);
+                    }
+                    if entry.image == *slot || entry.images == 0 {
+                        orphaned[zoom * 2 + variant_index].push(key);
                     }
                 }
             }
@@ -407,6 +463,13 @@ impl Pyramid {
             let level = &mut self.levels[level_index];
             let mut dropped = std::collections::HashSet::new();
             for key in keys {
+                let Ok(position) = level.keys.binary_search(&key) else {
+                    continue;
+                };
+                if level.entries[position].images == 0 {
+                    dropped.insert(position);
+                    continue;
+                }
                 let lowest = cell_candidates(indexes, key, units)
                     .filter(|&index| {
                         let [lon, lat] = variant.point(&images[index as usize]);
@@ -418,27 +481,26 @@ impl Pyramid {
                         )
                     })
                     .min_by_key(|&index| images[index as usize].id);
-                let Ok(position) = level.keys.binary_search(&key) else {
-                    continue;
-                };
                 match lowest {
-                    Some(index) => level.images[position] = index,
+                    Some(index) => level.entries[position].image = index,
+                    // Counts say an image is left, the index says none: cannot happen while
+                    // both see the same images; the key goes rather than point at a gone one.
                     None => {
                         dropped.insert(position);
                     }
                 }
             }
             if !dropped.is_empty() {
-                let (keys, images): (Vec<u32>, Vec<u32>) = level
+                let (keys, entries): (Vec<u32>, Vec<Entry>) = level
                     .keys
                     .iter()
-                    .zip(&level.images)
+                    .zip(&level.entries)
                     .enumerate()
                     .filter(|(position, _)| !dropped.contains(position))
-                    .map(|(_, (&key, &index))| (key, index))
+                    .map(|(_, (&key, &entry))| (key, entry))
                     .unzip();
                 level.keys = keys;
-                level.images = images;
+                level.entries = entries;
             }
         }
     }
@@ -449,7 +511,7 @@ impl Pyramid {
         config: &ProjectionConfig,
         variant: GeometryVariant,
         id_of: impl Fn(u32) -> u64,
-    ) -> Option<Vec<(u64, u32)>> {
+    ) -> Option<Vec<(u64, u32, CellCount)>> {
         let zoom = usize::from(tile.z());
         if !self.exact
             || zoom >= PYRAMID_ZOOMS
@@ -466,7 +528,8 @@ impl Pyramid {
         let origin_x = i64::from(tile.x()) * grid;
         let origin_y = i64::from(tile.y()) * grid;
         let span = grid + 2 * buffer_cells + 1;
-        let mut best: Vec<Option<(u64, u32)>> = vec![None; usize::try_from(span * span).ok()?];
+        let mut best: Vec<Option<(u64, u32, CellCount)>> =
+            vec![None; usize::try_from(span * span).ok()?];
         let first_column = (origin_x - buffer_cells).max(0);
         let last_column = (origin_x + grid + buffer_cells).min(last);
         for row in (origin_y - buffer_cells).max(0)..=(origin_y + grid + buffer_cells).min(last) {
@@ -480,7 +543,7 @@ impl Pyramid {
             let high = pack(last_column, row, 7, 7);
             let start = level.keys.partition_point(|&key| key < low);
             let end = level.keys.partition_point(|&key| key <= high);
-            for (&key, &index) in level.keys[start..end].iter().zip(&level.images[start..end]) {
+            for (&key, entry) in level.keys[start..end].iter().zip(&level.entries[start..end]) {
                 let (column, row, column_class, row_class) = unpack(key);
                 let local_x = i64::from(column) - origin_x;
                 let Some(x) = local_cell(local_x, column_class, buffer_cells) else {
@@ -492,14 +555,18 @@ impl Pyramid {
                 // `local_cell` keeps `x` and `y` within the buffer: never negative.
                 let slot = &mut best
                     [usize::try_from((y + buffer_cells) * span + x + buffer_cells).ok()?];
-                let id = id_of(index);
-                if slot.is_none_or(|(kept, _)| id < kept) {
-                    *slot = Some((id, index));
+                let id = id_of(entry.image);
+                let (kept_id, kept_index, count) =
+                    slot.get_or_insert((id, entry.image, CellCount::default()));
+                if id < *kept_id {
+                    (*kept_id, *kept_index) = (id, entry.image);
                 }
+                count.images += entry.images;
+                count.panoramas += entry.panoramas;
             }
         }
-        let mut chosen: Vec<(u64, u32)> = best.into_iter().flatten().collect();
-        chosen.sort_unstable_by_key(|&(id, _)| id);
+        let mut chosen: Vec<(u64, u32, CellCount)> = best.into_iter().flatten().collect();
+        chosen.sort_unstable_by_key(|&(id, _, _)| id);
         Some(chosen)
     }
 

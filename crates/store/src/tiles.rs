@@ -22,7 +22,7 @@ use streetlevel_mvt::{Geometry, ProjectionConfig, TileId, TileProjector};
 
 use crate::image_record::GeometryVariant;
 use crate::indexes::{lower_f32, upper_f32};
-use crate::overview::OVERVIEW_GRID;
+use crate::overview::{CellCount, OVERVIEW_GRID};
 use crate::sequence_lines::Precomputed;
 use crate::{Store, StoreError};
 
@@ -49,6 +49,9 @@ pub struct TileImage<'a> {
     pub is_pano: bool,
     /// Compass angle of the variant (computed falls back to original), degrees.
     pub compass_angle: Option<f64>,
+    /// In the `overview` layer, the public images (and panoramas) of the tile cell this point
+    /// stands for (`count`, `pano_count`); `None` in the `image` layer.
+    pub cell: Option<CellCount>,
 }
 
 /// A sequence crossing a tile (the `sequence` layer).
@@ -136,6 +139,7 @@ impl Store {
             organization_id: self.organization_id_at(record.organization),
             is_pano: record.is_pano(),
             compass_angle: record.compass(variant.is_computed()),
+            cell: None,
         }
     }
 
@@ -181,7 +185,8 @@ impl Store {
 
     /// The overview points of a tile (the `overview` layer, z0–5), in ID order: the images of
     /// the buffered tile thinned to the one with the lowest ID per cell of a grid of
-    /// [`OVERVIEW_GRID`] cells across the tile. The same data gives the same answer.
+    /// [`OVERVIEW_GRID`] cells across the tile, each with the count of its cell's images and
+    /// panoramas ([`TileImage::cell`]). The same data gives the same answer.
     ///
     /// At z0–5 with the default extent and a buffer of whole cells (0, 64, … up to 1024
     /// units) this reads a precomputed pyramid of lowest IDs per cell; otherwise it scans like
@@ -201,10 +206,13 @@ impl Store {
         };
         Ok(chosen
             .into_iter()
-            .filter_map(|(_, index)| {
+            .filter_map(|(_, index, count)| {
                 let [lon, lat] = variant.point(self.records.image(index));
                 let geometry = projector.point(lon, lat)?;
-                Some(self.tile_image(index, geometry, variant))
+                Some(TileImage {
+                    cell: Some(count),
+                    ..self.tile_image(index, geometry, variant)
+                })
             })
             .collect())
     }
@@ -219,21 +227,29 @@ impl Store {
         variant: GeometryVariant,
     ) -> Result<Vec<TileImage<'_>>, StoreError> {
         let cell_size = f64::from(config.extent) / f64::from(OVERVIEW_GRID);
-        let mut kept: HashMap<(i64, i64), (u64, u32, Geometry)> = HashMap::new();
+        let mut kept: HashMap<(i64, i64), (u64, u32, Geometry, CellCount)> = HashMap::new();
         for (id, index, geometry) in self.images_in_tile(tile, config, variant)? {
             let Some(cell) = overview_cell(&geometry, cell_size) else {
                 continue;
             };
-            let slot = kept.entry(cell).or_insert((id, index, geometry.clone()));
+            let is_pano = self.records.image(index).is_pano();
+            let slot = kept
+                .entry(cell)
+                .or_insert((id, index, geometry.clone(), CellCount::default()));
             if id < slot.0 {
-                *slot = (id, index, geometry);
+                (slot.0, slot.1, slot.2) = (id, index, geometry);
             }
+            slot.3.images += 1;
+            slot.3.panoramas += u32::from(is_pano);
         }
-        let mut chosen: Vec<(u64, u32, Geometry)> = kept.into_values().collect();
-        chosen.sort_unstable_by_key(|(id, _, _)| *id);
+        let mut chosen: Vec<(u64, u32, Geometry, CellCount)> = kept.into_values().collect();
+        chosen.sort_unstable_by_key(|(id, _, _, _)| *id);
         Ok(chosen
             .into_iter()
-            .map(|(_, index, geometry)| self.tile_image(index, geometry, variant))
+            .map(|(_, index, geometry, count)| TileImage {
+                cell: Some(count),
+                ..self.tile_image(index, geometry, variant)
+            })
             .collect())
     }
 

@@ -1826,6 +1826,24 @@ fn layers_follow_their_zoom_ranges() {
         Some(TileValue::String(_))
     ));
     assert!(!feature.properties.contains_key("compass_angle"));
+    // Each overview point carries its cell's counts: over the world tile they add up to every
+    // image and every panorama.
+    let world_tile = get_tile(&tile_path("svc1_public", TileId::new(0, 0, 0).unwrap()));
+    let points = &world_tile.layer("overview").unwrap().features;
+    let sum = |name: &str| -> u64 {
+        points
+            .iter()
+            .map(|feature| match feature.properties.get(name) {
+                Some(TileValue::Uint(count)) => *count,
+                other => panic!("{name} is {other:?}"),
+            })
+            .sum()
+    };
+    let images = &scan().images;
+    assert!(points.len() < images.len(), "the overview thins");
+    assert_eq!(sum("count"), images.len() as u64);
+    let panoramas = images.iter().filter(|image| image.is_pano).count();
+    assert_eq!(sum("pano_count"), panoramas as u64);
     let z10 = get_tile(&tile_path("svc1_public", tile_of_first_image(10)));
     assert_eq!(
         z10.layers

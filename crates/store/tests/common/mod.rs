@@ -15,7 +15,9 @@ use streetlevel_model::{
 use streetlevel_mvt::generalise::LineGeneralisation;
 use streetlevel_mvt::geo::{Coord, LineString, MultiLineString};
 use streetlevel_mvt::{Geometry, TileProjector};
-use streetlevel_store::{GeometryVariant, OVERVIEW_GRID, Store, TileImage, TileSequence};
+use streetlevel_store::{
+    CellCount, GeometryVariant, OVERVIEW_GRID, Store, TileImage, TileSequence,
+};
 
 pub const VALUES: [&str; 5] = [
     "regulatory--stop--g1",
@@ -271,6 +273,7 @@ pub fn expected_tile_image(
         organization_id: image.organization,
         is_pano: image.is_pano,
         compass_angle,
+        cell: None,
     }
 }
 
@@ -294,7 +297,7 @@ pub fn brute_tile_images<'a>(
 
 pub fn brute_overview<'a>(found: &[TileImage<'a>], extent: u32) -> Vec<TileImage<'a>> {
     let cell_size = f64::from(extent) / f64::from(OVERVIEW_GRID);
-    let mut best: HashMap<(i64, i64), &TileImage<'a>> = HashMap::new();
+    let mut best: HashMap<(i64, i64), (&TileImage<'a>, CellCount)> = HashMap::new();
     for row in found {
         let Geometry::Points(points) = &row.geometry else {
             panic!("not a point")
@@ -304,12 +307,20 @@ pub fn brute_overview<'a>(found: &[TileImage<'a>], extent: u32) -> Vec<TileImage
             (f64::from(point.x()) / cell_size).floor().to_i64().unwrap(),
             (f64::from(point.y()) / cell_size).floor().to_i64().unwrap(),
         );
-        let slot = best.entry(cell).or_insert(row);
-        if row.id < slot.id {
-            *slot = row;
+        let slot = best.entry(cell).or_insert((row, CellCount::default()));
+        if row.id < slot.0.id {
+            slot.0 = row;
         }
+        slot.1.images += 1;
+        slot.1.panoramas += u32::from(row.is_pano);
     }
-    let mut kept: Vec<TileImage<'a>> = best.into_values().cloned().collect();
+    let mut kept: Vec<TileImage<'a>> = best
+        .into_values()
+        .map(|(row, count)| TileImage {
+            cell: Some(count),
+            ..row.clone()
+        })
+        .collect();
     kept.sort_by_key(|row| row.id);
     kept
 }

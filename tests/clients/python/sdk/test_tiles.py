@@ -24,6 +24,10 @@ OVERVIEW = {
     "id": (int, True),
     "sequence_id": (str, True),
     "is_pano": (bool, True),
+    # Beyond spec 2.6 (docs/API.md): the public images and panoramas of the point's cell, for
+    # density maps. The SDK passes properties through.
+    "count": (int, True),
+    "pano_count": (int, True),
 }
 SEQUENCE = {
     "captured_at": (int, True),
@@ -90,6 +94,9 @@ def check_layer(name: str, layer: dict) -> None:
             # type(...) is, not isinstance: a bool is an int in Python, and a double decodes
             # as float (IDs above 2^53 would lose digits).
             assert type(props[prop]) is kind, f"{name}.{prop} is {type(props[prop]).__name__}: {props[prop]!r}"
+        if name == "overview":
+            assert 1 <= props["count"] and 0 <= props["pano_count"] <= props["count"], props
+            assert props["pano_count"] >= 1 or not props["is_pano"], props
         if schema["id"][0] is int and feature.get("id") is not None:
             assert feature["id"] == props["id"], f"{name}: MVT id {feature['id']} != property id {props['id']}"
 

@@ -31,6 +31,28 @@ export function mapExpression(filters, creatorId) {
   return all.length > 1 ? all : null;
 }
 
+// The heat map's weight of an overview point standing for `count` images: 1 for one image,
+// growing with the logarithm, so that a city's thousands do not drown a village's dozens.
+export function countWeight(count) {
+  return ['+', 1, ['ln', ['max', 1, count]]];
+}
+
+// The density layer's filter and weight: the cell's `count` (or, with `pano`, its
+// `pano_count` or the images that are not panoramas) instead of the one point's `is_pano`,
+// so a cell with panoramas shows with `pano=only` whatever its sample image; the other
+// filters apply to the sample image, as on the overview points. Tiles without counts weigh 1.
+export function densityStyle(filters, creatorId) {
+  const count = ['to-number', ['coalesce', ['get', 'count'], 1]];
+  const panoramas = ['to-number',
+    ['coalesce', ['get', 'pano_count'], ['case', ['to-boolean', ['get', 'is_pano']], 1, 0]]];
+  const matching = filters.pano === 'only' ? panoramas
+    : filters.pano === 'exclude' ? ['-', count, panoramas] : count;
+  const rest = mapExpression({ ...filters, pano: null }, creatorId);
+  const all = ['all', ...(rest ? rest.slice(1) : [])];
+  if (filters.pano) all.push(['>', matching, 0]);
+  return { filter: all.length > 1 ? all : null, weight: countWeight(matching) };
+}
+
 // A mapillary-js filter for the viewer's navigation (its `setFilter`).
 export function viewerFilter(filters) {
   const { start, end } = bounds(filters);

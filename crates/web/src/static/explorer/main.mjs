@@ -2,7 +2,7 @@
 // mapillary-js) to the server-rendered shell. A click on the map, or Enter on the focused map
 // (the image nearest its centre), shows an image; the map follows the viewer. State for tests
 // and the console is kept on `window.streetlevelExplorer`.
-import { active, formFilters, mapExpression, monthsBefore, searchParameters, viewerFilter } from './filters.mjs';
+import { active, densityStyle, formFilters, mapExpression, monthsBefore, searchParameters, viewerFilter } from './filters.mjs';
 import { createDates } from './dates.mjs';
 import { createFeatureStepper } from './features.mjs';
 import { createLayerSwitcher, layersParameter, readLayers } from './layers.mjs';
@@ -191,7 +191,7 @@ async function updateCount() {
 }
 async function applyFilters() {
   const id = filters.creator ? await creatorId(filters.creator) : null;
-  mapView?.setFilter(mapExpression(filters, id));
+  mapView?.setFilter(mapExpression(filters, id), densityStyle(filters, id));
   const navigation = viewerFilter(filters);
   if (player.state.lock) navigation.push(['==', 'sequenceId', player.state.lock]);
   await viewer.setFilter(navigation.length > 1 ? navigation : []);

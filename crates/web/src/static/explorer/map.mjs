@@ -4,6 +4,7 @@
 import { Map as MapLibreMap } from '/assets/maplibre-gl/dist/maplibre-gl.mjs';
 
 import { FEATURE_LAYERS, SPRITE_PATH, withIcons } from './features.mjs';
+import { densityStyle } from './filters.mjs';
 import { MAP_LAYERS } from './layers.mjs';
 
 const MARKER = '#ffd400';
@@ -23,8 +24,8 @@ export function idOf(value) {
 }
 
 // The layers the explorer draws: the server's (without its background), with the overview
-// points as a density heat map below zoom 6 (each weighted by its cell's `count` when the
-// tile carries one), the map features as icons (`icons`: the sprite's names, none without
+// points as a density heat map below zoom 7 (each weighted by its cell's `count`,
+// filters.mjs `densityStyle`), the map features as icons (`icons`: the sprite's names, none without
 // the sprite), and the marker of the image shown on top.
 function layers(described, icons) {
   const plain = described.layers.filter((layer) => layer.type !== 'background');
@@ -36,7 +37,7 @@ function layers(described, icons) {
     'source-layer': 'overview',
     maxzoom: 7,
     paint: {
-      'heatmap-weight': ['coalesce', ['get', 'count'], 1],
+      'heatmap-weight': densityStyle({}, null).weight,
       'heatmap-intensity': ['interpolate', ['linear'], ['zoom'], 0, 2, 6, 3],
       'heatmap-radius': ['interpolate', ['linear'], ['zoom'], 0, 12, 6, 30],
       'heatmap-opacity': ['interpolate', ['linear'], ['zoom'], 5, 0.8, 7, 0],
@@ -166,12 +167,14 @@ export async function createMap(container, config, view, report, shown) {
     return found[0] ?? null;
   }
 
-  // The filter of the coverage layers, applied once the style has loaded.
+  // The filter of the coverage layers and the density's own, applied once the style has loaded.
   let filter = null;
+  let density = densityStyle({}, null);
   const applyFilter = () => {
     for (const layer of FILTERED) {
-      if (map.getLayer(layer)) map.setFilter(layer, filter);
+      if (map.getLayer(layer)) map.setFilter(layer, layer === 'density' ? density.filter : filter);
     }
+    if (map.getLayer('density')) map.setPaintProperty('density', 'heatmap-weight', density.weight);
   };
   map.on('load', applyFilter);
 
@@ -191,9 +194,11 @@ export async function createMap(container, config, view, report, shown) {
       shownNow = names;
       if (map.isStyleLoaded()) applyLayers();
     },
-    // Draws only the coverage `expression` keeps (null: all of it).
-    setFilter(expression) {
+    // Draws only the coverage `expression` keeps (null: all of it), and the density as
+    // `densityOf` (filters.mjs `densityStyle`) says.
+    setFilter(expression, densityOf = densityStyle({}, null)) {
       filter = expression;
+      density = densityOf;
       if (map.loaded() || map.isStyleLoaded()) applyFilter();
     },
     // The image nearest the map's centre, anywhere in view.
