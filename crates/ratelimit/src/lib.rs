@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+mod address;
 mod clock;
 mod config;
 mod error;
@@ -10,6 +11,7 @@ mod rejection;
 mod shared;
 mod sign_in;
 
+pub use address::per_address_key;
 pub use config::Config;
 pub use error::RateLimitError;
 pub use forms::{FormLimits, FormThrottle};

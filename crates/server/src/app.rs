@@ -549,13 +549,14 @@ impl App {
         route: &Route,
         parts: &Parts,
     ) -> Result<streetlevel_ratelimit::Usage, Error> {
+        let client = client_ip(parts);
         if let Some(caller) = self.services.auth.authenticate_cached(parts) {
             if !self.services.rate_limits.is_shared() {
-                return self.admit_caller(route, caller);
+                return self.admit_caller(route, caller, client);
             }
             // A quota in Redis is a network round trip: never on an async worker.
             let (app, route) = (Arc::clone(self), route.clone());
-            return run_blocking(move || app.admit_caller(&route, caller)).await;
+            return run_blocking(move || app.admit_caller(&route, caller, client)).await;
         }
         let (app, route, parts) = (Arc::clone(self), route.clone(), parts.clone());
         run_blocking(move || app.admit(&route, &parts)).await
@@ -563,14 +564,33 @@ impl App {
 
     /// Authenticates the caller and charges the route's quota.
     fn admit(&self, route: &Route, parts: &Parts) -> Result<streetlevel_ratelimit::Usage, Error> {
-        self.admit_caller(route, self.services.auth.authenticate(parts))
+        self.admit_caller(route, self.services.auth.authenticate(parts), client_ip(parts))
     }
 
-    /// Charges the route's quota to `caller`, the token check's outcome.
+    /// Who pays for a call of `caller`'s app from `client`: the app, or, for the public app
+    /// (the token the explorer and the embed page publish) with `public_app_per_address`,
+    /// that app's visitor at `client` alone.
+    fn payer(&self, caller: &Caller, client: Option<std::net::IpAddr>) -> u64 {
+        let public = self
+            .services
+            .web
+            .as_ref()
+            .is_some_and(|web| web.public_app().0 == caller.app_id);
+        match client {
+            Some(address) if public && self.config.public_app_per_address => {
+                streetlevel_ratelimit::per_address_key(caller.app_id, address)
+            }
+            _ => caller.app_id,
+        }
+    }
+
+    /// Charges the route's quota to `caller`, the token check's outcome, calling from
+    /// `client`.
     fn admit_caller(
         &self,
         route: &Route,
         caller: Result<Caller, Error>,
+        client: Option<std::net::IpAddr>,
     ) -> Result<streetlevel_ratelimit::Usage, Error> {
         let result = match &caller {
             Ok(_) => "ok",
@@ -588,7 +608,7 @@ impl App {
         };
         self.services
             .rate_limits
-            .check(caller.app_id, class)
+            .check(self.payer(&caller, client), class)
             .map_err(|rejection| {
                 metrics::counter!(crate::metrics::RATE_LIMITED, "class" => quota_class(class))
                     .increment(1);
@@ -911,4 +931,12 @@ mod tests {
         check("text/html;q=0", false);
         check("TEXT/HTML ; q=0.7, application/json;q=0.7", true);
     }
+}
+
+/// The client address the server resolved for the request (`client_address.rs`).
+fn client_ip(parts: &Parts) -> Option<std::net::IpAddr> {
+    parts
+        .extensions
+        .get::<streetlevel_ratelimit::ClientAddr>()
+        .map(|address| address.0.ip())
 }

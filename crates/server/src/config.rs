@@ -60,6 +60,13 @@ pub struct Config {
     pub debug_panic_route: bool,
     /// The usernames of administrators: they may delete, hide and restore anyone's images.
     pub administrators: Vec<String>,
+    /// Proxies whose `X-Forwarded-For` names the client (`client_address.rs`); empty: the
+    /// connection's peer is the client.
+    pub trusted_proxies: Vec<ipnet::IpNet>,
+    /// Charge the public app's calls (the token the explorer and the embed page publish) per
+    /// client address instead of to the app, so one visitor cannot use up every visitor's
+    /// quota.
+    pub public_app_per_address: bool,
 }
 
 impl Default for Config {
@@ -85,6 +92,8 @@ impl Default for Config {
             media_redirect_seconds: 0,
             debug_panic_route: false,
             administrators: Vec::new(),
+            trusted_proxies: Vec::new(),
+            public_app_per_address: true,
         }
     }
 }

@@ -3,6 +3,7 @@
 mod app;
 mod auth;
 pub mod blur;
+mod client_address;
 mod config;
 mod endpoints;
 mod error;
@@ -21,6 +22,7 @@ pub mod tiles;
 mod upload;
 
 pub use app::{App, Authenticator, Caller, Services, UploadLogin};
+pub use client_address::parse_trusted_proxy;
 pub use config::{Config, PublicUrls};
 pub use error::Error;
 pub use media::{DirectoryMedia, MediaSource};

@@ -171,9 +171,14 @@ impl Server {
             let app_for_connection = Arc::clone(&app);
             let activity_for_service = Arc::clone(&activity);
             let service = service_fn(move |mut request: Request<Incoming>| {
+                let client = crate::client_address::client_address(
+                    peer,
+                    request.headers(),
+                    &app_for_connection.config().trusted_proxies,
+                );
                 request
                     .extensions_mut()
-                    .insert(streetlevel_ratelimit::ClientAddr(peer));
+                    .insert(streetlevel_ratelimit::ClientAddr(client));
                 let app = Arc::clone(&app_for_connection);
                 let busy = Activity::start(&activity_for_service);
                 async move {

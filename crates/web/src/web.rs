@@ -132,9 +132,15 @@ impl Web {
         self
     }
 
-    /// The read-only token the embed page publishes.
+    /// The read-only token the embed page and the explorer publish.
     pub fn embed_token(&self) -> &str {
         &self.embed.1
+    }
+
+    /// The app whose token the embed page and the explorer publish (every visitor holds it:
+    /// the server may charge its calls per visitor).
+    pub fn public_app(&self) -> ClientId {
+        self.embed.0
     }
 
     /// The response for a request to `page`. Which path is which page is decided by the
