@@ -3,7 +3,7 @@
 // the coverage, the density at low zoom and the marker, a click and the keyboard select
 // images, the map follows the viewer, the layout swaps, axe-core finds no WCAG 2 A/AA
 // violation outside the WebGL canvases, and a phone-sized screen works without horizontal
-// scrolling. Every request must stay on 127.0.0.1; no page, console or MapLibre error.
+// scrolling, a swipe across the photo stepping through its sequence. Every request must stay on 127.0.0.1; no page, console or MapLibre error.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 
@@ -30,11 +30,13 @@ describe('the explorer in Chromium', () => {
   let service;
   let browser;
   let sequence;
+  // The longest sequence without panoramas, in capture order (a swipe steps through it).
+  let flat;
 
   before(async () => {
     service = await startService({ callbackUrl: 'http://127.0.0.1:9/callback' });
     browser = await launchBrowser();
-    const found = await api(service.baseUrl, '/images?bbox=-180,-85,180,85&fields=id,sequence,geometry&limit=200', service.app.clientToken);
+    const found = await api(service.baseUrl, '/images?bbox=-180,-85,180,85&fields=id,sequence,geometry,is_pano&limit=200', service.app.clientToken);
     assert.equal(found.status, 200, JSON.stringify(found.body));
     const bySequence = new Map();
     for (const image of found.body.data) {
@@ -45,6 +47,11 @@ describe('the explorer in Chromium', () => {
     const ids = await api(service.baseUrl, `/image_ids?sequence_id=${longest}`, service.app.clientToken);
     sequence = ids.body.data.map((image) => image.id);
     assert.ok(sequence.length >= 3, 'a sequence of three images or more');
+    const flats = [...bySequence.keys()].filter((key) => bySequence.get(key).every((image) => !image.is_pano))
+      .sort((a, b) => bySequence.get(b).length - bySequence.get(a).length);
+    assert.ok(flats.length > 0 && bySequence.get(flats[0]).length >= 2, 'a sequence of two photos or more without panoramas');
+    const flatIds = await api(service.baseUrl, `/image_ids?sequence_id=${flats[0]}`, service.app.clientToken);
+    flat = flatIds.body.data.map((image) => image.id);
   });
 
   after(async () => {
@@ -423,7 +430,7 @@ describe('the explorer in Chromium', () => {
     }
   });
 
-  test('a phone: panes stacked, no horizontal scrolling, 44 px targets, a tap selects', async (t) => {
+  test('a phone: panes stacked, no horizontal scrolling, 44 px targets, a tap selects, a swipe steps', async (t) => {
     const { page, problems, finish } = await openPage(browser, PHONE);
     try {
       await openExplorer(page, problems, `/explore?image=${sequence[0]}`, sequence[0]);
@@ -438,6 +445,7 @@ describe('the explorer in Chromium', () => {
         const box = await page.locator(selector).boundingBox();
         assert.ok(box.height >= 44 && box.width >= 44, `${selector} is ${box.width}x${box.height}`);
       }
+
       const target = await page.evaluate((current) => {
         const { map } = window.streetlevelExplorer;
         const { width, height } = map.getCanvas().getBoundingClientRect();
@@ -450,6 +458,31 @@ describe('the explorer in Chromium', () => {
       const canvas = await page.locator('#map canvas').boundingBox();
       await page.touchscreen.tap(canvas.x + target.point.x, canvas.y + target.point.y);
       await waitForImage(page, problems, target.id);
+
+      // A quick swipe across the photo steps through its sequence: to the left the next
+      // image, to the right the previous one; a mostly vertical drag is no swipe.
+      await page.evaluate((id) => window.streetlevelExplorer.show(id), flat[0]);
+      await waitForImage(page, problems, flat[0]);
+      const photo = await page.locator('#viewer').boundingBox();
+      const cdp = await page.context().newCDPSession(page);
+      const swipe = async (fromX, fromY, toX, toY) => {
+        const at = (share, from, to) => from + (to - from) * share;
+        await cdp.send('Input.dispatchTouchEvent', { type: 'touchStart', touchPoints: [{ x: fromX, y: fromY }] });
+        for (const share of [0.25, 0.5, 0.75, 1]) {
+          await cdp.send('Input.dispatchTouchEvent', { type: 'touchMove', touchPoints: [{ x: at(share, fromX, toX), y: at(share, fromY, toY) }] });
+        }
+        await cdp.send('Input.dispatchTouchEvent', { type: 'touchEnd', touchPoints: [] });
+      };
+      const middle = { x: photo.x + photo.width / 2, y: photo.y + photo.height / 2 };
+      const swipes = () => page.evaluate(() => window.streetlevelExplorer.events.filter((event) => event.type === 'swipe').length);
+      await swipe(middle.x, middle.y - 60, middle.x + 10, middle.y + 60);
+      assert.equal(await swipes(), 0, 'a vertical drag is no swipe');
+      await swipe(middle.x + 120, middle.y, middle.x - 120, middle.y + 10);
+      await waitForImage(page, problems, flat[1]);
+      await swipe(middle.x - 120, middle.y, middle.x + 120, middle.y);
+      await waitForImage(page, problems, flat[0]);
+      assert.equal(await swipes(), 2);
+      await cdp.detach();
     } finally {
       await finish();
     }

@@ -81,6 +81,10 @@ const OWN_ASSETS: &[(&str, &str)] = &[
         "explorer/report.mjs",
         include_str!("static/explorer/report.mjs"),
     ),
+    (
+        "explorer/swipe.mjs",
+        include_str!("static/explorer/swipe.mjs"),
+    ),
 ];
 
 /// The media type of a file, by its extension. JavaScript modules (`.mjs`) must be

@@ -45,6 +45,7 @@ const MODULES: &[&str] = &[
     "features.mjs",
     "dates.mjs",
     "report.mjs",
+    "swipe.mjs",
 ];
 
 /// The origin (`scheme://host[:port]`) of an absolute URL.

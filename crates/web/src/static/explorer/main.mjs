@@ -12,6 +12,7 @@ import { createPlayer } from './player.mjs';
 import { createReport } from './report.mjs';
 import { wireShortcuts } from './shortcuts.mjs';
 import { mapParameter, readState, writeState } from './state.mjs';
+import { wireSwipe } from './swipe.mjs';
 import { createViewer } from './viewer.mjs';
 
 const config = JSON.parse(document.getElementById('explorer-config').textContent);
@@ -103,6 +104,15 @@ const player = createPlayer(viewer, api, initial, (changes) => {
 });
 explorer.player = player;
 
+// A swipe across the photo on a touch screen steps through its sequence (the player's
+// direction: the viewer's own sequence arrows, which keep to a locked sequence, do likewise).
+let shownPanorama = false;
+wireSwipe(document.getElementById('viewer'), {
+  step: (reverse) => viewer.step(reverse).catch(() => record('swipe-end', { reverse })),
+  isPanorama: () => shownPanorama,
+  record,
+});
+
 // Shows `id` in the viewer (from a map click, the keyboard or the URL).
 function show(id, how) {
   if (!id || id === explorer.currentImageId) return;
@@ -123,6 +133,7 @@ viewer.on('image', (image) => {
   replaceEntry = false;
   explorer.currentImageId = image.id;
   explorer.currentLngLat = image.lngLat;
+  shownPanorama = image.pano;
   document.getElementById('hint')?.remove();
   layout.classList.add('has-image');
   const reportLink = document.getElementById('report');
