@@ -153,6 +153,10 @@ describe('the explorer\'s report dialog and owner links in Chromium', () => {
       await waitForImage(page, problems, theirs.id);
       await page.getByRole('link', { name: 'Hide or delete it' }).waitFor();
       assert.equal(await page.locator('#manage-blur').getAttribute('href'), `/dashboard/image?image_key=${theirs.id}`);
+      // "Hide or delete it" opens the dashboard's takedown form with the image filled in.
+      await page.getByRole('link', { name: 'Hide or delete it' }).click();
+      await page.waitForURL((url) => url.pathname === '/dashboard');
+      assert.equal(await page.getByLabel(/^Image ID or sequence key/).inputValue(), theirs.id);
     } finally {
       await administrator.finish();
     }

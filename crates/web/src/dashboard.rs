@@ -34,6 +34,9 @@ struct Outcome {
     /// The create form's values, kept after a rejected submission.
     name: String,
     callback_url: String,
+    /// The takedown form's target, from `?takedown=<image ID or sequence key>` (the
+    /// explorer's "Hide or delete it" link).
+    takedown_target: String,
 }
 
 impl Web {
@@ -43,7 +46,16 @@ impl Web {
             Ok(None) => return html::redirect(StatusCode::FOUND, &login_location("/dashboard")),
             Err(html::Unavailable) => return html::unavailable_page("Developer dashboard"),
         };
-        self.dashboard_page(StatusCode::OK, &session, &Outcome::default())
+        let query = Form::parse(parts.uri.query().unwrap_or(""));
+        let takedown_target = query
+            .get("takedown")
+            .map(|target| target.trim().chars().take(256).collect())
+            .unwrap_or_default();
+        let outcome = Outcome {
+            takedown_target,
+            ..Outcome::default()
+        };
+        self.dashboard_page(StatusCode::OK, &session, &outcome)
     }
 
     pub(crate) fn dashboard_action(&self, parts: &Parts, body: &[u8]) -> Response<Bytes> {
@@ -263,7 +275,7 @@ impl Web {
             @if let Some(uploads) = uploads {
                 (uploads)
             }
-            @if let Some(images) = self.images_section(session, &csrf) {
+            @if let Some(images) = self.images_section(session, &csrf, &outcome.takedown_target) {
                 (images)
             }
             @if let Some(queue) = self.privacy_queue_section(session, &csrf) {

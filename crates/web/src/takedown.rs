@@ -80,8 +80,15 @@ impl Web {
         }
     }
 
-    /// The "Your images" section, when taking images down is enabled.
-    pub(crate) fn images_section(&self, session: &Session, csrf: &str) -> Option<Markup> {
+    /// The "Your images" section, when taking images down is enabled: the user's sequences
+    /// with their takedown buttons, and the form taking down any image or sequence by ID or
+    /// key, filled with `target`.
+    pub(crate) fn images_section(
+        &self,
+        session: &Session,
+        csrf: &str,
+        target: &str,
+    ) -> Option<Markup> {
         let moderation = self.moderation.as_ref()?;
         let store = moderation.store();
         let mut sequences: BTreeMap<String, SequenceRow> = BTreeMap::new();
@@ -168,7 +175,7 @@ impl Web {
                             @if administrator { "Image ID or sequence key (any user's: you are an administrator)" }
                             @else { "Image ID or sequence key" }
                         } "\n"
-                        input id="takedown-target" name="target" type="text" required maxlength="256";
+                        input id="takedown-target" name="target" type="text" required maxlength="256" value=(target);
                     } "\n"
                     p {
                         label for="takedown-action" { "Action" } "\n"

@@ -105,7 +105,7 @@ export function createReport(config, { visibleBox, record }) {
       manage.hidden = !mayManage;
       if (mayManage) {
         byId('manage-blur').href = `/dashboard/image?image_key=${shown.id}`;
-        byId('manage-takedown').href = '/dashboard#images';
+        byId('manage-takedown').href = `/dashboard?takedown=${shown.id}#images`;
       }
     },
   };
