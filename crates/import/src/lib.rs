@@ -45,8 +45,4 @@ pub use reblur::{
     reblur,
 };
 pub use sessions::{Appender, UPLOADS_DIR, UploadLimits, UploaderGeneration, Uploads};
-/// The blurrer seam and the local blurrer, for callers that configure [`Blurring`].
-pub use streetlevel_blur;
-/// Video reading and sampling, for callers that configure [`VideoOptions`].
-pub use streetlevel_video;
 pub use video::VideoOptions;

@@ -61,7 +61,7 @@ pub struct Args {
     max_speed_kmh: f64,
     /// Keep a video frame when it is more than this many metres from the last one kept (the
     /// official uploader's default).
-    #[arg(long, default_value_t = streetlevel_import::streetlevel_video::DEFAULT_SAMPLE_DISTANCE)]
+    #[arg(long, default_value_t = streetlevel_video::DEFAULT_SAMPLE_DISTANCE)]
     video_sample_distance: f64,
     /// Keep a video frame every this many seconds instead of by distance.
     #[arg(long)]
@@ -118,7 +118,7 @@ fn open_store(args: &Args) -> anyhow::Result<Store> {
 
 /// How videos are sampled and decoded, from the flags.
 fn video_options(args: &Args) -> anyhow::Result<streetlevel_import::VideoOptions> {
-    use streetlevel_import::streetlevel_video::{DecodeLimits, Sampling};
+    use streetlevel_video::{DecodeLimits, Sampling};
     let sampling = if let Some(seconds) = args.video_sample_interval {
         anyhow::ensure!(seconds > 0.0, "--video-sample-interval must be positive");
         Sampling::Interval(seconds)

@@ -766,7 +766,7 @@ fn stored_dimensions(image: &streetlevel_model::Image, orientation: u8) -> (u32,
 }
 
 fn streetlevel_blur_shares(area: StoredBox, stored: (u32, u32), orientation: u8) -> [f64; 4] {
-    streetlevel_import::streetlevel_blur::stored_to_upright_shares(
+    streetlevel_blur::stored_to_upright_shares(
         (area.x, area.y, area.width, area.height),
         stored,
         orientation,
