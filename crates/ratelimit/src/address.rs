@@ -29,9 +29,9 @@ pub fn per_address_key(app_id: u64, address: IpAddr) -> u64 {
             bytes.extend_from_slice(&v6.octets()[..8]);
         }
     }
-    bytes
-        .iter()
-        .fold(OFFSET, |hash, &byte| (hash ^ u64::from(byte)).wrapping_mul(PRIME))
+    bytes.iter().fold(OFFSET, |hash, &byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(PRIME)
+    })
 }
 
 #[cfg(test)]

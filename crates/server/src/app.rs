@@ -564,7 +564,11 @@ impl App {
 
     /// Authenticates the caller and charges the route's quota.
     fn admit(&self, route: &Route, parts: &Parts) -> Result<streetlevel_ratelimit::Usage, Error> {
-        self.admit_caller(route, self.services.auth.authenticate(parts), client_ip(parts))
+        self.admit_caller(
+            route,
+            self.services.auth.authenticate(parts),
+            client_ip(parts),
+        )
     }
 
     /// Who pays for a call of `caller`'s app from `client`: the app, or, for the public app

@@ -23,7 +23,11 @@ pub fn parse_trusted_proxy(text: &str) -> Result<IpNet, String> {
 }
 
 /// The client of a request that arrived from `peer` with `headers`.
-pub(crate) fn client_address(peer: SocketAddr, headers: &HeaderMap, trusted: &[IpNet]) -> SocketAddr {
+pub(crate) fn client_address(
+    peer: SocketAddr,
+    headers: &HeaderMap,
+    trusted: &[IpNet],
+) -> SocketAddr {
     let is_trusted = |address: IpAddr| {
         let address = address.to_canonical();
         trusted.iter().any(|network| network.contains(&address))
@@ -72,7 +76,9 @@ mod tests {
     }
 
     fn trusted(list: &[&str]) -> Vec<IpNet> {
-        list.iter().map(|text| parse_trusted_proxy(text).unwrap()).collect()
+        list.iter()
+            .map(|text| parse_trusted_proxy(text).unwrap())
+            .collect()
     }
 
     fn ip(address: SocketAddr) -> String {
@@ -82,38 +88,68 @@ mod tests {
     #[test]
     fn without_trusted_proxies_the_peer_is_the_client_whatever_it_says() {
         let headers = forwarded(&["198.51.100.7"]);
-        assert_eq!(ip(client_address(peer("127.0.0.1"), &headers, &[])), "127.0.0.1");
+        assert_eq!(
+            ip(client_address(peer("127.0.0.1"), &headers, &[])),
+            "127.0.0.1"
+        );
         let proxies = trusted(&["10.0.0.0/8"]);
-        assert_eq!(ip(client_address(peer("192.0.2.1"), &headers, &proxies)), "192.0.2.1");
+        assert_eq!(
+            ip(client_address(peer("192.0.2.1"), &headers, &proxies)),
+            "192.0.2.1"
+        );
     }
 
     #[test]
     fn a_trusted_proxy_names_the_client_and_spoofed_entries_left_of_it_are_ignored() {
         let proxies = trusted(&["127.0.0.1", "10.0.0.0/8"]);
         let one = forwarded(&["203.0.113.5"]);
-        assert_eq!(ip(client_address(peer("127.0.0.1"), &one, &proxies)), "203.0.113.5");
+        assert_eq!(
+            ip(client_address(peer("127.0.0.1"), &one, &proxies)),
+            "203.0.113.5"
+        );
         // The client sent "1.2.3.4" itself; nginx appended its peer; a second proxy its own.
         let chain = forwarded(&["1.2.3.4, 203.0.113.5", "10.1.2.3"]);
-        assert_eq!(ip(client_address(peer("127.0.0.1"), &chain, &proxies)), "203.0.113.5");
+        assert_eq!(
+            ip(client_address(peer("127.0.0.1"), &chain, &proxies)),
+            "203.0.113.5"
+        );
         // No header: the proxy itself.
         let none = HeaderMap::new();
-        assert_eq!(ip(client_address(peer("127.0.0.1"), &none, &proxies)), "127.0.0.1");
+        assert_eq!(
+            ip(client_address(peer("127.0.0.1"), &none, &proxies)),
+            "127.0.0.1"
+        );
         // Garbage written by the client stops the walk at the last good hop.
         let garbled = forwarded(&["203.0.113.5, not-an-address", "10.9.9.9"]);
-        assert_eq!(ip(client_address(peer("127.0.0.1"), &garbled, &proxies)), "10.9.9.9");
+        assert_eq!(
+            ip(client_address(peer("127.0.0.1"), &garbled, &proxies)),
+            "10.9.9.9"
+        );
         // Every hop trusted: the leftmost.
         let inside = forwarded(&["10.0.0.7, 10.0.0.8"]);
-        assert_eq!(ip(client_address(peer("127.0.0.1"), &inside, &proxies)), "10.0.0.7");
+        assert_eq!(
+            ip(client_address(peer("127.0.0.1"), &inside, &proxies)),
+            "10.0.0.7"
+        );
         // IPv6, and an IPv4 peer written as IPv6.
         let v6 = forwarded(&["2001:db8::9"]);
-        assert_eq!(ip(client_address(peer("::ffff:127.0.0.1"), &v6, &proxies)), "2001:db8::9");
+        assert_eq!(
+            ip(client_address(peer("::ffff:127.0.0.1"), &v6, &proxies)),
+            "2001:db8::9"
+        );
     }
 
     #[test]
     fn trusted_proxies_are_addresses_or_networks() {
-        assert_eq!(parse_trusted_proxy(" 10.0.0.5 ").unwrap().to_string(), "10.0.0.5/32");
+        assert_eq!(
+            parse_trusted_proxy(" 10.0.0.5 ").unwrap().to_string(),
+            "10.0.0.5/32"
+        );
         assert_eq!(parse_trusted_proxy("::1").unwrap().to_string(), "::1/128");
-        assert_eq!(parse_trusted_proxy("10.0.0.0/8").unwrap().to_string(), "10.0.0.0/8");
+        assert_eq!(
+            parse_trusted_proxy("10.0.0.0/8").unwrap().to_string(),
+            "10.0.0.0/8"
+        );
         assert!(parse_trusted_proxy("10.0.0.0/33").is_err());
         assert!(parse_trusted_proxy("proxy.example").is_err());
     }

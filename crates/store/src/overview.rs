@@ -543,7 +543,10 @@ impl Pyramid {
             let high = pack(last_column, row, 7, 7);
             let start = level.keys.partition_point(|&key| key < low);
             let end = level.keys.partition_point(|&key| key <= high);
-            for (&key, entry) in level.keys[start..end].iter().zip(&level.entries[start..end]) {
+            for (&key, entry) in level.keys[start..end]
+                .iter()
+                .zip(&level.entries[start..end])
+            {
                 let (column, row, column_class, row_class) = unpack(key);
                 let local_x = i64::from(column) - origin_x;
                 let Some(x) = local_cell(local_x, column_class, buffer_cells) else {

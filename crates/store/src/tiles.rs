@@ -233,9 +233,9 @@ impl Store {
                 continue;
             };
             let is_pano = self.records.image(index).is_pano();
-            let slot = kept
-                .entry(cell)
-                .or_insert((id, index, geometry.clone(), CellCount::default()));
+            let slot =
+                kept.entry(cell)
+                    .or_insert((id, index, geometry.clone(), CellCount::default()));
             if id < slot.0 {
                 (slot.0, slot.1, slot.2) = (id, index, geometry);
             }

@@ -5,11 +5,11 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use streetlevel_blur_service::{ServiceClient, ServiceConfig};
 use streetlevel_blur::{
     self, BlurError, Blurrer, CENTERFACE_FILE, CENTERFACE_SHA256, Detector, LocalBlurrer,
     ModelFile, ONNXRUNTIME_LIBRARY, PLATE_TEXT_FILE, PLATE_TEXT_SHA256, RegionClass,
 };
+use streetlevel_blur_service::{ServiceClient, ServiceConfig};
 use streetlevel_import::{Blurring, Uploads};
 
 /// The blur flags of `import` and `reblur` (`serve` has the same ones among its settings).

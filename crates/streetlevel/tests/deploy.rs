@@ -367,7 +367,11 @@ fn deploy_nginx_conf_proxies_tls_and_http2_to_the_server() {
     let public = format!("https://{https}");
     // Every connection comes from nginx: the per-address cap is nginx's (limit_conn).
     let config = fixture.dir.join("behind-nginx.json");
-    std::fs::write(&config, r#"{"max_connections_per_address": 1024, "trusted_proxies": ["127.0.0.1"]}"#).unwrap();
+    std::fs::write(
+        &config,
+        r#"{"max_connections_per_address": 1024, "trusted_proxies": ["127.0.0.1"]}"#,
+    )
+    .unwrap();
     let server = Server::start(
         Path::new(BINARY),
         &fixture.dir,

@@ -32,7 +32,11 @@ fn start(name: &str, config: &str) -> (Server, String) {
     let copy = fixture().copy(&format!("public-quota-{name}"));
     let file = copy.dir.join("config.json");
     std::fs::write(&file, config).unwrap();
-    let server = Server::start(Path::new(BINARY), &copy.dir, &["--config", file.to_str().unwrap()]);
+    let server = Server::start(
+        Path::new(BINARY),
+        &copy.dir,
+        &["--config", file.to_str().unwrap()],
+    );
     // The pages publish it only with the viewer's npm packages, which the cargo suite may
     // run without: read it where the server keeps it (crates/web/src/registry.rs).
     let connection = rusqlite::Connection::open_with_flags(
@@ -41,9 +45,11 @@ fn start(name: &str, config: &str) -> (Server, String) {
     )
     .unwrap();
     let token = connection
-        .query_row("SELECT token FROM web_embed WHERE singleton = 1", [], |row| {
-            row.get(0)
-        })
+        .query_row(
+            "SELECT token FROM web_embed WHERE singleton = 1",
+            [],
+            |row| row.get(0),
+        )
         .unwrap();
     (server, token)
 }
@@ -58,7 +64,12 @@ fn get_from(server: &Server, source: &str, target: &str, headers: &[(&str, &str)
     let stream = runtime.block_on(async {
         let socket = tokio::net::TcpSocket::new_v4().unwrap();
         socket.bind(SocketAddr::new(source, 0)).unwrap();
-        socket.connect(server.addr).await.unwrap().into_std().unwrap()
+        socket
+            .connect(server.addr)
+            .await
+            .unwrap()
+            .into_std()
+            .unwrap()
     });
     let mut stream = stream;
     stream.set_nonblocking(false).unwrap();
@@ -127,11 +138,23 @@ fn one_visitor_exhausts_their_own_quota_not_the_public_apps() {
     // Behind the trusted proxy, each forwarded address is a visitor of its own; what the
     // client wrote left of the proxy's entry is not believed.
     assert_eq!(
-        searches(&server, "127.0.0.3", &token, Some("198.51.100.1"), SEARCHES + 1),
+        searches(
+            &server,
+            "127.0.0.3",
+            &token,
+            Some("198.51.100.1"),
+            SEARCHES + 1
+        ),
         [200, 200, 429]
     );
     assert_eq!(
-        searches(&server, "127.0.0.3", &token, Some("203.0.113.9, 198.51.100.1"), 1),
+        searches(
+            &server,
+            "127.0.0.3",
+            &token,
+            Some("203.0.113.9, 198.51.100.1"),
+            1
+        ),
         [429],
         "a spoofed first entry does not make a new visitor"
     );

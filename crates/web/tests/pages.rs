@@ -1879,8 +1879,15 @@ fn owners_hide_restore_and_delete_their_images_from_the_dashboard() {
     // The explorer's "Hide or delete it" link names the image: the form is filled with it,
     // escaped; nothing is taken down until the form is sent.
     let filled = body(&get(&h.web, "/dashboard?takedown=101", &alice));
-    assert!(filled.contains(r#"name="target" type="text" required maxlength="256" value="101""#), "{filled}");
-    let hostile = body(&get(&h.web, "/dashboard?takedown=%22%3E%3Cscript%3E", &alice));
+    assert!(
+        filled.contains(r#"name="target" type="text" required maxlength="256" value="101""#),
+        "{filled}"
+    );
+    let hostile = body(&get(
+        &h.web,
+        "/dashboard?takedown=%22%3E%3Cscript%3E",
+        &alice,
+    ));
     assert!(
         hostile.contains("value=\"&quot;&gt;&lt;script&gt;\"") && !hostile.contains("\"><script>"),
         "{hostile}"
