@@ -882,6 +882,14 @@ where
     }
 }
 
+/// The client address the server resolved for the request (`client_address.rs`).
+fn client_ip(parts: &Parts) -> Option<std::net::IpAddr> {
+    parts
+        .extensions
+        .get::<streetlevel_ratelimit::ClientAddr>()
+        .map(|address| address.0.ip())
+}
+
 #[cfg(test)]
 mod tests {
     use super::{app_usage_value, prefers_html, request_id};
@@ -935,12 +943,4 @@ mod tests {
         check("text/html;q=0", false);
         check("TEXT/HTML ; q=0.7, application/json;q=0.7", true);
     }
-}
-
-/// The client address the server resolved for the request (`client_address.rs`).
-fn client_ip(parts: &Parts) -> Option<std::net::IpAddr> {
-    parts
-        .extensions
-        .get::<streetlevel_ratelimit::ClientAddr>()
-        .map(|address| address.0.ip())
 }

@@ -22,6 +22,15 @@ pub fn parse_trusted_proxy(text: &str) -> Result<IpNet, String> {
         .map_err(|_| format!("{text:?} is neither an IP address nor a network such as 10.0.0.0/8"))
 }
 
+/// Every entry of `list` as [`parse_trusted_proxy`] reads it (blank entries left out), or
+/// why one cannot be read.
+pub fn parse_trusted_proxies(list: &[String]) -> Result<Vec<IpNet>, String> {
+    list.iter()
+        .filter(|text| !text.trim().is_empty())
+        .map(|text| parse_trusted_proxy(text))
+        .collect()
+}
+
 /// The client of a request that arrived from `peer` with `headers`.
 pub(crate) fn client_address(
     peer: SocketAddr,

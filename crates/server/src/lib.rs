@@ -22,7 +22,7 @@ pub mod tiles;
 mod upload;
 
 pub use app::{App, Authenticator, Caller, Services, UploadLogin};
-pub use client_address::parse_trusted_proxy;
+pub use client_address::{parse_trusted_proxies, parse_trusted_proxy};
 pub use config::{Config, PublicUrls};
 pub use error::Error;
 pub use media::{DirectoryMedia, MediaSource};

@@ -7,6 +7,7 @@
 // Helpers outside `#[test]` functions fail the test by panicking, like the tests themselves.
 #![allow(clippy::unwrap_used, clippy::panic, clippy::expect_used)]
 
+use std::fmt::Write as _;
 use std::io::{Read as _, Write as _};
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
@@ -81,7 +82,7 @@ fn get_from(server: &Server, source: &str, target: &str, headers: &[(&str, &str)
         server.addr
     );
     for (name, value) in headers {
-        head.push_str(&format!("{name}: {value}\r\n"));
+        let _ = write!(head, "{name}: {value}\r\n");
     }
     head.push_str("\r\n");
     stream.write_all(head.as_bytes()).unwrap();

@@ -409,6 +409,27 @@ pub struct Resolved {
 }
 
 /// The administrators' usernames as given, blanks left out.
+/// The settings that must be at least 1 when given.
+fn check_at_least_one(settings: &Settings) -> anyhow::Result<()> {
+    for (name, value) in [
+        (
+            "header_read_timeout_seconds",
+            settings.header_read_timeout_seconds,
+        ),
+        (
+            "body_read_timeout_seconds",
+            settings.body_read_timeout_seconds,
+        ),
+        (
+            "max_connections_per_address",
+            settings.max_connections_per_address,
+        ),
+    ] {
+        anyhow::ensure!(value != Some(0), "{name} must be at least 1");
+    }
+    Ok(())
+}
+
 fn administrators(names: Option<Vec<String>>) -> Vec<String> {
     names
         .unwrap_or_default()
@@ -427,6 +448,7 @@ pub fn resolve(
     media_key: impl FnOnce(&Path, Option<&str>) -> anyhow::Result<Vec<u8>>,
 ) -> anyhow::Result<Resolved> {
     check_public_urls(&settings)?;
+    check_at_least_one(&settings)?;
     let limits = rate_limits(&settings);
     let (upload_limits, background) = upload_limits(&settings)?;
     let sfm = sfm_background(&settings);
@@ -445,22 +467,6 @@ pub fn resolve(
         data.display()
     );
     let public_url = settings.public_url;
-    for (name, value) in [
-        (
-            "header_read_timeout_seconds",
-            settings.header_read_timeout_seconds,
-        ),
-        (
-            "body_read_timeout_seconds",
-            settings.body_read_timeout_seconds,
-        ),
-        (
-            "max_connections_per_address",
-            settings.max_connections_per_address,
-        ),
-    ] {
-        anyhow::ensure!(value != Some(0), "{name} must be at least 1");
-    }
     let defaults = Config::default();
     let seconds =
         |value: Option<u64>, default: Duration| value.map_or(default, Duration::from_secs);
@@ -502,16 +508,10 @@ pub fn resolve(
         media_redirect_seconds: settings.media_redirect_seconds.unwrap_or_default(),
         debug_panic_route,
         administrators: administrators(settings.administrators),
-        trusted_proxies: settings
-            .trusted_proxies
-            .unwrap_or_default()
-            .iter()
-            .filter(|text| !text.trim().is_empty())
-            .map(|text| {
-                streetlevel_server::parse_trusted_proxy(text)
-                    .map_err(|reason| anyhow::anyhow!("trusted_proxies: {reason}"))
-            })
-            .collect::<anyhow::Result<_>>()?,
+        trusted_proxies: streetlevel_server::parse_trusted_proxies(
+            &settings.trusted_proxies.unwrap_or_default(),
+        )
+        .map_err(|reason| anyhow::anyhow!("trusted_proxies: {reason}"))?,
         public_app_per_address: settings.public_app_per_address.unwrap_or(true),
     };
     let limits = streetlevel_ratelimit::Config {
