@@ -356,6 +356,10 @@ fn a_bad_config_file_stops_the_start_with_a_clear_error() {
         &["--public-url", "streetlevel.example"],
         &["public URL", "streetlevel.example"],
     );
+    assert_refused(
+        &["--trusted-proxies", "127.0.0.1,proxy.example"],
+        &["trusted_proxies", "proxy.example"],
+    );
 }
 
 // ---- the listening address and the data directory ----------------------------------------------
