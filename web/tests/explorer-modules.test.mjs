@@ -101,12 +101,12 @@ describe('the explorer\'s modules', () => {
 
   test('density: each cell weighs by its count, panoramas by theirs, other filters on the sample', () => {
     const weigh = (style, properties) => {
-      const parsed = createExpression(style.weight, { type: 'number', 'property-type': 'data-driven', expression: { interpolated: false, parameters: ['zoom', 'feature'] } });
+      const parsed = createExpression(style.weight, 'layers[density].paint.heatmap-weight', { type: 'number', 'property-type': 'data-driven', expression: { interpolated: false, parameters: ['zoom', 'feature'] } });
       assert.equal(parsed.result, 'success', JSON.stringify(parsed.value));
       return parsed.value.evaluate({ zoom: 3 }, { type: 'Point', properties });
     };
     const keeps = (style, properties) => style.filter === null
-      || featureFilter(style.filter).filter({ zoom: 3 }, { type: 1, properties });
+      || featureFilter(style.filter, 'layers[density].filter').filter({ zoom: 3 }, { type: 1, properties });
     const cell = (count, panoramas, isPano, capturedAt = 1_700_000_000_000) =>
       ({ count, pano_count: panoramas, is_pano: isPano, captured_at: capturedAt, creator_id: 7 });
 
