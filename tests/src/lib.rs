@@ -725,7 +725,20 @@ pub fn request(
     headers: &[(&str, &str)],
     body: &[u8],
 ) -> Response {
-    let mut stream = TcpStream::connect(addr).expect("connect to the server");
+    let stream = TcpStream::connect(addr).expect("connect to the server");
+    request_over(stream, addr, method, target, headers, body)
+}
+
+/// [`request`] over `stream`, a connection to `addr` the caller opened (from a local address
+/// of its choice, say).
+pub fn request_over(
+    mut stream: TcpStream,
+    addr: SocketAddr,
+    method: &str,
+    target: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Response {
     stream
         .set_read_timeout(Some(Duration::from_secs(120)))
         .expect("timeout");

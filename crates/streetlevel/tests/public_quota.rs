@@ -7,14 +7,11 @@
 // Helpers outside `#[test]` functions fail the test by panicking, like the tests themselves.
 #![allow(clippy::unwrap_used, clippy::panic, clippy::expect_used)]
 
-use std::fmt::Write as _;
-use std::io::{Read as _, Write as _};
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 use std::sync::OnceLock;
-use std::time::Duration;
 
-use streetlevel_tests::{Fixture, Response, Server, parse_response};
+use streetlevel_tests::{Fixture, Response, Server};
 
 const BINARY: &str = env!("CARGO_BIN_EXE_streetlevel");
 
@@ -72,23 +69,9 @@ fn get_from(server: &Server, source: &str, target: &str, headers: &[(&str, &str)
             .into_std()
             .unwrap()
     });
-    let mut stream = stream;
+    // Tokio's socket is non-blocking; the shared client reads it blocking.
     stream.set_nonblocking(false).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(60)))
-        .unwrap();
-    let mut head = format!(
-        "GET {target} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n",
-        server.addr
-    );
-    for (name, value) in headers {
-        let _ = write!(head, "{name}: {value}\r\n");
-    }
-    head.push_str("\r\n");
-    stream.write_all(head.as_bytes()).unwrap();
-    let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).unwrap();
-    parse_response(&raw)
+    streetlevel_tests::request_over(stream, server.addr, "GET", target, headers, b"")
 }
 
 /// The statuses of `count` searches with `token` from `source` (with `forwarded` as
